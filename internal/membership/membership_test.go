@@ -1,0 +1,105 @@
+package membership
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+type recorder struct {
+	mu  sync.Mutex
+	evs []Event
+	ch  chan Event
+}
+
+func (r *recorder) on(ev Event) {
+	r.mu.Lock()
+	r.evs = append(r.evs, ev)
+	r.mu.Unlock()
+	r.ch <- ev
+}
+
+func (r *recorder) waitFor(t *testing.T, kind EventKind, name string) Event {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case ev := <-r.ch:
+			if ev.Kind == kind && ev.Name == name {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %s event for %s", kind, name)
+		}
+	}
+}
+
+func start(t *testing.T, name string, key []byte, rec *recorder) *Member {
+	t.Helper()
+	cfg := Config{Name: name, Key: key, Label: "test", Meta: Meta{Role: RoleWorker, ID: name}, Logger: zerolog.Nop()}
+	if rec != nil {
+		cfg.OnEvent = rec.on
+	}
+	m, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestGracefulLeaveAndCrashAreDistinguished(t *testing.T) {
+	key := make([]byte, 32)
+	key[0] = 7
+	rec := &recorder{ch: make(chan Event, 64)}
+	seed := start(t, "master", key, rec)
+	defer seed.Shutdown()
+	a := start(t, "a", key, nil)
+	b := start(t, "b", key, nil)
+	ctx := context.Background()
+	if err := a.Join(ctx, seed.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Join(ctx, seed.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if ev := rec.waitFor(t, Joined, "a"); ev.Meta.ID != "a" || ev.Meta.Role != RoleWorker {
+		t.Errorf("meta not gossiped: %+v", ev.Meta)
+	}
+	rec.waitFor(t, Joined, "b")
+
+	if err := a.Leave(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, Left, "a")
+
+	b.Shutdown() // a crash: no announcement
+	rec.waitFor(t, Failed, "b")
+}
+
+func TestWrongKeyCannotJoin(t *testing.T) {
+	k1, k2 := make([]byte, 32), make([]byte, 32)
+	k2[0] = 1
+	seed := start(t, "master", k1, nil)
+	defer seed.Shutdown()
+	intruder := start(t, "intruder", k2, nil)
+	defer intruder.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	if err := intruder.Join(ctx, seed.Addr()); err == nil {
+		t.Fatal("a member with another key joined")
+	}
+	for _, m := range seed.Members() {
+		if m.Name == "intruder" {
+			t.Fatal("intruder is listed")
+		}
+	}
+}
+
+func TestBadKeyLength(t *testing.T) {
+	if _, err := Start(Config{Name: "x", Key: []byte("short")}); err == nil {
+		t.Fatal("short key accepted")
+	}
+}

@@ -1,0 +1,134 @@
+// Package wire holds the values that cross RMI between master, workers and
+// proxies, and the names of the objects each process registers. Keeping them
+// in one place keeps the three sides in agreement.
+package wire
+
+import "time"
+
+// Names of objects registered with rmi.Node.Register.
+const (
+	// On the master.
+	ObjAppManager    = "AppManager"
+	ObjWorkerManager = "WorkerManager"
+	ObjRouter        = "Router"
+	ObjCluster       = "Cluster"
+	// On a proxy (called back by the master over the proxy's connection).
+	ObjProxy = "Proxy"
+)
+
+// Error codes carried by rmi.RemoteError.Code.
+const (
+	CodeUnknownApp      = "unknown_app"
+	CodeUnknownInstance = "unknown_instance"
+	CodeInstanceLost    = "instance_lost"
+	CodeNoWorkers       = "no_workers"
+	CodeUnknownWorker   = "unknown_worker"
+	CodeInvalid         = "invalid"
+	CodeUnauthorized    = "unauthorized"
+)
+
+// Error is an error with a code that survives an RMI hop.
+type Error struct {
+	Code string
+	Msg  string
+}
+
+func (e *Error) Error() string   { return e.Msg }
+func (e *Error) RMICode() string { return e.Code }
+
+// Errorf builds a coded error.
+func Errorf(code, msg string) error { return &Error{Code: code, Msg: msg} }
+
+// App is an application as the cluster knows it (the manifest's routing
+// relevant part; the full bundle arrives with the applications work).
+type App struct {
+	Name        string `codec:"name" json:"name"`
+	MountPoint  string `codec:"mount" json:"mountPoint"`
+	Description string `codec:"desc" json:"description"`
+	Strategy    string `codec:"strategy" json:"strategy"`
+	Entry       string `codec:"entry" json:"entry"`
+	Public      bool   `codec:"public" json:"public"`
+	Version     int    `codec:"version" json:"version"`
+}
+
+// Strategies of the paper.
+const (
+	SingleAppInstance     = "singleAppInstance"
+	SingleInstancePerUser = "singleInstancePerUser"
+	SingleBrowserPerUser  = "singleBrowserPerUser"
+	MultiInstance         = "multiInstance"
+)
+
+// WorkerInfo is what a worker registers with the master.
+type WorkerInfo struct {
+	ID       string `codec:"id" json:"id"`
+	HTTPAddr string `codec:"http" json:"httpAddr"` // host:port proxies forward to
+	Gossip   string `codec:"gossip" json:"gossip"` // memberlist node name
+	Version  string `codec:"version" json:"version"`
+}
+
+// Load is one load report. Total is what the balancer compares.
+type Load struct {
+	Total        uint64    `codec:"total" json:"total"`
+	GoHeap       uint64    `codec:"heap" json:"goHeap"`
+	BrowserPSS   uint64    `codec:"pss" json:"browserPSS"`
+	Instances    int       `codec:"instances" json:"instances"`
+	Browsers     int       `codec:"browsers" json:"browsers"`
+	Clients      int       `codec:"clients" json:"clients"`
+	At           time.Time `codec:"at" json:"at"`
+	InstanceIDs  []string  `codec:"iids" json:"-"` // for reconciliation after a master restart
+	ReportPeriod int64     `codec:"period" json:"-"`
+}
+
+// RegisterReply tells a worker what the master expects of it.
+type RegisterReply struct {
+	Apps         []App  `codec:"apps"`
+	ReportPeriod int64  `codec:"period"` // nanoseconds
+	MasterID     string `codec:"master"`
+}
+
+// PlaceRequest asks the master for an instance of App for User.
+type PlaceRequest struct {
+	App  string `codec:"app"`
+	User string `codec:"user"`
+	From string `codec:"from"` // worker asking, for logs
+}
+
+// Placement is where an instance lives.
+type Placement struct {
+	InstanceID string `codec:"iid" json:"instanceId"`
+	WorkerID   string `codec:"wid" json:"workerId"`
+	Created    bool   `codec:"created" json:"created"`
+}
+
+// CreateInstance is the master's order to a worker.
+type CreateInstance struct {
+	App        App    `codec:"app"`
+	InstanceID string `codec:"iid"`
+	Owner      string `codec:"owner"`
+}
+
+// Kinds of request a proxy routes; mirrors proxy.Kind without importing it.
+const (
+	RouteApp      = "app"
+	RouteInstance = "instance"
+)
+
+// RouteRequest asks where a request goes.
+type RouteRequest struct {
+	Kind       string `codec:"kind"`
+	App        string `codec:"app"`
+	InstanceID string `codec:"iid"`
+}
+
+// RouteReply answers a RouteRequest.
+type RouteReply struct {
+	WorkerID string `codec:"wid"`
+	Addr     string `codec:"addr"`
+}
+
+// ClusterInfo tells a joining process how to reach the gossip layer.
+type ClusterInfo struct {
+	MasterID   string `codec:"master"`
+	GossipAddr string `codec:"gossip"` // host:port of the master's memberlist
+}

@@ -1,0 +1,133 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Pages are deliberately tiny and self-contained: they are shown when part
+// of the cluster is failing, so they must not depend on anything else.
+var errorTmpl = template.Must(template.New("error").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>{{.Status}} {{.Title}} · CloudBrowser</title>
+<style>body{font-family:system-ui,sans-serif;max-width:40em;margin:4em auto;padding:0 1em;color:#222}h1{font-size:1.5em}small{color:#777}</style>
+</head><body>
+<h1>{{.Title}}</h1>
+<p>{{.Message}}</p>
+<p><a href="/">CloudBrowser home</a></p>
+<p><small>Error {{.Status}} · request id {{.RequestID}}</small></p>
+</body></html>
+`))
+
+var homeTmpl = template.Must(template.New("home").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>CloudBrowser</title>
+<style>body{font-family:system-ui,sans-serif;max-width:40em;margin:4em auto;padding:0 1em;color:#222}li{margin:.5em 0}</style>
+</head><body>
+<h1>CloudBrowser</h1>
+{{if .}}<ul>
+{{range .}}<li><a href="/{{.MountPoint}}">{{.Name}}</a>{{if .Description}} — {{.Description}}{{end}}</li>
+{{end}}</ul>{{else}}<p>No applications are published yet.</p>{{end}}
+</body></html>
+`))
+
+type errorPage struct {
+	Status    int
+	Title     string
+	Message   string
+	RequestID string
+}
+
+// page writes an error page in the format the client prefers. Messages are
+// fixed strings: worker addresses and error texts go to the log only.
+func (p *Proxy) page(w http.ResponseWriter, r *http.Request, id string, status int, title, msg string) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Request-Id", id)
+	data := errorPage{Status: status, Title: title, Message: msg, RequestID: id}
+	var body []byte
+	switch preferredFormat(r.Header.Get("Accept")) {
+	case "json":
+		h.Set("Content-Type", "application/json")
+		body, _ = json.Marshal(map[string]any{"status": status, "error": title, "message": msg, "request_id": id})
+		body = append(body, '\n')
+	case "text":
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		body = []byte(title + ": " + msg + " (request id " + id + ")\n")
+	default:
+		var buf bytes.Buffer
+		_ = errorTmpl.Execute(&buf, data) // static template, cannot fail
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		body = buf.Bytes()
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}
+
+// preferredFormat picks html unless the client asks only for JSON or text.
+func preferredFormat(accept string) string {
+	if accept == "" || strings.Contains(accept, "text/html") || strings.Contains(accept, "*/*") {
+		return "html"
+	}
+	if strings.Contains(accept, "application/json") {
+		return "json"
+	}
+	if strings.Contains(accept, "text/plain") {
+		return "text"
+	}
+	return "html"
+}
+
+func (p *Proxy) serveHome(w http.ResponseWriter, r *http.Request, id string) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		p.st.badRequests.Add(1)
+		w.Header().Set("Allow", "GET, HEAD")
+		p.page(w, r, id, http.StatusMethodNotAllowed, "Method not allowed", "The home page only supports GET.")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.RouteTimeout)
+	apps, err := p.cfg.Router.Apps(ctx)
+	cancel()
+	if err != nil {
+		if r.Context().Err() != nil {
+			return
+		}
+		p.st.routeErrors.Add(1)
+		p.log.Warn().Str("request_id", id).Err(err).Msg("listing apps failed")
+		w.Header().Set("Retry-After", "2")
+		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable",
+			"The cluster master is unreachable, retry shortly.")
+		return
+	}
+	links := make([]AppLink, 0, len(apps))
+	for _, a := range apps {
+		a.MountPoint = strings.TrimPrefix(a.MountPoint, "/")
+		if a.Name == "" {
+			a.Name = a.MountPoint
+		}
+		links = append(links, a)
+	}
+	var buf bytes.Buffer
+	if err := homeTmpl.Execute(&buf, links); err != nil {
+		p.log.Error().Str("request_id", id).Err(err).Msg("home page template")
+		p.page(w, r, id, http.StatusInternalServerError, "Internal error", "The home page could not be rendered.")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(buf.Bytes())
+	}
+}

@@ -1,0 +1,480 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+)
+
+// Config configures a Proxy. Only Router is required.
+type Config struct {
+	Router Router
+	// Fallback serves KindReserved paths (the master's /admin, /api in
+	// embedded mode). nil => 404 page.
+	Fallback http.Handler
+	Logger   zerolog.Logger
+
+	// DialTimeout bounds connecting to a worker (default 5s).
+	DialTimeout time.Duration
+	// RouteTimeout bounds one Router.Route call (default 5s).
+	RouteTimeout time.Duration
+	// HandshakeTimeout bounds the worker's answer to a WebSocket upgrade
+	// (default 10s).
+	HandshakeTimeout time.Duration
+	// HalfCloseTimeout is how long a relay keeps the second direction open
+	// after the first one ended cleanly (default 30s); it stops a peer that
+	// never closes from pinning the relay forever.
+	HalfCloseTimeout time.Duration
+	// ResponseHeaderTimeout for plain HTTP (default 0: none, long polls and
+	// event streams are legitimate).
+	ResponseHeaderTimeout time.Duration
+	// MaxIdleConnsPerWorker keeps this many pooled connections per worker
+	// (default 256).
+	MaxIdleConnsPerWorker int
+	// TrustForwardedFor appends to an inbound X-Forwarded-For instead of
+	// replacing it. Only enable behind a trusted load balancer.
+	TrustForwardedFor bool
+	// OnWorkerUnreachable is called when a worker refuses or drops a
+	// connection before answering, so the caller can tell the master. It
+	// runs on the request goroutine and must not block.
+	OnWorkerUnreachable func(Route)
+	// Transport replaces the pooled transport (tests, custom TLS). The
+	// WebSocket relay always dials plain TCP.
+	Transport http.RoundTripper
+}
+
+// Proxy is an http.Handler that dispatches CloudBrowser requests.
+type Proxy struct {
+	cfg       Config
+	log       zerolog.Logger
+	rp        *httputil.ReverseProxy
+	transport *http.Transport // nil if cfg.Transport was given
+	dialer    net.Dialer
+
+	idPrefix string
+	idSeq    atomic.Uint64
+
+	st counters
+
+	mu      sync.Mutex
+	closing bool
+	relays  map[*relay]struct{}
+	drained chan struct{} // closed when closing && len(relays)==0
+}
+
+type counters struct {
+	requests, routeErrors, badRequests, upstreamErrors atomic.Uint64
+	wsOpen                                             atomic.Int64
+	wsTotal, bytesUp, bytesDown                        atomic.Uint64
+}
+
+// Stats is a snapshot of proxy counters.
+type Stats struct {
+	Requests        uint64 // every request seen
+	RouteErrors     uint64 // Router.Route failures
+	BadRequests     uint64 // 400/405 answers
+	UpstreamErrors  uint64 // worker unreachable / timed out
+	WebSocketsOpen  int64  // relays (and handshakes) in progress
+	WebSocketsTotal uint64 // relays established (101 relayed)
+	BytesUp         uint64 // relayed client->worker WebSocket bytes
+	BytesDown       uint64 // relayed worker->client WebSocket bytes
+}
+
+// New returns a Proxy; it panics if cfg.Router is nil (a programming error).
+func New(cfg Config) *Proxy {
+	if cfg.Router == nil {
+		panic("proxy: Config.Router is nil")
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	if cfg.RouteTimeout <= 0 {
+		cfg.RouteTimeout = 5 * time.Second
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	if cfg.HalfCloseTimeout <= 0 {
+		cfg.HalfCloseTimeout = 30 * time.Second
+	}
+	if cfg.MaxIdleConnsPerWorker <= 0 {
+		cfg.MaxIdleConnsPerWorker = 256
+	}
+	p := &Proxy{
+		cfg:      cfg,
+		log:      cfg.Logger.With().Str("component", "proxy").Logger(),
+		dialer:   net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
+		idPrefix: ids.Random(8) + "-", // distinguishes proxy processes sharing a port
+		relays:   make(map[*relay]struct{}),
+	}
+	rt := cfg.Transport
+	if rt == nil {
+		p.transport = &http.Transport{
+			Proxy:                 nil, // never honour HTTP_PROXY for worker traffic
+			DialContext:           p.dialer.DialContext,
+			MaxIdleConns:          4 * cfg.MaxIdleConnsPerWorker,
+			MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerWorker,
+			IdleConnTimeout:       90 * time.Second,
+			ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
+			ExpectContinueTimeout: time.Second,
+			DisableCompression:    true, // pass Accept-Encoding through untouched
+		}
+		rt = p.transport
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:        p.rewrite,
+		Transport:      rt,
+		FlushInterval:  -1, // interactive apps: never hold bytes back
+		BufferPool:     bufPool{},
+		ModifyResponse: modifyResponse,
+		ErrorHandler:   p.proxyError,
+		ErrorLog:       nil,
+	}
+	return p
+}
+
+// reqState travels in the request context from ServeHTTP to the
+// ReverseProxy callbacks.
+type reqState struct {
+	id     string
+	target Target
+	route  Route
+	body   *bodyWatch
+}
+
+type stateKey struct{}
+
+func stateOf(r *http.Request) *reqState {
+	st, _ := r.Context().Value(stateKey{}).(*reqState)
+	return st
+}
+
+// ServeHTTP implements http.Handler.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.st.requests.Add(1)
+	id := requestID(r.Header.Get("X-Request-Id"))
+	if id == "" {
+		id = p.idPrefix + strconv.FormatUint(p.idSeq.Add(1), 36)
+	}
+	r.Header.Set("X-Request-Id", id)
+	w.Header().Set("X-Request-Id", id)
+
+	upgrade := isWebSocketUpgrade(r)
+	t := Classify(r.Method, r.URL.EscapedPath(), upgrade)
+	switch t.Kind {
+	case KindInvalid:
+		p.st.badRequests.Add(1)
+		p.log.Debug().Str("request_id", id).Str("method", r.Method).Int("path_len", len(r.URL.Path)).Msg("invalid request")
+		p.page(w, r, id, http.StatusBadRequest, "Bad request", "This address is not a valid CloudBrowser URL.")
+		return
+	case KindHome:
+		p.serveHome(w, r, id)
+		return
+	case KindReserved:
+		if p.cfg.Fallback != nil {
+			p.cfg.Fallback.ServeHTTP(w, r)
+			return
+		}
+		p.page(w, r, id, http.StatusNotFound, "Not found", "There is nothing at this address.")
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.RouteTimeout)
+	route, err := p.cfg.Router.Route(ctx, t)
+	cancel()
+	if err == nil && route.Addr == "" {
+		err = fmt.Errorf("router returned no address for worker %q: %w", route.WorkerID, ErrWorkerGone)
+	}
+	if err != nil {
+		p.routeError(w, r, id, t, err)
+		return
+	}
+	if upgrade {
+		p.serveWebSocket(w, r, id, t, route)
+		return
+	}
+	// Only WebSocket upgrades are supported; any other Upgrade (h2c...) is
+	// dropped so ReverseProxy's own untracked upgrade path never runs.
+	r.Header.Del("Upgrade")
+	p.forward(w, r, &reqState{id: id, target: t, route: route})
+}
+
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, st *reqState) {
+	if r.Body != nil && r.Body != http.NoBody {
+		// Tell client body errors apart from worker failures in proxyError.
+		st.body = &bodyWatch{ReadCloser: r.Body}
+		r.Body = st.body
+	}
+	p.log.Debug().Str("request_id", st.id).Str("kind", st.target.Kind.String()).
+		Str("app", st.target.App).Str("instance", st.target.InstanceID).
+		Str("worker", st.route.WorkerID).Str("method", r.Method).Msg("forward")
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+}
+
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	st := stateOf(pr.In)
+	pr.Out.URL.Scheme = "http"
+	pr.Out.URL.Host = st.route.Addr
+	pr.Out.Host = pr.In.Host // workers build absolute URLs from the public host
+	if p.cfg.TrustForwardedFor {
+		pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
+	}
+	pr.SetXForwarded()
+	pr.Out.Header.Set("X-Request-Id", st.id)
+}
+
+// modifyResponse keeps the proxy's X-Request-Id (already on the
+// ResponseWriter) the only one.
+func modifyResponse(resp *http.Response) error {
+	resp.Header.Del("X-Request-Id")
+	return nil
+}
+
+// proxyError is ReverseProxy's ErrorHandler: the worker could not be asked.
+func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	st := stateOf(r)
+	if st == nil { // not one of ours; cannot happen via forward
+		st = &reqState{id: "-"}
+	}
+	if r.Context().Err() != nil || (st.body != nil && st.body.failed.Load()) {
+		// The client went away or broke its upload; nobody to answer.
+		p.log.Debug().Str("request_id", st.id).Err(err).Msg("client aborted")
+		if r.Context().Err() == nil {
+			p.st.badRequests.Add(1)
+			p.page(w, r, st.id, http.StatusBadRequest, "Bad request", "The request body could not be read.")
+		}
+		return
+	}
+	p.upstreamFailed(w, r, st.id, st.target, st.route, err)
+}
+
+// upstreamFailed answers a request whose worker could not be reached.
+func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, id string, t Target, route Route, err error) {
+	p.st.upstreamErrors.Add(1)
+	ev := p.log.Warn().Str("request_id", id).Str("worker", route.WorkerID).Str("addr", route.Addr).
+		Str("kind", t.Kind.String()).Str("instance", t.InstanceID).Err(err)
+	if isTimeout(err) && !isDialError(err) {
+		ev.Msg("worker timed out")
+		p.page(w, r, id, http.StatusGatewayTimeout, "Worker timed out",
+			"The worker hosting this instance did not answer in time.")
+		return
+	}
+	ev.Msg("worker unreachable")
+	if unreachable(err) && p.cfg.OnWorkerUnreachable != nil {
+		p.cfg.OnWorkerUnreachable(route)
+	}
+	msg := "The worker hosting this instance is not reachable."
+	if t.Kind == KindApp {
+		msg = "The worker chosen for this application is not reachable. Please retry."
+	}
+	p.page(w, r, id, http.StatusBadGateway, "Worker unreachable", msg)
+}
+
+// routeError answers a request the Router could not place.
+func (p *Proxy) routeError(w http.ResponseWriter, r *http.Request, id string, t Target, err error) {
+	if r.Context().Err() != nil {
+		return // client gone while we asked the master
+	}
+	p.st.routeErrors.Add(1)
+	ev := p.log.Info().Str("request_id", id).Str("kind", t.Kind.String()).
+		Str("app", t.App).Str("instance", t.InstanceID).Err(err)
+	switch {
+	case errors.Is(err, ErrUnknownApp):
+		ev.Msg("unknown app")
+		p.page(w, r, id, http.StatusNotFound, "Application not found",
+			"There is no application at this address.")
+	case errors.Is(err, ErrUnknownInstance):
+		ev.Msg("unknown instance")
+		p.page(w, r, id, http.StatusNotFound, "App instance not found",
+			"This app instance does not exist (it may have been closed).")
+	case errors.Is(err, ErrNoWorkers):
+		ev.Msg("no workers")
+		w.Header().Set("Retry-After", "5")
+		p.page(w, r, id, http.StatusServiceUnavailable, "No workers available",
+			"No worker can host this application right now. Please retry shortly.")
+	case errors.Is(err, ErrWorkerGone):
+		ev.Msg("worker gone")
+		p.page(w, r, id, http.StatusBadGateway, "Worker unreachable",
+			"The worker hosting this instance is not reachable.")
+	case errors.Is(err, ErrMasterUnavailable), errors.Is(err, context.DeadlineExceeded):
+		ev.Msg("master unavailable")
+		w.Header().Set("Retry-After", "2")
+		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable",
+			"The cluster master is unreachable, retry shortly.")
+	default:
+		p.log.Error().Str("request_id", id).Err(err).Msg("routing failed")
+		p.page(w, r, id, http.StatusBadGateway, "Routing failed",
+			"The request could not be routed. Please retry.")
+	}
+}
+
+// Stats returns a snapshot of the counters.
+func (p *Proxy) Stats() Stats {
+	return Stats{
+		Requests:        p.st.requests.Load(),
+		RouteErrors:     p.st.routeErrors.Load(),
+		BadRequests:     p.st.badRequests.Load(),
+		UpstreamErrors:  p.st.upstreamErrors.Load(),
+		WebSocketsOpen:  p.st.wsOpen.Load(),
+		WebSocketsTotal: p.st.wsTotal.Load(),
+		BytesUp:         p.st.bytesUp.Load(),
+		BytesDown:       p.st.bytesDown.Load(),
+	}
+}
+
+// Shutdown closes every live WebSocket relay (and handshake in progress),
+// refuses new ones, and waits for their goroutines. Plain HTTP requests are
+// drained by the http.Server's own Shutdown.
+func (p *Proxy) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	if !p.closing {
+		p.closing = true
+		p.drained = make(chan struct{})
+		if len(p.relays) == 0 {
+			close(p.drained)
+		}
+	}
+	for rl := range p.relays {
+		rl.close()
+	}
+	drained := p.drained
+	p.mu.Unlock()
+	if p.transport != nil {
+		p.transport.CloseIdleConnections()
+	}
+	select {
+	case <-drained:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("proxy: shutdown: %d relays still open: %w", p.st.wsOpen.Load(), ctx.Err())
+	}
+}
+
+// requestID returns the client's id if it is sane (short, printable, no
+// separators that could forge log fields), else "".
+func requestID(s string) string {
+	if len(s) == 0 || len(s) > 64 {
+		return ""
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return ""
+		}
+	}
+	return s
+}
+
+// isWebSocketUpgrade: "Connection: upgrade" and "Upgrade: websocket" tokens
+// on an HTTP/1.x request.
+func isWebSocketUpgrade(r *http.Request) bool {
+	if r.ProtoMajor != 1 {
+		return false
+	}
+	return headerHasToken(r.Header["Connection"], "upgrade") && headerHasToken(r.Header["Upgrade"], "websocket")
+}
+
+func headerHasToken(vals []string, token string) bool {
+	for _, v := range vals {
+		for len(v) > 0 {
+			var tok string
+			tok, v = cutComma(v)
+			if equalFoldASCII(trimOWS(tok), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func cutComma(s string) (string, string) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ',' {
+			return s[:i], s[i+1:]
+		}
+	}
+	return s, ""
+}
+
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func isDialError(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
+// unreachable reports failures that suggest the worker is down, as opposed
+// to a slow or misbehaving one: these trigger OnWorkerUnreachable.
+func unreachable(err error) bool {
+	return isDialError(err) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// bodyWatch records the client's request body read error.
+// The transport reads the body on its own goroutine, hence the atomic.
+type bodyWatch struct {
+	io.ReadCloser
+	failed atomic.Bool
+}
+
+func (b *bodyWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.failed.Store(true)
+	}
+	return n, err
+}
+
+// bufPool implements httputil.BufferPool.
+type bufPool struct{}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufPool) Get() []byte  { return *copyBufs.Get().(*[]byte) }
+func (bufPool) Put(b []byte) { copyBufs.Put(&b) }

@@ -1,0 +1,55 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+)
+
+// Route says where a request goes.
+type Route struct {
+	WorkerID string
+	Addr     string // worker HTTP host:port
+}
+
+// AppLink is one public application shown on the home page.
+type AppLink struct {
+	Name, MountPoint, Description string
+}
+
+// Router answers the proxy's "where does this go" question; in production it
+// is the master (over RMI or in-process), usually wrapped in a CachingRouter.
+//
+// Route errors should wrap one of the sentinel errors below so the proxy can
+// pick the right status page. Implementations must map transport failures and
+// timeouts talking to the master to ErrMasterUnavailable: that is what allows
+// CachingRouter to fall back.
+type Router interface {
+	Route(ctx context.Context, t Target) (Route, error)
+	Apps(ctx context.Context) ([]AppLink, error)
+}
+
+var (
+	// ErrUnknownApp: no application is mounted at Target.App.
+	ErrUnknownApp = errors.New("unknown application")
+	// ErrUnknownInstance: the instance does not exist (closed or never was).
+	ErrUnknownInstance = errors.New("unknown app instance")
+	// ErrNoWorkers: the balancer has no live worker to pick.
+	ErrNoWorkers = errors.New("no workers available")
+	// ErrMasterUnavailable: the master could not be asked.
+	ErrMasterUnavailable = errors.New("cluster master unavailable")
+	// ErrWorkerGone: the instance's worker is known to be dead.
+	ErrWorkerGone = errors.New("worker gone")
+)
+
+// StaticRouter sends every routable request to one worker. It is meant for
+// benchmarks, tests and single-worker development setups.
+type StaticRouter struct {
+	To    Route
+	Links []AppLink
+}
+
+// Route implements Router.
+func (s StaticRouter) Route(ctx context.Context, t Target) (Route, error) { return s.To, nil }
+
+// Apps implements Router.
+func (s StaticRouter) Apps(ctx context.Context) ([]AppLink, error) { return s.Links, nil }

@@ -1,0 +1,303 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// relay is one WebSocket connection pair, tracked so Shutdown can close it.
+type relay struct {
+	mu     sync.Mutex
+	worker net.Conn
+	client net.Conn // nil until hijacked
+	closed bool
+}
+
+// close aborts the relay (or its handshake); safe to call repeatedly.
+func (rl *relay) close() {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	rl.closed = true
+	rl.worker.Close()
+	if rl.client != nil {
+		rl.client.Close()
+	}
+}
+
+// setClient attaches the hijacked client conn unless the relay was already
+// closed (by Shutdown), in which case the caller must drop it.
+func (rl *relay) setClient(c net.Conn) bool {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.closed {
+		return false
+	}
+	rl.client = c
+	return true
+}
+
+func (p *Proxy) track(rl *relay) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing {
+		return false
+	}
+	p.relays[rl] = struct{}{}
+	p.st.wsOpen.Add(1)
+	return true
+}
+
+func (p *Proxy) untrack(rl *relay) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.relays, rl)
+	p.st.wsOpen.Add(-1)
+	if p.closing && len(p.relays) == 0 {
+		close(p.drained)
+	}
+}
+
+func (p *Proxy) isClosing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closing
+}
+
+// hopHeaders are connection-specific (RFC 9110 §7.6.1); Connection and
+// Upgrade are rebuilt explicitly for the handshake.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// serveWebSocket forwards an upgrade to the routed worker and, once the
+// worker agreed (101), relays raw bytes until both sides are done. The
+// Router is never consulted again for this connection.
+func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string, t Target, route Route) {
+	log := p.log.With().Str("request_id", id).Str("instance", t.InstanceID).Str("worker", route.WorkerID).Logger()
+	if p.isClosing() {
+		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable", "The proxy is shutting down, retry shortly.")
+		return
+	}
+	wc, err := p.dialer.DialContext(r.Context(), "tcp", route.Addr)
+	if err != nil {
+		if r.Context().Err() == nil {
+			p.upstreamFailed(w, r, id, t, route, err)
+		}
+		return
+	}
+	rl := &relay{worker: wc}
+	if !p.track(rl) {
+		wc.Close()
+		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable", "The proxy is shutting down, retry shortly.")
+		return
+	}
+	defer p.untrack(rl)
+
+	resp, wbr, err := p.handshake(r, id, wc)
+	if err != nil {
+		rl.close()
+		switch {
+		case r.Context().Err() != nil:
+			log.Debug().Err(err).Msg("client left during websocket handshake")
+		case p.isClosing():
+			p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable", "The proxy is shutting down, retry shortly.")
+		default:
+			p.upstreamFailed(w, r, id, t, route, err)
+		}
+		return
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		p.relayRefusal(w, resp, wc, id)
+		rl.close()
+		log.Debug().Int("status", resp.StatusCode).Msg("worker refused websocket")
+		return
+	}
+
+	cc, cbr, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		rl.close()
+		log.Error().Err(err).Msg("cannot hijack client connection")
+		p.page(w, r, id, http.StatusInternalServerError, "Internal error", "The WebSocket could not be established.")
+		return
+	}
+	if !rl.setClient(cc) {
+		cc.Close() // Shutdown raced us
+		return
+	}
+	_ = cc.SetDeadline(time.Time{}) // the server's deadlines are not ours to keep
+	if err := p.finishHandshake(cc, cbr, wc, wbr, resp, id); err != nil {
+		rl.close()
+		log.Debug().Err(err).Msg("websocket handshake relay failed")
+		return
+	}
+	p.st.wsTotal.Add(1)
+	log.Debug().Msg("websocket relay open")
+	p.pump(cc, wc)
+	log.Debug().Msg("websocket relay closed")
+}
+
+// handshake sends the upgrade request to the worker and reads its answer.
+func (p *Proxy) handshake(r *http.Request, id string, wc net.Conn) (*http.Response, *bufio.Reader, error) {
+	// Abort a stalled handshake if the client leaves; after return the relay
+	// owns the connection, so the hook must be stopped first.
+	stop := context.AfterFunc(r.Context(), func() { wc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	_ = wc.SetDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
+
+	h := r.Header.Clone()
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	h.Set("Connection", "Upgrade")
+	h.Set("Upgrade", "websocket")
+	h.Set("X-Request-Id", id)
+	setForwarded(h, r, p.cfg.TrustForwardedFor)
+	h.Del("Content-Length") // an upgrade GET has no body; never forward one
+
+	uri := r.RequestURI
+	if uri == "" || uri[0] != '/' {
+		uri = r.URL.RequestURI() // absolute-form request line
+	}
+	bw := bufio.NewWriterSize(wc, 4096)
+	bw.WriteString("GET " + uri + " HTTP/1.1\r\nHost: " + r.Host + "\r\n")
+	if err := h.Write(bw); err != nil {
+		return nil, nil, err
+	}
+	bw.WriteString("\r\n")
+	if err := bw.Flush(); err != nil {
+		return nil, nil, err
+	}
+	br := bufio.NewReaderSize(wc, 4096)
+	resp, err := http.ReadResponse(br, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !stop() {
+		resp.Body.Close()
+		return nil, nil, context.Cause(r.Context())
+	}
+	_ = wc.SetDeadline(time.Time{})
+	return resp, br, nil
+}
+
+// relayRefusal passes a worker's non-101 answer to the client as an ordinary
+// HTTP response (the client connection stays usable).
+func (p *Proxy) relayRefusal(w http.ResponseWriter, resp *http.Response, wc net.Conn, id string) {
+	defer resp.Body.Close()
+	_ = wc.SetReadDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
+	h := w.Header()
+	for k, v := range resp.Header {
+		h[k] = v
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	h.Set("X-Request-Id", id)
+	w.WriteHeader(resp.StatusCode)
+	// Bounded in size and time: this is an error page, not a download.
+	_, _ = io.Copy(w, io.LimitReader(resp.Body, 1<<20))
+}
+
+// finishHandshake writes the 101 to the client and hands over any bytes
+// either side's buffered reader already consumed past the headers.
+func (p *Proxy) finishHandshake(cc net.Conn, cbr *bufio.ReadWriter, wc net.Conn, wbr *bufio.Reader, resp *http.Response, id string) error {
+	_ = wc.SetDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
+	_ = cc.SetDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
+	defer wc.SetDeadline(time.Time{})
+	defer cc.SetDeadline(time.Time{})
+
+	resp.Header.Set("X-Request-Id", id)
+	bw := cbr.Writer
+	bw.WriteString("HTTP/1.1 " + resp.Status + "\r\n")
+	if err := resp.Header.Write(bw); err != nil {
+		return err
+	}
+	bw.WriteString("\r\n")
+	if n := wbr.Buffered(); n > 0 {
+		b, _ := wbr.Peek(n)
+		bw.Write(b)
+		p.st.bytesDown.Add(uint64(n))
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if n := cbr.Reader.Buffered(); n > 0 {
+		b, _ := cbr.Reader.Peek(n)
+		if _, err := wc.Write(b); err != nil {
+			return err
+		}
+		p.st.bytesUp.Add(uint64(n))
+	}
+	return nil
+}
+
+// relayChunk is how much one splice round may move before the byte counters
+// are updated; large enough to keep the per-chunk cost invisible.
+const relayChunk = 1 << 20
+
+// pump relays both directions until both ended; it closes both conns.
+func (p *Proxy) pump(cc, wc net.Conn) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.copyHalf(wc, cc, &p.st.bytesUp)
+	}()
+	p.copyHalf(cc, wc, &p.st.bytesDown)
+	<-done
+	cc.Close()
+	wc.Close()
+}
+
+// copyHalf copies src to dst. io.Copy between two *net.TCPConn values uses
+// splice(2) on Linux, so payload never enters user space. A clean EOF is
+// propagated as a half-close and starts the linger timer on the opposite
+// direction; an error aborts both.
+func (p *Proxy) copyHalf(dst, src net.Conn, counter *atomic.Uint64) {
+	for {
+		n, err := io.CopyN(dst, src, relayChunk)
+		counter.Add(uint64(n))
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			if cw, ok := dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+				_ = dst.SetReadDeadline(time.Now().Add(p.cfg.HalfCloseTimeout))
+				return
+			}
+		}
+		src.Close()
+		dst.Close()
+		return
+	}
+}
+
+// setForwarded sets X-Forwarded-{For,Host,Proto} like
+// httputil.ProxyRequest.SetXForwarded, for the hand-written handshake.
+func setForwarded(h http.Header, r *http.Request, trust bool) {
+	prior := h["X-Forwarded-For"]
+	h.Del("Forwarded")
+	h.Del("X-Forwarded-For")
+	h.Del("X-Forwarded-Host")
+	h.Del("X-Forwarded-Proto")
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if trust && len(prior) > 0 {
+			ip = strings.Join(prior, ", ") + ", " + ip
+		}
+		h.Set("X-Forwarded-For", ip)
+	}
+	h.Set("X-Forwarded-Host", r.Host)
+	if r.TLS != nil {
+		h.Set("X-Forwarded-Proto", "https")
+	} else {
+		h.Set("X-Forwarded-Proto", "http")
+	}
+}

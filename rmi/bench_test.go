@@ -1,0 +1,99 @@
+package rmi_test
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+)
+
+// benchConn returns a worker->master conn over loopback TCP with logging off.
+func benchConn(b *testing.B) *rmi.Conn {
+	b.Helper()
+	mk := func(name string) *rmi.Node {
+		n, err := rmi.New(rmi.Config{Name: name, Secret: testSecret, Logger: zerolog.Nop()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = n.Close() })
+		return n
+	}
+	master, worker := mk("master"), mk("w-1")
+	if err := master.Register("master", newMasterAPI()); err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = master.Serve(ctx, ln) }()
+	b.Cleanup(func() { cancel(); <-done })
+	c, err := worker.Dial(context.Background(), ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+func reportRate(b *testing.B) {
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+}
+
+// BenchmarkCallRoundTrip: one caller, small args, loopback TCP.
+func BenchmarkCallRoundTrip(b *testing.B) {
+	c := benchConn(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	var sum int
+	for i := 0; b.Loop(); i++ {
+		if err := c.Call(ctx, "master", "Add", &sum, i, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportRate(b)
+}
+
+// BenchmarkCallParallel: many concurrent callers multiplexed on one conn.
+func BenchmarkCallParallel(b *testing.B) {
+	c := benchConn(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetParallelism(8) // 8 callers per GOMAXPROCS
+	b.RunParallel(func(pb *testing.PB) {
+		var sum int
+		for i := 0; pb.Next(); i++ {
+			if err := c.Call(ctx, "master", "Add", &sum, i, 1); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportRate(b)
+}
+
+// BenchmarkCallLatency records each round trip and reports percentiles.
+func BenchmarkCallLatency(b *testing.B) {
+	c := benchConn(b)
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, 1<<16)
+	var sum int
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		if err := c.Call(ctx, "master", "Add", &sum, i, 1); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) }
+	b.ReportMetric(pct(0.50), "p50-ns")
+	b.ReportMetric(pct(0.99), "p99-ns")
+	reportRate(b)
+}

@@ -1,0 +1,262 @@
+package rmi
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Config configures a Node.
+type Config struct {
+	// Name is this node's identity, sent in the handshake (e.g. "master").
+	// Required, at most 256 bytes.
+	Name string
+	// Secret is the shared cluster secret; required, at least 16 bytes.
+	Secret []byte
+	// MaxFrame is the largest frame body accepted or sent; default 8 MiB.
+	// An oversized incoming frame closes the connection; an oversized
+	// outgoing call fails with ErrFrameTooLarge and the connection stays up.
+	MaxFrame int
+	// Logger receives structured logs; the zero value discards them.
+	Logger zerolog.Logger
+	// HandshakeTimeout bounds authentication of a new connection; default 5s.
+	HandshakeTimeout time.Duration
+	// OnConnect, if set, is called for every authenticated connection,
+	// accepted or dialed, before Dial returns. Calls over c already work.
+	OnConnect func(c *Conn)
+}
+
+// MinSecretLen is the shortest Config.Secret accepted.
+const MinSecretLen = 16
+
+// maxInflight bounds concurrently running incoming calls per connection;
+// beyond it the reader stops reading, pushing back on the peer over TCP.
+const maxInflight = 1024
+
+// Node is one participant: it holds the registered objects, serves and dials
+// connections, and owns every goroutine it starts.
+type Node struct {
+	cfg Config
+	log zerolog.Logger
+
+	ctx    context.Context // cancelled by Close; aborts handshakes and clients
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	closed    bool
+	objects   map[string]*service
+	conns     map[*Conn]struct{}
+	listeners map[net.Listener]struct{}
+
+	// wg counts every goroutine of the node (handshakes, conn readers and
+	// writers, call handlers, clients). Goroutines started from outside a
+	// counted goroutine are added under mu after checking closed, so Add
+	// never races with Close's Wait.
+	wg sync.WaitGroup
+}
+
+// New validates cfg, fills in defaults and returns a Node.
+func New(cfg Config) (*Node, error) {
+	if len(cfg.Secret) < MinSecretLen {
+		return nil, fmt.Errorf("rmi: secret must be at least %d bytes, got %d", MinSecretLen, len(cfg.Secret))
+	}
+	if !validName(cfg.Name) {
+		return nil, fmt.Errorf("rmi: node name must be 1..%d bytes", maxNameLen)
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = DefaultMaxFrame
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = 5 * time.Second
+	}
+	cfg.Secret = append([]byte(nil), cfg.Secret...) // caller may reuse its slice
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Node{
+		cfg:       cfg,
+		log:       cfg.Logger.With().Str("node", cfg.Name).Logger(),
+		ctx:       ctx,
+		cancel:    cancel,
+		objects:   make(map[string]*service),
+		conns:     make(map[*Conn]struct{}),
+		listeners: make(map[net.Listener]struct{}),
+	}, nil
+}
+
+// Name returns the node's configured name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// goTracked starts f as a counted goroutine unless the node is closed.
+func (n *Node) goTracked(f func()) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false
+	}
+	n.wg.Go(f)
+	return true
+}
+
+// Serve accepts connections on ln until ctx is done, the node is closed or
+// ln fails; it closes ln on return. Each connection is authenticated before
+// any call is read from it. It returns nil after ctx/Close, otherwise the
+// accept error.
+func (n *Node) Serve(ctx context.Context, ln net.Listener) error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		_ = ln.Close()
+		return ErrClosed
+	}
+	n.listeners[ln] = struct{}{}
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.listeners, ln)
+		n.mu.Unlock()
+		_ = ln.Close()
+	}()
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	defer stop()
+
+	log := n.log.With().Str("listen", ln.Addr().String()).Logger()
+	log.Info().Msg("rmi: serving")
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || n.isClosed() {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("rmi: accept: %w", err)
+			}
+			// Transient failures (e.g. EMFILE): back off rather than spin.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			log.Warn().Err(err).Dur("retry_in", backoff).Msg("rmi: accept failed")
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			case <-n.ctx.Done():
+			}
+			continue
+		}
+		backoff = 0
+		if !n.goTracked(func() { n.serveConn(nc) }) {
+			_ = nc.Close()
+			return nil
+		}
+	}
+}
+
+func (n *Node) isClosed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed
+}
+
+// serveConn authenticates an accepted connection and starts it.
+func (n *Node) serveConn(nc net.Conn) {
+	br := bufio.NewReaderSize(nc, 64<<10)
+	peer, err := n.handshake(n.ctx, nc, br, false)
+	if err != nil {
+		_ = nc.Close()
+		ev, msg := n.log.Warn(), "rmi: handshake failed"
+		switch {
+		case n.ctx.Err() != nil: // we are closing
+			ev = n.log.Debug()
+		case errors.Is(err, ErrAuth): // someone without the secret: worth an operator's attention
+			ev, msg = n.log.Error(), "rmi: handshake failed: peer rejected"
+		}
+		ev.Err(err).Str("remote", nc.RemoteAddr().String()).Msg(msg)
+		return
+	}
+	c, err := n.newConn(nc, br, peer)
+	if err != nil {
+		_ = nc.Close()
+		return
+	}
+	if n.cfg.OnConnect != nil {
+		n.cfg.OnConnect(c)
+	}
+}
+
+// Dial connects to addr over TCP and authenticates.
+func (n *Node) Dial(ctx context.Context, addr string) (*Conn, error) {
+	if n.isClosed() {
+		return nil, ErrClosed
+	}
+	// Abort on either the caller's ctx or the node closing.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(n.ctx, cancel)
+	defer stop()
+
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("rmi: dial %s: %w", addr, err)
+	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	peer, err := n.handshake(ctx, nc, br, true)
+	if err != nil {
+		_ = nc.Close()
+		return nil, fmt.Errorf("rmi: dial %s: %w", addr, err)
+	}
+	c, err := n.newConn(nc, br, peer)
+	if err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	if n.cfg.OnConnect != nil {
+		n.cfg.OnConnect(c)
+	}
+	return c, nil
+}
+
+// Conns returns the live connections.
+func (n *Node) Conns() []*Conn {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := make([]*Conn, 0, len(n.conns))
+	for c := range n.conns {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// Close stops serving, closes all clients and connections and waits for
+// every goroutine of the node to end, including running method calls (whose
+// contexts are cancelled: methods must honour ctx for Close to return).
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	lns := make([]net.Listener, 0, len(n.listeners))
+	for ln := range n.listeners {
+		lns = append(lns, ln)
+	}
+	conns := make([]*Conn, 0, len(n.conns))
+	for c := range n.conns {
+		conns = append(conns, c)
+	}
+	n.mu.Unlock()
+
+	n.cancel() // aborts handshakes, dials and client loops
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	for _, c := range conns {
+		c.shutdown(ErrClosed)
+	}
+	n.wg.Wait()
+	return nil
+}

@@ -1,0 +1,92 @@
+// Command benchproxy runs proxy.New with a static Router that sends every
+// request to one worker, isolating the proxy's own cost in benchmarks.
+//
+//	benchproxy -addr 127.0.0.1:0 -addr-file /tmp/p.addr -worker 127.0.0.1:9001
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/proxy"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:0", "listen address (SO_REUSEPORT)")
+	addrFile := flag.String("addr-file", "", "write the bound address to this file once listening")
+	worker := flag.String("worker", "", "worker host:port")
+	cache := flag.Bool("cache", true, "wrap the router in a CachingRouter (as in production)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile here until exit")
+	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *worker == "" {
+		log.Fatal("-worker is required")
+	}
+
+	var router proxy.Router = proxy.StaticRouter{To: proxy.Route{WorkerID: "w-bench", Addr: *worker}}
+	if *cache {
+		router = proxy.NewCachingRouter(router, time.Minute)
+	}
+	logger := zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	p := proxy.New(proxy.Config{Router: router, Logger: logger})
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := proxy.Listen(ctx, "tcp", *addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := writeAddr(*addrFile, ln.Addr().String()); err != nil {
+		log.Fatal(err)
+	}
+	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+		p.Shutdown(sctx)
+		s := p.Stats()
+		fmt.Fprintf(os.Stderr, "benchproxy: requests=%d ws_total=%d bytes_up=%d bytes_down=%d\n",
+			s.Requests, s.WebSocketsTotal, s.BytesUp, s.BytesDown)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Print(err)
+		stop()
+	}
+	<-done
+}
+
+func writeAddr(path, addr string) error {
+	if path == "" {
+		fmt.Println(addr)
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

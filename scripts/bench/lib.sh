@@ -1,0 +1,113 @@
+# Shared helpers for the proxy benchmark scripts (sourced, not executed).
+# Everything binds loopback addresses; every process started here is
+# tracked by PID and stopped on exit.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/cb-bench.XXXXXX")
+PIDS=()
+
+cleanup() {
+	local pid i
+	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${PIDS[@]}"; do
+		for i in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { printf '%s\n' "$*" >&2; }
+
+# apt_install PKG...: install Debian packages if we are root (waits for a
+# concurrent apt run instead of fighting over the lock).
+apt_install() {
+	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+		log "missing $*; install it (apt-get install $*) and rerun"
+		return 1
+	fi
+	while pgrep -x apt-get >/dev/null || pgrep -x dpkg >/dev/null; do log "waiting for apt..."; sleep 5; done
+	DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -q "$@" >&2
+}
+
+build_bins() {
+	log "building bench programs..."
+	(cd "$ROOT" && go build -o "$TMP/bin/" ./scripts/bench/cmd/...)
+}
+
+wait_file() { # wait_file PATH: up to 10s for a non-empty file
+	local i
+	for i in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+	log "timed out waiting for $1"
+	return 1
+}
+
+wait_port() { # wait_port PORT: up to 10s for a loopback listener
+	local i
+	for i in $(seq 1 100); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	log "timed out waiting for 127.0.0.1:$1"
+	return 1
+}
+
+start_worker() {
+	"$TMP/bin/benchworker" -addr 127.0.0.1:0 -addr-file "$TMP/worker.addr" 2>"$TMP/worker.log" &
+	PIDS+=($!)
+	wait_file "$TMP/worker.addr"
+	WORKER=$(cat "$TMP/worker.addr")
+}
+
+start_proxy() {
+	"$TMP/bin/benchproxy" -addr 127.0.0.1:0 -addr-file "$TMP/proxy.addr" -worker "$WORKER" 2>"$TMP/proxy.log" &
+	PIDS+=($!)
+	wait_file "$TMP/proxy.addr"
+	PROXY=$(cat "$TMP/proxy.addr")
+}
+
+# start_nginx: a foreground nginx (daemon off) proxying to $WORKER with the
+# usual WebSocket Upgrade/Connection headers and upstream keepalive.
+start_nginx() {
+	local port dir=$TMP/nginx
+	port=$("$TMP/bin/benchworker" -free-port)
+	mkdir -p "$dir/logs" "$dir/tmp"
+	cat >"$dir/nginx.conf" <<CONF
+daemon off;
+worker_processes auto;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+    map \$http_upgrade \$connection_upgrade { default upgrade; '' ''; }
+    upstream worker { server $WORKER; keepalive 64; }
+    server {
+        listen 127.0.0.1:$port;
+        location / {
+            proxy_pass http://worker;
+            proxy_http_version 1.1;
+            proxy_set_header Host \$host;
+            proxy_set_header Upgrade \$http_upgrade;
+            proxy_set_header Connection \$connection_upgrade;
+            proxy_set_header X-Forwarded-For \$remote_addr;
+            proxy_read_timeout 3600s;
+            proxy_send_timeout 3600s;
+        }
+    }
+}
+CONF
+	nginx -e "$dir/logs/error.log" -p "$dir" -c "$dir/nginx.conf" &
+	PIDS+=($!)
+	wait_port "$port"
+	NGINX=127.0.0.1:$port
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
