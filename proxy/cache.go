@@ -235,6 +235,23 @@ func (c *CachingRouter) InvalidateWorker(workerID string) {
 	}
 }
 
+// InvalidateAll drops every cached route, e.g. after reconnecting to the
+// master, when invalidations may have been missed. Worker addresses are kept
+// for the fallback.
+func (c *CachingRouter) InvalidateAll() {
+	c.mu.Lock()
+	c.gen++
+	keys := make([]string, 0, len(c.routes))
+	for k := range c.routes {
+		keys = append(keys, k)
+	}
+	clear(c.routes)
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.sf.Forget(k)
+	}
+}
+
 // Apps implements Router; the home page is cheap enough not to cache.
 func (c *CachingRouter) Apps(ctx context.Context) ([]AppLink, error) { return c.up.Apps(ctx) }
 

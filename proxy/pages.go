@@ -19,6 +19,7 @@ var errorTmpl = template.Must(template.New("error").Parse(`<!doctype html>
 </head><body>
 <h1>{{.Title}}</h1>
 <p>{{.Message}}</p>
+{{if .LinkURL}}<p><a href="{{.LinkURL}}">{{.LinkText}}</a></p>{{end}}
 <p><a href="/">CloudBrowser home</a></p>
 <p><small>Error {{.Status}} · request id {{.RequestID}}</small></p>
 </body></html>
@@ -41,21 +42,32 @@ type errorPage struct {
 	Title     string
 	Message   string
 	RequestID string
+	LinkURL   string
+	LinkText  string
 }
 
 // page writes an error page in the format the client prefers. Messages are
 // fixed strings: worker addresses and error texts go to the log only.
 func (p *Proxy) page(w http.ResponseWriter, r *http.Request, id string, status int, title, msg string) {
+	p.pageLink(w, r, id, status, title, msg, "", "")
+}
+
+// pageLink is page with a suggested next step (e.g. restart the app).
+func (p *Proxy) pageLink(w http.ResponseWriter, r *http.Request, id string, status int, title, msg, linkURL, linkText string) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Request-Id", id)
-	data := errorPage{Status: status, Title: title, Message: msg, RequestID: id}
+	data := errorPage{Status: status, Title: title, Message: msg, RequestID: id, LinkURL: linkURL, LinkText: linkText}
 	var body []byte
 	switch preferredFormat(r.Header.Get("Accept")) {
 	case "json":
 		h.Set("Content-Type", "application/json")
-		body, _ = json.Marshal(map[string]any{"status": status, "error": title, "message": msg, "request_id": id})
+		m := map[string]any{"status": status, "error": title, "message": msg, "request_id": id}
+		if linkURL != "" {
+			m["next"] = linkURL
+		}
+		body, _ = json.Marshal(m)
 		body = append(body, '\n')
 	case "text":
 		h.Set("Content-Type", "text/plain; charset=utf-8")

@@ -300,6 +300,11 @@ func (p *Proxy) routeError(w http.ResponseWriter, r *http.Request, id string, t 
 		ev.Msg("unknown instance")
 		p.page(w, r, id, http.StatusNotFound, "App instance not found",
 			"This app instance does not exist (it may have been closed).")
+	case errors.Is(err, ErrInstanceLost):
+		ev.Msg("instance lost")
+		p.pageLink(w, r, id, http.StatusGone, "App instance lost",
+			"The worker that hosted this app instance stopped, and the instance stopped with it.",
+			"/"+t.App, "Start the application again")
 	case errors.Is(err, ErrNoWorkers):
 		ev.Msg("no workers")
 		w.Header().Set("Retry-After", "5")

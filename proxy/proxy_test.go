@@ -182,6 +182,8 @@ func TestErrorPages(t *testing.T) {
 		{name: "master unavailable", path: "/chat", err: fmt.Errorf("rmi: %w", ErrMasterUnavailable),
 			status: 503, contains: "master is unreachable, retry shortly", retryAfter: true, routerCalls: 1},
 		{name: "worker gone", path: "/chat/a/" + testInstance, err: ErrWorkerGone, status: 502, routerCalls: 1},
+		{name: "instance lost", path: "/chat/a/" + testInstance, err: ErrInstanceLost, status: 410,
+			contains: `<a href="/chat">Start the application again</a>`, routerCalls: 1},
 		{name: "empty route", path: "/chat/a/" + testInstance, route: Route{WorkerID: "w-x"}, status: 502, routerCalls: 1},
 		{name: "unexpected router error", path: "/chat", err: errors.New("boom 10.1.2.3:99"), status: 502, routerCalls: 1},
 		{name: "connection refused", path: "/chat/a/" + testInstance + "/x", route: refused, status: 502,

@@ -49,6 +49,9 @@ type App struct {
 	Entry       string `codec:"entry" json:"entry"`
 	Public      bool   `codec:"public" json:"public"`
 	Version     int    `codec:"version" json:"version"`
+	// Files of the bundle (slash paths), served to the virtual browsers by
+	// the hosting worker.
+	Files map[string][]byte `codec:"files" json:"-"`
 }
 
 // Strategies of the paper.
@@ -131,4 +134,72 @@ type RouteReply struct {
 type ClusterInfo struct {
 	MasterID   string `codec:"master"`
 	GossipAddr string `codec:"gossip"` // host:port of the master's memberlist
+}
+
+// InstanceInfo describes an app instance a worker hosts.
+type InstanceInfo struct {
+	ID       string    `codec:"id" json:"id"`
+	App      string    `codec:"app" json:"app"`
+	Owner    string    `codec:"owner" json:"owner"`
+	Worker   string    `codec:"wid" json:"worker"`
+	Created  time.Time `codec:"created" json:"created"`
+	Browsers int       `codec:"browsers" json:"browsers"`
+}
+
+// Methods of the worker's Application Manager, which the worker exports to
+// the master as a remote reference when it registers.
+const (
+	WorkerAddApplication    = "AddApplication"    // (App) error
+	WorkerRemoveApplication = "RemoveApplication" // (name string) error
+	WorkerCreateInstance    = "CreateInstance"    // (CreateInstance) error
+	WorkerCloseInstance     = "CloseInstance"     // (iid string) error
+)
+
+// Methods of the proxy's Proxy object, called by the master over the
+// connection the proxy opened (after Router.Subscribe).
+const (
+	ProxyInvalidate       = "Invalidate"       // ([]string instance ids) error
+	ProxyInvalidateWorker = "InvalidateWorker" // (worker id) error
+)
+
+// ClusterStatus is the master's view of the cluster (admin API, status CLI).
+type ClusterStatus struct {
+	MasterID     string         `json:"masterId"`
+	Strategy     string         `json:"strategy"`
+	Workers      []WorkerStatus `json:"workers"`
+	Apps         []App          `json:"apps"`
+	Instances    []InstanceInfo `json:"instances"`
+	Members      []MemberStatus `json:"members"`
+	RouteLookups uint64         `json:"routeLookups"`
+	Placements   uint64         `json:"placements"`
+	Proxies      []ProxyStatus  `json:"proxies"`
+	Extra        map[string]any `json:"extra,omitempty"`
+	At           time.Time      `json:"at"`
+}
+
+// WorkerStatus is one worker in ClusterStatus.
+type WorkerStatus struct {
+	WorkerInfo
+	State      string    `json:"state"` // connected, disconnected
+	Member     string    `json:"member"`
+	Draining   bool      `json:"draining"`
+	Load       Load      `json:"load"`
+	Projected  uint64    `json:"projected"`
+	Registered time.Time `json:"registered"`
+}
+
+// MemberStatus is one gossip member.
+type MemberStatus struct {
+	Name  string `json:"name"`
+	Addr  string `json:"addr"`
+	State string `json:"state"`
+	Role  string `json:"role"`
+	ID    string `json:"id"`
+}
+
+// ProxyStatus is one proxy connected to the master.
+type ProxyStatus struct {
+	Name     string `json:"name"`
+	Addr     string `json:"addr"`
+	Embedded bool   `json:"embedded"`
 }

@@ -1,0 +1,224 @@
+// Package bundle reads application bundles: a folder (or fs.FS) with an
+// app.json manifest and the app's files.
+package bundle
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+)
+
+// ManifestName is the manifest file at the root of a bundle.
+const ManifestName = "app.json"
+
+// Manifest is the app.json of a bundle.
+type Manifest struct {
+	Name        string `json:"name"`
+	MountPoint  string `json:"mountPoint"`
+	Description string `json:"description"`
+	Entry       string `json:"entry"`
+	Strategy    string `json:"strategy"`
+	Public      *bool  `json:"public"`
+}
+
+// FieldError names the manifest field that is wrong.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// Errors is every problem found in one manifest.
+type Errors []FieldError
+
+func (es Errors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Error()
+	}
+	return "invalid manifest: " + strings.Join(parts, "; ")
+}
+
+var mountRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// reserved mount points belong to the cluster (kept in step with proxy.Reserved).
+var reserved = map[string]bool{
+	"admin": true, "api": true, "metrics": true, "healthz": true, "readyz": true,
+	"livez": true, "static": true, "_cb": true, "debug": true, "ws": true,
+	"favicon.ico": true, "robots.txt": true, ".well-known": true, "login": true, "logout": true,
+}
+
+// Reserved reports whether a mount point is taken by the cluster itself.
+func Reserved(mount string) bool { return reserved[strings.ToLower(mount)] }
+
+var strategies = map[string]bool{
+	wire.SingleAppInstance: true, wire.SingleInstancePerUser: true,
+	wire.SingleBrowserPerUser: true, wire.MultiInstance: true,
+}
+
+// Validate checks a manifest; files lists the bundle's files (for a
+// relative entry), nil to skip that check.
+func (m *Manifest) Validate(files map[string]bool) error {
+	var es Errors
+	add := func(field, format string, args ...any) {
+		es = append(es, FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if strings.TrimSpace(m.Name) == "" {
+		add("name", "is required")
+	} else if len(m.Name) > 100 {
+		add("name", "is longer than 100 characters")
+	}
+	switch {
+	case m.MountPoint == "":
+		add("mountPoint", "is required")
+	case !mountRe.MatchString(m.MountPoint):
+		add("mountPoint", "%q must be 1-64 lowercase letters, digits, '-' or '_', starting with a letter or digit", m.MountPoint)
+	case Reserved(m.MountPoint):
+		add("mountPoint", "%q is reserved by the cluster", m.MountPoint)
+	}
+	if m.Strategy == "" {
+		m.Strategy = wire.SingleAppInstance
+	} else if !strategies[m.Strategy] {
+		add("strategy", "%q is not one of singleAppInstance, singleInstancePerUser, singleBrowserPerUser, multiInstance", m.Strategy)
+	}
+	switch e := m.Entry; {
+	case e == "":
+		add("entry", "is required (a bundle file such as index.html, or an http(s) URL)")
+	case strings.HasPrefix(e, "http://") || strings.HasPrefix(e, "https://"):
+	case strings.Contains(e, "://"):
+		add("entry", "%q: only http and https URLs are allowed", e)
+	default:
+		clean := path.Clean(strings.TrimPrefix(e, "/"))
+		if strings.HasPrefix(clean, "..") {
+			add("entry", "%q leaves the bundle", e)
+		} else if files != nil && !files[clean] {
+			add("entry", "%q is not a file of the bundle", e)
+		}
+	}
+	if len(m.Description) > 500 {
+		add("description", "is longer than 500 characters")
+	}
+	if len(es) > 0 {
+		return es
+	}
+	return nil
+}
+
+// App returns the cluster's view of the manifest.
+func (m *Manifest) App() wire.App {
+	public := m.Public == nil || *m.Public
+	return wire.App{
+		Name: m.Name, MountPoint: m.MountPoint, Description: m.Description,
+		Strategy: m.Strategy, Entry: m.Entry, Public: public,
+	}
+}
+
+// App returns the cluster's view of the bundle, files included.
+func (b *Bundle) App() wire.App {
+	a := b.Manifest.App()
+	a.Files = b.Files
+	return a
+}
+
+// Bundle is a loaded, validated bundle.
+type Bundle struct {
+	Manifest Manifest
+	Files    map[string][]byte // slash paths relative to the bundle root
+}
+
+// MaxFileSize bounds one bundle file read by Load.
+const MaxFileSize = 16 << 20
+
+// Load reads and validates the bundle rooted at dir of fsys.
+func Load(fsys fs.FS, dir string) (*Bundle, error) {
+	raw, err := fs.ReadFile(fsys, path.Join(dir, ManifestName))
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", dir, err)
+	}
+	var m Manifest
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("bundle %s: %s: %w", dir, ManifestName, err)
+	}
+	b := &Bundle{Files: map[string][]byte{}}
+	err = fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if info.Size() > MaxFileSize {
+			return fmt.Errorf("%s: %d bytes is over the %d byte limit", p, info.Size(), MaxFileSize)
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p, dir), "/")
+		b.Files[rel] = data
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", dir, err)
+	}
+	names := make(map[string]bool, len(b.Files))
+	for n := range b.Files {
+		names[n] = true
+	}
+	if err := m.Validate(names); err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", dir, err)
+	}
+	b.Manifest = m
+	return b, nil
+}
+
+// LoadAll loads every bundle in the immediate subfolders of root. Mount point
+// collisions are errors.
+func LoadAll(fsys fs.FS, root string) ([]*Bundle, error) {
+	ents, err := fs.ReadDir(fsys, root)
+	if err != nil {
+		return nil, fmt.Errorf("bundles: %w", err)
+	}
+	var out []*Bundle
+	seen := map[string]string{}
+	var errs []error
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		dir := path.Join(root, e.Name())
+		if _, err := fs.Stat(fsys, path.Join(dir, ManifestName)); err != nil {
+			continue // not a bundle (e.g. shared assets)
+		}
+		b, err := Load(fsys, dir)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if other, dup := seen[b.Manifest.MountPoint]; dup {
+			errs = append(errs, fmt.Errorf("bundle %s: mountPoint %q is already used by %s", dir, b.Manifest.MountPoint, other))
+			continue
+		}
+		seen[b.Manifest.MountPoint] = dir
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Manifest.MountPoint < out[j].Manifest.MountPoint })
+	return out, errors.Join(errs...)
+}

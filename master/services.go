@@ -1,0 +1,103 @@
+package master
+
+import (
+	"context"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+)
+
+// The types below are what the master registers on its RMI node. They are
+// thin so that only the intended methods are remotely callable.
+
+// appService is registered as wire.ObjAppManager.
+type appService struct{ m *Master }
+
+// List returns every application.
+func (s appService) List(ctx context.Context) ([]wire.App, error) { return s.m.apps.List(), nil }
+
+// Add installs or replaces an application.
+func (s appService) Add(ctx context.Context, app wire.App) error { return s.m.apps.Add(ctx, app) }
+
+// Remove uninstalls an application.
+func (s appService) Remove(ctx context.Context, name string) error {
+	return s.m.apps.Remove(ctx, name)
+}
+
+// workerService is registered as wire.ObjWorkerManager.
+type workerService struct{ m *Master }
+
+// Register is called by a worker on every (re)connection, passing its own
+// Application Manager as a remote reference.
+func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts []wire.InstanceInfo, appMgr *rmi.Ref) (wire.RegisterReply, error) {
+	c := rmi.ConnFrom(ctx)
+	if appMgr != nil && appMgr.Conn() != c {
+		return wire.RegisterReply{}, wire.Errorf(wire.CodeInvalid, "register: reference from another connection")
+	}
+	if err := s.m.workers.register(info, insts, appMgr); err != nil {
+		return wire.RegisterReply{}, err
+	}
+	go func() {
+		select {
+		case <-c.Done():
+			s.m.workers.disconnected(info.ID, c)
+		case <-s.m.ctx.Done():
+		}
+	}()
+	return wire.RegisterReply{Apps: s.m.apps.List(), ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id}, nil
+}
+
+// Report records a worker's load.
+func (s workerService) Report(ctx context.Context, workerID string, load wire.Load) error {
+	return s.m.workers.report(workerID, load)
+}
+
+// Place finds or creates the instance of an app for a user.
+func (s workerService) Place(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
+	return s.m.workers.place(ctx, req)
+}
+
+// InstanceClosed tells the master a worker closed one of its instances.
+func (s workerService) InstanceClosed(ctx context.Context, workerID, iid string) error {
+	return s.m.workers.instanceClosed(workerID, iid)
+}
+
+// routerService is registered as wire.ObjRouter, for the proxies.
+type routerService struct{ m *Master }
+
+// Route answers where a request goes.
+func (s routerService) Route(ctx context.Context, req wire.RouteRequest) (wire.RouteReply, error) {
+	return s.m.workers.route(req)
+}
+
+// Apps lists the public applications for the home page.
+func (s routerService) Apps(ctx context.Context) ([]wire.App, error) {
+	var out []wire.App
+	for _, a := range s.m.apps.List() {
+		if a.Public {
+			a.Files = nil
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// Subscribe asks for route invalidations over the calling connection; the
+// caller must have registered a wire.ObjProxy object.
+func (s routerService) Subscribe(ctx context.Context, name string) error {
+	s.m.proxies.add(rmi.ConnFrom(ctx), name)
+	return nil
+}
+
+// clusterService is registered as wire.ObjCluster.
+type clusterService struct{ m *Master }
+
+// Info tells a joining process how to reach the gossip layer.
+func (s clusterService) Info(ctx context.Context) (wire.ClusterInfo, error) {
+	return wire.ClusterInfo{MasterID: s.m.id, GossipAddr: s.m.member.Addr()}, nil
+}
+
+// Status is the cluster status (the same as the admin API's).
+func (s clusterService) Status(ctx context.Context) (wire.ClusterStatus, error) {
+	return s.m.Status(), nil
+}

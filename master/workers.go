@@ -1,0 +1,544 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+)
+
+// Worker states as the master sees them.
+const (
+	stateConnected    = "connected"    // RMI connection up: placeable
+	stateDisconnected = "disconnected" // connection lost; routes kept until declared dead
+)
+
+// workerRec is one registered worker.
+type workerRec struct {
+	info       wire.WorkerInfo
+	ref        *rmi.Ref // the worker's Application Manager
+	conn       *rmi.Conn
+	state      string
+	load       wire.Load
+	registered time.Time
+	draining   bool
+	// deadTimer declares a disconnected worker dead if it neither comes
+	// back nor is declared dead by the gossip layer first.
+	deadTimer *time.Timer
+}
+
+type instanceRec struct {
+	wire.InstanceInfo
+	key string // strategy key ("" for multi-instance apps)
+}
+
+// lostRec is a tombstone of an instance that died with its worker, so its
+// URLs answer "lost" rather than "unknown".
+type lostRec struct {
+	app string
+	at  time.Time
+}
+
+// maxTombstones bounds the tombstone table; the oldest go first.
+const maxTombstones = 100_000
+
+// WorkerManager keeps the workers, their loads and the instance table, and
+// places new instances with the balancer.
+type WorkerManager struct {
+	log      zerolog.Logger
+	bal      *balance.Balancer
+	strategy string
+	apps     func(name string) (wire.App, bool)
+	period   time.Duration
+	grace    time.Duration // disconnected -> dead if no re-register
+	notify   func(ctx context.Context, method string, arg any)
+
+	mu        sync.Mutex
+	workers   map[string]*workerRec
+	instances map[string]*instanceRec
+	byKey     map[string]string // strategy key -> instance id
+	lost      map[string]lostRec
+	rr        uint64
+
+	sf singleflight.Group
+
+	lookups, placements atomic.Uint64
+}
+
+// WorkerManagerConfig configures a WorkerManager.
+type WorkerManagerConfig struct {
+	Logger   zerolog.Logger
+	Balancer *balance.Balancer
+	Strategy string
+	// Apps resolves an application by mount point.
+	Apps func(name string) (wire.App, bool)
+	// ReportPeriod is asked of the workers.
+	ReportPeriod time.Duration
+	// DeadAfter declares a worker whose connection dropped dead if it does
+	// not re-register in time, as a backstop to the gossip layer.
+	DeadAfter time.Duration
+	// Notify tells the proxies about invalidated routes.
+	Notify func(ctx context.Context, method string, arg any)
+}
+
+// NewWorkerManager returns an empty manager.
+func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
+	if cfg.ReportPeriod <= 0 {
+		cfg.ReportPeriod = time.Second
+	}
+	if cfg.DeadAfter <= 0 {
+		cfg.DeadAfter = 10 * time.Second
+	}
+	if cfg.Notify == nil {
+		cfg.Notify = func(context.Context, string, any) {}
+	}
+	return &WorkerManager{
+		log:       cfg.Logger.With().Str("component", "workers").Logger(),
+		bal:       cfg.Balancer,
+		strategy:  cfg.Strategy,
+		apps:      cfg.Apps,
+		period:    cfg.ReportPeriod,
+		grace:     cfg.DeadAfter,
+		notify:    cfg.Notify,
+		workers:   map[string]*workerRec{},
+		instances: map[string]*instanceRec{},
+		byKey:     map[string]string{},
+		lost:      map[string]lostRec{},
+	}
+}
+
+// register records a worker (new or reconnecting) and the instances it says
+// it hosts, which rebuilds the table after a master restart.
+func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo, ref *rmi.Ref) error {
+	if !ids.ValidWorker(info.ID) {
+		return wire.Errorf(wire.CodeInvalid, fmt.Sprintf("register: invalid worker id %q", info.ID))
+	}
+	if info.HTTPAddr == "" {
+		return wire.Errorf(wire.CodeInvalid, "register: worker "+info.ID+" gave no HTTP address")
+	}
+	if ref == nil {
+		return wire.Errorf(wire.CodeInvalid, "register: worker "+info.ID+" passed no Application Manager")
+	}
+	m.mu.Lock()
+	w, ok := m.workers[info.ID]
+	if ok && w.conn != nil && w.conn != ref.Conn() {
+		w.conn.Close() // a stale connection of the same worker
+	}
+	if !ok {
+		w = &workerRec{}
+		m.workers[info.ID] = w
+	}
+	if w.deadTimer != nil {
+		w.deadTimer.Stop()
+		w.deadTimer = nil
+	}
+	w.info, w.ref, w.conn, w.state = info, ref, ref.Conn(), stateConnected
+	w.registered = time.Now()
+	adopted := 0
+	for _, in := range insts {
+		if in.ID == "" || in.Worker != info.ID {
+			continue
+		}
+		if cur, ok := m.instances[in.ID]; ok && cur.Worker != info.ID {
+			m.log.Warn().Str("instance", in.ID).Str("worker", info.ID).Str("table_worker", cur.Worker).Msg("instance claimed by two workers; keeping the table's")
+			continue
+		}
+		m.addInstanceLocked(in)
+		adopted++
+	}
+	draining := w.draining
+	m.mu.Unlock()
+
+	m.bal.Add(info.ID)
+	if draining {
+		_ = m.bal.SetDraining(info.ID, true)
+	}
+	m.log.Info().Str("worker", info.ID).Str("http", info.HTTPAddr).Str("peer", ref.Conn().RemoteAddr().String()).
+		Int("instances", adopted).Msg("worker registered")
+	return nil
+}
+
+// addInstanceLocked puts an instance in the table and its strategy key.
+func (m *WorkerManager) addInstanceLocked(in wire.InstanceInfo) {
+	rec := &instanceRec{InstanceInfo: in}
+	if app, ok := m.apps(in.App); ok {
+		rec.key = strategyKey(app, in.Owner)
+	}
+	m.instances[in.ID] = rec
+	if rec.key != "" {
+		if _, taken := m.byKey[rec.key]; !taken {
+			m.byKey[rec.key] = in.ID
+		}
+	}
+	delete(m.lost, in.ID)
+}
+
+// strategyKey names the one instance an app's strategy allows per app or per
+// user; "" means every placement creates a new instance.
+func strategyKey(app wire.App, user string) string {
+	switch app.Strategy {
+	case wire.SingleAppInstance:
+		return app.MountPoint
+	case wire.SingleInstancePerUser:
+		return app.MountPoint + "\x00" + user
+	}
+	return ""
+}
+
+// disconnected handles the loss of a worker's RMI connection: no new
+// placements at once; routes stay until the worker is declared dead by the
+// gossip layer or the grace period ends without a re-registration.
+func (m *WorkerManager) disconnected(id string, c *rmi.Conn) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.workers[id]
+	if !ok || w.conn != c {
+		return // already replaced or removed
+	}
+	w.state = stateDisconnected
+	w.conn, w.ref = nil, nil
+	m.bal.Remove(id)
+	w.deadTimer = time.AfterFunc(m.grace, func() { m.dead(id, "no re-registration after disconnect") })
+	m.log.Warn().Str("worker", id).Dur("grace", m.grace).Msg("worker connection lost; not placing on it")
+}
+
+// dead removes a worker and everything it hosted. Its instances become
+// tombstones; proxies drop their routes.
+func (m *WorkerManager) dead(id, reason string) {
+	m.mu.Lock()
+	w, ok := m.workers[id]
+	if !ok {
+		m.mu.Unlock()
+		return
+	}
+	if w.deadTimer != nil {
+		w.deadTimer.Stop()
+	}
+	conn := w.conn
+	delete(m.workers, id)
+	now := time.Now()
+	lost := 0
+	for iid, in := range m.instances {
+		if in.Worker != id {
+			continue
+		}
+		m.removeInstanceLocked(iid)
+		m.lost[iid] = lostRec{app: in.App, at: now}
+		lost++
+	}
+	m.trimLostLocked()
+	m.mu.Unlock()
+	m.bal.Remove(id)
+	if conn != nil {
+		conn.Close()
+	}
+	m.log.Warn().Str("worker", id).Str("reason", reason).Int("instances_lost", lost).Msg("worker removed")
+	m.notify(context.Background(), wire.ProxyInvalidateWorker, id)
+}
+
+func (m *WorkerManager) removeInstanceLocked(iid string) *instanceRec {
+	in, ok := m.instances[iid]
+	if !ok {
+		return nil
+	}
+	delete(m.instances, iid)
+	if in.key != "" && m.byKey[in.key] == iid {
+		delete(m.byKey, in.key)
+	}
+	return in
+}
+
+func (m *WorkerManager) trimLostLocked() {
+	if len(m.lost) <= maxTombstones {
+		return
+	}
+	type kv struct {
+		id string
+		at time.Time
+	}
+	all := make([]kv, 0, len(m.lost))
+	for id, l := range m.lost {
+		all = append(all, kv{id, l.at})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].at.Before(all[j].at) })
+	for _, e := range all[:len(all)-maxTombstones] {
+		delete(m.lost, e.id)
+	}
+}
+
+// report records a load report.
+func (m *WorkerManager) report(id string, l wire.Load) error {
+	m.mu.Lock()
+	w, ok := m.workers[id]
+	if ok {
+		w.load = l
+	}
+	m.mu.Unlock()
+	if !ok {
+		return wire.Errorf(wire.CodeUnknownWorker, "report from unregistered worker "+id)
+	}
+	if err := m.bal.Report(id, l.Total, l.Instances); err != nil && !errors.Is(err, balance.ErrUnknownWorker) {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
+
+// instanceClosed removes an instance the worker closed.
+func (m *WorkerManager) instanceClosed(workerID, iid string) error {
+	m.mu.Lock()
+	in, ok := m.instances[iid]
+	if ok && in.Worker == workerID {
+		m.removeInstanceLocked(iid)
+	}
+	m.mu.Unlock()
+	if !ok || in.Worker != workerID {
+		return wire.Errorf(wire.CodeUnknownInstance, "instance "+iid+" is not on worker "+workerID)
+	}
+	m.bal.Release(workerID)
+	m.notify(context.Background(), wire.ProxyInvalidate, []string{iid})
+	return nil
+}
+
+// place finds or creates the instance the app's strategy gives this user.
+// Concurrent requests for the same strategy key share one creation.
+func (m *WorkerManager) place(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
+	app, ok := m.apps(req.App)
+	if !ok {
+		return wire.Placement{}, wire.Errorf(wire.CodeUnknownApp, "no application is mounted at /"+req.App)
+	}
+	key := strategyKey(app, req.User)
+	if key == "" {
+		return m.create(ctx, app, req.User, "")
+	}
+	if p, ok := m.existing(key); ok {
+		return p, nil
+	}
+	ch := m.sf.DoChan(key, func() (any, error) {
+		// Detached: the creation serves every waiter, not just the first.
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if p, ok := m.existing(key); ok {
+			return p, nil
+		}
+		return m.create(cctx, app, req.User, key)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return wire.Placement{}, r.Err
+		}
+		p := r.Val.(wire.Placement)
+		if r.Shared {
+			p.Created = false // only one waiter created it
+		}
+		return p, nil
+	case <-ctx.Done():
+		return wire.Placement{}, ctx.Err()
+	}
+}
+
+func (m *WorkerManager) existing(key string) (wire.Placement, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	iid, ok := m.byKey[key]
+	if !ok {
+		return wire.Placement{}, false
+	}
+	in := m.instances[iid]
+	if w, ok := m.workers[in.Worker]; !ok || w.state != stateConnected {
+		return wire.Placement{}, false
+	}
+	return wire.Placement{InstanceID: iid, WorkerID: in.Worker}, true
+}
+
+// create places a new instance on the balancer's pick, trying another worker
+// if the first fails to create it.
+func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, key string) (wire.Placement, error) {
+	var lastErr error
+	tried := map[string]bool{}
+	for attempt := 0; attempt < 3; attempt++ {
+		wid, err := m.bal.Pick()
+		if err != nil {
+			if lastErr != nil {
+				return wire.Placement{}, lastErr
+			}
+			return wire.Placement{}, wire.Errorf(wire.CodeNoWorkers, "no worker is available to host "+app.MountPoint)
+		}
+		if tried[wid] {
+			m.bal.Release(wid)
+			break
+		}
+		tried[wid] = true
+		m.mu.Lock()
+		w, ok := m.workers[wid]
+		var ref *rmi.Ref
+		if ok {
+			ref = w.ref
+		}
+		m.mu.Unlock()
+		if ref == nil {
+			m.bal.Release(wid)
+			lastErr = wire.Errorf(wire.CodeNoWorkers, "worker "+wid+" is not connected")
+			continue
+		}
+		iid := ids.NewInstance(wid)
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err = ref.Call(cctx, wire.WorkerCreateInstance, nil, wire.CreateInstance{App: app, InstanceID: iid, Owner: owner})
+		cancel()
+		if err != nil {
+			m.bal.Release(wid)
+			m.log.Warn().Str("worker", wid).Str("app", app.MountPoint).Err(err).Msg("instance creation failed")
+			lastErr = fmt.Errorf("create instance of %s on %s: %w", app.MountPoint, wid, err)
+			if ctx.Err() != nil {
+				return wire.Placement{}, lastErr
+			}
+			continue
+		}
+		m.mu.Lock()
+		if _, still := m.workers[wid]; !still {
+			m.mu.Unlock()
+			lastErr = wire.Errorf(wire.CodeNoWorkers, "worker "+wid+" died while creating the instance")
+			continue
+		}
+		m.addInstanceLocked(wire.InstanceInfo{ID: iid, App: app.MountPoint, Owner: owner, Worker: wid, Created: time.Now()})
+		if key != "" {
+			m.byKey[key] = iid // replaces an instance whose worker is unreachable
+		}
+		m.mu.Unlock()
+		m.placements.Add(1)
+		m.log.Info().Str("instance", iid).Str("app", app.MountPoint).Str("worker", wid).Str("owner", owner).Msg("instance placed")
+		return wire.Placement{InstanceID: iid, WorkerID: wid, Created: true}, nil
+	}
+	if lastErr == nil {
+		lastErr = wire.Errorf(wire.CodeNoWorkers, "no worker could host "+app.MountPoint)
+	}
+	return wire.Placement{}, lastErr
+}
+
+// route answers a proxy's lookup.
+func (m *WorkerManager) route(req wire.RouteRequest) (wire.RouteReply, error) {
+	m.lookups.Add(1)
+	switch req.Kind {
+	case wire.RouteApp:
+		if _, ok := m.apps(req.App); !ok {
+			return wire.RouteReply{}, wire.Errorf(wire.CodeUnknownApp, "no application is mounted at /"+req.App)
+		}
+		return m.peek()
+	case wire.RouteInstance:
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		in, ok := m.instances[req.InstanceID]
+		if !ok || (req.App != "" && in.App != req.App) {
+			if l, lost := m.lost[req.InstanceID]; lost && (req.App == "" || l.app == req.App) {
+				return wire.RouteReply{}, wire.Errorf(wire.CodeInstanceLost, "instance "+req.InstanceID+" was lost with its worker")
+			}
+			return wire.RouteReply{}, wire.Errorf(wire.CodeUnknownInstance, "no instance "+req.InstanceID)
+		}
+		w := m.workers[in.Worker]
+		// A disconnected worker keeps its routes until declared dead: a
+		// short RMI outage must not break live users.
+		return wire.RouteReply{WorkerID: in.Worker, Addr: w.info.HTTPAddr}, nil
+	}
+	return wire.RouteReply{}, wire.Errorf(wire.CodeInvalid, "unknown route kind "+req.Kind)
+}
+
+// peek chooses the worker that serves an Application URL. The request only
+// runs the strategy (the instance itself is placed by place), so it takes the
+// least projected load without adding a projection; ties go round-robin.
+func (m *WorkerManager) peek() (wire.RouteReply, error) {
+	snap := m.bal.Snapshot()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var cands []balance.WorkerLoad
+	for _, s := range snap {
+		if w, ok := m.workers[s.ID]; ok && w.state == stateConnected && !s.Draining {
+			cands = append(cands, s)
+		}
+	}
+	if len(cands) == 0 {
+		return wire.RouteReply{}, wire.Errorf(wire.CodeNoWorkers, "no worker is available")
+	}
+	m.rr++
+	best := cands[int(m.rr%uint64(len(cands)))]
+	if m.strategy != string(balance.RoundRobin) {
+		for _, c := range cands {
+			if c.Projected < best.Projected {
+				best = c
+			}
+		}
+	}
+	return wire.RouteReply{WorkerID: best.ID, Addr: m.workers[best.ID].info.HTTPAddr}, nil
+}
+
+// setDraining marks a worker (not) eligible for new instances.
+func (m *WorkerManager) setDraining(id string, on bool) error {
+	m.mu.Lock()
+	w, ok := m.workers[id]
+	if ok {
+		w.draining = on
+	}
+	m.mu.Unlock()
+	if !ok {
+		return wire.Errorf(wire.CodeUnknownWorker, "no worker "+id)
+	}
+	_ = m.bal.SetDraining(id, on) // unknown to the balancer while disconnected
+	return nil
+}
+
+// refs returns the connected workers' Application Managers.
+func (m *WorkerManager) refs() map[string]*rmi.Ref {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]*rmi.Ref, len(m.workers))
+	for id, w := range m.workers {
+		if w.ref != nil {
+			out[id] = w.ref
+		}
+	}
+	return out
+}
+
+// status fills the worker and instance parts of a ClusterStatus.
+func (m *WorkerManager) status(st *wire.ClusterStatus) {
+	proj := map[string]uint64{}
+	for _, s := range m.bal.Snapshot() {
+		proj[s.ID] = s.Projected
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.workers {
+		st.Workers = append(st.Workers, wire.WorkerStatus{
+			WorkerInfo: w.info, State: w.state, Draining: w.draining, Load: w.load,
+			Projected: proj[w.info.ID], Registered: w.registered,
+		})
+	}
+	sort.Slice(st.Workers, func(i, j int) bool { return st.Workers[i].ID < st.Workers[j].ID })
+	for _, in := range m.instances {
+		st.Instances = append(st.Instances, in.InstanceInfo)
+	}
+	sort.Slice(st.Instances, func(i, j int) bool { return st.Instances[i].ID < st.Instances[j].ID })
+	st.RouteLookups = m.lookups.Load()
+	st.Placements = m.placements.Load()
+}
+
+// close stops timers.
+func (m *WorkerManager) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.workers {
+		if w.deadTimer != nil {
+			w.deadTimer.Stop()
+		}
+	}
+}
