@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -203,13 +202,9 @@ func (m *Master) serve(srv *http.Server, ln net.Listener, name string) {
 }
 
 func (m *Master) startGossip() error {
-	host, port, err := net.SplitHostPort(m.cfg.GossipAddr)
+	host, p, err := membership.ParseBind(m.cfg.GossipAddr)
 	if err != nil {
-		return fmt.Errorf("master: --gossip %q: %w", m.cfg.GossipAddr, err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		return fmt.Errorf("master: --gossip port %q: %w", port, err)
+		return fmt.Errorf("master: %w", err)
 	}
 	m.member, err = membership.Start(membership.Config{
 		Name: m.id, BindAddr: host, BindPort: p, Advertise: m.cfg.GossipAdvertise,

@@ -143,3 +143,10 @@ func (p *Proxy) serveHome(w http.ResponseWriter, r *http.Request, id string) {
 		_, _ = w.Write(buf.Bytes())
 	}
 }
+
+// WritePage writes the cluster's standard error page (HTML, JSON or text by
+// the Accept header). Workers use it so users see one style of page
+// wherever a request fails.
+func WritePage(w http.ResponseWriter, r *http.Request, requestID string, status int, title, msg, linkURL, linkText string) {
+	(*Proxy)(nil).pageLink(w, r, requestID, status, title, msg, linkURL, linkText)
+}

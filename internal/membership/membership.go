@@ -82,6 +82,19 @@ func tuning(c *memberlist.Config) {
 	c.TCPTimeout = 2 * time.Second
 }
 
+// ParseBind splits a --gossip address ("host:port", port 0 = any).
+func ParseBind(addr string) (host string, port int, err error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("gossip address %q: %w", addr, err)
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("gossip address %q: bad port %q", addr, p)
+	}
+	return h, port, nil
+}
+
 // Member is this process's membership.
 type Member struct {
 	ml     *memberlist.Memberlist

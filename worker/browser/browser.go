@@ -8,8 +8,7 @@ package browser
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
+	"time"
 )
 
 // Options describe a new virtual browser.
@@ -20,10 +19,17 @@ type Options struct {
 	Width, Height int
 }
 
+// DefaultWidth and DefaultHeight are the viewport size used when Options
+// leave it at zero.
+const (
+	DefaultWidth  = 1280
+	DefaultHeight = 800
+)
+
 // Page is what a virtual browser currently shows.
 type Page struct {
-	URL   string
-	Title string
+	URL   string `json:"url"`
+	Title string `json:"title"`
 }
 
 // Stats describe a runtime's resource use for load reports.
@@ -39,13 +45,88 @@ var ErrClosed = errors.New("browser: closed")
 // ErrCrashed marks a browser whose renderer or Chromium process died.
 var ErrCrashed = errors.New("browser: crashed")
 
+// ErrBusy is returned by Screencast when another screencast of the same
+// browser is running; the caller fans frames out itself.
+var ErrBusy = errors.New("browser: screencast already running")
+
+// ScreencastOptions tune a screencast. Zero values pick the defaults.
+type ScreencastOptions struct {
+	// Quality of the JPEG frames, 1..100 (0 = 80).
+	Quality int
+	// MaxWidth and MaxHeight bound the frame size in device pixels
+	// (0 = the viewport size).
+	MaxWidth, MaxHeight int
+	// EveryNthFrame sends only every n-th painted frame (0 = 1, every frame).
+	EveryNthFrame int
+}
+
+// Frame is one screencast frame.
+type Frame struct {
+	Data          []byte // JPEG
+	Width, Height int    // of the JPEG, in pixels
+	// DeviceWidth and DeviceHeight are the viewport size in CSS pixels.
+	DeviceWidth, DeviceHeight float64
+	// OffsetTop is the top offset of the content in CSS pixels.
+	OffsetTop float64
+	// ScrollX and ScrollY are the page scroll position in CSS pixels.
+	ScrollX, ScrollY float64
+	// Timestamp is when the frame was painted.
+	Timestamp time.Time
+	// Seq numbers the frames of one browser, starting at 1, across
+	// screencasts; a gap means frames were skipped.
+	Seq uint64
+}
+
+// Cookie is a browser cookie, independent of the protocol used to move it.
+type Cookie struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Domain string `json:"domain"`
+	Path   string `json:"path"`
+	// Expires is zero for a session cookie.
+	Expires  time.Time `json:"expires,omitzero"`
+	HTTPOnly bool      `json:"httpOnly,omitempty"`
+	Secure   bool      `json:"secure,omitempty"`
+	// SameSite is "Strict", "Lax", "None" or "" (browser default).
+	SameSite string `json:"sameSite,omitempty"`
+}
+
 // Browser is one isolated virtual browser (in Chromium: a browser context
-// with one page target).
+// with one page target). Methods are safe for concurrent use.
 type Browser interface {
 	// Page returns the current URL and title.
 	Page() Page
+	// OnPageChange calls fn with the new Page whenever the URL or title
+	// changes (navigation, history, document.title). Calls for one browser
+	// are serialized on a goroutine the browser owns and coalesced: a slow fn
+	// may miss intermediate pages but always gets the latest one. fn must not
+	// block for long and must not call stop. stop unregisters fn; a call
+	// already in flight may still complete. Nothing is called after Done.
+	OnPageChange(fn func(Page)) (stop func())
 	// Navigate loads url and waits for it to commit.
 	Navigate(ctx context.Context, url string) error
+	// Screencast streams JPEG frames of the viewport to sink until ctx ends
+	// or the browser closes, then stops the stream. Frames come only when
+	// the page repaints. sink runs on the screencast's goroutine and must not
+	// block: every frame is acknowledged right after sink returns, and the
+	// next frame is produced only after that, so a slow sink throttles the
+	// stream. Frame.Data is never reused, so sink may keep it.
+	//
+	// Only one screencast per browser runs at a time (ErrBusy otherwise).
+	// It returns ctx.Err() when ctx ends and Err() when the browser closes.
+	Screencast(ctx context.Context, opts ScreencastOptions, sink func(Frame)) error
+	// Input dispatches one user input event (mouse, wheel, keyboard, text,
+	// resize, navigation). Invalid events fail with an error wrapping
+	// ErrInvalidInput.
+	Input(ctx context.Context, ev InputEvent) error
+	// Evaluate runs a JavaScript expression in the page, awaits a returned
+	// promise and JSON-decodes the result into out (nil = ignore it; an
+	// undefined result leaves out untouched). A thrown exception is an error.
+	Evaluate(ctx context.Context, expr string, out any) error
+	// Cookies returns every cookie of this browser's isolated cookie jar.
+	Cookies(ctx context.Context) ([]Cookie, error)
+	// SetCookies adds or replaces cookies in this browser's cookie jar.
+	SetCookies(ctx context.Context, cookies []Cookie) error
 	// Done is closed when the browser is closed or crashed; Err says which.
 	Done() <-chan struct{}
 	Err() error
@@ -61,76 +142,4 @@ type Runtime interface {
 	Stats(ctx context.Context) (Stats, error)
 	// Close closes every browser and stops the runtime's processes.
 	Close() error
-}
-
-// Null is a Runtime whose browsers remember their URL but render nothing.
-type Null struct {
-	n      atomic.Int64
-	closed atomic.Bool
-}
-
-// Name implements Runtime.
-func (r *Null) Name() string { return "none" }
-
-// NewBrowser implements Runtime.
-func (r *Null) NewBrowser(ctx context.Context, opts Options) (Browser, error) {
-	if r.closed.Load() {
-		return nil, ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	r.n.Add(1)
-	b := &nullBrowser{rt: r, done: make(chan struct{})}
-	b.page.URL = opts.URL
-	if b.page.URL == "" {
-		b.page.URL = "about:blank"
-	}
-	return b, nil
-}
-
-// Stats implements Runtime.
-func (r *Null) Stats(context.Context) (Stats, error) {
-	return Stats{Browsers: int(r.n.Load())}, nil
-}
-
-// Close implements Runtime.
-func (r *Null) Close() error { r.closed.Store(true); return nil }
-
-type nullBrowser struct {
-	rt   *Null
-	mu   sync.Mutex
-	page Page
-	once sync.Once
-	done chan struct{}
-}
-
-func (b *nullBrowser) Page() Page { b.mu.Lock(); defer b.mu.Unlock(); return b.page }
-
-func (b *nullBrowser) Navigate(ctx context.Context, url string) error {
-	select {
-	case <-b.done:
-		return ErrClosed
-	default:
-	}
-	b.mu.Lock()
-	b.page = Page{URL: url}
-	b.mu.Unlock()
-	return nil
-}
-
-func (b *nullBrowser) Done() <-chan struct{} { return b.done }
-
-func (b *nullBrowser) Err() error {
-	select {
-	case <-b.done:
-		return ErrClosed
-	default:
-		return nil
-	}
-}
-
-func (b *nullBrowser) Close(context.Context) error {
-	b.once.Do(func() { b.rt.n.Add(-1); close(b.done) })
-	return nil
 }

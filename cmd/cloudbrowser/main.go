@@ -1,0 +1,106 @@
+// Command cloudbrowser runs every part of a CloudBrowser cluster: master,
+// workers, reverse proxies, or all of them on one machine (up).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v3"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/logx"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := app().Run(ctx, os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "cloudbrowser:", err)
+		os.Exit(1)
+	}
+}
+
+func app() *cli.Command {
+	return &cli.Command{
+		Name:    "cloudbrowser",
+		Usage:   "a cluster of server-side browsers for web applications",
+		Version: version,
+		Description: `CloudBrowser hosts virtual-browser applications: end users open an app's URL and
+use a Chromium that runs on a worker, through a client engine page in their own browser.
+
+Run everything on this machine:   cloudbrowser up
+Or run the parts on their own:    cloudbrowser master | worker | proxy
+Ask a running cluster:            cloudbrowser status
+
+Every flag can also be set with the environment variable shown in its help.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "log-format", Value: "json", Usage: "log format: json or console", Sources: cli.EnvVars("CB_LOG_FORMAT")},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug, info, warn, error", Sources: cli.EnvVars("CB_LOG_LEVEL")},
+		},
+		Commands: []*cli.Command{masterCmd(), workerCmd(), proxyCmd(), upCmd(), statusCmd()},
+	}
+}
+
+// logger builds the process logger from the global flags.
+func logger(cmd *cli.Command) (zerolog.Logger, error) {
+	l, err := logx.New(os.Stderr, cmd.String("log-format"), cmd.String("log-level"))
+	if err != nil {
+		return l, fmt.Errorf("--log-format/--log-level: %w", err)
+	}
+	return l.With().Timestamp().Int("pid", os.Getpid()).Logger(), nil
+}
+
+// logArgs passes the log flags on to child processes.
+func logArgs(cmd *cli.Command) []string {
+	return []string{"--log-format", cmd.String("log-format"), "--log-level", cmd.String("log-level")}
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "cloudbrowser")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "cloudbrowser")
+	}
+	return ".cloudbrowser"
+}
+
+var dataDirFlag = &cli.StringFlag{
+	Name: "data-dir", Value: defaultDataDir(), Sources: cli.EnvVars("CB_DATA_DIR"),
+	Usage: "directory for the master's state: cluster secret, admin token (created with mode 0600)",
+}
+
+var secretFileFlag = &cli.StringFlag{
+	Name: "secret-file", Sources: cli.EnvVars("CB_SECRET_FILE"),
+	Usage: "file holding the cluster secret (mode 0600); the master creates <data-dir>/cluster.secret by default. CB_SECRET may hold the secret itself",
+}
+
+// clusterSecret reads the secret for a worker or proxy: CB_SECRET, else
+// --secret-file.
+func clusterSecret(cmd *cli.Command) (string, error) {
+	if s := os.Getenv("CB_SECRET"); s != "" {
+		if err := secret.Check(s); err != nil {
+			return "", fmt.Errorf("CB_SECRET: %w", err)
+		}
+		return s, nil
+	}
+	path := cmd.String("secret-file")
+	if path == "" {
+		return "", errors.New("--secret-file (or CB_SECRET) is required: use the master's <data-dir>/cluster.secret")
+	}
+	s, err := secret.Load(path)
+	if err != nil {
+		return "", fmt.Errorf("--secret-file: %w", err)
+	}
+	return s, nil
+}

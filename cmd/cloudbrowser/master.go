@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v3"
+
+	"github.com/cloudbrowser-go/cloudbrowser/apps"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master"
+	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
+)
+
+func masterFlags() []cli.Flag {
+	return []cli.Flag{
+		dataDirFlag,
+		&cli.StringFlag{Name: "rmi", Value: "127.0.0.1:7070", Sources: cli.EnvVars("CB_RMI"),
+			Usage: "address workers and proxies connect to (use :7070 for a multi-host cluster)"},
+		&cli.StringFlag{Name: "gossip", Value: "127.0.0.1:7946", Sources: cli.EnvVars("CB_GOSSIP"),
+			Usage: "membership (memberlist) bind address, TCP and UDP"},
+		&cli.StringFlag{Name: "gossip-advertise", Sources: cli.EnvVars("CB_GOSSIP_ADVERTISE"),
+			Usage: "address other members use to reach the gossip port (default: the bind address)"},
+		&cli.StringFlag{Name: "admin", Value: "127.0.0.1:9090", Sources: cli.EnvVars("CB_ADMIN"),
+			Usage: `admin listener: /healthz, /readyz, /api/v1/... ("" = none; with --proxies 0 also on --listen)`},
+		&cli.StringFlag{Name: "listen", Value: ":8080", Sources: cli.EnvVars("CB_LISTEN"),
+			Usage: `public address of the reverse proxies ("" = start no proxy)`},
+		&cli.IntFlag{Name: "proxies", Value: 0, Sources: cli.EnvVars("CB_PROXIES"),
+			Usage: "number of proxy processes sharing --listen (SO_REUSEPORT); 0 embeds one proxy in the master"},
+		&cli.StringFlag{Name: "apps", Value: "samples", Sources: cli.EnvVars("CB_APPS"),
+			Usage: `applications to deploy at start: "samples" (built in), a directory of bundles, or "" for none`},
+		&cli.StringFlag{Name: "balancer", Value: string(balance.LeastLoad), Sources: cli.EnvVars("CB_BALANCER"),
+			Usage: "placement strategy: least-load (with projected load) or round-robin"},
+		&cli.BoolFlag{Name: "no-projection", Sources: cli.EnvVars("CB_NO_PROJECTION"),
+			Usage: "least-load without load projection (the naive variant; for experiments)"},
+		&cli.DurationFlag{Name: "report-period", Value: defaultReportPeriod, Sources: cli.EnvVars("CB_REPORT_PERIOD"),
+			Usage: "how often workers report their load"},
+		&cli.DurationFlag{Name: "dead-after", Value: defaultDeadAfter, Sources: cli.EnvVars("CB_DEAD_AFTER"),
+			Usage: "remove a worker whose RMI connection dropped if it has not re-registered by then (gossip usually removes it sooner)"},
+	}
+}
+
+func masterCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "master",
+		Usage: "run the master: applications, workers, placement, routing, reverse proxies",
+		Description: `The master keeps the applications and the instance table, places new app instances
+on workers, answers the proxies' route lookups and runs the reverse proxies.
+On first start it creates <data-dir>/cluster.secret and <data-dir>/admin.token (mode 0600).`,
+		Flags: masterFlags(),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			log, err := logger(cmd)
+			if err != nil {
+				return err
+			}
+			m, err := newMaster(cmd, log, masterOverrides{})
+			if err != nil {
+				return err
+			}
+			if err := m.Start(ctx); err != nil {
+				m.Close()
+				return err
+			}
+			<-ctx.Done()
+			log.Info().Msg("stopping")
+			return m.Close()
+		},
+	}
+}
+
+// masterOverrides lets `up` pin addresses.
+type masterOverrides struct {
+	rmi, gossip, admin *string
+}
+
+func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master.Master, error) {
+	dir := cmd.String("data-dir")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("--data-dir %s: %w", dir, err)
+	}
+	secretPath := filepath.Join(dir, "cluster.secret")
+	sec, err := secret.LoadOrCreate(secretPath)
+	if err != nil {
+		return nil, fmt.Errorf("cluster secret: %w", err)
+	}
+	token, err := secret.LoadOrCreate(filepath.Join(dir, "admin.token"))
+	if err != nil {
+		return nil, fmt.Errorf("admin token: %w", err)
+	}
+	strategy, err := balance.ParseStrategy(cmd.String("balancer"))
+	if err != nil {
+		return nil, fmt.Errorf("--balancer: %w", err)
+	}
+	var appList []wire.App
+	switch src := cmd.String("apps"); src {
+	case "":
+	case "samples":
+		bs, err := apps.Samples()
+		if err != nil {
+			return nil, fmt.Errorf("sample apps: %w", err)
+		}
+		for _, b := range bs {
+			appList = append(appList, b.App())
+		}
+	default:
+		bs, err := bundle.LoadAll(os.DirFS(src), ".")
+		if err != nil {
+			return nil, fmt.Errorf("--apps %s: %w", src, err)
+		}
+		for _, b := range bs {
+			appList = append(appList, b.App())
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("locating own binary for proxy processes: %w", err)
+	}
+	pick := func(over *string, flag string) string {
+		if over != nil {
+			return *over
+		}
+		return cmd.String(flag)
+	}
+	return master.New(master.Config{
+		Secret: sec, AdminToken: token, SecretFile: secretPath,
+		RMIAddr: pick(o.rmi, "rmi"), GossipAddr: pick(o.gossip, "gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
+		AdminAddr: pick(o.admin, "admin"), PublicAddr: cmd.String("listen"), Proxies: int(cmd.Int("proxies")),
+		ProxyCommand: append(append([]string{exe}, logArgs(cmd)...), "proxy"),
+		Balancer:     strategy, NoProjection: cmd.Bool("no-projection"),
+		ReportPeriod: cmd.Duration("report-period"), DeadAfter: cmd.Duration("dead-after"),
+		Apps: appList, Logger: log, ChildOutput: os.Stderr,
+	})
+}

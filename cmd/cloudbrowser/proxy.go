@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strconv"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/cloudbrowser-go/cloudbrowser/proxy"
+)
+
+func proxyCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "proxy",
+		Usage: "run a reverse proxy that routes end users' requests to workers",
+		Description: `A proxy asks the master where each request goes (caching instance routes, which the
+master invalidates) and forwards it; WebSockets are relayed as raw bytes after the
+handshake. Several proxies can share one --listen port (SO_REUSEPORT).`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "master", Value: "127.0.0.1:7070", Sources: cli.EnvVars("CB_MASTER"),
+				Usage: "the master's RMI address"},
+			&cli.StringFlag{Name: "listen", Value: ":8080", Sources: cli.EnvVars("CB_LISTEN"),
+				Usage: "public address"},
+			secretFileFlag,
+			&cli.StringFlag{Name: "name", Sources: cli.EnvVars("CB_PROXY_NAME"),
+				Usage: "proxy name in logs and status (default: proxy-<pid>)"},
+			&cli.StringFlag{Name: "gossip", Value: "127.0.0.1:0", Sources: cli.EnvVars("CB_GOSSIP"),
+				Usage: "membership bind address (port 0 = any)"},
+			&cli.StringFlag{Name: "gossip-advertise", Sources: cli.EnvVars("CB_GOSSIP_ADVERTISE"),
+				Usage: "address other members use for the gossip port"},
+			&cli.DurationFlag{Name: "route-ttl", Value: 0, Sources: cli.EnvVars("CB_ROUTE_TTL"),
+				Usage: "how long instance routes are cached (default 30s)"},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			log, err := logger(cmd)
+			if err != nil {
+				return err
+			}
+			sec, err := clusterSecret(cmd)
+			if err != nil {
+				return err
+			}
+			name := cmd.String("name")
+			if name == "" {
+				name = "proxy-" + strconv.Itoa(os.Getpid())
+			}
+			return proxy.RunProcess(ctx, proxy.ProcessConfig{
+				Name: name, Master: cmd.String("master"), Listen: cmd.String("listen"), Secret: sec,
+				GossipAddr: cmd.String("gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
+				RouteTTL: cmd.Duration("route-ttl"), Logger: log,
+			})
+		},
+	}
+}

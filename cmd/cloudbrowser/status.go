@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+)
+
+func statusCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show the cluster: workers, applications, instances",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "master", Value: "http://127.0.0.1:8080", Sources: cli.EnvVars("CB_MASTER_URL"),
+				Usage: "the master's admin URL (with up: the public URL)"},
+			&cli.StringFlag{Name: "token", Sources: cli.EnvVars("CB_TOKEN"),
+				Usage: "admin token (default: read from <data-dir>/admin.token)"},
+			dataDirFlag,
+			&cli.BoolFlag{Name: "json", Usage: "print the raw JSON status"},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			token := cmd.String("token")
+			if token == "" {
+				b, err := os.ReadFile(filepath.Join(cmd.String("data-dir"), "admin.token"))
+				if err != nil {
+					return fmt.Errorf("--token not given and the admin token could not be read: %w", err)
+				}
+				token = strings.TrimSpace(string(b))
+			}
+			base := strings.TrimRight(cmd.String("master"), "/")
+			if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+				base = "http://" + base
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/cluster", nil)
+			if err != nil {
+				return fmt.Errorf("--master %q: %w", cmd.String("master"), err)
+			}
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+			if err != nil {
+				return fmt.Errorf("asking the master at %s: %w", base, err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+			if err != nil {
+				return fmt.Errorf("reading the master's answer: %w", err)
+			}
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("master answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+			}
+			if cmd.Bool("json") {
+				_, err := os.Stdout.Write(body)
+				return err
+			}
+			var st wire.ClusterStatus
+			if err := json.Unmarshal(body, &st); err != nil {
+				return fmt.Errorf("master's answer is not a cluster status: %w", err)
+			}
+			printStatus(os.Stdout, &st)
+			return nil
+		},
+	}
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func printStatus(out io.Writer, st *wire.ClusterStatus) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "master %s\tbalancer %s\troute lookups %d\tplacements %d\n\n", st.MasterID, st.Strategy, st.RouteLookups, st.Placements)
+	fmt.Fprintln(tw, "WORKER\tADDRESS\tSTATE\tLOAD\tGO HEAP\tBROWSER PSS\tPROJECTED\tINSTANCES\tBROWSERS\tCLIENTS")
+	for _, w := range st.Workers {
+		state := w.State
+		if w.Draining {
+			state += ",draining"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", w.ID, w.HTTPAddr, state, mib(w.Load.Total),
+			mib(w.Load.GoHeap), mib(w.Load.BrowserPSS), mib(w.Projected), w.Load.Instances, w.Load.Browsers, w.Load.Clients)
+	}
+	fmt.Fprintln(tw, "\nAPP\tNAME\tSTRATEGY\tVERSION\tPUBLIC")
+	for _, a := range st.Apps {
+		fmt.Fprintf(tw, "/%s\t%s\t%s\t%d\t%v\n", a.MountPoint, a.Name, a.Strategy, a.Version, a.Public)
+	}
+	fmt.Fprintln(tw, "\nINSTANCE\tAPP\tWORKER\tOWNER\tAGE")
+	for _, in := range st.Instances {
+		fmt.Fprintf(tw, "%s\t/%s\t%s\t%s\t%s\n", in.ID, in.App, in.Worker, in.Owner, time.Since(in.Created).Round(time.Second))
+	}
+	fmt.Fprintln(tw, "\nMEMBER\tROLE\tADDRESS\tSTATE")
+	for _, m := range st.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Name, m.Role, m.Addr, m.State)
+	}
+	fmt.Fprintln(tw, "\nPROXY\tADDRESS")
+	for _, p := range st.Proxies {
+		fmt.Fprintf(tw, "%s\t%s\n", p.Name, p.Addr)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/supervise"
+)
+
+func upCmd() *cli.Command {
+	flags := masterFlags()
+	// up pins the internal addresses (any free loopback port) and exposes
+	// only the public one.
+	for i, f := range flags {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "listen" {
+			c := *sf
+			c.Value = "127.0.0.1:8080"
+			c.Usage = "public address: the URL to open (use :8080 to accept other machines)"
+			flags[i] = &c
+		}
+	}
+	flags = append(flags,
+		&cli.IntFlag{Name: "workers", Value: 2, Sources: cli.EnvVars("CB_WORKERS"), Usage: "number of local worker processes"},
+		&cli.StringFlag{Name: "runtime", Value: "none", Sources: cli.EnvVars("CB_RUNTIME"), Usage: "virtual browser runtime of the workers"},
+	)
+	return &cli.Command{
+		Name:  "up",
+		Usage: "run a whole cluster on this machine: master, proxy and workers, with the sample apps",
+		Description: `up starts a master with its reverse proxy on --listen, N worker processes (restarted
+if they die) and deploys the sample applications, then prints the URL to open.
+The admin API, /healthz and /metrics are on the same address.`,
+		Flags: flags,
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			log, err := logger(cmd)
+			if err != nil {
+				return err
+			}
+			n := int(cmd.Int("workers"))
+			if n < 1 {
+				return fmt.Errorf("--workers must be at least 1, got %d", n)
+			}
+			anyPort := "127.0.0.1:0"
+			none := ""
+			m, err := newMaster(cmd, log, masterOverrides{rmi: &anyPort, gossip: &anyPort, admin: &none})
+			if err != nil {
+				return err
+			}
+			if err := m.Start(ctx); err != nil {
+				m.Close()
+				return err
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				m.Close()
+				return err
+			}
+			wctx, stopWorkers := context.WithCancel(context.Background())
+			var procs []*supervise.Process
+			for i := range n {
+				args := append(logArgs(cmd), "worker", "--master", m.RMIAddr(),
+					"--secret-file", filepath.Join(cmd.String("data-dir"), "cluster.secret"),
+					"--runtime", cmd.String("runtime"), "--id", "w-local"+strconv.Itoa(i+1))
+				procs = append(procs, supervise.Start(wctx, log, supervise.Spec{
+					Name: "worker-" + strconv.Itoa(i+1), Path: exe, Args: args, Stdout: os.Stderr, Stderr: os.Stderr,
+				}))
+			}
+			url := "http://" + publicURLHost(cmd.String("listen"), m.PublicAddr()) + "/"
+			if cmd.Int("proxies") == 0 {
+				waitReady(ctx, url+"healthz")
+			}
+			fmt.Fprintf(os.Stdout, "\nCloudBrowser is running: open %s\n  admin token: %s\n  status:      cloudbrowser status --master %s\n  stop:        Ctrl-C\n\n",
+				url, filepath.Join(cmd.String("data-dir"), "admin.token"), url)
+			<-ctx.Done()
+			log.Info().Msg("stopping")
+			stopWorkers()
+			for _, p := range procs {
+				<-p.Done()
+			}
+			return m.Close()
+		},
+	}
+}
+
+// publicURLHost turns the listen address into something a browser can open.
+func publicURLHost(listen, bound string) string {
+	addr := bound
+	if addr == "" {
+		addr = listen
+	}
+	if len(addr) > 0 && addr[0] == ':' {
+		return "127.0.0.1" + addr
+	}
+	if len(addr) > 8 && addr[:8] == "0.0.0.0:" {
+		return "127.0.0.1" + addr[7:]
+	}
+	if len(addr) > 5 && addr[:5] == "[::]:" {
+		return "127.0.0.1" + addr[4:]
+	}
+	return addr
+}
+
+func waitReady(ctx context.Context, url string) {
+	c := &http.Client{Timeout: time.Second}
+	for i := 0; i < 50 && ctx.Err() == nil; i++ {
+		if resp, err := c.Get(url); err == nil {
+			resp.Body.Close()
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

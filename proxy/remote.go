@@ -1,0 +1,207 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+)
+
+// MasterError maps an error of the master (local, or arriving over RMI) to
+// this package's sentinels, which pick the page the user sees. Errors
+// without a code are transport failures: the master is unavailable.
+func MasterError(err error) error {
+	var c interface{ RMICode() string }
+	if !errors.As(err, &c) {
+		return fmt.Errorf("%w: %w", ErrMasterUnavailable, err)
+	}
+	var sentinel error
+	switch c.RMICode() {
+	case wire.CodeUnknownApp:
+		sentinel = ErrUnknownApp
+	case wire.CodeUnknownInstance:
+		sentinel = ErrUnknownInstance
+	case wire.CodeInstanceLost:
+		sentinel = ErrInstanceLost
+	case wire.CodeNoWorkers:
+		sentinel = ErrNoWorkers
+	case wire.CodeUnknownWorker:
+		sentinel = ErrWorkerGone
+	default:
+		var re *rmi.RemoteError
+		if errors.As(err, &re) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrMasterUnavailable, err)
+	}
+	return fmt.Errorf("%w: %w", sentinel, err)
+}
+
+// RemoteRouter asks the master over RMI.
+type RemoteRouter struct{ Client *rmi.Client }
+
+// Route implements Router.
+func (r *RemoteRouter) Route(ctx context.Context, t Target) (Route, error) {
+	req := wire.RouteRequest{Kind: wire.RouteInstance, App: t.App, InstanceID: t.InstanceID}
+	if t.Kind == KindApp {
+		req.Kind = wire.RouteApp
+	}
+	var rep wire.RouteReply
+	if err := r.Client.Call(ctx, wire.ObjRouter, "Route", &rep, req); err != nil {
+		return Route{}, MasterError(err)
+	}
+	return Route{WorkerID: rep.WorkerID, Addr: rep.Addr}, nil
+}
+
+// Apps implements Router.
+func (r *RemoteRouter) Apps(ctx context.Context) ([]AppLink, error) {
+	var apps []wire.App
+	if err := r.Client.Call(ctx, wire.ObjRouter, "Apps", &apps); err != nil {
+		return nil, MasterError(err)
+	}
+	out := make([]AppLink, len(apps))
+	for i, a := range apps {
+		out[i] = AppLink{Name: a.Name, MountPoint: a.MountPoint, Description: a.Description}
+	}
+	return out, nil
+}
+
+// ProcessConfig configures a standalone proxy process.
+type ProcessConfig struct {
+	Name   string // unique among proxies, e.g. proxy-1
+	Master string // master RMI address
+	Listen string // public address (shared with other proxies via SO_REUSEPORT)
+	Secret string
+	// GossipAddr is the memberlist bind address (port 0 = any).
+	GossipAddr, GossipAdvertise string
+	// RouteTTL is how long instance routes are cached (default 30s); the
+	// master also invalidates them as instances and workers go.
+	RouteTTL time.Duration
+	Logger   zerolog.Logger
+	// Ready, if set, receives the bound address once serving.
+	Ready func(addr string)
+}
+
+// invalidator is the object the master calls back.
+type invalidator struct{ c *CachingRouter }
+
+// Invalidate drops routes of closed instances.
+func (i invalidator) Invalidate(ctx context.Context, iids []string) error {
+	i.c.Invalidate(iids...)
+	return nil
+}
+
+// InvalidateWorker drops routes to a dead worker.
+func (i invalidator) InvalidateWorker(ctx context.Context, wid string) error {
+	i.c.InvalidateWorker(wid)
+	return nil
+}
+
+// RunProcess runs a proxy connected to a remote master until ctx ends,
+// then drains it.
+func RunProcess(ctx context.Context, cfg ProcessConfig) error {
+	if err := secret.Check(cfg.Secret); err != nil {
+		return fmt.Errorf("proxy: cluster secret: %w", err)
+	}
+	if cfg.Master == "" {
+		return errors.New("proxy: --master address is required")
+	}
+	if cfg.RouteTTL <= 0 {
+		cfg.RouteTTL = 30 * time.Second
+	}
+	if cfg.GossipAddr == "" {
+		cfg.GossipAddr = "127.0.0.1:0"
+	}
+	log := cfg.Logger.With().Str("proxy", cfg.Name).Logger()
+	node, err := rmi.New(rmi.Config{Name: cfg.Name, Secret: []byte(cfg.Secret), Logger: log})
+	if err != nil {
+		return fmt.Errorf("proxy: rmi: %w", err)
+	}
+	defer node.Close()
+	remote := &RemoteRouter{}
+	cache := NewCachingRouter(remote, cfg.RouteTTL)
+	if err := node.Register(wire.ObjProxy, invalidator{cache}); err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	var memberMu sync.Mutex
+	var member *membership.Member
+	defer func() {
+		memberMu.Lock()
+		defer memberMu.Unlock()
+		if member != nil {
+			_ = member.Leave(time.Second)
+			_ = member.Shutdown()
+		}
+	}()
+	client := node.NewClient(cfg.Master, func(ctx context.Context, c *rmi.Conn) error {
+		var info wire.ClusterInfo
+		if err := c.Call(ctx, wire.ObjCluster, "Info", &info); err != nil {
+			return err
+		}
+		memberMu.Lock()
+		if member == nil {
+			if m, err := startMember(cfg, log); err != nil {
+				log.Warn().Err(err).Msg("gossip start failed")
+			} else {
+				member = m
+			}
+		}
+		if member != nil && len(member.Members()) < 2 {
+			jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if err := member.Join(jctx, info.GossipAddr); err != nil {
+				log.Warn().Err(err).Msg("gossip join failed")
+			}
+			cancel()
+		}
+		memberMu.Unlock()
+		// Invalidations may have been missed while disconnected.
+		cache.InvalidateAll()
+		return c.Call(ctx, wire.ObjRouter, "Subscribe", nil, cfg.Name)
+	})
+	remote.Client = client // before serving: handlers only start after this
+	ln, err := Listen(ctx, "tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("proxy: listen %s: %w", cfg.Listen, err)
+	}
+	p := New(Config{Router: cache, Logger: log})
+	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info().Str("listen", ln.Addr().String()).Str("master", cfg.Master).Msg("proxy serving")
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("proxy: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	_ = p.Shutdown(sctx)
+	<-errc
+	return nil
+}
+
+func startMember(cfg ProcessConfig, log zerolog.Logger) (*membership.Member, error) {
+	host, port, err := membership.ParseBind(cfg.GossipAddr)
+	if err != nil {
+		return nil, err
+	}
+	return membership.Start(membership.Config{
+		Name: cfg.Name + "-" + ids.Random(6), BindAddr: host, BindPort: port,
+		Advertise: cfg.GossipAdvertise, Key: secret.Derive(cfg.Secret, "gossip", 32), Label: "cloudbrowser",
+		Meta: membership.Meta{Role: membership.RoleProxy, ID: cfg.Name}, Logger: log,
+	})
+}

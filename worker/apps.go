@@ -1,0 +1,269 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// instance is an app instance hosted here.
+type instance struct {
+	info wire.InstanceInfo
+	app  wire.App
+
+	mu       sync.Mutex
+	browsers map[string]*vbrowser
+	byUser   map[string]string // user -> their browser in this instance
+	closed   bool
+}
+
+// vbrowser is a virtual browser of an instance.
+type vbrowser struct {
+	id      string
+	inst    *instance
+	owner   string
+	created time.Time
+	b       browser.Browser
+	hub     *hub
+}
+
+// AppManager is the worker's Application Manager. The master holds it as a
+// remote reference (passed at registration) and calls the exported methods.
+type AppManager struct {
+	w   *Worker
+	log zerolog.Logger
+
+	mu        sync.RWMutex
+	apps      map[string]wire.App
+	instances map[string]*instance
+}
+
+func newAppManager(w *Worker) *AppManager {
+	return &AppManager{w: w, log: w.log.With().Str("component", "apps").Logger(),
+		apps: map[string]wire.App{}, instances: map[string]*instance{}}
+}
+
+// AddApplication installs or replaces an app; running instances keep the
+// version they started with.
+func (a *AppManager) AddApplication(ctx context.Context, app wire.App) error {
+	if app.MountPoint == "" {
+		return wire.Errorf(wire.CodeInvalid, "AddApplication: app without mount point")
+	}
+	a.mu.Lock()
+	a.apps[app.MountPoint] = app
+	a.mu.Unlock()
+	a.log.Info().Str("app", app.MountPoint).Int("version", app.Version).Msg("application installed")
+	return nil
+}
+
+// RemoveApplication uninstalls an app and closes its instances.
+func (a *AppManager) RemoveApplication(ctx context.Context, name string) error {
+	a.mu.Lock()
+	_, ok := a.apps[name]
+	delete(a.apps, name)
+	var doomed []*instance
+	for _, in := range a.instances {
+		if in.app.MountPoint == name {
+			doomed = append(doomed, in)
+		}
+	}
+	a.mu.Unlock()
+	if !ok {
+		return wire.Errorf(wire.CodeUnknownApp, "no application "+name)
+	}
+	for _, in := range doomed {
+		a.closeInstance(ctx, in.info.ID, "application removed")
+	}
+	a.log.Info().Str("app", name).Int("instances_closed", len(doomed)).Msg("application removed")
+	return nil
+}
+
+// setApps replaces the app list with the master's (at registration).
+func (a *AppManager) setApps(apps []wire.App) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.apps = make(map[string]wire.App, len(apps))
+	for _, app := range apps {
+		a.apps[app.MountPoint] = app
+	}
+}
+
+// CreateInstance creates an instance the master placed here.
+func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance) error {
+	wid, ok := ids.WorkerOf(req.InstanceID)
+	if !ok || wid != a.w.id {
+		return wire.Errorf(wire.CodeInvalid, fmt.Sprintf("instance id %q does not belong to worker %s", req.InstanceID, a.w.id))
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.w.closing() {
+		return wire.Errorf(wire.CodeNoWorkers, "worker "+a.w.id+" is shutting down")
+	}
+	if _, dup := a.instances[req.InstanceID]; dup {
+		return nil // a retried call: already done
+	}
+	app := req.App
+	if cur, ok := a.apps[app.MountPoint]; ok && app.Files == nil {
+		app = cur
+	}
+	a.instances[req.InstanceID] = &instance{
+		info: wire.InstanceInfo{ID: req.InstanceID, App: app.MountPoint, Owner: req.Owner, Worker: a.w.id, Created: time.Now()},
+		app:  app, browsers: map[string]*vbrowser{}, byUser: map[string]string{},
+	}
+	a.log.Info().Str("instance", req.InstanceID).Str("app", app.MountPoint).Str("owner", req.Owner).Msg("instance created")
+	return nil
+}
+
+// CloseInstance closes an instance and its browsers.
+func (a *AppManager) CloseInstance(ctx context.Context, iid string) error {
+	if !a.closeInstance(ctx, iid, "instance closed") {
+		return wire.Errorf(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
+	}
+	return nil
+}
+
+func (a *AppManager) closeInstance(ctx context.Context, iid, reason string) bool {
+	a.mu.Lock()
+	in, ok := a.instances[iid]
+	delete(a.instances, iid)
+	a.mu.Unlock()
+	if !ok {
+		return false
+	}
+	in.mu.Lock()
+	in.closed = true
+	bs := make([]*vbrowser, 0, len(in.browsers))
+	for _, b := range in.browsers {
+		bs = append(bs, b)
+	}
+	in.browsers, in.byUser = map[string]*vbrowser{}, map[string]string{}
+	in.mu.Unlock()
+	for _, b := range bs {
+		b.close(ctx, reason)
+	}
+	a.w.instanceClosed(iid)
+	return true
+}
+
+func (a *AppManager) app(name string) (wire.App, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	app, ok := a.apps[name]
+	return app, ok
+}
+
+func (a *AppManager) instance(iid string) (*instance, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	in, ok := a.instances[iid]
+	return in, ok
+}
+
+// list returns the instances for registration and load reports.
+func (a *AppManager) list() []wire.InstanceInfo {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	out := make([]wire.InstanceInfo, 0, len(a.instances))
+	for _, in := range a.instances {
+		info := in.info
+		in.mu.Lock()
+		info.Browsers = len(in.browsers)
+		in.mu.Unlock()
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// errInstanceClosed: the instance closed while a browser was being made.
+var errInstanceClosed = errors.New("app instance closed")
+
+// browserFor returns the user's browser in the instance, creating it if
+// needed.
+func (a *AppManager) browserFor(ctx context.Context, in *instance, user string) (*vbrowser, error) {
+	in.mu.Lock()
+	if bid, ok := in.byUser[user]; ok {
+		if b, ok := in.browsers[bid]; ok {
+			in.mu.Unlock()
+			return b, nil
+		}
+	}
+	in.mu.Unlock()
+	// Creating a browser can take a second with Chromium: not under the lock.
+	b, err := a.w.runtime.NewBrowser(ctx, browser.Options{URL: a.w.entryURL(in)})
+	if err != nil {
+		return nil, fmt.Errorf("new browser: %w", err)
+	}
+	vb := &vbrowser{id: ids.NewBrowser(), inst: in, owner: user, created: time.Now(), b: b}
+	vb.hub = newHub(vb, a.w.log)
+	in.mu.Lock()
+	if in.closed {
+		in.mu.Unlock()
+		_ = b.Close(context.WithoutCancel(ctx))
+		return nil, errInstanceClosed
+	}
+	if bid, ok := in.byUser[user]; ok { // lost a race with the same user
+		if other, ok := in.browsers[bid]; ok {
+			in.mu.Unlock()
+			_ = b.Close(context.WithoutCancel(ctx))
+			return other, nil
+		}
+	}
+	in.browsers[vb.id] = vb
+	in.byUser[user] = vb.id
+	in.mu.Unlock()
+	a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", user).Msg("browser created")
+	return vb, nil
+}
+
+func (in *instance) browser(bid string) (*vbrowser, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	b, ok := in.browsers[bid]
+	return b, ok
+}
+
+// close disposes the browser and tells its clients why.
+func (b *vbrowser) close(ctx context.Context, reason string) {
+	b.hub.shutdown(reason)
+	if err := b.b.Close(ctx); err != nil {
+		b.hub.log.Warn().Err(err).Msg("closing browser")
+	}
+}
+
+// counts returns instances, browsers and connected clients.
+func (a *AppManager) counts() (insts, browsers, clients int) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	for _, in := range a.instances {
+		in.mu.Lock()
+		browsers += len(in.browsers)
+		for _, b := range in.browsers {
+			clients += b.hub.count()
+		}
+		in.mu.Unlock()
+	}
+	return len(a.instances), browsers, clients
+}
+
+// closeAll closes every instance (worker shutdown).
+func (a *AppManager) closeAll(ctx context.Context) {
+	a.mu.RLock()
+	idsList := make([]string, 0, len(a.instances))
+	for id := range a.instances {
+		idsList = append(idsList, id)
+	}
+	a.mu.RUnlock()
+	for _, id := range idsList {
+		a.closeInstance(ctx, id, "worker shutting down")
+	}
+}

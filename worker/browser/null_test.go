@@ -1,0 +1,229 @@
+package browser
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestNullBrowserLifecycle(t *testing.T) {
+	ctx := context.Background()
+	var rt Null
+	b, err := rt.NewBrowser(ctx, Options{URL: "http://example.test/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Page().URL; got != "http://example.test/" {
+		t.Fatalf("url %q", got)
+	}
+	if w, h := b.(*nullBrowser).size(); w != DefaultWidth || h != DefaultHeight {
+		t.Fatalf("size %dx%d", w, h)
+	}
+	if st, _ := rt.Stats(ctx); st.Browsers != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal("second close:", err)
+	}
+	<-b.Done()
+	if !errors.Is(b.Err(), ErrClosed) {
+		t.Fatalf("err %v", b.Err())
+	}
+	if err := b.Navigate(ctx, "http://x.test/"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("navigate after close: %v", err)
+	}
+	if st, _ := rt.Stats(ctx); st.Browsers != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestNullCloseClosesBrowsers(t *testing.T) {
+	ctx := context.Background()
+	var rt Null
+	b, err := rt.NewBrowser(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Page().URL != "about:blank" {
+		t.Fatalf("url %q", b.Page().URL)
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.Done():
+	default:
+		t.Fatal("browser still open after runtime close")
+	}
+	if _, err := rt.NewBrowser(ctx, Options{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("new after close: %v", err)
+	}
+}
+
+func TestNullPageChangesAndHistory(t *testing.T) {
+	ctx := context.Background()
+	var rt Null
+	defer rt.Close()
+	b, _ := rt.NewBrowser(ctx, Options{URL: "http://a.test/"})
+	var seen []string
+	stop := b.OnPageChange(func(p Page) { seen = append(seen, p.URL) })
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(b.Navigate(ctx, "http://b.test/"))
+	must(b.Input(ctx, InputEvent{Type: InputNavigate, URL: "http://c.test/"}))
+	must(b.Input(ctx, InputEvent{Type: InputBack}))
+	must(b.Input(ctx, InputEvent{Type: InputBack}))
+	must(b.Input(ctx, InputEvent{Type: InputBack})) // nothing further back
+	must(b.Input(ctx, InputEvent{Type: InputForward}))
+	must(b.Input(ctx, InputEvent{Type: InputReload}))
+	stop()
+	must(b.Navigate(ctx, "http://d.test/"))
+	want := []string{"http://b.test/", "http://c.test/", "http://b.test/", "http://a.test/", "http://b.test/"}
+	if len(seen) != len(want) {
+		t.Fatalf("seen %q, want %q", seen, want)
+	}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Fatalf("seen %q, want %q", seen, want)
+		}
+	}
+	must(b.Input(ctx, InputEvent{Type: InputResize, Width: 640, Height: 480}))
+	if w, h := b.(*nullBrowser).size(); w != 640 || h != 480 {
+		t.Fatalf("size %dx%d", w, h)
+	}
+	must(b.Input(ctx, InputEvent{Type: InputKeyDown, Key: "a"}))
+	must(b.Input(ctx, InputEvent{Type: InputWheel, DeltaY: 10}))
+}
+
+func TestNullScreencast(t *testing.T) {
+	var rt Null
+	defer rt.Close()
+	b, _ := rt.NewBrowser(context.Background(), Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- b.Screencast(ctx, ScreencastOptions{}, func(Frame) { t.Error("null runtime produced a frame") })
+	}()
+	// A second screencast is refused while the first runs. Probe with a
+	// cancelled context so a probe that wins the race returns at once.
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	for {
+		err := b.Screencast(done, ScreencastOptions{}, func(Frame) {})
+		if errors.Is(err, ErrBusy) {
+			break
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("screencast: %v", err)
+	}
+	// Closing the browser ends a screencast.
+	go func() { errc <- b.Screencast(context.Background(), ScreencastOptions{}, func(Frame) {}) }()
+	_ = b.Close(context.Background())
+	if err := <-errc; !errors.Is(err, ErrClosed) {
+		t.Fatalf("screencast after close: %v", err)
+	}
+}
+
+func TestNullCookiesAndEvaluate(t *testing.T) {
+	ctx := context.Background()
+	var rt Null
+	defer rt.Close()
+	b, _ := rt.NewBrowser(ctx, Options{})
+	exp := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := b.SetCookies(ctx, []Cookie{{Name: "a", Value: "1", Domain: "x.test", Path: "/", Expires: exp}, {Name: "b", Value: "2", Domain: "x.test", Path: "/"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetCookies(ctx, []Cookie{{Name: "a", Value: "3", Domain: "x.test", Path: "/"}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := b.Cookies(ctx)
+	if err != nil || len(cs) != 2 || cs[0].Value != "3" || cs[1].Value != "2" {
+		t.Fatalf("cookies %+v %v", cs, err)
+	}
+	if err := b.SetCookies(ctx, []Cookie{{Value: "x"}}); err == nil {
+		t.Fatal("nameless cookie accepted")
+	}
+	if err := b.Evaluate(ctx, "1+1", nil); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("evaluate: %v", err)
+	}
+}
+
+func TestInputValidate(t *testing.T) {
+	ok := []InputEvent{
+		{Type: InputMouseMove, X: 1, Y: 2},
+		{Type: InputMouseDown, X: 1, Y: 2, Button: ButtonLeft, ClickCount: 1, Buttons: 1},
+		{Type: InputMouseUp, Button: ButtonRight},
+		{Type: InputWheel, DeltaY: 100},
+		{Type: InputKeyDown, Key: "Enter"},
+		{Type: InputKeyUp, Code: "KeyA"},
+		{Type: InputRawKeyDown, KeyCode: 8},
+		{Type: InputChar, Text: "x"},
+		{Type: InputInsertText, Text: "pasted"},
+		{Type: InputResize, Width: 800, Height: 600},
+		{Type: InputBack}, {Type: InputForward}, {Type: InputReload},
+		{Type: InputNavigate, URL: "https://example.com/a?b"},
+		{Type: InputNavigate, URL: "data:text/html,hi"},
+		{Type: InputNavigate, URL: "about:blank"},
+	}
+	for _, ev := range ok {
+		if err := ev.Validate(); err != nil {
+			t.Errorf("%+v: %v", ev, err)
+		}
+	}
+	bad := []InputEvent{
+		{},
+		{Type: "teleport"},
+		{Type: InputMouseDown, Button: "thumb"},
+		{Type: InputMouseMove, Modifiers: 99},
+		{Type: InputKeyDown},
+		{Type: InputChar},
+		{Type: InputInsertText},
+		{Type: InputResize, Width: 0, Height: 10},
+		{Type: InputResize, Width: 100000, Height: 10},
+		{Type: InputNavigate},
+		{Type: InputNavigate, URL: "file:///etc/passwd"},
+		{Type: InputNavigate, URL: "javascript:alert(1)"},
+		{Type: InputNavigate, URL: "chrome://settings"},
+		{Type: InputNavigate, URL: "about:config"},
+		{Type: InputNavigate, URL: "http:///nohost"},
+	}
+	for _, ev := range bad {
+		if err := ev.Validate(); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("%+v: got %v, want ErrInvalidInput", ev, err)
+		}
+	}
+	var rt Null
+	defer rt.Close()
+	b, _ := rt.NewBrowser(context.Background(), Options{})
+	if err := b.Input(context.Background(), InputEvent{Type: "teleport"}); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("null input: %v", err)
+	}
+}
+
+func TestInputEventJSON(t *testing.T) {
+	var ev InputEvent
+	if err := json.Unmarshal([]byte(`{"type":"wheel","x":5,"y":6,"deltaX":0,"deltaY":-120}`), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != InputWheel || ev.X != 5 || ev.DeltaY != -120 {
+		t.Fatalf("%+v", ev)
+	}
+}

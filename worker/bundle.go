@@ -1,0 +1,80 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"mime"
+	"net"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+)
+
+// The bundle server serves app bundle files to this worker's virtual
+// browsers on an internal origin: bound to loopback and keyed by a random
+// per-process token in the path, so other hosts cannot reach it and local
+// users cannot guess it. End users never load these URLs.
+
+func (w *Worker) startBundleServer(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	w.bundleLn = ln
+	w.bundleToken = ids.Random(24)
+	srv := &http.Server{Handler: http.HandlerFunc(w.serveBundle), ReadHeaderTimeout: 10 * time.Second}
+	w.bundleSrv = srv
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			w.log.Error().Err(err).Msg("bundle server stopped")
+		}
+	}()
+	return nil
+}
+
+// entryURL is the first page of an instance's virtual browsers.
+func (w *Worker) entryURL(in *instance) string {
+	e := in.app.Entry
+	if strings.HasPrefix(e, "http://") || strings.HasPrefix(e, "https://") {
+		return e
+	}
+	return "http://" + w.bundleLn.Addr().String() + "/" + w.bundleToken + "/" + in.info.ID + "/" + strings.TrimPrefix(path.Clean("/"+e), "/")
+}
+
+// serveBundle serves /<token>/<instanceId>/<file> from the instance's app
+// version.
+func (w *Worker) serveBundle(rw http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/"+w.bundleToken+"/")
+	if !ok {
+		http.NotFound(rw, r)
+		return
+	}
+	iid, file, _ := strings.Cut(rest, "/")
+	in, ok := w.apps.instance(iid)
+	if !ok {
+		http.NotFound(rw, r)
+		return
+	}
+	file = strings.TrimPrefix(path.Clean("/"+file), "/")
+	if file == "" {
+		file = "index.html"
+	}
+	data, ok := in.app.Files[file]
+	if !ok {
+		http.NotFound(rw, r)
+		return
+	}
+	ct := mime.TypeByExtension(path.Ext(file))
+	if ct == "" {
+		ct = http.DetectContentType(data)
+	}
+	rw.Header().Set("Content-Type", ct)
+	http.ServeContent(rw, r, file, time.Time{}, bytes.NewReader(data))
+}

@@ -1,0 +1,318 @@
+// Package worker hosts app instances and their virtual browsers: it
+// registers with the master, creates the instances the master places here,
+// serves the three URL kinds and the client engine's WebSocket, and reports
+// its load.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// Config configures a worker.
+type Config struct {
+	// ID is the worker's id ("w-" + 8 lowercase letters/digits); empty =
+	// generated.
+	ID     string
+	Secret string
+	// Master is the master's RMI address.
+	Master string
+	// Listen is the HTTP address; Advertise the address proxies use
+	// (default: the listener's address).
+	Listen, Advertise string
+	// GossipAddr is the memberlist bind address (port 0 = any);
+	// GossipAdvertise the address others use.
+	GossipAddr, GossipAdvertise string
+	// Runtime renders the virtual browsers (default browser.Null).
+	Runtime browser.Runtime
+	Logger  zerolog.Logger
+	Version string
+}
+
+// Worker is a running worker.
+type Worker struct {
+	cfg     Config
+	id      string
+	log     zerolog.Logger
+	runtime browser.Runtime
+	users   *users
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	node   *rmi.Node
+	client *rmi.Client
+	apps   *AppManager
+	srv    *http.Server
+	ln     net.Listener
+
+	bundleSrv   *http.Server
+	bundleLn    net.Listener
+	bundleToken string
+
+	memberMu sync.Mutex
+	member   *membership.Member
+
+	registered atomic.Bool
+	stopping   atomic.Bool
+	period     atomic.Int64
+}
+
+// New prepares a worker; Start runs it.
+func New(cfg Config) (*Worker, error) {
+	if err := secret.Check(cfg.Secret); err != nil {
+		return nil, fmt.Errorf("worker: cluster secret: %w", err)
+	}
+	if cfg.Master == "" {
+		return nil, errors.New("worker: --master address is required")
+	}
+	if cfg.ID == "" {
+		cfg.ID = ids.NewWorkerID()
+	} else if !ids.ValidWorker(cfg.ID) {
+		return nil, fmt.Errorf("worker: --id %q must be \"w-\" followed by 1-16 lowercase letters or digits", cfg.ID)
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.GossipAddr == "" {
+		cfg.GossipAddr = "127.0.0.1:0"
+	}
+	if cfg.Runtime == nil {
+		cfg.Runtime = &browser.Null{}
+	}
+	w := &Worker{cfg: cfg, id: cfg.ID, runtime: cfg.Runtime}
+	w.log = cfg.Logger.With().Str("worker", w.id).Logger()
+	w.users = newUsers(cfg.Secret)
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	w.apps = newAppManager(w)
+	w.period.Store(int64(time.Second))
+	return w, nil
+}
+
+// ID is the worker's id.
+func (w *Worker) ID() string { return w.id }
+
+// HTTPAddr is the address the worker serves HTTP on.
+func (w *Worker) HTTPAddr() string {
+	if w.cfg.Advertise != "" {
+		return w.cfg.Advertise
+	}
+	if w.ln == nil {
+		return ""
+	}
+	return w.ln.Addr().String()
+}
+
+func (w *Worker) closing() bool { return w.stopping.Load() }
+
+// Start listens for HTTP and connects to the master in the background,
+// retrying until it is up.
+func (w *Worker) Start(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", w.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("worker: listen %s: %w", w.cfg.Listen, err)
+	}
+	w.ln = ln
+	if err := w.startBundleServer(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("worker: bundle server: %w", err)
+	}
+	w.srv = &http.Server{Handler: w.handler(), ReadHeaderTimeout: 10 * time.Second}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		if err := w.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			w.log.Error().Err(err).Msg("http server stopped")
+		}
+	}()
+
+	node, err := rmi.New(rmi.Config{Name: w.id, Secret: []byte(w.cfg.Secret), Logger: w.log})
+	if err != nil {
+		return fmt.Errorf("worker: rmi: %w", err)
+	}
+	w.node = node
+	w.client = node.NewClient(w.cfg.Master, w.onConnect)
+	w.wg.Add(1)
+	go func() { defer w.wg.Done(); w.reportLoop() }()
+	w.log.Info().Str("http", w.HTTPAddr()).Str("master", w.cfg.Master).Str("runtime", w.runtime.Name()).Msg("worker started")
+	return nil
+}
+
+// onConnect runs on every (re)connection to the master: join the gossip
+// layer if needed, then register, passing our Application Manager.
+func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
+	var info wire.ClusterInfo
+	if err := c.Call(ctx, wire.ObjCluster, "Info", &info); err != nil {
+		return fmt.Errorf("cluster info: %w", err)
+	}
+	if err := w.joinGossip(ctx, info.GossipAddr); err != nil {
+		// Not fatal: the master's connection watch still notices our death,
+		// only more slowly. Retried on the next reconnection.
+		w.log.Warn().Err(err).Str("gossip", info.GossipAddr).Msg("could not join the gossip layer")
+	}
+	var rep wire.RegisterReply
+	winfo := wire.WorkerInfo{ID: w.id, HTTPAddr: w.HTTPAddr(), Version: w.cfg.Version}
+	if m := w.gossip(); m != nil {
+		winfo.Gossip = m.Name()
+	}
+	if err := c.Call(ctx, wire.ObjWorkerManager, "Register", &rep, winfo, w.apps.list(), rmi.Export(w.apps)); err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	w.apps.setApps(rep.Apps)
+	if rep.ReportPeriod > 0 {
+		w.period.Store(rep.ReportPeriod)
+	}
+	w.registered.Store(true)
+	w.log.Info().Str("master", info.MasterID).Int("apps", len(rep.Apps)).Msg("registered with master")
+	go func() { // notice the loss for /readyz
+		select {
+		case <-c.Done():
+			w.registered.Store(false)
+		case <-w.ctx.Done():
+		}
+	}()
+	return nil
+}
+
+func (w *Worker) gossip() *membership.Member {
+	w.memberMu.Lock()
+	defer w.memberMu.Unlock()
+	return w.member
+}
+
+func (w *Worker) joinGossip(ctx context.Context, seed string) error {
+	w.memberMu.Lock()
+	defer w.memberMu.Unlock()
+	if w.member == nil {
+		host, p, err := membership.ParseBind(w.cfg.GossipAddr)
+		if err != nil {
+			return err
+		}
+		m, err := membership.Start(membership.Config{
+			Name: w.id, BindAddr: host, BindPort: p, Advertise: w.cfg.GossipAdvertise,
+			Key: secret.Derive(w.cfg.Secret, "gossip", 32), Label: "cloudbrowser",
+			Meta: membership.Meta{Role: membership.RoleWorker, ID: w.id}, Logger: w.log,
+		})
+		if err != nil {
+			return err
+		}
+		w.member = m
+	}
+	if len(w.member.Members()) > 1 {
+		return nil // already in the cluster; gossip keeps us there
+	}
+	jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return w.member.Join(jctx, seed)
+}
+
+// reportLoop sends a load report every period while registered.
+func (w *Worker) reportLoop() {
+	for {
+		d := time.Duration(w.period.Load())
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		if !w.registered.Load() {
+			continue
+		}
+		l := w.load(w.ctx)
+		ctx, cancel := context.WithTimeout(w.ctx, max(d, time.Second))
+		err := w.client.Call(ctx, wire.ObjWorkerManager, "Report", nil, w.id, l)
+		cancel()
+		if err != nil && w.ctx.Err() == nil {
+			w.log.Debug().Err(err).Msg("load report failed")
+		}
+	}
+}
+
+var heapSample = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+
+// load measures the worker: Go heap in use plus the runtime's PSS.
+func (w *Worker) load(ctx context.Context) wire.Load {
+	s := make([]metrics.Sample, len(heapSample))
+	copy(s, heapSample)
+	metrics.Read(s)
+	var heap uint64
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		heap = s[0].Value.Uint64()
+	}
+	st, err := w.runtime.Stats(ctx)
+	if err != nil {
+		w.log.Debug().Err(err).Msg("runtime stats")
+	}
+	insts, browsers, clients := w.apps.counts()
+	return wire.Load{Total: heap + st.PSS, GoHeap: heap, BrowserPSS: st.PSS,
+		Instances: insts, Browsers: browsers, Clients: clients, At: time.Now()}
+}
+
+// instanceClosed tells the master, best effort (the master also learns it
+// from the next registration).
+func (w *Worker) instanceClosed(iid string) {
+	if w.client == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
+	defer cancel()
+	if err := w.client.Call(ctx, wire.ObjWorkerManager, "InstanceClosed", nil, w.id, iid); err != nil && w.ctx.Err() == nil {
+		w.log.Warn().Str("instance", iid).Err(err).Msg("could not tell the master an instance closed")
+	}
+}
+
+// place asks the master for the user's instance of app.
+func (w *Worker) place(ctx context.Context, app, user string) (wire.Placement, error) {
+	var p wire.Placement
+	err := w.client.Call(ctx, wire.ObjWorkerManager, "Place", &p, wire.PlaceRequest{App: app, User: user, From: w.id})
+	return p, err
+}
+
+// Ready reports whether the worker is registered with the master.
+func (w *Worker) Ready() bool { return w.registered.Load() && !w.stopping.Load() }
+
+// Close stops the worker: leaves the gossip layer (the master then removes
+// it at once), stops serving, closes browsers and the runtime.
+func (w *Worker) Close() error {
+	w.stopping.Store(true)
+	if m := w.gossip(); m != nil {
+		_ = m.Leave(2 * time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if w.srv != nil {
+		_ = w.srv.Shutdown(ctx)
+	}
+	if w.bundleSrv != nil {
+		_ = w.bundleSrv.Shutdown(ctx)
+	}
+	w.registered.Store(false)
+	w.cancel()
+	w.apps.closeAll(ctx)
+	if w.node != nil {
+		_ = w.node.Close()
+	}
+	if m := w.gossip(); m != nil {
+		_ = m.Shutdown()
+	}
+	w.wg.Wait()
+	return w.runtime.Close()
+}
