@@ -228,9 +228,9 @@ func (m *Master) onMember(ev membership.Event) {
 	}
 	switch ev.Kind {
 	case membership.Failed:
-		m.workers.dead(ev.Meta.ID, "gossip: failed")
+		m.workers.deadMember(ev.Meta.ID, ev.Name, "gossip: failed")
 	case membership.Left:
-		m.workers.dead(ev.Meta.ID, "gossip: left")
+		m.workers.deadMember(ev.Meta.ID, ev.Name, "gossip: left")
 	}
 }
 

@@ -213,6 +213,21 @@ func (m *WorkerManager) disconnected(id string, c *rmi.Conn) {
 	m.log.Warn().Str("worker", id).Dur("grace", m.grace).Msg("worker connection lost; not placing on it")
 }
 
+// deadMember handles the gossip layer's verdict on member name of worker
+// id. A late verdict on an earlier incarnation of a restarted worker (same
+// id, new member name) is ignored.
+func (m *WorkerManager) deadMember(id, member, reason string) {
+	m.mu.Lock()
+	w, ok := m.workers[id]
+	stale := ok && w.info.Gossip != "" && w.info.Gossip != member
+	m.mu.Unlock()
+	if stale {
+		m.log.Info().Str("worker", id).Str("member", member).Msg("ignoring gossip verdict on an earlier incarnation")
+		return
+	}
+	m.dead(id, reason)
+}
+
 // dead removes a worker and everything it hosted. Its instances become
 // tombstones; proxies drop their routes.
 func (m *WorkerManager) dead(id, reason string) {

@@ -156,7 +156,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 				member = m
 			}
 		}
-		if member != nil && len(member.Members()) < 2 {
+		if member != nil && !member.Alive(info.MasterID) { // e.g. a restarted master
 			jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			if err := member.Join(jctx, info.GossipAddr); err != nil {
 				log.Warn().Err(err).Msg("gossip join failed")

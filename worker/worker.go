@@ -163,7 +163,7 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	if err := c.Call(ctx, wire.ObjCluster, "Info", &info); err != nil {
 		return fmt.Errorf("cluster info: %w", err)
 	}
-	if err := w.joinGossip(ctx, info.GossipAddr); err != nil {
+	if err := w.joinGossip(ctx, info.MasterID, info.GossipAddr); err != nil {
 		// Not fatal: the master's connection watch still notices our death,
 		// only more slowly. Retried on the next reconnection.
 		w.log.Warn().Err(err).Str("gossip", info.GossipAddr).Msg("could not join the gossip layer")
@@ -198,7 +198,7 @@ func (w *Worker) gossip() *membership.Member {
 	return w.member
 }
 
-func (w *Worker) joinGossip(ctx context.Context, seed string) error {
+func (w *Worker) joinGossip(ctx context.Context, masterID, seed string) error {
 	w.memberMu.Lock()
 	defer w.memberMu.Unlock()
 	if w.member == nil {
@@ -207,7 +207,9 @@ func (w *Worker) joinGossip(ctx context.Context, seed string) error {
 			return err
 		}
 		m, err := membership.Start(membership.Config{
-			Name: w.id, BindAddr: host, BindPort: p, Advertise: w.cfg.GossipAdvertise,
+			// A restarted worker keeps its id but is a new gossip member:
+			// memberlist refuses a known name at a new address.
+			Name: w.id + "." + ids.Random(6), BindAddr: host, BindPort: p, Advertise: w.cfg.GossipAdvertise,
 			Key: secret.Derive(w.cfg.Secret, "gossip", 32), Label: "cloudbrowser",
 			Meta: membership.Meta{Role: membership.RoleWorker, ID: w.id}, Logger: w.log,
 		})
@@ -216,7 +218,7 @@ func (w *Worker) joinGossip(ctx context.Context, seed string) error {
 		}
 		w.member = m
 	}
-	if len(w.member.Members()) > 1 {
+	if w.member.Alive(masterID) {
 		return nil // already in the cluster; gossip keeps us there
 	}
 	jctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -55,9 +55,9 @@ Every flag can also be set with the environment variable shown in its help.`,
 func logger(cmd *cli.Command) (zerolog.Logger, error) {
 	l, err := logx.New(os.Stderr, cmd.String("log-format"), cmd.String("log-level"))
 	if err != nil {
-		return l, fmt.Errorf("--log-format/--log-level: %w", err)
+		return l, err
 	}
-	return l.With().Timestamp().Int("pid", os.Getpid()).Logger(), nil
+	return l.With().Int("pid", os.Getpid()).Logger(), nil
 }
 
 // logArgs passes the log flags on to child processes.

@@ -74,7 +74,7 @@ type Config struct {
 func tuning(c *memberlist.Config) {
 	c.ProbeInterval = 400 * time.Millisecond
 	c.ProbeTimeout = 200 * time.Millisecond
-	c.SuspicionMult = 3
+	c.SuspicionMult = 2
 	c.SuspicionMaxTimeoutMult = 3
 	c.GossipInterval = 100 * time.Millisecond
 	c.GossipToTheDeadTime = 5 * time.Second
@@ -212,6 +212,16 @@ func stateName(s memberlist.NodeStateType) string {
 	default:
 		return "left"
 	}
+}
+
+// Alive reports whether the named member is known and alive.
+func (m *Member) Alive(name string) bool {
+	for _, n := range m.ml.Members() {
+		if n.Name == name {
+			return n.State == memberlist.StateAlive
+		}
+	}
+	return false
 }
 
 // Leave announces a graceful departure (so peers can tell it from a crash),

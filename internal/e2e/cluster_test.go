@@ -1,0 +1,383 @@
+// Package e2e starts the real cloudbrowser binary (master, proxy processes,
+// workers) on loopback and drives it the way users and admins do.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cb-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "cloudbrowser")
+	build := exec.Command("go", "build", "-o", binary, "github.com/cloudbrowser-go/cloudbrowser/cmd/cloudbrowser")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building cloudbrowser:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is one process of the cluster under test.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{}
+	err  error
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// kill sends SIGKILL and waits.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// stop sends SIGTERM and waits (SIGKILL after 15 s).
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		p.kill()
+	}
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// cluster is a master (with proxy children) and workers started from the
+// binary.
+type cluster struct {
+	t       *testing.T
+	dir     string
+	rmi     string
+	admin   string
+	public  string
+	token   string
+	mu      sync.Mutex
+	procs   []*proc
+	master  *proc
+	workers map[string]*proc
+}
+
+type clusterOpts struct {
+	proxies int
+	workers int
+	extra   []string // more master flags
+}
+
+func startCluster(t *testing.T, o clusterOpts) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir(), rmi: freePort(t), admin: freePort(t), public: freePort(t), workers: map[string]*proc{}}
+	t.Cleanup(c.shutdown)
+	c.startMaster(o)
+	tok, err := os.ReadFile(filepath.Join(c.dir, "data", "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.token = strings.TrimSpace(string(tok))
+	for i := 1; i <= o.workers; i++ {
+		c.startWorker(fmt.Sprintf("w-e2e%d", i))
+	}
+	c.waitFor("all workers registered", 30*time.Second, func(st *wire.ClusterStatus) bool {
+		return connected(st) == o.workers && len(st.Proxies) == max(o.proxies, 1)
+	})
+	return c
+}
+
+func (c *cluster) startMaster(o clusterOpts) {
+	c.t.Helper()
+	args := []string{"master", "--data-dir", filepath.Join(c.dir, "data"), "--rmi", c.rmi,
+		"--gossip", "127.0.0.1:0", "--admin", c.admin, "--listen", c.public,
+		"--proxies", fmt.Sprint(o.proxies)}
+	c.master = c.start("master", append(args, o.extra...)...)
+	waitHTTP(c.t, "http://"+c.admin+"/healthz", 20*time.Second)
+}
+
+func (c *cluster) startWorker(id string) *proc {
+	c.t.Helper()
+	p := c.start(id, "worker", "--master", c.rmi, "--secret-file", filepath.Join(c.dir, "data", "cluster.secret"),
+		"--id", id, "--listen", "127.0.0.1:0")
+	c.mu.Lock()
+	c.workers[id] = p
+	c.mu.Unlock()
+	return p
+}
+
+// start runs the binary with args, logging to a file shown on failure.
+func (c *cluster) start(name string, args ...string) *proc {
+	c.t.Helper()
+	lf, err := os.Create(filepath.Join(c.dir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano())))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command(binary, append([]string{"--log-level", "debug"}, args...)...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: lf, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	return p
+}
+
+func (c *cluster) shutdown() {
+	c.mu.Lock()
+	procs := append([]*proc(nil), c.procs...)
+	c.mu.Unlock()
+	// Workers first, then the master (which stops its proxies).
+	for i := len(procs) - 1; i >= 0; i-- {
+		if !procs[i].exited() {
+			procs[i].stop()
+		}
+	}
+	if c.t.Failed() {
+		for _, p := range procs {
+			c.t.Logf("---- log of %s (tail) ----\n%s", p.name, tail(p.log.Name(), 60))
+		}
+	}
+	for _, p := range procs {
+		p.log.Close()
+	}
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// status asks the admin API.
+func (c *cluster) status() (*wire.ClusterStatus, error) {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+c.admin+"/api/v1/cluster", nil)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("status: %s: %s", resp.Status, b)
+	}
+	var st wire.ClusterStatus
+	return &st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+func (c *cluster) mustStatus() *wire.ClusterStatus {
+	c.t.Helper()
+	st, err := c.status()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return st
+}
+
+// waitFor polls the status until cond holds.
+func (c *cluster) waitFor(what string, timeout time.Duration, cond func(*wire.ClusterStatus) bool) *wire.ClusterStatus {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *wire.ClusterStatus
+	var lastErr error
+	for time.Now().Before(deadline) {
+		st, err := c.status()
+		if err == nil && cond(st) {
+			return st
+		}
+		last, lastErr = st, err
+		time.Sleep(50 * time.Millisecond)
+	}
+	js, _ := json.MarshalIndent(last, "", " ")
+	c.t.Fatalf("timed out waiting for %s (last error %v); last status:\n%s", what, lastErr, js)
+	return nil
+}
+
+// admin POSTs to the admin API.
+func (c *cluster) adminPost(path string) {
+	c.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+c.admin+path, nil)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		c.t.Fatalf("POST %s: %s", path, resp.Status)
+	}
+}
+
+func connected(st *wire.ClusterStatus) int {
+	n := 0
+	for _, w := range st.Workers {
+		if w.State == "connected" {
+			n++
+		}
+	}
+	return n
+}
+
+func instanceWorker(st *wire.ClusterStatus, iid string) string {
+	for _, in := range st.Instances {
+		if in.ID == iid {
+			return in.Worker
+		}
+	}
+	return ""
+}
+
+func waitHTTP(t *testing.T, url string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s not up after %v", url, timeout)
+}
+
+// user is an end user's HTTP client: a cookie jar and no automatic
+// redirects, so every hop can be checked.
+type user struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func newUser(t *testing.T, base string) *user {
+	jar, _ := cookiejar.New(nil)
+	return &user{t: t, base: base, c: &http.Client{
+		Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+type hop struct {
+	path, location, worker string
+	status                 int
+	body                   string
+}
+
+func (u *user) get(path string) hop {
+	u.t.Helper()
+	resp, err := u.c.Get(u.base + path)
+	if err != nil {
+		u.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return hop{path: path, status: resp.StatusCode, location: resp.Header.Get("Location"),
+		worker: resp.Header.Get("X-CB-Worker"), body: string(b)}
+}
+
+// open follows the redirect chain from path and returns every hop.
+func (u *user) open(path string) []hop {
+	u.t.Helper()
+	var hops []hop
+	for i := 0; i < 10; i++ {
+		h := u.get(path)
+		hops = append(hops, h)
+		if h.status != http.StatusFound {
+			return hops
+		}
+		path = h.location
+	}
+	u.t.Fatalf("redirect loop: %+v", hops)
+	return nil
+}
+
+// pids of the children of pid (all threads), from /proc.
+func childPids(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, s := range strings.Fields(string(b)) {
+			var p int
+			fmt.Sscan(s, &p)
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// logContains reports whether a process log has a line containing s.
+func logContains(p *proc, s string) bool {
+	f, err := os.Open(p.log.Name())
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if bytes.Contains(sc.Bytes(), []byte(s)) {
+			return true
+		}
+	}
+	return false
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,483 @@
+package chromium
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/css"
+	"github.com/chromedp/cdproto/dom"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/inspector"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// titleBinding is the page function the title watcher reports through.
+// CDP has no event for document.title changes (Target.targetInfoChanged
+// lags or never comes), so a tiny script reports them.
+const titleBinding = "__cloudbrowserTitle"
+
+// titleScript runs in every new document of the top frame and reports the
+// title once parsed and whenever <head> changes. It observes only <head>,
+// so DOM-heavy pages pay nothing.
+const titleScript = `(() => {
+	if (window !== window.top) return;
+	const report = window.` + titleBinding + `;
+	if (typeof report !== "function") return;
+	let last = null;
+	const check = () => {
+		const t = document.title;
+		if (t !== last) { last = t; report(t); }
+	};
+	const watch = () => {
+		check();
+		const head = document.head || document.documentElement;
+		if (head) new MutationObserver(check).observe(head, {subtree: true, childList: true, characterData: true});
+	};
+	if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", watch, {once: true});
+	else watch();
+})();`
+
+// cbrowser is one virtual browser: a browser context with one page target.
+type cbrowser struct {
+	rt  *Runtime
+	p   *process
+	log zerolog.Logger
+
+	// ctx is the chromedp context of the page; it ends on release or when
+	// the process dies. t and bc are its page and browser sessions.
+	ctx       context.Context
+	cancel    context.CancelFunc
+	t         *chromedp.Target
+	bc        *chromedp.Browser
+	contextID cdp.BrowserContextID
+
+	done        chan struct{}
+	doneOnce    sync.Once
+	releaseOnce sync.Once
+	crashed     chan struct{} // closed by the event listener
+	crashOnce   sync.Once
+	wake        chan struct{} // page changed (cap 1)
+
+	mu            sync.Mutex
+	err           error
+	page          browser.Page
+	pageVer       uint64
+	mainFrame     cdp.FrameID
+	subs          map[int]func(browser.Page)
+	nextSub       int
+	width, height int
+
+	screencasting atomic.Bool
+	frameSeq      atomic.Uint64
+}
+
+var _ browser.Browser = (*cbrowser)(nil)
+
+// newBrowser creates a browser on p.
+func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Options) (*cbrowser, error) {
+	r.mu.Lock()
+	r.nextID++
+	id := r.nextID
+	r.mu.Unlock()
+	b := &cbrowser{
+		rt:      r,
+		p:       p,
+		log:     r.log.With().Int("slot", p.slot.idx).Uint64("browser", id).Logger(),
+		done:    make(chan struct{}),
+		crashed: make(chan struct{}),
+		wake:    make(chan struct{}, 1),
+		page:    browser.Page{URL: "about:blank"},
+		subs:    map[int]func(browser.Page){},
+		width:   opts.Width,
+		height:  opts.Height,
+	}
+	// The page's context hangs off the process's root context, so the
+	// page goes when Chromium goes.
+	b.ctx, b.cancel = chromedp.NewContext(p.rootCtx,
+		chromedp.WithNewBrowserContext(),
+		chromedp.WithListener(b.onEvent),
+	)
+	r.mu.Lock()
+	switch {
+	case r.closed:
+		r.mu.Unlock()
+		b.cancel()
+		return nil, browser.ErrClosed
+	case p.dead:
+		r.mu.Unlock()
+		b.cancel()
+		return nil, fmt.Errorf("chromium: new browser: process %d died: %w", p.pid, browser.ErrCrashed)
+	}
+	// Registered before the target exists, so a crash meanwhile fails it.
+	p.browsers[b] = struct{}{}
+	r.mu.Unlock()
+
+	t0 := time.Now()
+	// ctx bounds only the creation; the page lives on b.ctx.
+	stop := context.AfterFunc(ctx, func() { b.finish(ctx.Err()) })
+	detached, err := b.setup(opts)
+	if !stop() {
+		b.finish(ctx.Err()) // waits for the AfterFunc's cleanup
+		return nil, fmt.Errorf("chromium: new browser: %w", ctx.Err())
+	}
+	if err == nil {
+		r.mu.Lock()
+		if r.closed {
+			err = browser.ErrClosed
+		} else if b.Err() == nil {
+			r.wg.Add(1)
+			go b.loop(detached)
+		}
+		r.mu.Unlock()
+	}
+	if cause := b.Err(); cause != nil {
+		err = cause // crashed or closed meanwhile: that is the real reason
+	}
+	if err != nil {
+		b.finish(err)
+		return nil, fmt.Errorf("chromium: new browser: %w", err)
+	}
+	b.log.Debug().Dur("took", time.Since(t0)).Str("url", opts.URL).Msg("browser created")
+	return b, nil
+}
+
+// setup creates the browser context and page, and prepares the page.
+func (b *cbrowser) setup(opts browser.Options) (<-chan struct{}, error) {
+	ctx := b.ctx
+	if err := chromedp.Do(ctx); err != nil {
+		return nil, err
+	}
+	c := chromedp.FromContext(ctx)
+	b.t, b.bc, b.contextID = c.Target, c.Browser, c.BrowserContextID
+	b.mu.Lock()
+	b.mainFrame = cdp.FrameID(b.t.TargetID) // a page's main frame has its target's id
+	b.mu.Unlock()
+	detached, err := chromedp.Detached(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// chromedp enables these for its DOM queries, which we do not use;
+	// they would stream every request, node and stylesheet of the page.
+	for _, method := range []string{network.CommandDisable, dom.CommandDisable, css.CommandDisable, cdplog.CommandDisable} {
+		if err := b.t.Call(ctx, method, nil, nil); err != nil {
+			return nil, fmt.Errorf("%s: %w", method, err)
+		}
+	}
+	if _, err := cdp.Call(ctx, b.t, runtime.AddBinding, runtime.AddBindingParams{Name: titleBinding}); err != nil {
+		return nil, fmt.Errorf("title binding: %w", err)
+	}
+	if _, err := cdp.Call(ctx, b.t, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: titleScript}); err != nil {
+		return nil, fmt.Errorf("title script: %w", err)
+	}
+	if err := b.resize(ctx, opts.Width, opts.Height); err != nil {
+		return nil, err
+	}
+	if opts.URL != "" && opts.URL != "about:blank" {
+		if err := b.navigate(ctx, opts.URL); err != nil {
+			return nil, err
+		}
+	}
+	return detached, nil
+}
+
+// onEvent sees every event of the page, in order, on chromedp's reader
+// goroutine: it must only record and signal, never call back into CDP.
+func (b *cbrowser) onEvent(ev any) {
+	switch ev := ev.(type) {
+	case *page.EventFrameNavigated:
+		if ev.Frame.ParentID == "" {
+			// A new document: its title arrives from the title script.
+			b.setPage(func(p *browser.Page, main *cdp.FrameID) {
+				*main = ev.Frame.ID
+				p.URL, p.Title = ev.Frame.URL+ev.Frame.URLFragment, ""
+			})
+		}
+	case *page.EventNavigatedWithinDocument:
+		b.setPage(func(p *browser.Page, main *cdp.FrameID) {
+			if ev.FrameID == *main {
+				p.URL = ev.URL
+			}
+		})
+	case *runtime.EventBindingCalled:
+		if ev.Name == titleBinding {
+			b.setPage(func(p *browser.Page, _ *cdp.FrameID) { p.Title = ev.Payload })
+		}
+	case *inspector.EventTargetCrashed:
+		b.crashOnce.Do(func() { close(b.crashed) })
+	}
+}
+
+// setPage applies change and wakes the notifier if the page changed.
+func (b *cbrowser) setPage(change func(p *browser.Page, mainFrame *cdp.FrameID)) {
+	b.mu.Lock()
+	old := b.page
+	change(&b.page, &b.mainFrame)
+	changed := b.page != old
+	if changed {
+		b.pageVer++
+	}
+	b.mu.Unlock()
+	if changed {
+		select {
+		case b.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// loop delivers page changes and ends the browser when its renderer
+// crashes or its page goes away. It runs until the browser is done.
+func (b *cbrowser) loop(detached <-chan struct{}) {
+	defer b.rt.wg.Done()
+	var delivered uint64
+	for {
+		select {
+		case <-b.done:
+			return
+		case <-b.crashed:
+			b.log.Warn().Msg("renderer crashed")
+			b.finish(fmt.Errorf("renderer crashed: %w", browser.ErrCrashed))
+			return
+		case <-detached:
+			b.finish(fmt.Errorf("page target went away: %w", browser.ErrClosed))
+			return
+		case <-b.wake:
+			b.mu.Lock()
+			p, ver := b.page, b.pageVer
+			fns := make([]func(browser.Page), 0, len(b.subs))
+			for _, fn := range b.subs {
+				fns = append(fns, fn)
+			}
+			b.mu.Unlock()
+			if ver == delivered {
+				continue
+			}
+			delivered = ver
+			for _, fn := range fns {
+				if b.isDone() {
+					return
+				}
+				fn(p)
+			}
+		}
+	}
+}
+
+// markDone ends the browser with err (first caller wins) and takes it out
+// of the runtime's books.
+func (b *cbrowser) markDone(err error) {
+	b.doneOnce.Do(func() {
+		b.mu.Lock()
+		b.err = err
+		b.mu.Unlock()
+		close(b.done)
+		b.rt.mu.Lock()
+		delete(b.p.browsers, b)
+		b.rt.mu.Unlock()
+	})
+}
+
+// release closes the page and disposes the browser context. It blocks
+// until Chromium confirms (quick when the process is gone).
+func (b *cbrowser) release() {
+	b.releaseOnce.Do(b.cancel)
+}
+
+func (b *cbrowser) finish(err error) {
+	b.markDone(err)
+	b.release()
+}
+
+func (b *cbrowser) isDone() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Page implements browser.Browser.
+func (b *cbrowser) Page() browser.Page {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.page
+}
+
+// OnPageChange implements browser.Browser.
+func (b *cbrowser) OnPageChange(fn func(browser.Page)) (stop func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	id := b.nextSub
+	b.nextSub++
+	b.subs[id] = fn
+	return func() {
+		b.mu.Lock()
+		delete(b.subs, id)
+		b.mu.Unlock()
+	}
+}
+
+// Done implements browser.Browser.
+func (b *cbrowser) Done() <-chan struct{} { return b.done }
+
+// Err implements browser.Browser.
+func (b *cbrowser) Err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// Close implements browser.Browser. The page is closed and the browser
+// context disposed even if ctx ends first.
+func (b *cbrowser) Close(ctx context.Context) error {
+	done := make(chan struct{})
+	b.rt.track(func() {
+		b.finish(browser.ErrClosed)
+		close(done)
+	})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// call returns a context for one CDP command: it ends with ctx or when the
+// browser's page goes away, so no command outlives the browser.
+func (b *cbrowser) call(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if b.isDone() {
+		return nil, nil, b.Err()
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(b.ctx, cancel)
+	return cctx, func() { stop(); cancel() }, nil
+}
+
+// fail turns an error of a command into the browser's error if the browser
+// ended meanwhile (closed, crashed), else wraps it.
+func (b *cbrowser) fail(op string, err error) error {
+	if b.ctx.Err() != nil {
+		// The page's context ends a moment before the supervisor marks a
+		// dead process's browsers; wait for the verdict.
+		select {
+		case <-b.done:
+			err = b.Err()
+		case <-time.After(2 * time.Second):
+			err = browser.ErrClosed
+		}
+	}
+	return fmt.Errorf("chromium: %s: %w", op, err)
+}
+
+// Navigate implements browser.Browser.
+func (b *cbrowser) Navigate(ctx context.Context, url string) error {
+	cctx, cancel, err := b.call(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := b.navigate(cctx, url); err != nil {
+		return b.fail("navigate", err)
+	}
+	return nil
+}
+
+// navigate loads url; Page.navigate answers once the navigation commits.
+func (b *cbrowser) navigate(ctx context.Context, url string) error {
+	res, err := cdp.Call(ctx, b.t, page.Navigate, page.NavigateParams{URL: url})
+	if err != nil {
+		return err
+	}
+	if res.ErrorText != "" {
+		return fmt.Errorf("%s: %s", url, res.ErrorText)
+	}
+	return b.syncURL(ctx)
+}
+
+// syncURL reads the committed URL from the history, so Page is current
+// when a navigation call returns even if frameNavigated comes later.
+func (b *cbrowser) syncURL(ctx context.Context) error {
+	h, err := cdp.Call(ctx, b.t, page.GetNavigationHistory, cdp.Empty{})
+	if err != nil {
+		return err
+	}
+	if i := int(h.CurrentIndex); i >= 0 && i < len(h.Entries) {
+		url := h.Entries[i].URL
+		b.setPage(func(p *browser.Page, _ *cdp.FrameID) { p.URL = url })
+	}
+	return nil
+}
+
+// resize sets the viewport in CSS pixels at device scale 1.
+func (b *cbrowser) resize(ctx context.Context, w, h int) error {
+	_, err := cdp.Call(ctx, b.t, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+		Width: int64(w), Height: int64(h), DeviceScaleFactor: 1,
+	})
+	if err != nil {
+		return fmt.Errorf("viewport %dx%d: %w", w, h, err)
+	}
+	b.mu.Lock()
+	b.width, b.height = w, h
+	b.mu.Unlock()
+	return nil
+}
+
+// Evaluate implements browser.Browser.
+func (b *cbrowser) Evaluate(ctx context.Context, expr string, out any) error {
+	cctx, cancel, err := b.call(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	res, err := cdp.Call(cctx, b.t, runtime.Evaluate, runtime.EvaluateParams{
+		Expression:    expr,
+		ReturnByValue: new(true),
+		AwaitPromise:  new(true),
+	})
+	if err != nil {
+		return b.fail("evaluate", err)
+	}
+	if d := res.ExceptionDetails; d != nil {
+		msg := d.Text
+		if d.Exception != nil && d.Exception.Description != "" {
+			msg = d.Exception.Description
+		}
+		return fmt.Errorf("chromium: evaluate: %s (line %d)", msg, d.LineNumber+1)
+	}
+	if out == nil || res.Result == nil || len(res.Result.Value) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(res.Result.Value, out); err != nil {
+		return fmt.Errorf("chromium: evaluate: decoding result: %w", err)
+	}
+	return nil
+}
+
+// history moves delta entries back (-1) or forward (+1); at the end of the
+// history it does nothing, like a browser's button.
+func (b *cbrowser) history(ctx context.Context, delta int) error {
+	h, err := cdp.Call(ctx, b.t, page.GetNavigationHistory, cdp.Empty{})
+	if err != nil {
+		return err
+	}
+	i := int(h.CurrentIndex) + delta
+	if i < 0 || i >= len(h.Entries) {
+		return nil
+	}
+	_, err = cdp.Call(ctx, b.t, page.NavigateToHistoryEntry, page.NavigateToHistoryEntryParams{EntryID: h.Entries[i].ID})
+	return err
+}

@@ -1,0 +1,496 @@
+// Package chromium is a browser.Runtime backed by real Chromium processes,
+// driven over the DevTools protocol with chromedp. All chromedp and cdproto
+// use is confined to this package, so a protocol library change touches
+// nothing else.
+//
+// A Runtime runs Config.Processes Chromium processes. Each virtual browser
+// is an isolated browser context (its own cookies, storage and cache) with
+// one page, placed on the process with the fewest browsers. A supervisor per
+// process notices when Chromium dies, fails that process's browsers with
+// browser.ErrCrashed, removes what is left of it and starts a new one with
+// backoff.
+package chromium
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// Config configures a Runtime. The zero value is usable.
+type Config struct {
+	// Path of the Chromium binary. Default: $CB_CHROMIUM, else the first of
+	// chromium, chromium-browser, google-chrome found on $PATH.
+	Path string
+	// Processes is how many Chromium processes to run (default 1). Browsers
+	// are spread over them; a crash takes down only one process's browsers.
+	Processes int
+	// RendererProcessLimit passes --renderer-process-limit (0 = Chromium's
+	// default). Browser contexts never share a renderer, so this only caps
+	// extra renderers per context (iframes, popups).
+	RendererProcessLimit int
+	// ExtraFlags are added to (or override) the default command line, each
+	// "--name" or "--name=value".
+	ExtraFlags []string
+	// Logger receives structured logs (default: disabled).
+	Logger zerolog.Logger
+	// Headful shows windows instead of running headless; it needs a
+	// display and is for debugging only.
+	Headful bool
+}
+
+const (
+	// Restart backoff after a crash or a failed start: doubled per
+	// consecutive failure, reset once a process stayed up stableAfter.
+	minBackoff  = 100 * time.Millisecond
+	maxBackoff  = 10 * time.Second
+	stableAfter = 30 * time.Second
+	// startTimeout bounds one Chromium start made by the supervisor.
+	startTimeout = 60 * time.Second
+)
+
+// Runtime implements browser.Runtime with Chromium.
+type Runtime struct {
+	log   zerolog.Logger
+	path  string
+	flags []chromedp.ExecAllocatorOption
+
+	ctx    context.Context // ends on Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // supervisors, browser loops, background closes
+
+	mu      sync.Mutex
+	closed  bool
+	slots   []*slot
+	changed chan struct{} // closed (and replaced) when a process comes up
+	nextID  uint64
+}
+
+var _ browser.Runtime = (*Runtime)(nil)
+
+// slot is one of the Config.Processes positions; its process is replaced
+// when it dies.
+type slot struct {
+	idx  int
+	proc *process // nil while (re)starting; guarded by Runtime.mu
+}
+
+// process is one running Chromium.
+type process struct {
+	slot        *slot
+	pid         int
+	dir         string // temporary user-data dir, removed when it stops
+	started     time.Time
+	allocCancel context.CancelFunc
+	rootCtx     context.Context // ends when Chromium dies or is stopped
+	rootCancel  context.CancelFunc
+	browser     *chromedp.Browser
+
+	// guarded by Runtime.mu
+	dead     bool
+	browsers map[*cbrowser]struct{}
+}
+
+// New starts cfg.Processes Chromium processes and returns when all are up.
+// ctx bounds only the start.
+func New(ctx context.Context, cfg Config) (*Runtime, error) {
+	path, err := findChromium(cfg.Path)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Processes <= 0 {
+		cfg.Processes = 1
+	}
+	flags, err := allocatorOptions(path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runtime{
+		log:     cfg.Logger.With().Str("component", "chromium").Logger(),
+		path:    path,
+		flags:   flags,
+		changed: make(chan struct{}),
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+
+	// Start all processes in parallel; a start error fails New, since it
+	// most likely means a broken binary or flags.
+	procs := make([]*process, cfg.Processes)
+	errs := make([]error, cfg.Processes)
+	var wg sync.WaitGroup
+	for i := range procs {
+		r.slots = append(r.slots, &slot{idx: i})
+		wg.Go(func() { procs[i], errs[i] = r.start(ctx, r.slots[i]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, p := range procs {
+			if p != nil {
+				r.stop(p)
+			}
+		}
+		return nil, err
+	}
+	for i, s := range r.slots {
+		r.wg.Add(1)
+		go r.supervise(s, procs[i])
+	}
+	r.log.Info().Str("path", path).Int("processes", cfg.Processes).Msg("chromium runtime started")
+	return r, nil
+}
+
+// findChromium resolves Config.Path.
+func findChromium(path string) (string, error) {
+	if path == "" {
+		path = os.Getenv("CB_CHROMIUM")
+	}
+	if path != "" {
+		p, err := exec.LookPath(path)
+		if err != nil {
+			return "", fmt.Errorf("chromium: %w", err)
+		}
+		return p, nil
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("chromium: no binary found (set CB_CHROMIUM or install chromium)")
+}
+
+// allocatorOptions builds the Chromium command line.
+func allocatorOptions(path string, cfg Config) ([]chromedp.ExecAllocatorOption, error) {
+	// chromedp's defaults are Puppeteer's quiet flags: no first run, no
+	// default-browser check, no background networking, sync, extensions,
+	// breakpad or component updates, metrics recording only, muted audio.
+	opts := append([]chromedp.ExecAllocatorOption{}, chromedp.DefaultExecAllocatorOptions[:]...)
+	opts = append(opts,
+		chromedp.ExecPath(path),
+		// --enable-automation sets navigator.webdriver, which sites treat
+		// as a bot; these are real users' browsers.
+		chromedp.Flag("enable-automation", false),
+		chromedp.Flag("disable-features", "Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions"),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-domain-reliability", true),
+		chromedp.Flag("disable-pings", true),
+		chromedp.Flag("no-pings", true),
+		chromedp.Flag("disable-notifications", true),
+		chromedp.Flag("deny-permission-prompts", true),
+		chromedp.Flag("window-size", fmt.Sprintf("%d,%d", browser.DefaultWidth, browser.DefaultHeight)),
+	)
+	if os.Geteuid() == 0 {
+		// Chromium refuses to run as root with its sandbox.
+		opts = append(opts, chromedp.NoSandbox)
+	}
+	if cfg.RendererProcessLimit > 0 {
+		opts = append(opts, chromedp.Flag("renderer-process-limit", strconv.Itoa(cfg.RendererProcessLimit)))
+	}
+	if cfg.Headful {
+		opts = append(opts, chromedp.VisibleWindow)
+	}
+	for _, f := range cfg.ExtraFlags {
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(f, "--"), "=")
+		if name == "" || !strings.HasPrefix(f, "--") {
+			return nil, fmt.Errorf("chromium: bad flag %q (want --name or --name=value)", f)
+		}
+		switch name {
+		case "user-data-dir", "remote-debugging-pipe", "remote-debugging-port", "single-process":
+			return nil, fmt.Errorf("chromium: flag --%s is managed by the runtime", name)
+		}
+		if hasValue {
+			opts = append(opts, chromedp.Flag(name, value))
+		} else {
+			opts = append(opts, chromedp.Flag(name, true))
+		}
+	}
+	return opts, nil
+}
+
+// Name implements browser.Runtime.
+func (r *Runtime) Name() string { return "chromium" }
+
+// start launches one Chromium for s.
+func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
+	dir, err := os.MkdirTemp("", "cloudbrowser-chromium-")
+	if err != nil {
+		return nil, fmt.Errorf("chromium: profile dir: %w", err)
+	}
+	log := r.log.With().Int("slot", s.idx).Logger()
+	opts := append(append([]chromedp.ExecAllocatorOption{}, r.flags...),
+		chromedp.UserDataDir(dir),
+		chromedp.CombinedOutput(&lineLogger{log: log}),
+	)
+	// The process must outlive ctx, so it hangs off Background and ctx
+	// only aborts the start.
+	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	rootCtx, rootCancel := chromedp.NewContext(allocCtx, chromedp.WithBrowserOption(
+		chromedp.WithBrowserLogf(func(f string, a ...any) { log.Debug().Msgf(f, a...) }),
+		chromedp.WithBrowserErrorf(func(f string, a ...any) { log.Debug().Str("source", "chromedp").Msgf(f, a...) }),
+	))
+	t0 := time.Now()
+	stop := context.AfterFunc(ctx, rootCancel)
+	err = chromedp.Do(rootCtx)
+	stop()
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		rootCancel()
+		allocCancel()
+		killLeftovers(dir)
+		_ = removeAllRetry(dir)
+		return nil, fmt.Errorf("chromium: start %s: %w", r.path, err)
+	}
+	b := chromedp.FromContext(rootCtx).Browser
+	p := &process{
+		slot:        s,
+		pid:         b.Process().Pid,
+		dir:         dir,
+		started:     time.Now(),
+		allocCancel: allocCancel,
+		rootCtx:     rootCtx,
+		rootCancel:  rootCancel,
+		browser:     b,
+		browsers:    map[*cbrowser]struct{}{},
+	}
+	log.Info().Int("pid", p.pid).Dur("took", time.Since(t0)).Msg("chromium started")
+	return p, nil
+}
+
+// supervise keeps slot s running until Close, starting with p.
+func (r *Runtime) supervise(s *slot, p *process) {
+	defer r.wg.Done()
+	log := r.log.With().Int("slot", s.idx).Logger()
+	backoff := minBackoff
+	for {
+		if p != nil {
+			r.mu.Lock()
+			s.proc = p
+			close(r.changed)
+			r.changed = make(chan struct{})
+			r.mu.Unlock()
+
+			select {
+			case <-p.rootCtx.Done():
+			case <-r.ctx.Done():
+			}
+			closing := r.ctx.Err() != nil
+			if !closing {
+				log.Error().Int("pid", p.pid).Dur("uptime", time.Since(p.started)).Msg("chromium died; restarting")
+				if time.Since(p.started) >= stableAfter {
+					backoff = minBackoff
+				}
+			}
+			r.retire(p, closing)
+			if closing {
+				return
+			}
+		}
+		select {
+		case <-time.After(backoff):
+		case <-r.ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, maxBackoff)
+		ctx, cancel := context.WithTimeout(r.ctx, startTimeout)
+		var err error
+		p, err = r.start(ctx, s)
+		cancel()
+		if err != nil {
+			if r.ctx.Err() != nil {
+				return
+			}
+			log.Error().Err(err).Dur("backoff", backoff).Msg("chromium restart failed")
+		}
+	}
+}
+
+// retire takes p out of service: its browsers end (crashed, or closed when
+// the runtime closes) and the process and its leftovers go away.
+func (r *Runtime) retire(p *process, closing bool) {
+	r.mu.Lock()
+	if p.slot.proc == p {
+		p.slot.proc = nil
+	}
+	p.dead = true
+	bs := make([]*cbrowser, 0, len(p.browsers))
+	for b := range p.browsers {
+		bs = append(bs, b)
+	}
+	r.mu.Unlock()
+
+	cause := browser.ErrClosed
+	if !closing {
+		cause = fmt.Errorf("chromium process %d died: %w", p.pid, browser.ErrCrashed)
+	}
+	// Mark first, so clients learn at once; releasing the browsers' chromedp
+	// contexts is quick once the process is gone.
+	for _, b := range bs {
+		b.markDone(cause)
+	}
+	r.stop(p)
+	for _, b := range bs {
+		b.release()
+	}
+}
+
+// stop kills p's Chromium and removes everything it left.
+func (r *Runtime) stop(p *process) {
+	p.rootCancel() // kills the process and waits for it
+	p.allocCancel()
+	killLeftovers(p.dir)
+	if err := removeAllRetry(p.dir); err != nil {
+		r.log.Warn().Err(err).Str("dir", p.dir).Msg("chromium profile not removed")
+	}
+}
+
+// pick returns the live process with the fewest browsers, waiting while
+// all are restarting.
+func (r *Runtime) pick(ctx context.Context) (*process, error) {
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return nil, browser.ErrClosed
+		}
+		var best *process
+		for _, s := range r.slots {
+			if p := s.proc; p != nil && !p.dead && (best == nil || len(p.browsers) < len(best.browsers)) {
+				best = p
+			}
+		}
+		changed := r.changed
+		r.mu.Unlock()
+		if best != nil {
+			return best, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("chromium: waiting for a running process: %w", ctx.Err())
+		case <-r.ctx.Done():
+			return nil, browser.ErrClosed
+		}
+	}
+}
+
+// NewBrowser implements browser.Runtime: a new browser context with one
+// page, sized and navigated as opts say. If the chosen Chromium dies during
+// the creation, it is tried once more on a live one.
+func (r *Runtime) NewBrowser(ctx context.Context, opts browser.Options) (browser.Browser, error) {
+	if opts.Width <= 0 || opts.Height <= 0 {
+		opts.Width, opts.Height = browser.DefaultWidth, browser.DefaultHeight
+	}
+	var err error
+	for range 2 {
+		var p *process
+		if p, err = r.pick(ctx); err != nil {
+			return nil, err
+		}
+		var b *cbrowser
+		if b, err = r.newBrowser(ctx, p, opts); err == nil {
+			return b, nil
+		}
+		if !errors.Is(err, browser.ErrCrashed) || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, err
+}
+
+// Stats implements browser.Runtime: PSS and process counts cover every
+// Chromium main process and its descendants.
+func (r *Runtime) Stats(ctx context.Context) (browser.Stats, error) {
+	var st browser.Stats
+	var pids []int
+	r.mu.Lock()
+	for _, s := range r.slots {
+		if p := s.proc; p != nil {
+			pids = append(pids, p.pid)
+			st.Browsers += len(p.browsers)
+		}
+	}
+	r.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return st, err
+	}
+	procs, err := readProcs()
+	if err != nil {
+		return st, fmt.Errorf("chromium: stats: %w", err)
+	}
+	for _, pid := range pids {
+		n, total := treeUsage(procs, pid)
+		st.Processes += n
+		st.PSS += total
+	}
+	return st, nil
+}
+
+// Close implements browser.Runtime: every browser ends with ErrClosed and
+// every Chromium process is killed and its profile removed. It waits for
+// all of the runtime's goroutines.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cancel()
+	r.wg.Wait()
+	return nil
+}
+
+// track runs fn on a goroutine that Close waits for; after Close it runs
+// fn inline, since nothing is left to wait for.
+func (r *Runtime) track(fn func()) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		fn()
+		return
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		fn()
+	}()
+}
+
+// lineLogger forwards Chromium's stdout/stderr to the debug log a line at
+// a time.
+type lineLogger struct {
+	log zerolog.Logger
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (w *lineLogger) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := strings.IndexByte(string(w.buf), '\n')
+		if i < 0 {
+			break
+		}
+		if line := strings.TrimSpace(string(w.buf[:i])); line != "" {
+			w.log.Debug().Str("source", "chromium").Msg(line)
+		}
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > 64<<10 { // a runaway line without newline
+		w.buf = w.buf[:0]
+	}
+	return len(p), nil
+}
