@@ -47,6 +47,11 @@ Every flag can also be set with the environment variable shown in its help.`,
 			&cli.StringFlag{Name: "log-format", Value: "json", Usage: "log format: json or console", Sources: cli.EnvVars("CB_LOG_FORMAT")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug, info, warn, error", Sources: cli.EnvVars("CB_LOG_LEVEL")},
 		},
+		// Reject bad log flags before any command runs.
+		Before: func(ctx context.Context, cmd *cli.Command) (context.Context, error) {
+			_, err := logger(cmd)
+			return ctx, err
+		},
 		Commands: []*cli.Command{masterCmd(), workerCmd(), proxyCmd(), upCmd(), statusCmd()},
 	}
 }

@@ -12,6 +12,7 @@
 package chromium
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -480,7 +481,7 @@ func (w *lineLogger) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	w.buf = append(w.buf, p...)
 	for {
-		i := strings.IndexByte(string(w.buf), '\n')
+		i := bytes.IndexByte(w.buf, '\n')
 		if i < 0 {
 			break
 		}
