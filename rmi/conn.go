@@ -613,6 +613,11 @@ func (c *Conn) decodeArg(raw codec.Raw, t reflect.Type) (reflect.Value, error) {
 	if isRef {
 		return reflect.Value{}, errors.New("got a reference; declare the parameter as *rmi.Ref")
 	}
+	if len(raw) == 0 {
+		// A msgpack nil inside the args array decodes to an empty Raw: the
+		// caller passed nil (a nil slice, map or pointer).
+		return reflect.Zero(t), nil
+	}
 	p := reflect.New(t)
 	if err := unmarshal(raw, p.Interface()); err != nil {
 		return reflect.Value{}, err

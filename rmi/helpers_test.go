@@ -307,3 +307,12 @@ func (a *appManager) Launch(ctx context.Context, app string) (string, error) {
 	a.launched = append(a.launched, app)
 	return fmt.Sprintf("%s@%s", app, "w-1"), nil
 }
+
+// Count reports how many tags and meta entries arrived (nil-safe).
+func (m *masterAPI) Count(_ context.Context, tags []string, meta map[string]int, in *Inner) (int, error) {
+	n := len(tags) + len(meta)
+	if in != nil {
+		n += 100
+	}
+	return n, nil
+}

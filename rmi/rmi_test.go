@@ -138,6 +138,33 @@ func TestRoundTripTypes(t *testing.T) {
 	}
 }
 
+// Nil slices, maps and pointers are valid arguments.
+func TestNilArguments(t *testing.T) {
+	leakCheck(t)
+	p := newPair(t, nil, nil)
+	tests := []struct {
+		name string
+		args []any
+		want int
+	}{
+		{"all nil", []any{[]string(nil), map[string]int(nil), (*Inner)(nil)}, 0},
+		{"untyped nil", []any{nil, nil, nil}, 0},
+		{"values", []any{[]string{"a", "b"}, map[string]int{"x": 1}, &Inner{}}, 103},
+		{"empty", []any{[]string{}, map[string]int{}, (*Inner)(nil)}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var n int
+			if err := p.toMaster.Call(testCtx(t), "master", "Count", &n, tc.args...); err != nil {
+				t.Fatal(err)
+			}
+			if n != tc.want {
+				t.Fatalf("got %d, want %d", n, tc.want)
+			}
+		})
+	}
+}
+
 func TestRemoteRefs(t *testing.T) {
 	leakCheck(t)
 	p := newPair(t, nil, nil)

@@ -400,7 +400,7 @@ func (b *cbrowser) Navigate(ctx context.Context, url string) error {
 func (b *cbrowser) navigate(ctx context.Context, url string) error {
 	res, err := cdp.Call(ctx, b.t, page.Navigate, page.NavigateParams{URL: url})
 	if err != nil {
-		return err
+		return fmt.Errorf("page.navigate: %w", err)
 	}
 	if res.ErrorText != "" {
 		return fmt.Errorf("%s: %s", url, res.ErrorText)
@@ -413,7 +413,7 @@ func (b *cbrowser) navigate(ctx context.Context, url string) error {
 func (b *cbrowser) syncURL(ctx context.Context) error {
 	h, err := cdp.Call(ctx, b.t, page.GetNavigationHistory, cdp.Empty{})
 	if err != nil {
-		return err
+		return fmt.Errorf("history: %w", err)
 	}
 	if i := int(h.CurrentIndex); i >= 0 && i < len(h.Entries) {
 		url := h.Entries[i].URL

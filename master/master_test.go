@@ -1,0 +1,462 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const testSecret = "0123456789abcdef0123456789abcdef"
+
+var testApps = []wire.App{
+	{Name: "Hello", MountPoint: "hello", Entry: "https://example.test/", Strategy: wire.SingleAppInstance, Public: true},
+	{Name: "Notes", MountPoint: "notes", Entry: "https://example.test/", Strategy: wire.SingleInstancePerUser, Public: true},
+	{Name: "Multi", MountPoint: "multi", Entry: "https://example.test/", Strategy: wire.MultiInstance, Public: false},
+}
+
+func startMaster(t *testing.T, strategy balance.Strategy) *Master {
+	t.Helper()
+	m, err := New(Config{Secret: testSecret, AdminToken: "tok", Apps: testApps, Balancer: strategy,
+		DeadAfter: 300 * time.Millisecond, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// fakeWorker is a worker's Application Manager reached over real RMI.
+type fakeWorker struct {
+	id      string
+	node    *rmi.Node
+	conn    *rmi.Conn
+	creates atomic.Int64
+	fail    atomic.Bool
+	mu      sync.Mutex
+	apps    map[string]wire.App
+}
+
+func (f *fakeWorker) AddApplication(ctx context.Context, app wire.App) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.apps[app.MountPoint] = app
+	return nil
+}
+
+func (f *fakeWorker) RemoveApplication(ctx context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.apps, name)
+	return nil
+}
+
+func (f *fakeWorker) CreateInstance(ctx context.Context, req wire.CreateInstance) error {
+	f.creates.Add(1)
+	if f.fail.Load() {
+		return errors.New("out of browsers")
+	}
+	time.Sleep(20 * time.Millisecond) // creation takes a while: concurrent requests overlap
+	return nil
+}
+
+func (f *fakeWorker) CloseInstance(ctx context.Context, iid string) error { return nil }
+
+func (f *fakeWorker) hasApp(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.apps[name]
+	return ok
+}
+
+func addWorker(t *testing.T, m *Master, id string, insts ...wire.InstanceInfo) *fakeWorker {
+	t.Helper()
+	f := &fakeWorker{id: id, apps: map[string]wire.App{}}
+	node, err := rmi.New(rmi.Config{Name: id, Secret: []byte(testSecret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Close() })
+	f.node = node
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := node.Dial(ctx, m.RMIAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.conn = c
+	var rep wire.RegisterReply
+	info := wire.WorkerInfo{ID: id, HTTPAddr: "127.0.0.1:1", Gossip: id + ".g1"}
+	if err := c.Call(ctx, wire.ObjWorkerManager, "Register", &rep, info, insts, rmi.Export(f)); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range rep.Apps {
+		f.apps[a.MountPoint] = a
+	}
+	return f
+}
+
+func (f *fakeWorker) place(t *testing.T, app, user string) (wire.Placement, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var p wire.Placement
+	err := f.conn.Call(ctx, wire.ObjWorkerManager, "Place", &p, wire.PlaceRequest{App: app, User: user})
+	return p, err
+}
+
+func (f *fakeWorker) route(t *testing.T, kind, app, iid string) (wire.RouteReply, error) {
+	t.Helper()
+	var r wire.RouteReply
+	err := f.conn.Call(context.Background(), wire.ObjRouter, "Route", &r, wire.RouteRequest{Kind: kind, App: app, InstanceID: iid})
+	return r, err
+}
+
+func code(err error) string {
+	var re *rmi.RemoteError
+	if errors.As(err, &re) {
+		return re.Code
+	}
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return ""
+}
+
+func TestRegisterPushesApps(t *testing.T) {
+	m := startMaster(t, balance.LeastLoad)
+	w := addWorker(t, m, "w-a")
+	if !w.hasApp("hello") || !w.hasApp("multi") {
+		t.Fatalf("registration did not hand over the apps: %v", w.apps)
+	}
+	extra := wire.App{Name: "Extra", MountPoint: "extra", Entry: "index.html", Files: map[string][]byte{"index.html": []byte("hi")}}
+	if err := w.conn.Call(context.Background(), wire.ObjAppManager, "Add", nil, extra); err != nil {
+		t.Fatal(err)
+	}
+	if !w.hasApp("extra") {
+		t.Fatal("Add was not pushed to the worker")
+	}
+	if err := w.conn.Call(context.Background(), wire.ObjAppManager, "Remove", nil, "extra"); err != nil {
+		t.Fatal(err)
+	}
+	if w.hasApp("extra") {
+		t.Fatal("Remove was not pushed to the worker")
+	}
+	bad := wire.App{Name: "Bad", MountPoint: "admin", Entry: "ftp://x"}
+	err := w.conn.Call(context.Background(), wire.ObjAppManager, "Add", nil, bad)
+	if code(err) != wire.CodeInvalid {
+		t.Fatalf("reserved mount point and ftp entry accepted: %v", err)
+	}
+}
+
+func TestPlacementStrategies(t *testing.T) {
+	m := startMaster(t, balance.LeastLoad)
+	a := addWorker(t, m, "w-a")
+	addWorker(t, m, "w-b")
+
+	tests := []struct {
+		name      string
+		app       string
+		users     []string
+		instances int
+	}{
+		{"single app instance: one for everyone", "hello", []string{"u1", "u2", "u1"}, 1},
+		{"single instance per user", "notes", []string{"u1", "u2", "u1", "u2", "u3"}, 3},
+		{"multi instance: a new one each time", "multi", []string{"u1", "u1", "u1"}, 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			seen := map[string]bool{}
+			for _, u := range tc.users {
+				p, err := a.place(t, tc.app, u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wid, _ := ids.WorkerOf(p.InstanceID)
+				if wid != p.WorkerID {
+					t.Fatalf("instance id %s does not encode worker %s", p.InstanceID, p.WorkerID)
+				}
+				seen[p.InstanceID] = true
+			}
+			if len(seen) != tc.instances {
+				t.Fatalf("%d instances, want %d", len(seen), tc.instances)
+			}
+		})
+	}
+	if _, err := a.place(t, "nope", "u1"); code(err) != wire.CodeUnknownApp {
+		t.Fatalf("unknown app: %v", err)
+	}
+}
+
+// Twenty concurrent first requests of one user create one instance.
+func TestConcurrentFirstRequests(t *testing.T) {
+	m := startMaster(t, balance.LeastLoad)
+	a := addWorker(t, m, "w-a")
+	b := addWorker(t, m, "w-b")
+	var wg sync.WaitGroup
+	got := make([]string, 20)
+	errs := make([]error, 20)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := a.place(t, "notes", "alice")
+			got[i], errs[i] = p.InstanceID, err
+		}()
+	}
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil || got[i] != got[0] {
+			t.Fatalf("request %d: %q %v, want %q", i, got[i], errs[i], got[0])
+		}
+	}
+	if n := a.creates.Load() + b.creates.Load(); n != 1 {
+		t.Fatalf("%d CreateInstance calls, want 1", n)
+	}
+}
+
+func TestFailedCreationTriesAnotherWorker(t *testing.T) {
+	m := startMaster(t, balance.RoundRobin)
+	a := addWorker(t, m, "w-a")
+	b := addWorker(t, m, "w-b")
+	a.fail.Store(true)
+	for i := 0; i < 4; i++ {
+		p, err := a.place(t, "multi", "u")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.WorkerID != "w-b" {
+			t.Fatalf("placed on failing worker %s", p.WorkerID)
+		}
+	}
+	b.fail.Store(true)
+	if _, err := a.place(t, "multi", "u"); err == nil {
+		t.Fatal("placement succeeded with every worker failing")
+	}
+}
+
+func TestNoWorkersAndDraining(t *testing.T) {
+	m := startMaster(t, balance.LeastLoad)
+	// A proxy-like caller with no workers registered.
+	node, _ := rmi.New(rmi.Config{Name: "p", Secret: []byte(testSecret)})
+	defer node.Close()
+	c, err := node.Dial(context.Background(), m.RMIAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r wire.RouteReply
+	err = c.Call(context.Background(), wire.ObjRouter, "Route", &r, wire.RouteRequest{Kind: wire.RouteApp, App: "hello"})
+	if code(err) != wire.CodeNoWorkers {
+		t.Fatalf("route with no workers: %v", err)
+	}
+	a := addWorker(t, m, "w-a")
+	addWorker(t, m, "w-b")
+	if err := m.workers.setDraining("w-b", true); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		p, err := a.place(t, "multi", "u")
+		if err != nil || p.WorkerID != "w-a" {
+			t.Fatalf("placement %d: %+v %v (w-b is draining)", i, p, err)
+		}
+		r, err := a.route(t, wire.RouteApp, "hello", "")
+		if err != nil || r.WorkerID != "w-a" {
+			t.Fatalf("app route to a draining worker: %+v %v", r, err)
+		}
+	}
+	if err := m.workers.setDraining("w-nope", true); code(err) == "" {
+		t.Fatal("draining an unknown worker succeeded")
+	}
+}
+
+func TestRoutesAndDeadWorkers(t *testing.T) {
+	m := startMaster(t, balance.RoundRobin)
+	a := addWorker(t, m, "w-a")
+	b := addWorker(t, m, "w-b")
+	var onB wire.Placement
+	for onB.WorkerID != "w-b" {
+		p, err := a.place(t, "multi", "u")
+		if err != nil {
+			t.Fatal(err)
+		}
+		onB = p
+	}
+	r, err := a.route(t, wire.RouteInstance, "multi", onB.InstanceID)
+	if err != nil || r.WorkerID != "w-b" || r.Addr != "127.0.0.1:1" {
+		t.Fatalf("route: %+v %v", r, err)
+	}
+	for _, tc := range []struct{ app, iid, code string }{
+		{"hello", onB.InstanceID, wire.CodeUnknownInstance}, // wrong app
+		{"multi", "w-b.doesnotexist", wire.CodeUnknownInstance},
+	} {
+		if _, err := a.route(t, wire.RouteInstance, tc.app, tc.iid); code(err) != tc.code {
+			t.Errorf("route %s/%s: %v, want %s", tc.app, tc.iid, err, tc.code)
+		}
+	}
+
+	// A late gossip verdict about an earlier incarnation changes nothing.
+	m.workers.deadMember("w-b", "w-b.old", "gossip: failed")
+	if _, err := a.route(t, wire.RouteInstance, "multi", onB.InstanceID); err != nil {
+		t.Fatalf("stale verdict removed the worker: %v", err)
+	}
+
+	// The connection drops: no placements on w-b, routes kept for the grace
+	// period, then the instance is reported lost.
+	b.conn.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := a.route(t, wire.RouteInstance, "multi", onB.InstanceID)
+		if code(err) == wire.CodeInstanceLost {
+			break
+		}
+		if err != nil {
+			t.Fatalf("unexpected route error while disconnected: %v", err)
+		}
+		if p, err := a.place(t, "multi", "u"); err != nil || p.WorkerID == "w-b" {
+			t.Fatalf("placement while w-b is disconnected: %+v %v", p, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("disconnected worker never declared dead")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	st := m.Status()
+	for _, w := range st.Workers {
+		if w.ID == "w-b" {
+			t.Fatalf("dead worker still listed: %+v", w)
+		}
+	}
+}
+
+// After a master restart, workers re-register with their instances and the
+// strategies find them again.
+func TestRegisterRebuildsTable(t *testing.T) {
+	m := startMaster(t, balance.LeastLoad)
+	iid := "w-a." + ids.Random(12)
+	a := addWorker(t, m, "w-a",
+		wire.InstanceInfo{ID: iid, App: "notes", Owner: "alice", Worker: "w-a", Created: time.Now()},
+		wire.InstanceInfo{ID: "w-zzz.abc", App: "notes", Owner: "bob", Worker: "w-zzz"}, // not theirs: ignored
+	)
+	p, err := a.place(t, "notes", "alice")
+	if err != nil || p.InstanceID != iid || p.Created {
+		t.Fatalf("alice's instance not found after re-registration: %+v %v", p, err)
+	}
+	if a.creates.Load() != 0 {
+		t.Fatal("a new instance was created")
+	}
+	if _, err := a.route(t, wire.RouteInstance, "notes", "w-zzz.abc"); code(err) != wire.CodeUnknownInstance {
+		t.Fatalf("foreign instance adopted: %v", err)
+	}
+}
+
+func TestRegisterValidation(t *testing.T) {
+	m := startMaster(t, balance.LeastLoad)
+	node, _ := rmi.New(rmi.Config{Name: "x", Secret: []byte(testSecret)})
+	defer node.Close()
+	c, err := node.Dial(context.Background(), m.RMIAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, info := range []wire.WorkerInfo{
+		{ID: "BAD", HTTPAddr: "127.0.0.1:1"},
+		{ID: "w-ok"},
+	} {
+		var rep wire.RegisterReply
+		err := c.Call(context.Background(), wire.ObjWorkerManager, "Register", &rep, info, []wire.InstanceInfo(nil), rmi.Export(&fakeWorker{}))
+		if code(err) != wire.CodeInvalid {
+			t.Errorf("register %+v: %v, want invalid", info, err)
+		}
+	}
+	err = c.Call(context.Background(), wire.ObjWorkerManager, "Report", nil, "w-never", wire.Load{})
+	if code(err) != wire.CodeUnknownWorker {
+		t.Errorf("report from unknown worker: %v", err)
+	}
+}
+
+func TestInstanceClosedInvalidatesProxies(t *testing.T) {
+	m := startMaster(t, balance.LeastLoad)
+	a := addWorker(t, m, "w-a")
+	// A proxy subscribes over its own connection.
+	inv := &recorder{}
+	pnode, _ := rmi.New(rmi.Config{Name: "proxy-1", Secret: []byte(testSecret)})
+	defer pnode.Close()
+	if err := pnode.Register(wire.ObjProxy, inv); err != nil {
+		t.Fatal(err)
+	}
+	pc, err := pnode.Dial(context.Background(), m.RMIAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Call(context.Background(), wire.ObjRouter, "Subscribe", nil, "proxy-1"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.place(t, "multi", "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.conn.Call(context.Background(), wire.ObjWorkerManager, "InstanceClosed", nil, "w-a", p.InstanceID); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return inv.has(p.InstanceID) })
+	if _, err := a.route(t, wire.RouteInstance, "multi", p.InstanceID); code(err) != wire.CodeUnknownInstance {
+		t.Fatalf("closed instance still routed: %v", err)
+	}
+	m.workers.dead("w-a", "test")
+	waitUntil(t, func() bool { return inv.has("worker:w-a") })
+}
+
+type recorder struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *recorder) Invalidate(ctx context.Context, iids []string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, iids...)
+	return nil
+}
+
+func (r *recorder) InvalidateWorker(ctx context.Context, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, "worker:"+id)
+	return nil
+}
+
+func (r *recorder) has(s string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, g := range r.got {
+		if g == s {
+			return true
+		}
+	}
+	return false
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("condition not met")
+}
