@@ -1,0 +1,269 @@
+package worker
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const testSecret = "0123456789abcdef0123456789abcdef"
+
+// newTestWorker is a worker that is not connected to any master: the
+// handlers for existing instances and browsers work without one.
+func newTestWorker(t *testing.T) (*Worker, *httptest.Server) {
+	t.Helper()
+	w, err := New(Config{ID: "w-test", Secret: testSecret, Master: "127.0.0.1:1", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.startBundleServer(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(w.handler())
+	t.Cleanup(func() {
+		srv.Close()
+		w.Close()
+	})
+	app := wire.App{Name: "Hello", MountPoint: "hello", Entry: "index.html", Strategy: wire.SingleAppInstance,
+		Files: map[string][]byte{"index.html": []byte("<h1>hi</h1>"), "js/app.js": []byte("1")}}
+	if err := w.apps.AddApplication(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+	return w, srv
+}
+
+func noRedirect() *http.Client {
+	return &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"short secret", Config{Secret: "x", Master: "m:1"}, "secret"},
+		{"no master", Config{Secret: testSecret}, "--master"},
+		{"bad id", Config{Secret: testSecret, Master: "m:1", ID: "Worker 1"}, "--id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCreateInstanceRules(t *testing.T) {
+	w, _ := newTestWorker(t)
+	ctx := context.Background()
+	app, _ := w.apps.app("hello")
+	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: "w-other.abcdefabcdef"}); err == nil {
+		t.Fatal("accepted an instance id of another worker")
+	}
+	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: "w-test.abcdefabcdef", Owner: "u"}); err != nil {
+		t.Fatal(err)
+	}
+	// A retried call is harmless.
+	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: "w-test.abcdefabcdef", Owner: "u"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.apps.list(); len(got) != 1 || got[0].Owner != "u" || got[0].Worker != "w-test" {
+		t.Fatalf("instances: %+v", got)
+	}
+	if err := w.apps.CloseInstance(ctx, "w-test.nope"); err == nil {
+		t.Fatal("closed an unknown instance")
+	}
+	if err := w.apps.RemoveApplication(ctx, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.apps.list(); len(got) != 0 {
+		t.Fatalf("removing the app left instances: %+v", got)
+	}
+}
+
+func TestInstanceToBrowserFlow(t *testing.T) {
+	w, srv := newTestWorker(t)
+	app, _ := w.apps.app("hello")
+	iid := "w-test.abcdefabcdef"
+	if err := w.apps.CreateInstance(context.Background(), wire.CreateInstance{App: app, InstanceID: iid, Owner: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	c := noRedirect()
+	resp, err := c.Get(srv.URL + "/hello/a/" + iid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != 302 || !strings.HasPrefix(loc, "/hello/a/"+iid+"/b/") || resp.Header.Get("X-CB-Worker") != "w-test" {
+		t.Fatalf("instance URL: %d %q", resp.StatusCode, loc)
+	}
+	cookie := resp.Cookies()[0]
+
+	get := func(path string) (int, string) {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.AddCookie(cookie)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// The same user is sent to the same browser.
+	req, _ := http.NewRequest("GET", srv.URL+"/hello/a/"+iid, nil)
+	req.AddCookie(cookie)
+	resp, _ = c.Do(req)
+	resp.Body.Close()
+	if resp.Header.Get("Location") != loc {
+		t.Fatalf("second visit went to %q, first to %q", resp.Header.Get("Location"), loc)
+	}
+	tests := []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{loc, 200, `data-socket="` + loc + `/ws"`},
+		{"/hello/a/" + iid + "/_cb/engine.js", 200, "CloudBrowser client engine"},
+		{"/hello/a/" + iid + "/_cb/../../etc/passwd", 404, ""},
+		{"/hello/a/" + iid + "/b/bnope", 404, "does not exist"},
+		{"/hello/a/w-test.zzzzzzzzzzzz", 404, "does not exist"},
+		{"/other/a/" + iid, 404, "does not exist"},
+		{"/healthz", 200, `"ok"`},
+		{"/readyz", 503, "not registered"},
+	}
+	for _, tc := range tests {
+		status, body := get(tc.path)
+		if status != tc.status || !strings.Contains(body, tc.want) {
+			t.Errorf("GET %s: %d, want %d containing %q; body %.200q", tc.path, status, tc.status, tc.want, body)
+		}
+	}
+
+	// The client engine socket: hello, ping/pong, read-only for others,
+	// and a "closed" notice when the instance closes.
+	wsURL := "ws" + strings.TrimPrefix(srv.URL, "http") + loc + "/ws"
+	h := http.Header{"Origin": {srv.URL}}
+	h.Add("Cookie", cookie.String())
+	owner, _, err := websocket.DefaultDialer.Dial(wsURL, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	var m map[string]any
+	if err := owner.ReadJSON(&m); err != nil || m["t"] != "hello" || m["readOnly"] == true || m["worker"] != "w-test" {
+		t.Fatalf("owner hello: %v %v", m, err)
+	}
+	_ = owner.WriteJSON(map[string]any{"t": "ping", "seq": 7, "data": "abc"})
+	if err := owner.ReadJSON(&m); err != nil || m["t"] != "pong" || m["seq"] != float64(7) || m["data"] != "abc" {
+		t.Fatalf("pong: %v %v", m, err)
+	}
+	_ = owner.WriteMessage(websocket.TextMessage, []byte("{not json"))
+	if err := owner.ReadJSON(&m); err != nil || m["t"] != "error" {
+		t.Fatalf("malformed message: %v %v", m, err)
+	}
+	viewer, _, err := websocket.DefaultDialer.Dial(wsURL, http.Header{"Origin": {srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer viewer.Close()
+	if err := viewer.ReadJSON(&m); err != nil || m["readOnly"] != true {
+		t.Fatalf("viewer hello: %v %v", m, err)
+	}
+	// Cross-origin pages cannot open the socket.
+	if _, resp, err := websocket.DefaultDialer.Dial(wsURL, http.Header{"Origin": {"http://evil.example"}}); err == nil || resp.StatusCode != 403 {
+		t.Fatalf("cross-origin socket: %v", err)
+	}
+	if err := w.apps.CloseInstance(context.Background(), iid); err != nil {
+		t.Fatal(err)
+	}
+	for _, conn := range []*websocket.Conn{owner, viewer} {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if err := conn.ReadJSON(&m); err != nil || m["t"] != "closed" || m["reload"] != true {
+			t.Fatalf("closed notice: %v %v", m, err)
+		}
+	}
+	if status, _ := get(loc); status != 404 {
+		t.Fatalf("browser URL of a closed instance: %d", status)
+	}
+}
+
+func TestUserCookies(t *testing.T) {
+	u := newUsers(testSecret)
+	other := newUsers("another-secret-another-secret!!")
+	rec := httptest.NewRecorder()
+	id := u.identify(rec, httptest.NewRequest("GET", "/", nil))
+	cookie := rec.Result().Cookies()[0]
+	if !cookie.HttpOnly || cookie.SameSite != http.SameSiteLaxMode {
+		t.Fatalf("cookie flags: %+v", cookie)
+	}
+	for _, tc := range []struct {
+		name  string
+		value string
+		u     *users
+		want  string
+	}{
+		{"valid", cookie.Value, u, id},
+		{"other cluster", cookie.Value, other, ""},
+		{"forged id", "anon-someoneelse1." + strings.SplitN(cookie.Value, ".", 2)[1], u, ""},
+		{"no signature", id, u, ""},
+		{"garbage", "%%%", u, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.AddCookie(&http.Cookie{Name: userCookie, Value: tc.value})
+			if got := tc.u.current(r); got != tc.want {
+				t.Fatalf("current = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBundleServer(t *testing.T) {
+	w, _ := newTestWorker(t)
+	app, _ := w.apps.app("hello")
+	iid := "w-test.bundlebundle"
+	if err := w.apps.CreateInstance(context.Background(), wire.CreateInstance{App: app, InstanceID: iid}); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := w.apps.instance(iid)
+	entry := w.entryURL(in)
+	base := "http://" + w.bundleLn.Addr().String()
+	for _, tc := range []struct {
+		url    string
+		status int
+		body   string
+	}{
+		{entry, 200, "<h1>hi</h1>"},
+		{base + "/" + w.bundleToken + "/" + iid + "/js/app.js", 200, "1"},
+		{base + "/wrongtoken/" + iid + "/index.html", 404, ""},
+		{base + "/" + w.bundleToken + "/" + iid + "/../../secret", 404, ""},
+		{base + "/" + w.bundleToken + "/w-test.nope/index.html", 404, ""},
+	} {
+		resp, err := http.Get(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || (tc.body != "" && string(b) != tc.body) {
+			t.Errorf("GET %s: %d %q, want %d %q", tc.url, resp.StatusCode, b, tc.status, tc.body)
+		}
+	}
+	if !strings.HasPrefix(entry, "http://127.0.0.1:") {
+		t.Fatalf("bundle origin is not loopback: %s", entry)
+	}
+}
