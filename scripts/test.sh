@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The test command: formatting, vet, every test with the race detector
+# (unit tests and the end-to-end tests that start the real binary), and a
+# short run of each fuzz target.
+#
+#   scripts/test.sh                 # everything
+#   FUZZTIME=0 scripts/test.sh      # skip fuzzing
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZTIME=${FUZZTIME:-10s}
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "not gofmt-ed:"; echo "$unformatted"; exit 1
+fi
+
+step "go vet"
+go vet ./...
+
+step "go test -race (unit)"
+# The end-to-end package runs on its own afterwards, so the timing of its
+# failure-detection test does not depend on the other packages' load.
+go test -race -timeout 20m $(go list ./... | grep -v /internal/e2e)
+
+step "go test -race (end-to-end: real binary, processes, sockets)"
+go test -race -timeout 30m ./internal/e2e
+
+if [ "$FUZZTIME" != "0" ]; then
+	step "fuzz ($FUZZTIME each)"
+	go test -run '^$' -fuzz '^FuzzDecodeFrame$' -fuzztime "$FUZZTIME" ./rmi
+	go test -run '^$' -fuzz '^FuzzClassify$' -fuzztime "$FUZZTIME" ./proxy
+fi
+step "all tests passed"
