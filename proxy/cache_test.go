@@ -115,6 +115,23 @@ func TestCachingRouterInvalidate(t *testing.T) {
 	}
 }
 
+func TestCachingRouterInvalidateAll(t *testing.T) {
+	up := &fakeRouter{route: w1}
+	c, _ := newTestCache(up)
+	for _, iid := range []string{"w-one.aaaa", "w-one.bbbb"} {
+		mustRoute(t, c, instTarget(KindInstance, iid), w1)
+	}
+	c.InvalidateAll()
+	if s := c.Stats(); s.Entries != 0 || s.Workers != 1 {
+		t.Fatalf("after InvalidateAll: %+v; want no routes but the worker address kept for fallback", s)
+	}
+	up.set(w2, nil)
+	mustRoute(t, c, instTarget(KindInstance, "w-one.aaaa"), w2)
+	if n := up.calls.Load(); n != 3 {
+		t.Fatalf("upstream calls = %d, want 3", n)
+	}
+}
+
 func TestCachingRouterNeverCachesApps(t *testing.T) {
 	up := &fakeRouter{route: w1}
 	c, _ := newTestCache(up)
