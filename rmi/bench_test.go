@@ -2,6 +2,7 @@ package rmi_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"slices"
 	"testing"
@@ -95,5 +96,53 @@ func BenchmarkCallLatency(b *testing.B) {
 	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) }
 	b.ReportMetric(pct(0.50), "p50-ns")
 	b.ReportMetric(pct(0.99), "p99-ns")
+	reportRate(b)
+}
+
+// BenchmarkTCPEchoBaseline is the floor for a round trip on this machine:
+// 16 bytes written and echoed on a loopback TCP connection, no encoding.
+// scripts/bench/rmi.sh reports RMI latency as a ratio to it.
+func BenchmarkTCPEchoBaseline(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 16)
+		for {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 16)
+	lat := make([]time.Duration, 0, 1<<16)
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[int(0.99*float64(len(lat)-1))].Nanoseconds()), "p99-ns")
 	reportRate(b)
 }

@@ -13,7 +13,7 @@ out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 
 go test ./rmi -run='^$' \
-	-bench='^(BenchmarkCallRoundTrip|BenchmarkCallParallel|BenchmarkCallLatency)$' \
+	-bench='^(BenchmarkTCPEchoBaseline|BenchmarkCallRoundTrip|BenchmarkCallParallel|BenchmarkCallLatency)$' \
 	-benchtime="$BENCHTIME" -count="$COUNT" -benchmem | tee "$out"
 
 echo
@@ -32,11 +32,13 @@ function median(s,   a, n, i, j, t) {
 	return a[int((n + 1) / 2)]
 }
 END {
-	printf "%-24s %12s %12s %12s %12s\n", "benchmark", "calls/s", "ns/op", "p50", "p99"
+	base = median(vals["BenchmarkTCPEchoBaseline", "ns/op"])
+	printf "%-26s %12s %12s %12s %12s %14s\n", "benchmark", "calls/s", "ns/op", "p50", "p99", "ns/op÷TCPecho"
 	for (n in names) {
 		p50 = median(vals[n, "p50-ns"]); p99 = median(vals[n, "p99-ns"])
 		if (p50 != "-") p50 = sprintf("%.1fus", p50 / 1000)
 		if (p99 != "-") p99 = sprintf("%.1fus", p99 / 1000)
-		printf "%-24s %12.0f %12.0f %12s %12s\n", n, median(vals[n, "calls/s"]), median(vals[n, "ns/op"]), p50, p99
+		op = median(vals[n, "ns/op"])
+		printf "%-26s %12.0f %12.0f %12s %12s %14.2f\n", n, median(vals[n, "calls/s"]), op, p50, p99, op / base
 	}
 }' "$out"
