@@ -221,6 +221,7 @@ func (a *AppManager) browserFor(ctx context.Context, in *instance, user string) 
 	in.browsers[vb.id] = vb
 	in.byUser[user] = vb.id
 	in.mu.Unlock()
+	vb.hub.watch(func(err error) { a.browserEnded(in, vb, err) })
 	a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", user).Msg("browser created")
 	return vb, nil
 }
@@ -232,9 +233,29 @@ func (in *instance) browser(bid string) (*vbrowser, bool) {
 	return b, ok
 }
 
+// browserEnded removes a browser that closed or crashed. After a crash its
+// users are offered a new one: the instance URL creates it.
+func (a *AppManager) browserEnded(in *instance, vb *vbrowser, err error) {
+	in.mu.Lock()
+	if in.browsers[vb.id] == vb {
+		delete(in.browsers, vb.id)
+		if in.byUser[vb.owner] == vb.id {
+			delete(in.byUser, vb.owner)
+		}
+	}
+	in.mu.Unlock()
+	if errors.Is(err, browser.ErrCrashed) {
+		a.log.Warn().Str("instance", in.info.ID).Str("browser", vb.id).Err(err).Msg("virtual browser crashed")
+		vb.hub.shutdown("The virtual browser crashed.", "/"+in.app.MountPoint+"/a/"+in.info.ID)
+		_ = vb.b.Close(context.Background())
+		return
+	}
+	vb.hub.shutdown("This browser was closed.", "")
+}
+
 // close disposes the browser and tells its clients why.
 func (b *vbrowser) close(ctx context.Context, reason string) {
-	b.hub.shutdown(reason)
+	b.hub.shutdown("This browser was closed: "+reason+".", "/"+b.inst.app.MountPoint)
 	if err := b.b.Close(ctx); err != nil {
 		b.hub.log.Warn().Err(err).Msg("closing browser")
 	}

@@ -209,7 +209,8 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 	user := w.users.current(r)
 	// Until the permission manager exists, only the browser's owner drives
 	// it; anyone else holding the URL watches.
-	b.hub.serve(rw, r, w.id, user != b.owner)
+	owner := user != "" && user == b.owner
+	b.hub.serve(rw, r, w.id, !owner, owner)
 }
 
 func redirect(rw http.ResponseWriter, r *http.Request, to string) {

@@ -192,7 +192,8 @@ func TestInstanceToBrowserFlow(t *testing.T) {
 	}
 	for _, conn := range []*websocket.Conn{owner, viewer} {
 		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if err := conn.ReadJSON(&m); err != nil || m["t"] != "closed" || m["reload"] != true {
+		m = nil
+		if err := conn.ReadJSON(&m); err != nil || m["t"] != "closed" || m["reload"] != "/hello" {
 			t.Fatalf("closed notice: %v %v", m, err)
 		}
 	}

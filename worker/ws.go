@@ -1,70 +1,131 @@
 package worker
 
 import (
+	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
-// Client engine protocol (JSON text messages; screen frames will be binary):
+// Client engine protocol.
+//
+// Text messages are JSON objects with a "t" field:
 //
 //	server->client {"t":"hello", browser, instance, app, worker, page{url,title}, readOnly}
 //	               {"t":"page", url, title}
 //	               {"t":"pong", seq, data}
-//	               {"t":"closed", reason, reload}
+//	               {"t":"closed", reason, reload}   reload: URL that gives a new browser
 //	               {"t":"error", message}
 //	client->server {"t":"ping", seq, data}
-//	               {"t":"nav", action: back|forward|reload}
+//	               {"t":"input", ...browser.InputEvent fields}  ignored from read-only clients
+//
+// Binary messages (server->client) are screen frames: a 4-byte big-endian
+// header length, a JSON header {seq,w,h,dw,dh,sx,sy,ts} and the JPEG.
 const (
 	maxClientMessage = 64 << 10
 	writeWait        = 10 * time.Second
 	pongWait         = 60 * time.Second
 	pingEvery        = pongWait * 9 / 10
 	sendQueue        = 64
+	inputTimeout     = 5 * time.Second
 )
 
 type wsMsg struct {
 	T        string         `json:"t"`
 	Seq      int64          `json:"seq,omitempty"`
 	Data     string         `json:"data,omitempty"`
-	Action   string         `json:"action,omitempty"`
 	Browser  string         `json:"browser,omitempty"`
 	Instance string         `json:"instance,omitempty"`
 	App      string         `json:"app,omitempty"`
 	Worker   string         `json:"worker,omitempty"`
-	Page     map[string]any `json:"page,omitempty"`
+	Page     *browser.Page  `json:"page,omitempty"`
+	URL      string         `json:"url,omitempty"`
+	Title    string         `json:"title,omitempty"`
 	ReadOnly bool           `json:"readOnly,omitempty"`
 	Reason   string         `json:"reason,omitempty"`
-	Reload   bool           `json:"reload,omitempty"`
+	Reload   string         `json:"reload,omitempty"`
 	Message  string         `json:"message,omitempty"`
+	Extra    map[string]any `json:"extra,omitempty"`
 }
 
-// hub is the set of client engines connected to one virtual browser.
+// clientMsg is what clients send: the control fields plus an input event.
+type clientMsg struct {
+	T    string `json:"t"`
+	Seq  int64  `json:"seq"`
+	Data string `json:"data"`
+	browser.InputEvent
+}
+
+// FrameStats count screencast frames of one browser.
+type FrameStats struct {
+	Produced uint64 // frames the browser painted while someone watched
+	Sent     uint64 // frame messages written to clients
+	Dropped  uint64 // frames replaced by a newer one before a slow client got them
+}
+
+// hub is the set of client engines connected to one virtual browser. It
+// runs the browser's screencast while at least one client is connected and
+// fans frames out: each client has a one-frame slot, and a newer frame
+// replaces an unsent one (latest frame wins), so a slow client never slows
+// the browser or the other clients.
 type hub struct {
 	vb  *vbrowser
 	log zerolog.Logger
 
-	mu      sync.Mutex
-	clients map[*client]struct{}
-	closed  bool
-	reason  string
+	mu       sync.Mutex
+	clients  map[*client]struct{}
+	closed   bool
+	reason   string
+	reload   string
+	castStop context.CancelFunc // running screencast
+	castDone chan struct{}
+	page     browser.Page
+
+	produced, sent, dropped atomic.Uint64
+	inputs, ignored         atomic.Uint64
 }
 
 type client struct {
 	conn     *websocket.Conn
-	send     chan []byte
+	send     chan []byte   // control messages, in order
+	frame    atomic.Pointer[[]byte]
+	frameSig chan struct{} // 1-buffered: "a frame is waiting"
 	done     chan struct{}
 	once     sync.Once
 	readOnly bool
+	owner    bool
 }
 
 func newHub(vb *vbrowser, log zerolog.Logger) *hub {
-	return &hub{vb: vb, clients: map[*client]struct{}{},
+	h := &hub{vb: vb, clients: map[*client]struct{}{},
 		log: log.With().Str("browser", vb.id).Str("instance", vb.inst.info.ID).Logger()}
+	h.page = vb.b.Page()
+	return h
+}
+
+// watch follows the browser's page changes and its end. It is started once
+// the hub is attached to its browser.
+func (h *hub) watch(onEnd func(err error)) {
+	stop := h.vb.b.OnPageChange(func(p browser.Page) {
+		h.mu.Lock()
+		h.page = p
+		h.mu.Unlock()
+		h.broadcast(mustJSON(wsMsg{T: "page", URL: p.URL, Title: p.Title}))
+	})
+	go func() {
+		<-h.vb.b.Done()
+		stop()
+		onEnd(h.vb.b.Err())
+	}()
 }
 
 func (h *hub) count() int {
@@ -73,34 +134,40 @@ func (h *hub) count() int {
 	return len(h.clients)
 }
 
+func (h *hub) frameStats() FrameStats {
+	return FrameStats{Produced: h.produced.Load(), Sent: h.sent.Load(), Dropped: h.dropped.Load()}
+}
+
 var upgrader = websocket.Upgrader{
 	ReadBufferSize:  4096,
-	WriteBufferSize: 16 << 10,
+	WriteBufferSize: 64 << 10,
 	// The default CheckOrigin (same host) applies: proxies keep Host.
 }
 
 // serve upgrades r and runs the client until it disconnects.
-func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID string, readOnly bool) {
+func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID string, readOnly, owner bool) {
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // Upgrade already answered with an error status
 	}
 	conn.SetReadLimit(maxClientMessage)
-	c := &client{conn: conn, send: make(chan []byte, sendQueue), done: make(chan struct{}), readOnly: readOnly}
+	c := &client{conn: conn, send: make(chan []byte, sendQueue), frameSig: make(chan struct{}, 1),
+		done: make(chan struct{}), readOnly: readOnly, owner: owner}
 	h.mu.Lock()
 	if h.closed {
-		reason := h.reason
+		reason, reload := h.reason, h.reload
 		h.mu.Unlock()
-		h.writeClosed(conn, reason)
+		writeClosed(conn, reason, reload)
 		return
 	}
 	h.clients[c] = struct{}{}
+	page := h.page
+	h.startCastLocked()
 	h.mu.Unlock()
 	h.log.Debug().Str("request_id", r.Header.Get("X-Request-Id")).Bool("read_only", readOnly).Msg("client connected")
 
-	p := h.vb.b.Page()
 	c.enqueue(mustJSON(wsMsg{T: "hello", Browser: h.vb.id, Instance: h.vb.inst.info.ID, App: h.vb.inst.app.MountPoint,
-		Worker: workerID, Page: map[string]any{"url": p.URL, "title": p.Title}, ReadOnly: readOnly}))
+		Worker: workerID, Page: &page, ReadOnly: readOnly}))
 
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -108,10 +175,80 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID string, rea
 	h.readLoop(c)
 	c.stop()
 	wg.Wait()
+	conn.Close()
 	h.mu.Lock()
 	delete(h.clients, c)
+	if len(h.clients) == 0 {
+		h.stopCastLocked()
+	}
 	h.mu.Unlock()
-	conn.Close()
+}
+
+// startCastLocked starts the screencast if it is not running.
+func (h *hub) startCastLocked() {
+	if h.castStop != nil || h.closed {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	prev := h.castDone
+	h.castStop, h.castDone = cancel, done
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev // one screencast per browser: let the previous one stop
+		}
+		err := h.vb.b.Screencast(ctx, browser.ScreencastOptions{}, h.fanOut)
+		if err != nil && ctx.Err() == nil && !errors.Is(err, browser.ErrClosed) && !errors.Is(err, browser.ErrCrashed) {
+			h.log.Warn().Err(err).Msg("screencast stopped")
+		}
+	}()
+}
+
+func (h *hub) stopCastLocked() {
+	if h.castStop != nil {
+		h.castStop()
+		h.castStop = nil
+	}
+}
+
+// fanOut is the screencast sink: encode once, offer to every client.
+func (h *hub) fanOut(f browser.Frame) {
+	h.produced.Add(1)
+	msg := encodeFrame(f)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.clients {
+		if old := c.frame.Swap(&msg); old != nil {
+			h.dropped.Add(1)
+		}
+		select {
+		case c.frameSig <- struct{}{}:
+		default:
+		}
+	}
+}
+
+type frameHeader struct {
+	Seq uint64  `json:"seq"`
+	W   int     `json:"w"`
+	H   int     `json:"h"`
+	DW  float64 `json:"dw"`
+	DH  float64 `json:"dh"`
+	OT  float64 `json:"ot"`
+	SX  float64 `json:"sx"`
+	SY  float64 `json:"sy"`
+	TS  int64   `json:"ts"` // ms since epoch
+}
+
+func encodeFrame(f browser.Frame) []byte {
+	hdr, _ := json.Marshal(frameHeader{Seq: f.Seq, W: f.Width, H: f.Height, DW: f.DeviceWidth, DH: f.DeviceHeight,
+		OT: f.OffsetTop, SX: f.ScrollX, SY: f.ScrollY, TS: f.Timestamp.UnixMilli()})
+	out := make([]byte, 4+len(hdr)+len(f.Data))
+	binary.BigEndian.PutUint32(out, uint32(len(hdr)))
+	copy(out[4:], hdr)
+	copy(out[4+len(hdr):], f.Data)
+	return out
 }
 
 func (c *client) stop() { c.once.Do(func() { close(c.done) }) }
@@ -127,6 +264,14 @@ func (c *client) enqueue(b []byte) {
 	}
 }
 
+func (h *hub) broadcast(b []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.clients {
+		c.enqueue(b)
+	}
+}
+
 func (h *hub) readLoop(c *client) {
 	c.conn.SetReadDeadline(time.Now().Add(pongWait))
 	c.conn.SetPongHandler(func(string) error { return c.conn.SetReadDeadline(time.Now().Add(pongWait)) })
@@ -139,7 +284,7 @@ func (h *hub) readLoop(c *client) {
 		if typ != websocket.TextMessage {
 			continue
 		}
-		var m wsMsg
+		var m clientMsg
 		if err := json.Unmarshal(data, &m); err != nil {
 			c.enqueue(mustJSON(wsMsg{T: "error", Message: "malformed message: " + err.Error()}))
 			continue
@@ -147,34 +292,69 @@ func (h *hub) readLoop(c *client) {
 		switch m.T {
 		case "ping":
 			c.enqueue(mustJSON(wsMsg{T: "pong", Seq: m.Seq, Data: m.Data}))
-		case "nav":
-			if c.readOnly {
-				continue // read-only viewers cannot drive the browser
-			}
-			h.log.Debug().Str("action", m.Action).Msg("navigation request")
+		case "input":
+			h.input(c, m.InputEvent)
 		default:
 			c.enqueue(mustJSON(wsMsg{T: "error", Message: "unknown message type " + m.T}))
 		}
 	}
 }
 
+// input dispatches one event in the order the client sent it. Read-only
+// viewers are ignored; only the owner's window size drives the viewport.
+func (h *hub) input(c *client, ev browser.InputEvent) {
+	if c.readOnly || (ev.Type == browser.InputResize && !c.owner) {
+		h.ignored.Add(1)
+		return
+	}
+	h.inputs.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), inputTimeout)
+	defer cancel()
+	if err := h.vb.b.Input(ctx, ev); err != nil {
+		if errors.Is(err, browser.ErrInvalidInput) {
+			c.enqueue(mustJSON(wsMsg{T: "error", Message: err.Error()}))
+			return
+		}
+		h.log.Debug().Err(err).Str("type", string(ev.Type)).Msg("input failed")
+	}
+}
+
 func (h *hub) writeLoop(c *client) {
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
+	write := func(typ int, b []byte) bool {
+		c.conn.SetWriteDeadline(time.Now().Add(writeWait))
+		if err := c.conn.WriteMessage(typ, b); err != nil {
+			c.stop()
+			c.conn.Close() // unblocks the reader
+			return false
+		}
+		return true
+	}
 	for {
+		// Control messages first: they are small and ordered.
 		select {
 		case b := <-c.send:
-			c.conn.SetWriteDeadline(time.Now().Add(writeWait))
-			if err := c.conn.WriteMessage(websocket.TextMessage, b); err != nil {
-				c.stop()
-				c.conn.Close() // unblocks the reader
+			if !write(websocket.TextMessage, b) {
 				return
 			}
+			continue
+		default:
+		}
+		select {
+		case b := <-c.send:
+			if !write(websocket.TextMessage, b) {
+				return
+			}
+		case <-c.frameSig:
+			if f := c.frame.Swap(nil); f != nil {
+				if !write(websocket.BinaryMessage, *f) {
+					return
+				}
+				h.sent.Add(1)
+			}
 		case <-ping.C:
-			c.conn.SetWriteDeadline(time.Now().Add(writeWait))
-			if err := c.conn.WriteMessage(websocket.PingMessage, nil); err != nil {
-				c.stop()
-				c.conn.Close()
+			if !write(websocket.PingMessage, nil) {
 				return
 			}
 		case <-c.done:
@@ -182,9 +362,7 @@ func (h *hub) writeLoop(c *client) {
 			for {
 				select {
 				case b := <-c.send:
-					c.conn.SetWriteDeadline(time.Now().Add(writeWait))
-					if c.conn.WriteMessage(websocket.TextMessage, b) != nil {
-						c.conn.Close()
+					if !write(websocket.TextMessage, b) {
 						return
 					}
 				default:
@@ -199,24 +377,34 @@ func (h *hub) writeLoop(c *client) {
 }
 
 // shutdown tells every client the browser is gone and disconnects them.
-func (h *hub) shutdown(reason string) {
+// reload is the URL that gives the user a new browser ("" = none).
+func (h *hub) shutdown(reason, reload string) {
 	h.mu.Lock()
-	h.closed, h.reason = true, reason
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed, h.reason, h.reload = true, reason, reload
+	h.stopCastLocked()
+	done := h.castDone
 	cs := make([]*client, 0, len(h.clients))
 	for c := range h.clients {
 		cs = append(cs, c)
 	}
 	h.mu.Unlock()
-	msg := mustJSON(wsMsg{T: "closed", Reason: "This browser was closed: " + reason + ".", Reload: true})
+	msg := mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload})
 	for _, c := range cs {
 		c.enqueue(msg)
 		c.stop()
 	}
+	if done != nil {
+		<-done
+	}
 }
 
-func (h *hub) writeClosed(conn *websocket.Conn, reason string) {
+func writeClosed(conn *websocket.Conn, reason, reload string) {
 	conn.SetWriteDeadline(time.Now().Add(writeWait))
-	_ = conn.WriteMessage(websocket.TextMessage, mustJSON(wsMsg{T: "closed", Reason: "This browser was closed: " + reason + ".", Reload: true}))
+	_ = conn.WriteMessage(websocket.TextMessage, mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload}))
 	_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
 	conn.Close()
 }

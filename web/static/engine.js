@@ -1,45 +1,186 @@
-// CloudBrowser client engine: connects to the virtual browser over a
-// WebSocket (through any proxy; the path carries the instance id), shows its
-// state and reconnects with backoff.
+// CloudBrowser client engine: shows a virtual browser's screen on a canvas
+// and sends the user's input back over one WebSocket (through any proxy; the
+// path carries the instance id). Reconnects with backoff.
 (function () {
   "use strict";
   var body = document.body;
+  var canvas = document.getElementById("canvas");
+  var ctx2d = canvas.getContext("2d");
+  var screenEl = document.getElementById("screen");
   var statusEl = document.getElementById("status");
   var urlEl = document.getElementById("url");
   var notice = document.getElementById("notice");
   var noticeText = document.getElementById("notice-text");
   var noticeAction = document.getElementById("notice-action");
   var socketPath = body.dataset.socket;
-  var ws = null, backoff = 250, closedForGood = false, seq = 0;
-  var pending = {};
+  var ws = null, backoff = 250, closedForGood = false, seq = 0, readOnly = false;
+  var pending = {}, reloadURL = "";
+  var frames = 0, lastFrame = null, drawing = false, queued = null;
+  // Where the last frame was drawn, to map pointer positions to the page.
+  var view = {x: 0, y: 0, w: 1, h: 1, dw: 1, dh: 1};
 
   function setStatus(s) {
     statusEl.textContent = s;
     statusEl.className = "status " + s.split(" ")[0];
     body.dataset.status = s;
   }
-  function show(msg, action) {
+  function show(msg, reload) {
     noticeText.textContent = msg;
     notice.hidden = false;
-    noticeAction.hidden = !action;
+    reloadURL = reload || "";
+    noticeAction.hidden = !reload;
   }
-  noticeAction.addEventListener("click", function () { location.reload(); });
+  noticeAction.addEventListener("click", function () { location.href = reloadURL || location.href; });
 
   function send(msg) {
     if (ws && ws.readyState === WebSocket.OPEN) { ws.send(JSON.stringify(msg)); return true; }
     return false;
   }
+  function input(ev) {
+    if (readOnly) { return; }
+    ev.t = "input";
+    send(ev);
+  }
 
+  // ---- frames ----
+  function onFrame(buf) {
+    var dv = new DataView(buf);
+    var n = dv.getUint32(0);
+    var hdr = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, n)));
+    var blob = new Blob([new Uint8Array(buf, 4 + n)], {type: "image/jpeg"});
+    queued = {hdr: hdr, blob: blob}; // latest frame wins here too
+    if (!drawing) { drawNext(); }
+  }
+  function drawNext() {
+    if (!queued) { drawing = false; return; }
+    drawing = true;
+    var f = queued; queued = null;
+    createImageBitmap(f.blob).then(function (bmp) {
+      lastFrame = {bmp: bmp, hdr: f.hdr};
+      paint();
+      frames++;
+      body.dataset.frames = String(frames);
+      body.dataset.frameSeq = String(f.hdr.seq);
+      drawNext();
+    }, function () { drawNext(); });
+  }
+  function paint() {
+    var dpr = window.devicePixelRatio || 1;
+    var cw = canvas.clientWidth, ch = canvas.clientHeight;
+    if (canvas.width !== Math.round(cw * dpr) || canvas.height !== Math.round(ch * dpr)) {
+      canvas.width = Math.round(cw * dpr);
+      canvas.height = Math.round(ch * dpr);
+    }
+    ctx2d.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx2d.fillStyle = "#e4e4e7";
+    ctx2d.fillRect(0, 0, cw, ch);
+    if (!lastFrame) { return; }
+    var h = lastFrame.hdr;
+    var dw = h.dw || lastFrame.bmp.width, dh = h.dh || lastFrame.bmp.height;
+    var scale = Math.min(cw / dw, ch / dh, 1); // never upscale: the owner's viewport is the window
+    var w = dw * scale, hh = dh * scale;
+    view = {x: 0, y: 0, w: w, h: hh, dw: dw, dh: dh};
+    ctx2d.drawImage(lastFrame.bmp, 0, 0, w, hh);
+  }
+  window.addEventListener("resize", paint);
+
+  // ---- input ----
+  function pos(e) {
+    var r = canvas.getBoundingClientRect();
+    var x = (e.clientX - r.left - view.x) * view.dw / view.w;
+    var y = (e.clientY - r.top - view.y) * view.dh / view.h;
+    return {x: Math.max(0, Math.min(view.dw, x)), y: Math.max(0, Math.min(view.dh, y))};
+  }
+  function mods(e) {
+    return (e.altKey ? 1 : 0) | (e.ctrlKey ? 2 : 0) | (e.metaKey ? 4 : 0) | (e.shiftKey ? 8 : 0);
+  }
+  var buttonNames = ["left", "middle", "right", "back", "forward"];
+  var moveQueued = null;
+  canvas.addEventListener("mousemove", function (e) {
+    var p = pos(e);
+    var first = moveQueued === null;
+    moveQueued = {type: "mousemove", x: p.x, y: p.y, buttons: e.buttons, modifiers: mods(e)};
+    if (first) {
+      requestAnimationFrame(function () { input(moveQueued); moveQueued = null; });
+    }
+  });
+  canvas.addEventListener("mousedown", function (e) {
+    canvas.focus();
+    var p = pos(e);
+    input({type: "mousedown", x: p.x, y: p.y, button: buttonNames[e.button] || "left", buttons: e.buttons, clickCount: e.detail || 1, modifiers: mods(e)});
+    e.preventDefault();
+  });
+  canvas.addEventListener("mouseup", function (e) {
+    var p = pos(e);
+    input({type: "mouseup", x: p.x, y: p.y, button: buttonNames[e.button] || "left", buttons: e.buttons, clickCount: e.detail || 1, modifiers: mods(e)});
+    e.preventDefault();
+  });
+  canvas.addEventListener("contextmenu", function (e) { e.preventDefault(); });
+  canvas.addEventListener("wheel", function (e) {
+    var p = pos(e), k = e.deltaMode === 1 ? 16 : (e.deltaMode === 2 ? view.dh : 1);
+    // deltaX is always sent, also when 0 (see browser.InputWheel).
+    input({type: "wheel", x: p.x, y: p.y, deltaX: e.deltaX * k, deltaY: e.deltaY * k, modifiers: mods(e)});
+    e.preventDefault();
+  }, {passive: false});
+  function isPaste(e) { return (e.ctrlKey || e.metaKey) && (e.key === "v" || e.key === "V"); }
+  canvas.addEventListener("keydown", function (e) {
+    if (isPaste(e)) { return; } // let the paste event carry the text
+    var ev = {type: "keydown", key: e.key, code: e.code, keyCode: e.keyCode, modifiers: mods(e)};
+    if (e.key.length === 1 && !e.ctrlKey && !e.metaKey) { ev.text = e.key; }
+    else if (e.key === "Enter") { ev.text = "\r"; }
+    input(ev);
+    e.preventDefault();
+  });
+  canvas.addEventListener("keyup", function (e) {
+    if (isPaste(e)) { return; }
+    input({type: "keyup", key: e.key, code: e.code, keyCode: e.keyCode, modifiers: mods(e)});
+    e.preventDefault();
+  });
+  canvas.addEventListener("paste", function (e) {
+    var text = (e.clipboardData || window.clipboardData).getData("text");
+    if (text) { input({type: "inserttext", text: text}); }
+    e.preventDefault();
+  });
+  document.addEventListener("paste", function (e) {
+    if (document.activeElement !== canvas) { return; }
+    var text = (e.clipboardData || window.clipboardData).getData("text");
+    if (text) { input({type: "inserttext", text: text}); }
+    e.preventDefault();
+  });
+
+  // The viewport follows the owner's window.
+  var resizeTimer = null;
+  function sendSize() {
+    var w = Math.round(screenEl.clientWidth), h = Math.round(screenEl.clientHeight);
+    if (w > 0 && h > 0) { input({type: "resize", width: w, height: h}); }
+  }
+  if (window.ResizeObserver) {
+    new ResizeObserver(function () {
+      clearTimeout(resizeTimer);
+      resizeTimer = setTimeout(sendSize, 150);
+      paint();
+    }).observe(screenEl);
+  }
+
+  ["back", "forward", "reload"].forEach(function (id) {
+    document.getElementById(id).addEventListener("click", function () { input({type: id}); canvas.focus(); });
+  });
+
+  // ---- connection ----
   function onMessage(ev) {
-    if (typeof ev.data !== "string") { return; } // frames arrive as binary
+    if (typeof ev.data !== "string") { onFrame(ev.data); return; }
     var m;
     try { m = JSON.parse(ev.data); } catch (e) { return; }
     switch (m.t) {
       case "hello":
         backoff = 250;
-        setStatus(m.readOnly ? "live (read-only)" : "live");
+        readOnly = !!m.readOnly;
+        body.dataset.readOnly = String(readOnly);
+        setStatus(readOnly ? "live (read-only)" : "live");
         if (m.page) { page(m.page); }
         body.dataset.worker = m.worker || "";
+        if (!readOnly) { sendSize(); }
+        canvas.focus();
         break;
       case "page":
         page(m);
@@ -53,13 +194,14 @@
         show(m.reason || "This browser was closed.", m.reload);
         break;
       case "error":
-        console.warn("cloudbrowser:", m.message);
+        if (window.console) { console.warn("cloudbrowser:", m.message); }
         break;
     }
   }
   function page(p) {
     urlEl.textContent = p.url || "";
-    if (p.title) { document.title = p.title + " · CloudBrowser"; }
+    body.dataset.pageUrl = p.url || "";
+    document.title = (p.title ? p.title + " · " : "") + "CloudBrowser";
   }
 
   function connect() {
@@ -67,26 +209,16 @@
     ws = new WebSocket(proto + location.host + socketPath);
     ws.binaryType = "arraybuffer";
     ws.onmessage = onMessage;
-    ws.onclose = function (ev) {
+    ws.onclose = function () {
       ws = null;
       if (closedForGood) { return; }
-      if (ev.code === 4404) { // the server says the browser does not exist
-        closedForGood = true;
-        setStatus("closed");
-        show("This browser no longer exists.", true);
-        return;
-      }
       setStatus("reconnecting");
       setTimeout(connect, backoff);
       backoff = Math.min(backoff * 2, 8000);
     };
   }
 
-  ["back", "forward", "reload"].forEach(function (id) {
-    document.getElementById(id).addEventListener("click", function () { send({t: "nav", action: id}); });
-  });
-
-  // A tiny API for tests and tools: round-trip latency through the socket.
+  // A small API for tests and tools.
   window.cloudbrowserEngine = {
     ping: function (data) {
       return new Promise(function (resolve, reject) {
@@ -95,9 +227,11 @@
         if (!send({t: "ping", seq: n, data: data || ""})) { delete pending[n]; reject(new Error("not connected")); }
       });
     },
-    status: function () { return body.dataset.status; }
+    status: function () { return body.dataset.status; },
+    frames: function () { return frames; }
   };
 
   setStatus("connecting");
+  paint();
   connect();
 })();

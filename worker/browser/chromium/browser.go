@@ -3,11 +3,14 @@ package chromium
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/css"
 	"github.com/chromedp/cdproto/dom"
@@ -17,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/rs/zerolog"
 
@@ -49,6 +53,10 @@ const titleScript = `(() => {
 	else watch();
 })();`
 
+// commitTimeout bounds the wait for a navigation to commit when the caller
+// gave no deadline.
+const commitTimeout = 2 * time.Minute
+
 // cbrowser is one virtual browser: a browser context with one page target.
 type cbrowser struct {
 	rt  *Runtime
@@ -75,6 +83,7 @@ type cbrowser struct {
 	page          browser.Page
 	pageVer       uint64
 	mainFrame     cdp.FrameID
+	navs          map[*navWatch]struct{}
 	subs          map[int]func(browser.Page)
 	nextSub       int
 	width, height int
@@ -100,6 +109,7 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 		wake:    make(chan struct{}, 1),
 		page:    browser.Page{URL: "about:blank"},
 		subs:    map[int]func(browser.Page){},
+		navs:    map[*navWatch]struct{}{},
 		width:   opts.Width,
 		height:  opts.Height,
 	}
@@ -125,13 +135,7 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 	r.mu.Unlock()
 
 	t0 := time.Now()
-	// ctx bounds only the creation; the page lives on b.ctx.
-	stop := context.AfterFunc(ctx, func() { b.finish(ctx.Err()) })
-	detached, err := b.setup(opts)
-	if !stop() {
-		b.finish(ctx.Err()) // waits for the AfterFunc's cleanup
-		return nil, fmt.Errorf("chromium: new browser: %w", ctx.Err())
-	}
+	detached, err := b.setup(ctx, opts)
 	if err == nil {
 		r.mu.Lock()
 		if r.closed {
@@ -153,18 +157,34 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 	return b, nil
 }
 
-// setup creates the browser context and page, and prepares the page.
-func (b *cbrowser) setup(opts browser.Options) (<-chan struct{}, error) {
-	ctx := b.ctx
-	if err := chromedp.Do(ctx); err != nil {
+// setup creates the browser context and page, and prepares the page. ctx
+// bounds the creation; the page itself lives on b.ctx.
+func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan struct{}, error) {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := chromedp.FromContext(ctx)
+	// The first run on b.ctx creates the browser context and the page and
+	// binds the page to b.ctx, so it must get b.ctx itself. It is not
+	// interrupted: chromedp cannot dispose a browser context whose page
+	// it had not attached yet.
+	if err := chromedp.Do(b.ctx); err != nil {
+		if c := chromedp.FromContext(b.ctx); c.Target == nil && c.BrowserContextID != "" {
+			dctx, cancel := context.WithTimeout(b.p.rootCtx, 5*time.Second)
+			_, _ = cdp.Call(dctx, b.p.browser, target.DisposeBrowserContext, target.DisposeBrowserContextParams{BrowserContextID: c.BrowserContextID})
+			cancel()
+		}
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(b.ctx, cancel)
+	defer stop()
+	c := chromedp.FromContext(b.ctx)
 	b.t, b.bc, b.contextID = c.Target, c.Browser, c.BrowserContextID
 	b.mu.Lock()
 	b.mainFrame = cdp.FrameID(b.t.TargetID) // a page's main frame has its target's id
 	b.mu.Unlock()
-	detached, err := chromedp.Detached(ctx)
+	detached, err := chromedp.Detached(b.ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -175,10 +195,10 @@ func (b *cbrowser) setup(opts browser.Options) (<-chan struct{}, error) {
 			return nil, fmt.Errorf("%s: %w", method, err)
 		}
 	}
-	if _, err := cdp.Call(ctx, b.t, runtime.AddBinding, runtime.AddBindingParams{Name: titleBinding}); err != nil {
+	if _, err := pageCall(ctx, b, runtime.AddBinding, runtime.AddBindingParams{Name: titleBinding}); err != nil {
 		return nil, fmt.Errorf("title binding: %w", err)
 	}
-	if _, err := cdp.Call(ctx, b.t, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: titleScript}); err != nil {
+	if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: titleScript}); err != nil {
 		return nil, fmt.Errorf("title script: %w", err)
 	}
 	if err := b.resize(ctx, opts.Width, opts.Height); err != nil {
@@ -195,35 +215,32 @@ func (b *cbrowser) setup(opts browser.Options) (<-chan struct{}, error) {
 // onEvent sees every event of the page, in order, on chromedp's reader
 // goroutine: it must only record and signal, never call back into CDP.
 func (b *cbrowser) onEvent(ev any) {
+	b.mu.Lock()
+	old := b.page
 	switch ev := ev.(type) {
 	case *page.EventFrameNavigated:
 		if ev.Frame.ParentID == "" {
-			// A new document: its title arrives from the title script.
-			b.setPage(func(p *browser.Page, main *cdp.FrameID) {
-				*main = ev.Frame.ID
-				p.URL, p.Title = ev.Frame.URL+ev.Frame.URLFragment, ""
-			})
+			// A new document; its title comes from the title script.
+			b.mainFrame = ev.Frame.ID
+			b.page = browser.Page{URL: ev.Frame.URL + ev.Frame.URLFragment}
+			for w := range b.navs {
+				w.committed = append(w.committed, ev.Frame.LoaderID)
+				if w.want == ev.Frame.LoaderID {
+					w.finish()
+				}
+			}
 		}
 	case *page.EventNavigatedWithinDocument:
-		b.setPage(func(p *browser.Page, main *cdp.FrameID) {
-			if ev.FrameID == *main {
-				p.URL = ev.URL
-			}
-		})
+		if ev.FrameID == b.mainFrame {
+			b.page.URL = ev.URL
+		}
 	case *runtime.EventBindingCalled:
 		if ev.Name == titleBinding {
-			b.setPage(func(p *browser.Page, _ *cdp.FrameID) { p.Title = ev.Payload })
+			b.page.Title = ev.Payload
 		}
 	case *inspector.EventTargetCrashed:
 		b.crashOnce.Do(func() { close(b.crashed) })
 	}
-}
-
-// setPage applies change and wakes the notifier if the page changed.
-func (b *cbrowser) setPage(change func(p *browser.Page, mainFrame *cdp.FrameID)) {
-	b.mu.Lock()
-	old := b.page
-	change(&b.page, &b.mainFrame)
 	changed := b.page != old
 	if changed {
 		b.pageVer++
@@ -234,6 +251,23 @@ func (b *cbrowser) setPage(change func(p *browser.Page, mainFrame *cdp.FrameID))
 		case b.wake <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// navWatch follows one navigation until its document commits. (One that
+// never commits, like a 204 or a download, fails or says so in
+// Page.navigate's answer.) Its fields are guarded by cbrowser.mu and written by onEvent.
+type navWatch struct {
+	committed []cdp.LoaderID // main-frame commits seen since the watch began
+	want      cdp.LoaderID   // set once Page.navigate answered
+	done      chan struct{}
+	closed    bool
+}
+
+func (w *navWatch) finish() {
+	if !w.closed {
+		w.closed = true
+		close(w.done)
 	}
 }
 
@@ -356,6 +390,39 @@ func (b *cbrowser) Close(ctx context.Context) error {
 	}
 }
 
+// pageCall runs a command on the page. See retrySwap.
+func pageCall[P, R any](ctx context.Context, b *cbrowser, cmd cdp.Command[P, R], params P) (R, error) {
+	var res R
+	err := retrySwap(ctx, func() error {
+		var err error
+		res, err = cdp.Call(ctx, b.t, cmd, params)
+		return err
+	})
+	return res, err
+}
+
+// retrySwap retries fn while the page is between two renderers: for a few
+// milliseconds around a cross-process navigation's commit Chromium rejects
+// page commands with this error before doing anything, so a retry is safe.
+func retrySwap(ctx context.Context, fn func() error) error {
+	const retryFor = 3 * time.Second
+	deadline := time.Now().Add(retryFor)
+	delay := 2 * time.Millisecond
+	for {
+		err := fn()
+		var cerr *cdproto.Error
+		if err == nil || !errors.As(err, &cerr) || cerr.Message != "Not attached to an active page" || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 50*time.Millisecond)
+	}
+}
+
 // call returns a context for one CDP command: it ends with ctx or when the
 // browser's page goes away, so no command outlives the browser.
 func (b *cbrowser) call(ctx context.Context) (context.Context, context.CancelFunc, error) {
@@ -396,35 +463,54 @@ func (b *cbrowser) Navigate(ctx context.Context, url string) error {
 	return nil
 }
 
-// navigate loads url; Page.navigate answers once the navigation commits.
+// navigate loads url and waits until the new document commits, so Page
+// is current when it returns. Page.navigate itself answers earlier.
 func (b *cbrowser) navigate(ctx context.Context, url string) error {
-	res, err := cdp.Call(ctx, b.t, page.Navigate, page.NavigateParams{URL: url})
+	// Watch before asking: a fast commit may beat the answer.
+	w := &navWatch{done: make(chan struct{})}
+	b.mu.Lock()
+	b.navs[w] = struct{}{}
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.navs, w)
+		b.mu.Unlock()
+	}()
+	res, err := pageCall(ctx, b, page.Navigate, page.NavigateParams{URL: url})
 	if err != nil {
-		return fmt.Errorf("page.navigate: %w", err)
+		return err
 	}
 	if res.ErrorText != "" {
 		return fmt.Errorf("%s: %s", url, res.ErrorText)
 	}
-	return b.syncURL(ctx)
-}
-
-// syncURL reads the committed URL from the history, so Page is current
-// when a navigation call returns even if frameNavigated comes later.
-func (b *cbrowser) syncURL(ctx context.Context) error {
-	h, err := cdp.Call(ctx, b.t, page.GetNavigationHistory, cdp.Empty{})
-	if err != nil {
-		return fmt.Errorf("history: %w", err)
+	if res.LoaderID == "" || res.IsDownload {
+		return nil // same-document navigation, or no document at all
 	}
-	if i := int(h.CurrentIndex); i >= 0 && i < len(h.Entries) {
-		url := h.Entries[i].URL
-		b.setPage(func(p *browser.Page, _ *cdp.FrameID) { p.URL = url })
+	b.mu.Lock()
+	if slices.Contains(w.committed, res.LoaderID) {
+		b.mu.Unlock()
+		return nil
 	}
-	return nil
+	w.want = res.LoaderID
+	b.mu.Unlock()
+	// A navigation superseded before it commits (a script navigating
+	// again) never commits; without a deadline that must not hang.
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, commitTimeout)
+		defer cancel()
+	}
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: waiting for the page to commit: %w", url, ctx.Err())
+	}
 }
 
 // resize sets the viewport in CSS pixels at device scale 1.
 func (b *cbrowser) resize(ctx context.Context, w, h int) error {
-	_, err := cdp.Call(ctx, b.t, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+	_, err := pageCall(ctx, b, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
 		Width: int64(w), Height: int64(h), DeviceScaleFactor: 1,
 	})
 	if err != nil {
@@ -443,7 +529,7 @@ func (b *cbrowser) Evaluate(ctx context.Context, expr string, out any) error {
 		return err
 	}
 	defer cancel()
-	res, err := cdp.Call(cctx, b.t, runtime.Evaluate, runtime.EvaluateParams{
+	res, err := pageCall(cctx, b, runtime.Evaluate, runtime.EvaluateParams{
 		Expression:    expr,
 		ReturnByValue: new(true),
 		AwaitPromise:  new(true),
@@ -470,7 +556,7 @@ func (b *cbrowser) Evaluate(ctx context.Context, expr string, out any) error {
 // history moves delta entries back (-1) or forward (+1); at the end of the
 // history it does nothing, like a browser's button.
 func (b *cbrowser) history(ctx context.Context, delta int) error {
-	h, err := cdp.Call(ctx, b.t, page.GetNavigationHistory, cdp.Empty{})
+	h, err := pageCall(ctx, b, page.GetNavigationHistory, cdp.Empty{})
 	if err != nil {
 		return err
 	}
@@ -478,6 +564,6 @@ func (b *cbrowser) history(ctx context.Context, delta int) error {
 	if i < 0 || i >= len(h.Entries) {
 		return nil
 	}
-	_, err = cdp.Call(ctx, b.t, page.NavigateToHistoryEntry, page.NavigateToHistoryEntryParams{EntryID: h.Entries[i].ID})
+	_, err = pageCall(ctx, b, page.NavigateToHistoryEntry, page.NavigateToHistoryEntryParams{EntryID: h.Entries[i].ID})
 	return err
 }

@@ -18,11 +18,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/rs/zerolog"
 
@@ -42,7 +46,8 @@ type Config struct {
 	// extra renderers per context (iframes, popups).
 	RendererProcessLimit int
 	// ExtraFlags are added to (or override) the default command line, each
-	// "--name" or "--name=value".
+	// "--name" or "--name=value". --disable-features and --enable-features
+	// add to the runtime's lists instead of replacing them.
 	ExtraFlags []string
 	// Logger receives structured logs (default: disabled).
 	Logger zerolog.Logger
@@ -91,7 +96,7 @@ type slot struct {
 type process struct {
 	slot        *slot
 	pid         int
-	dir         string // temporary user-data dir, removed when it stops
+	dir         string // temporary dir (profile, config, crash dumps), removed when it stops
 	started     time.Time
 	allocCancel context.CancelFunc
 	rootCtx     context.Context // ends when Chromium dies or is stopped
@@ -132,7 +137,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	var wg sync.WaitGroup
 	for i := range procs {
 		r.slots = append(r.slots, &slot{idx: i})
-		wg.Go(func() { procs[i], errs[i] = r.start(ctx, r.slots[i]) })
+	}
+	for i, s := range r.slots {
+		wg.Go(func() { procs[i], errs[i] = r.start(ctx, s) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -149,6 +156,18 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	r.log.Info().Str("path", path).Int("processes", cfg.Processes).Msg("chromium runtime started")
 	return r, nil
+}
+
+func profileDir(dir string) string { return filepath.Join(dir, "profile") }
+
+// leftoverArgs are command-line arguments that tie a process to the
+// Chromium that used dir: its children carry the profile, its crash
+// handlers (re-parented to init at start) the crash database.
+func leftoverArgs(dir string) []string {
+	return []string{
+		"--user-data-dir=" + profileDir(dir),
+		"--database=" + filepath.Join(dir, "xdg-config", "chromium", "Crash Reports"),
+	}
 }
 
 // findChromium resolves Config.Path.
@@ -171,6 +190,13 @@ func findChromium(path string) (string, error) {
 	return "", errors.New("chromium: no binary found (set CB_CHROMIUM or install chromium)")
 }
 
+// disabledFeatures are Chromium features that only phone home or add UI a
+// remote browser has no use for.
+var disabledFeatures = []string{
+	"Translate", "MediaRouter", "OptimizationHints", "AutofillServerCommunication",
+	"CertificateTransparencyComponentUpdater", "InterestFeedContentSuggestions",
+}
+
 // allocatorOptions builds the Chromium command line.
 func allocatorOptions(path string, cfg Config) ([]chromedp.ExecAllocatorOption, error) {
 	// chromedp's defaults are Puppeteer's quiet flags: no first run, no
@@ -182,10 +208,8 @@ func allocatorOptions(path string, cfg Config) ([]chromedp.ExecAllocatorOption, 
 		// --enable-automation sets navigator.webdriver, which sites treat
 		// as a bot; these are real users' browsers.
 		chromedp.Flag("enable-automation", false),
-		chromedp.Flag("disable-features", "Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions"),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-domain-reliability", true),
-		chromedp.Flag("disable-pings", true),
 		chromedp.Flag("no-pings", true),
 		chromedp.Flag("disable-notifications", true),
 		chromedp.Flag("deny-permission-prompts", true),
@@ -201,6 +225,8 @@ func allocatorOptions(path string, cfg Config) ([]chromedp.ExecAllocatorOption, 
 	if cfg.Headful {
 		opts = append(opts, chromedp.VisibleWindow)
 	}
+	disable := slices.Clone(disabledFeatures)
+	var enable []string
 	for _, f := range cfg.ExtraFlags {
 		name, value, hasValue := strings.Cut(strings.TrimPrefix(f, "--"), "=")
 		if name == "" || !strings.HasPrefix(f, "--") {
@@ -209,12 +235,23 @@ func allocatorOptions(path string, cfg Config) ([]chromedp.ExecAllocatorOption, 
 		switch name {
 		case "user-data-dir", "remote-debugging-pipe", "remote-debugging-port", "single-process":
 			return nil, fmt.Errorf("chromium: flag --%s is managed by the runtime", name)
+		case "disable-features":
+			// Feature lists add up instead of replacing the defaults.
+			disable = append(disable, strings.Split(value, ",")...)
+			continue
+		case "enable-features":
+			enable = append(enable, strings.Split(value, ",")...)
+			continue
 		}
 		if hasValue {
 			opts = append(opts, chromedp.Flag(name, value))
 		} else {
 			opts = append(opts, chromedp.Flag(name, true))
 		}
+	}
+	opts = append(opts, chromedp.Flag("disable-features", strings.Join(disable, ",")))
+	if len(enable) > 0 {
+		opts = append(opts, chromedp.Flag("enable-features", strings.Join(enable, ",")))
 	}
 	return opts, nil
 }
@@ -230,7 +267,10 @@ func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
 	}
 	log := r.log.With().Int("slot", s.idx).Logger()
 	opts := append(append([]chromedp.ExecAllocatorOption{}, r.flags...),
-		chromedp.UserDataDir(dir),
+		chromedp.UserDataDir(profileDir(dir)),
+		// Chromium keeps crash dumps and some state under the XDG dirs,
+		// not the profile; keep them in dir too, so they go with it.
+		chromedp.Env("XDG_CONFIG_HOME="+filepath.Join(dir, "xdg-config"), "XDG_CACHE_HOME="+filepath.Join(dir, "xdg-cache")),
 		chromedp.CombinedOutput(&lineLogger{log: log}),
 	)
 	// The process must outlive ctx, so it hangs off Background and ctx
@@ -250,11 +290,17 @@ func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
 	if err != nil {
 		rootCancel()
 		allocCancel()
-		killLeftovers(dir)
+		killLeftovers(leftoverArgs(dir)...)
 		_ = removeAllRetry(dir)
 		return nil, fmt.Errorf("chromium: start %s: %w", r.path, err)
 	}
-	b := chromedp.FromContext(rootCtx).Browser
+	c := chromedp.FromContext(rootCtx)
+	b := c.Browser
+	// Chromium starts with a blank tab in the default context; nothing
+	// uses it, and its renderer costs ~25 MB.
+	if _, err := cdp.Call(ctx, b, target.CloseTarget, target.CloseTargetParams{TargetID: c.Target.TargetID}); err != nil {
+		log.Warn().Err(err).Msg("closing the initial tab")
+	}
 	p := &process{
 		slot:        s,
 		pid:         b.Process().Pid,
@@ -351,7 +397,7 @@ func (r *Runtime) retire(p *process, closing bool) {
 func (r *Runtime) stop(p *process) {
 	p.rootCancel() // kills the process and waits for it
 	p.allocCancel()
-	killLeftovers(p.dir)
+	killLeftovers(leftoverArgs(p.dir)...)
 	if err := removeAllRetry(p.dir); err != nil {
 		r.log.Warn().Err(err).Str("dir", p.dir).Msg("chromium profile not removed")
 	}

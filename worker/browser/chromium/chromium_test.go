@@ -131,6 +131,7 @@ func testPages() http.Handler {
 <form id=f onsubmit="window.submitted = document.getElementById('a').value; return false">
 <input id=a autofocus style="position:absolute;left:10px;top:10px;width:300px;height:30px">
 <input id=b style="position:absolute;left:10px;top:60px;width:300px;height:30px">
+<input type=submit style="position:absolute;left:400px;top:10px">
 </form>
 <button id=btn style="position:absolute;left:100px;top:200px;width:120px;height:40px"
  onclick="window.clicks = (window.clicks || 0) + 1">click</button>`)
@@ -201,10 +202,10 @@ func TestPageTracking(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, "forward", func() bool { return b.Page().URL == data })
-	if err := b.Input(ctx, browser.InputEvent{Type: browser.InputNavigate, URL: testSrv.URL + "/title?Via+input"}); err != nil {
+	if err := b.Input(ctx, browser.InputEvent{Type: browser.InputNavigate, URL: testSrv.URL + "/title?Via_input"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "input navigate", func() bool { return b.Page().Title == "Via input" })
+	waitFor(t, ctx, "input navigate", func() bool { return b.Page().Title == "Via_input" })
 	if err := b.Input(ctx, browser.InputEvent{Type: browser.InputReload}); err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +287,9 @@ func TestScreencast(t *testing.T) {
 		t.Fatalf("screencast returned %v", err)
 	}
 	// A new screencast can start once the old one ended, and ends with the browser.
-	go func() { errc <- b.Screencast(context.Background(), browser.ScreencastOptions{}, func(browser.Frame) {}) }()
+	go func() {
+		errc <- b.Screencast(context.Background(), browser.ScreencastOptions{}, func(browser.Frame) {})
+	}()
 	time.Sleep(50 * time.Millisecond) // let it start; either order is correct
 	b.Close(context.Background())
 	if err := <-errc; !errors.Is(err, browser.ErrClosed) {
@@ -350,7 +353,7 @@ func TestTypingAndClick(t *testing.T) {
 	if err := b.Input(ctx, browser.InputEvent{Type: browser.InputInsertText, Text: "<paste>"}); err != nil {
 		t.Fatal(err)
 	}
-	want := "Hello, World! 1X<paste>23 "
+	want := "Hello, World! 12X<paste>3 "
 	if got := eval[string](t, b, "document.getElementById('a').value"); got != want {
 		t.Fatalf("edited %q, want %q", got, want)
 	}

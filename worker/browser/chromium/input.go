@@ -7,7 +7,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp/kb"
@@ -54,24 +53,25 @@ func (b *cbrowser) Input(ctx context.Context, ev browser.InputEvent) error {
 func (b *cbrowser) input(ctx context.Context, ev browser.InputEvent) error {
 	switch ev.Type {
 	case browser.InputMouseMove, browser.InputMouseDown, browser.InputMouseUp:
-		_, err := cdp.Call(ctx, b.t, input.DispatchMouseEvent, mouseParams(ev))
+		_, err := pageCall(ctx, b, input.DispatchMouseEvent, mouseParams(ev))
 		return err
 	case browser.InputWheel:
 		// cdproto omits a zero deltaX and Chromium rejects a wheel event
 		// without both deltas, so this one goes out as raw params.
-		return b.t.Call(ctx, input.CommandDispatchMouseEvent, map[string]any{
+		params := map[string]any{
 			"type":      input.DispatchMouseEventTypeMouseWheel,
 			"x":         ev.X,
 			"y":         ev.Y,
 			"deltaX":    ev.DeltaX,
 			"deltaY":    ev.DeltaY,
 			"modifiers": int64(ev.Modifiers),
-		}, nil)
+		}
+		return retrySwap(ctx, func() error { return b.t.Call(ctx, input.CommandDispatchMouseEvent, params, nil) })
 	case browser.InputKeyDown, browser.InputKeyUp, browser.InputRawKeyDown, browser.InputChar:
-		_, err := cdp.Call(ctx, b.t, input.DispatchKeyEvent, keyParams(ev))
+		_, err := pageCall(ctx, b, input.DispatchKeyEvent, keyParams(ev))
 		return err
 	case browser.InputInsertText:
-		_, err := cdp.Call(ctx, b.t, input.InsertText, input.InsertTextParams{Text: ev.Text})
+		_, err := pageCall(ctx, b, input.InsertText, input.InsertTextParams{Text: ev.Text})
 		return err
 	case browser.InputResize:
 		return b.resize(ctx, ev.Width, ev.Height)
@@ -80,7 +80,7 @@ func (b *cbrowser) input(ctx context.Context, ev browser.InputEvent) error {
 	case browser.InputForward:
 		return b.history(ctx, +1)
 	case browser.InputReload:
-		_, err := cdp.Call(ctx, b.t, page.Reload, page.ReloadParams{})
+		_, err := pageCall(ctx, b, page.Reload, page.ReloadParams{})
 		return err
 	case browser.InputNavigate:
 		return b.navigate(ctx, ev.URL)

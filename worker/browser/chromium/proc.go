@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -155,8 +156,8 @@ func cmdlineHas(cmdline []byte, arg string) bool {
 }
 
 // killMatching SIGKILLs every live process (not us) whose command line has
-// arg, and returns how many it found.
-func killMatching(procs map[int]procStat, arg string) int {
+// one of args, and returns how many it found.
+func killMatching(procs map[int]procStat, args ...string) int {
 	self := os.Getpid()
 	n := 0
 	for pid, p := range procs {
@@ -164,7 +165,7 @@ func killMatching(procs map[int]procStat, arg string) int {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(pid), "cmdline"))
-		if err != nil || !cmdlineHas(b, arg) {
+		if err != nil || !slices.ContainsFunc(args, func(a string) bool { return cmdlineHas(b, a) }) {
 			continue
 		}
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
@@ -174,19 +175,18 @@ func killMatching(procs map[int]procStat, arg string) int {
 	return n
 }
 
-// killLeftovers kills what is left of a Chromium that used the profile dir:
-// after its main process dies, children are re-parented away from it and
-// only their command line (--user-data-dir=dir) still ties them to it. A
-// child may fork while we look, so look until a few passes find nothing.
-func killLeftovers(dir string) {
-	arg := "--user-data-dir=" + dir
+// killLeftovers kills what is left of a dead Chromium: once its main
+// process is gone, its children are re-parented away and only their command
+// line (args, see leftoverArgs) still ties them to it. A child may fork
+// while we look, so look until a few passes find nothing.
+func killLeftovers(args ...string) {
 	deadline := time.Now().Add(3 * time.Second)
 	for quiet := 0; quiet < 3 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		procs, err := readProcs()
 		if err != nil {
 			return
 		}
-		if killMatching(procs, arg) == 0 {
+		if killMatching(procs, args...) == 0 {
 			quiet++
 		} else {
 			quiet = 0

@@ -47,7 +47,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 
 	// Subscribe before starting, so the first frame cannot be missed.
 	frames := cdp.Events(cctx, endWith(cctx, b.t), page.ScreencastFrame)
-	if _, err := cdp.Call(cctx, b.t, page.StartScreencast, page.StartScreencastParams{
+	if _, err := pageCall(cctx, b, page.StartScreencast, page.StartScreencastParams{
 		Format:        page.StartScreencastFormatJpeg,
 		Quality:       &quality,
 		MaxWidth:      int64(maxW),
@@ -62,7 +62,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 		}
 		sctx, scancel := context.WithTimeout(b.ctx, 5*time.Second)
 		defer scancel()
-		if _, err := cdp.Call(sctx, b.t, page.StopScreencast, cdp.Empty{}); err != nil {
+		if _, err := pageCall(sctx, b, page.StopScreencast, cdp.Empty{}); err != nil {
 			b.log.Debug().Err(err).Msg("stop screencast")
 		}
 	}()
@@ -73,7 +73,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 		}
 		sink(b.frame(ev))
 		// Chromium sends no further frame until this one is acked.
-		if _, err := cdp.Call(cctx, b.t, page.ScreencastFrameAck, page.ScreencastFrameAckParams{SessionID: ev.SessionID}); err != nil {
+		if _, err := pageCall(cctx, b, page.ScreencastFrameAck, page.ScreencastFrameAckParams{SessionID: ev.SessionID}); err != nil {
 			break
 		}
 	}
