@@ -96,7 +96,7 @@ type hub struct {
 
 type client struct {
 	conn     *websocket.Conn
-	send     chan []byte   // control messages, in order
+	send     chan []byte // control messages, in order
 	frame    atomic.Pointer[[]byte]
 	frameSig chan struct{} // 1-buffered: "a frame is waiting"
 	done     chan struct{}
