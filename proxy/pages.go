@@ -134,13 +134,18 @@ func (p *Proxy) serveHome(w http.ResponseWriter, r *http.Request, id string) {
 		p.page(w, r, id, http.StatusInternalServerError, "Internal error", "The home page could not be rendered.")
 		return
 	}
+	WriteHTML(w, r, buf.Bytes(), "no-cache")
+}
+
+// WriteHTML answers 200 with an HTML page (no body for HEAD).
+func WriteHTML(w http.ResponseWriter, r *http.Request, page []byte, cacheControl string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	h.Set("Cache-Control", cacheControl)
+	h.Set("Content-Length", strconv.Itoa(len(page)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(buf.Bytes())
+		_, _ = w.Write(page)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 
@@ -185,14 +184,7 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 		w.page(rw, r, id, http.StatusInternalServerError, "Internal error", "The page could not be rendered.")
 		return
 	}
-	h := rw.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
-	rw.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		_, _ = rw.Write(buf.Bytes())
-	}
+	proxy.WriteHTML(rw, r, buf.Bytes(), "no-store")
 }
 
 // serveSocket connects a client engine to its virtual browser.

@@ -109,3 +109,28 @@ func clusterSecret(cmd *cli.Command) (string, error) {
 	}
 	return s, nil
 }
+
+// memberFlags are the gossip flags of workers and proxies.
+func memberFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "gossip", Value: "127.0.0.1:0", Sources: cli.EnvVars("CB_GOSSIP"),
+			Usage: "membership bind address (port 0 = any)"},
+		&cli.StringFlag{Name: "gossip-advertise", Sources: cli.EnvVars("CB_GOSSIP_ADVERTISE"),
+			Usage: "address other members use for the gossip port"},
+	}
+}
+
+// withSecret runs action with the process logger and the cluster secret.
+func withSecret(action func(ctx context.Context, cmd *cli.Command, log zerolog.Logger, secret string) error) cli.ActionFunc {
+	return func(ctx context.Context, cmd *cli.Command) error {
+		log, err := logger(cmd)
+		if err != nil {
+			return err
+		}
+		sec, err := clusterSecret(cmd)
+		if err != nil {
+			return err
+		}
+		return action(ctx, cmd, log, sec)
+	}
+}

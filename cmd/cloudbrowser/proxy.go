@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
 
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
@@ -17,7 +18,7 @@ func proxyCmd() *cli.Command {
 		Description: `A proxy asks the master where each request goes (caching instance routes, which the
 master invalidates) and forwards it; WebSockets are relayed as raw bytes after the
 handshake. Several proxies can share one --listen port (SO_REUSEPORT).`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "master", Value: "127.0.0.1:7070", Sources: cli.EnvVars("CB_MASTER"),
 				Usage: "the master's RMI address"},
 			&cli.StringFlag{Name: "listen", Value: ":8080", Sources: cli.EnvVars("CB_LISTEN"),
@@ -25,22 +26,10 @@ handshake. Several proxies can share one --listen port (SO_REUSEPORT).`,
 			secretFileFlag,
 			&cli.StringFlag{Name: "name", Sources: cli.EnvVars("CB_PROXY_NAME"),
 				Usage: "proxy name in logs and status (default: proxy-<pid>)"},
-			&cli.StringFlag{Name: "gossip", Value: "127.0.0.1:0", Sources: cli.EnvVars("CB_GOSSIP"),
-				Usage: "membership bind address (port 0 = any)"},
-			&cli.StringFlag{Name: "gossip-advertise", Sources: cli.EnvVars("CB_GOSSIP_ADVERTISE"),
-				Usage: "address other members use for the gossip port"},
 			&cli.DurationFlag{Name: "route-ttl", Value: 0, Sources: cli.EnvVars("CB_ROUTE_TTL"),
 				Usage: "how long instance routes are cached (default 30s)"},
-		},
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			log, err := logger(cmd)
-			if err != nil {
-				return err
-			}
-			sec, err := clusterSecret(cmd)
-			if err != nil {
-				return err
-			}
+		}, memberFlags()...),
+		Action: withSecret(func(ctx context.Context, cmd *cli.Command, log zerolog.Logger, sec string) error {
 			name := cmd.String("name")
 			if name == "" {
 				name = "proxy-" + strconv.Itoa(os.Getpid())
@@ -50,6 +39,6 @@ handshake. Several proxies can share one --listen port (SO_REUSEPORT).`,
 				GossipAddr: cmd.String("gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
 				RouteTTL: cmd.Duration("route-ttl"), Logger: log,
 			})
-		},
+		}),
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker"
@@ -23,7 +24,7 @@ func workerCmd() *cli.Command {
 		Description: `A worker connects to the master (retrying until it is up), joins the gossip layer,
 registers, and serves the app instances the master places on it. Proxies forward
 end users' requests to its --listen address.`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "master", Value: "127.0.0.1:7070", Sources: cli.EnvVars("CB_MASTER"),
 				Usage: "the master's RMI address"},
 			secretFileFlag,
@@ -31,24 +32,12 @@ end users' requests to its --listen address.`,
 				Usage: "HTTP address proxies forward to (port 0 = any free port)"},
 			&cli.StringFlag{Name: "advertise", Sources: cli.EnvVars("CB_ADVERTISE"),
 				Usage: "HTTP address the proxies use (default: the --listen address)"},
-			&cli.StringFlag{Name: "gossip", Value: "127.0.0.1:0", Sources: cli.EnvVars("CB_GOSSIP"),
-				Usage: "membership bind address (port 0 = any)"},
-			&cli.StringFlag{Name: "gossip-advertise", Sources: cli.EnvVars("CB_GOSSIP_ADVERTISE"),
-				Usage: "address other members use for the gossip port"},
 			&cli.StringFlag{Name: "id", Sources: cli.EnvVars("CB_WORKER_ID"),
 				Usage: `worker id, "w-" + up to 16 lowercase letters or digits (default: random)`},
 			&cli.StringFlag{Name: "runtime", Value: "none", Sources: cli.EnvVars("CB_RUNTIME"),
 				Usage: `virtual browser runtime: "none" keeps page state without rendering`},
-		},
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			log, err := logger(cmd)
-			if err != nil {
-				return err
-			}
-			sec, err := clusterSecret(cmd)
-			if err != nil {
-				return err
-			}
+		}, memberFlags()...),
+		Action: withSecret(func(ctx context.Context, cmd *cli.Command, log zerolog.Logger, sec string) error {
 			rt, err := newRuntime(ctx, cmd)
 			if err != nil {
 				return err
@@ -70,7 +59,7 @@ end users' requests to its --listen address.`,
 			<-ctx.Done()
 			log.Info().Msg("stopping")
 			return w.Close()
-		},
+		}),
 	}
 }
 
