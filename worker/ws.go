@@ -89,6 +89,9 @@ type hub struct {
 	castStop context.CancelFunc // running screencast
 	castDone chan struct{}
 	page     browser.Page
+	// last is the newest encoded frame: a client that joins a screen that
+	// is not repainting gets it at once.
+	last []byte
 
 	produced, sent, dropped atomic.Uint64
 	inputs, ignored         atomic.Uint64
@@ -162,6 +165,11 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID string, rea
 	}
 	h.clients[c] = struct{}{}
 	page := h.page
+	if h.last != nil {
+		last := h.last
+		c.frame.Store(&last)
+		c.frameSig <- struct{}{}
+	}
 	h.startCastLocked()
 	h.mu.Unlock()
 	h.log.Debug().Str("request_id", r.Header.Get("X-Request-Id")).Bool("read_only", readOnly).Msg("client connected")
@@ -218,6 +226,7 @@ func (h *hub) fanOut(f browser.Frame) {
 	msg := encodeFrame(f)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.last = msg
 	for c := range h.clients {
 		if old := c.frame.Swap(&msg); old != nil {
 			h.dropped.Add(1)

@@ -28,7 +28,7 @@ func upCmd() *cli.Command {
 	}
 	flags = append(flags,
 		&cli.IntFlag{Name: "workers", Value: 2, Sources: cli.EnvVars("CB_WORKERS"), Usage: "number of local worker processes"},
-		&cli.StringFlag{Name: "runtime", Value: "none", Sources: cli.EnvVars("CB_RUNTIME"), Usage: "virtual browser runtime of the workers"},
+		&cli.StringFlag{Name: "runtime", Value: "chromium", Sources: cli.EnvVars("CB_RUNTIME"), Usage: `virtual browser runtime of the workers: chromium or none`},
 	)
 	return &cli.Command{
 		Name:  "up",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
 
 const (
@@ -34,11 +35,19 @@ end users' requests to its --listen address.`,
 				Usage: "HTTP address the proxies use (default: the --listen address)"},
 			&cli.StringFlag{Name: "id", Sources: cli.EnvVars("CB_WORKER_ID"),
 				Usage: `worker id, "w-" + up to 16 lowercase letters or digits (default: random)`},
-			&cli.StringFlag{Name: "runtime", Value: "none", Sources: cli.EnvVars("CB_RUNTIME"),
-				Usage: `virtual browser runtime: "none" keeps page state without rendering`},
+			&cli.StringFlag{Name: "runtime", Value: "chromium", Sources: cli.EnvVars("CB_RUNTIME"),
+				Usage: `virtual browser runtime: "chromium", or "none" (keeps page state, renders nothing; for tests)`},
+			&cli.StringFlag{Name: "chromium", Sources: cli.EnvVars("CB_CHROMIUM"),
+				Usage: "Chromium binary (default: chromium, chromium-browser or google-chrome on PATH)"},
+			&cli.IntFlag{Name: "chromium-processes", Value: 1, Sources: cli.EnvVars("CB_CHROMIUM_PROCESSES"),
+				Usage: "Chromium processes per worker; virtual browsers are spread over them"},
+			&cli.IntFlag{Name: "renderer-process-limit", Sources: cli.EnvVars("CB_RENDERER_PROCESS_LIMIT"),
+				Usage: "Chromium --renderer-process-limit (0 = Chromium's default); see docs/chromium.md"},
+			&cli.StringSliceFlag{Name: "chromium-flag", Sources: cli.EnvVars("CB_CHROMIUM_FLAGS"),
+				Usage: "extra Chromium command-line flag (repeatable), e.g. --chromium-flag=--js-flags=--max-old-space-size=64"},
 		}, memberFlags()...),
 		Action: withSecret(func(ctx context.Context, cmd *cli.Command, log zerolog.Logger, sec string) error {
-			rt, err := newRuntime(ctx, cmd)
+			rt, err := newRuntime(ctx, cmd, log)
 			if err != nil {
 				return err
 			}
@@ -63,11 +72,27 @@ end users' requests to its --listen address.`,
 	}
 }
 
-func newRuntime(ctx context.Context, cmd *cli.Command) (browser.Runtime, error) {
+func newRuntime(ctx context.Context, cmd *cli.Command, log zerolog.Logger) (browser.Runtime, error) {
 	switch r := cmd.String("runtime"); r {
 	case "none":
 		return &browser.Null{}, nil
+	case "chromium":
+		if n := cmd.Int("chromium-processes"); n < 1 {
+			return nil, fmt.Errorf("--chromium-processes must be at least 1, got %d", n)
+		}
+		if n := cmd.Int("renderer-process-limit"); n < 0 {
+			return nil, fmt.Errorf("--renderer-process-limit must be >= 0, got %d", n)
+		}
+		rt, err := chromium.New(ctx, chromium.Config{
+			Path: cmd.String("chromium"), Processes: int(cmd.Int("chromium-processes")),
+			RendererProcessLimit: int(cmd.Int("renderer-process-limit")),
+			ExtraFlags:           cmd.StringSlice("chromium-flag"), Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("--runtime chromium: %w", err)
+		}
+		return rt, nil
 	default:
-		return nil, fmt.Errorf("--runtime %q: must be none", r)
+		return nil, fmt.Errorf("--runtime %q: must be chromium or none", r)
 	}
 }

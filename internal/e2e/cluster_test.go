@@ -100,6 +100,7 @@ type cluster struct {
 	admin   string
 	public  string
 	token   string
+	runtime string
 	mu      sync.Mutex
 	procs   []*proc
 	master  *proc
@@ -109,6 +110,7 @@ type cluster struct {
 type clusterOpts struct {
 	proxies int
 	workers int
+	runtime string // "none" (default) or "chromium"
 	extra   []string // more master flags
 }
 
@@ -122,6 +124,10 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 		t.Fatal(err)
 	}
 	c.token = strings.TrimSpace(string(tok))
+	if o.runtime == "" {
+		o.runtime = "none"
+	}
+	c.runtime = o.runtime
 	for i := 1; i <= o.workers; i++ {
 		c.startWorker(fmt.Sprintf("w-e2e%d", i))
 	}
@@ -143,7 +149,7 @@ func (c *cluster) startMaster(o clusterOpts) {
 func (c *cluster) startWorker(id string) *proc {
 	c.t.Helper()
 	p := c.start(id, "worker", "--master", c.rmi, "--secret-file", filepath.Join(c.dir, "data", "cluster.secret"),
-		"--id", id, "--listen", "127.0.0.1:0")
+		"--id", id, "--listen", "127.0.0.1:0", "--runtime", c.runtime)
 	c.mu.Lock()
 	c.workers[id] = p
 	c.mu.Unlock()

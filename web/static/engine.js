@@ -36,10 +36,11 @@
     if (ws && ws.readyState === WebSocket.OPEN) { ws.send(JSON.stringify(msg)); return true; }
     return false;
   }
+  var inputs = 0;
   function input(ev) {
     if (readOnly) { return; }
     ev.t = "input";
-    send(ev);
+    if (send(ev)) { inputs++; body.dataset.inputs = String(inputs); }
   }
 
   // ---- frames ----

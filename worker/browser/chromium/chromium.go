@@ -23,8 +23,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
@@ -64,6 +66,11 @@ const (
 	stableAfter = 30 * time.Second
 	// startTimeout bounds one Chromium start made by the supervisor.
 	startTimeout = 60 * time.Second
+	// A Chromium that does not answer a trivial command for healthTimeout,
+	// checked every healthInterval, is hung: it is killed and restarted
+	// like a crashed one.
+	healthInterval = 15 * time.Second
+	healthTimeout  = 20 * time.Second
 )
 
 // Runtime implements browser.Runtime with Chromium.
@@ -329,10 +336,7 @@ func (r *Runtime) supervise(s *slot, p *process) {
 			r.changed = make(chan struct{})
 			r.mu.Unlock()
 
-			select {
-			case <-p.rootCtx.Done():
-			case <-r.ctx.Done():
-			}
+			r.watch(p)
 			closing := r.ctx.Err() != nil
 			if !closing {
 				log.Error().Int("pid", p.pid).Dur("uptime", time.Since(p.started)).Msg("chromium died; restarting")
@@ -360,6 +364,31 @@ func (r *Runtime) supervise(s *slot, p *process) {
 				return
 			}
 			log.Error().Err(err).Dur("backoff", backoff).Msg("chromium restart failed")
+		}
+	}
+}
+
+// watch returns when p died or the runtime closes. It kills p if it stops
+// answering.
+func (r *Runtime) watch(p *process) {
+	tick := time.NewTicker(healthInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.rootCtx.Done():
+			return
+		case <-r.ctx.Done():
+			return
+		case <-tick.C:
+			ctx, cancel := context.WithTimeout(p.rootCtx, healthTimeout)
+			_, err := cdp.Call(ctx, p.browser, cdpbrowser.GetVersion, cdp.Empty{})
+			cancel()
+			if err != nil && p.rootCtx.Err() == nil && r.ctx.Err() == nil {
+				r.log.Error().Err(err).Int("slot", p.slot.idx).Int("pid", p.pid).Msg("chromium not answering; killing it")
+				_ = syscall.Kill(p.pid, syscall.SIGKILL)
+				<-p.rootCtx.Done()
+				return
+			}
 		}
 	}
 }

@@ -1,0 +1,203 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
+)
+
+// needChromium skips without Chromium, except in CI where it must exist.
+func needChromium(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("chromium"); err != nil {
+		if _, err2 := exec.LookPath("chromium-browser"); err2 != nil {
+			if ciMode() {
+				t.Fatal("CI=true but no Chromium on PATH")
+			}
+			t.Skip("no Chromium")
+		}
+	}
+}
+
+// userBrowsers starts the end users' own Chromium (separate from the
+// workers'), driven through our browser package.
+func userBrowsers(t *testing.T) *chromium.Runtime {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rt, err := chromium.New(ctx, chromium.Config{Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	return rt
+}
+
+func open(t *testing.T, rt *chromium.Runtime, url string) browser.Browser {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := rt.NewBrowser(ctx, browser.Options{URL: url, Width: 1000, Height: 700})
+	if err != nil {
+		t.Fatalf("open %s: %v", url, err)
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	return b
+}
+
+// eventually evaluates expr in b until it returns want (as JSON-decoded
+// string) or the deadline passes.
+func eventually(t *testing.T, b browser.Browser, what, expr, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var got string
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := b.Evaluate(ctx, "String("+expr+")", &got)
+		cancel()
+		if err == nil && got == want {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: %s = %q, want %q (page %+v)", what, expr, got, want, b.Page())
+}
+
+func input(t *testing.T, b browser.Browser, evs ...browser.InputEvent) {
+	t.Helper()
+	for _, ev := range evs {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := b.Input(ctx, ev)
+		cancel()
+		if err != nil {
+			t.Fatalf("input %+v: %v", ev, err)
+		}
+	}
+}
+
+func click(t *testing.T, b browser.Browser, x, y float64) {
+	t.Helper()
+	input(t, b,
+		browser.InputEvent{Type: browser.InputMouseMove, X: x, Y: y},
+		browser.InputEvent{Type: browser.InputMouseDown, X: x, Y: y, Button: browser.ButtonLeft, Buttons: 1, ClickCount: 1},
+		browser.InputEvent{Type: browser.InputMouseUp, X: x, Y: y, Button: browser.ButtonLeft, ClickCount: 1})
+}
+
+func typeText(t *testing.T, b browser.Browser, s string) {
+	t.Helper()
+	for _, r := range s {
+		k := string(r)
+		input(t, b,
+			browser.InputEvent{Type: browser.InputKeyDown, Key: k, Text: k},
+			browser.InputEvent{Type: browser.InputKeyUp, Key: k})
+	}
+}
+
+// canvasOrigin is where the client engine's canvas starts in the user's
+// page; virtual page coordinates map 1:1 from there for the owner, whose
+// window sets the viewport.
+func canvasOrigin(t *testing.T, b browser.Browser) (float64, float64) {
+	t.Helper()
+	var r struct{ X, Y float64 }
+	if err := b.Evaluate(context.Background(), `(() => { const r = document.getElementById("canvas").getBoundingClientRect(); return {X: r.left, Y: r.top}; })()`, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.X, r.Y
+}
+
+// TestVirtualBrowserThroughProxies: a user's Chromium opens the app through
+// a proxy process, sees frames, clicks and types into the virtual page; a
+// second viewer sees the result; read-only input is ignored.
+func TestVirtualBrowserThroughProxies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("testdata/apps")
+	c := startCluster(t, clusterOpts{proxies: 2, workers: 2, runtime: "chromium", extra: []string{"--apps", apps}})
+	base := "http://" + c.public
+	users := userBrowsers(t)
+
+	alice := open(t, users, base+"/typing")
+	eventually(t, alice, "alice's engine connects", "document.body.dataset.status", "live")
+	eventually(t, alice, "alice sees frames", "Number(document.body.dataset.frames || 0) > 0", "true")
+	browserPath := strings.TrimPrefix(alice.Page().URL, base)
+	if browserURL.FindStringSubmatch(browserPath) == nil {
+		t.Fatalf("alice is not on a Browser URL: %s", alice.Page().URL)
+	}
+	eventually(t, alice, "title of the virtual page", "document.title", "typed:|clicks:0 · CloudBrowser")
+
+	// Click the input (fixed at 20..320 x 40..80 in the virtual page) and
+	// type through the client engine.
+	x0, y0 := canvasOrigin(t, alice)
+	click(t, alice, x0+60, y0+60)
+	typeText(t, alice, "Hi there")
+	input(t, alice, browser.InputEvent{Type: browser.InputKeyDown, Key: "Backspace"}, browser.InputEvent{Type: browser.InputKeyUp, Key: "Backspace"})
+	typeText(t, alice, "E!")
+	eventually(t, alice, "typed text reached the virtual page", "document.title", "typed:Hi therE!|clicks:0 · CloudBrowser")
+	click(t, alice, x0+60, y0+140) // the button
+	eventually(t, alice, "click reached the virtual page", "document.title", "typed:Hi therE!|clicks:1 · CloudBrowser")
+
+	// Bob opens alice's Browser URL: he sees the same page, read-only.
+	bob := open(t, users, base+browserPath)
+	eventually(t, bob, "bob's engine connects read-only", "document.body.dataset.status", "live (read-only)")
+	eventually(t, bob, "bob sees frames", "Number(document.body.dataset.frames || 0) > 0", "true")
+	eventually(t, bob, "bob sees alice's page", "document.title", "typed:Hi therE!|clicks:1 · CloudBrowser")
+	click(t, alice, x0+300, y0+60) // back into the input (the button took the focus)
+	typeText(t, alice, "?")
+	eventually(t, bob, "bob sees alice's next change", "document.title", "typed:Hi therE!?|clicks:1 · CloudBrowser")
+
+	// A read-only client that sends input anyway (a modified engine) is
+	// ignored by the worker.
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+c.public+browserPath+"/ws", http.Header{"Origin": {base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	for _, k := range []string{"X", "Y"} {
+		_ = ws.WriteJSON(map[string]any{"t": "input", "type": "keydown", "key": k, "text": k})
+		_ = ws.WriteJSON(map[string]any{"t": "input", "type": "keyup", "key": k})
+	}
+	_ = ws.WriteJSON(map[string]any{"t": "ping", "seq": 1})
+	for { // the pong comes after the inputs were handled
+		var m map[string]any
+		if err := ws.ReadJSON(&m); err != nil {
+			t.Fatal(err)
+		}
+		if m["t"] == "pong" {
+			break
+		}
+	}
+	typeText(t, alice, "1")
+	eventually(t, alice, "read-only input ignored", "document.title", "typed:Hi therE!?1|clicks:1 · CloudBrowser")
+
+	// The worker reports Chromium's memory as part of its load.
+	st := c.waitFor("browser PSS in the load report", 20*time.Second, func(st *wire.ClusterStatus) bool {
+		for _, w := range st.Workers {
+			if w.Load.BrowserPSS > 0 && w.Load.Browsers > 0 && w.Load.Clients > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	for _, w := range st.Workers {
+		t.Logf("worker %s: load %.1f MiB (Go heap %.1f MiB, Chromium PSS %.1f MiB), %d browsers, %d clients",
+			w.ID, mb(w.Load.Total), mb(w.Load.GoHeap), mb(w.Load.BrowserPSS), w.Load.Browsers, w.Load.Clients)
+	}
+}
+
+func mb(b uint64) float64 { return float64(b) / (1 << 20) }
+
+func ciMode() bool { return strings.EqualFold(os.Getenv("CI"), "true") }
