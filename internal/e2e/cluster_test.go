@@ -110,7 +110,7 @@ type cluster struct {
 type clusterOpts struct {
 	proxies int
 	workers int
-	runtime string // "none" (default) or "chromium"
+	runtime string   // "none" (default) or "chromium"
 	extra   []string // more master flags
 }
 
