@@ -204,7 +204,7 @@ func (a *AppManager) browserFor(ctx context.Context, in *instance, user string) 
 		return nil, fmt.Errorf("new browser: %w", err)
 	}
 	vb := &vbrowser{id: ids.NewBrowser(), inst: in, owner: user, created: time.Now(), b: b}
-	vb.hub = newHub(vb, a.w.log)
+	vb.hub = newHub(vb, &a.w.frames, a.w.log)
 	in.mu.Lock()
 	if in.closed {
 		in.mu.Unlock()
@@ -261,19 +261,22 @@ func (b *vbrowser) close(ctx context.Context, reason string) {
 	}
 }
 
-// counts returns instances, browsers and connected clients.
-func (a *AppManager) counts() (insts, browsers, clients int) {
+// counts fills the instance, browser, client and frame counts of a load
+// report. Frames of closed browsers stay counted.
+func (a *AppManager) counts(l *wire.Load) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
+	l.Instances = len(a.instances)
 	for _, in := range a.instances {
 		in.mu.Lock()
-		browsers += len(in.browsers)
+		l.Browsers += len(in.browsers)
 		for _, b := range in.browsers {
-			clients += b.hub.count()
+			l.Clients += b.hub.count()
 		}
 		in.mu.Unlock()
 	}
-	return len(a.instances), browsers, clients
+	f := a.w.frames.snapshot()
+	l.FramesProduced, l.FramesSent, l.FramesDropped = f.Produced, f.Sent, f.Dropped
 }
 
 // closeAll closes every instance (worker shutdown).

@@ -70,6 +70,8 @@ type Worker struct {
 	memberMu sync.Mutex
 	member   *membership.Member
 
+	frames frameCounters
+
 	registered atomic.Bool
 	stopping   atomic.Bool
 	period     atomic.Int64
@@ -263,9 +265,9 @@ func (w *Worker) load(ctx context.Context) wire.Load {
 	if err != nil {
 		w.log.Debug().Err(err).Msg("runtime stats")
 	}
-	insts, browsers, clients := w.apps.counts()
-	return wire.Load{Total: heap + st.PSS, GoHeap: heap, BrowserPSS: st.PSS,
-		Instances: insts, Browsers: browsers, Clients: clients, At: time.Now()}
+	l := wire.Load{Total: heap + st.PSS, GoHeap: heap, BrowserPSS: st.PSS, At: time.Now()}
+	w.apps.counts(&l)
+	return l
 }
 
 // instanceClosed tells the master, best effort (the master also learns it

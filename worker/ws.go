@@ -65,11 +65,18 @@ type clientMsg struct {
 	browser.InputEvent
 }
 
-// FrameStats count screencast frames of one browser.
+// FrameStats count screencast frames.
 type FrameStats struct {
-	Produced uint64 // frames the browser painted while someone watched
+	Produced uint64 // frames painted while someone watched
 	Sent     uint64 // frame messages written to clients
 	Dropped  uint64 // frames replaced by a newer one before a slow client got them
+}
+
+// frameCounters are a worker's frame totals, shared by its hubs.
+type frameCounters struct{ produced, sent, dropped atomic.Uint64 }
+
+func (f *frameCounters) snapshot() FrameStats {
+	return FrameStats{Produced: f.produced.Load(), Sent: f.sent.Load(), Dropped: f.dropped.Load()}
 }
 
 // hub is the set of client engines connected to one virtual browser. It
@@ -93,8 +100,8 @@ type hub struct {
 	// is not repainting gets it at once.
 	last []byte
 
-	produced, sent, dropped atomic.Uint64
-	inputs, ignored         atomic.Uint64
+	frames          *frameCounters // the worker's totals
+	inputs, ignored atomic.Uint64
 }
 
 type client struct {
@@ -108,8 +115,8 @@ type client struct {
 	owner    bool
 }
 
-func newHub(vb *vbrowser, log zerolog.Logger) *hub {
-	h := &hub{vb: vb, clients: map[*client]struct{}{},
+func newHub(vb *vbrowser, frames *frameCounters, log zerolog.Logger) *hub {
+	h := &hub{vb: vb, frames: frames, clients: map[*client]struct{}{},
 		log: log.With().Str("browser", vb.id).Str("instance", vb.inst.info.ID).Logger()}
 	h.page = vb.b.Page()
 	return h
@@ -135,10 +142,6 @@ func (h *hub) count() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.clients)
-}
-
-func (h *hub) frameStats() FrameStats {
-	return FrameStats{Produced: h.produced.Load(), Sent: h.sent.Load(), Dropped: h.dropped.Load()}
 }
 
 var upgrader = websocket.Upgrader{
@@ -222,14 +225,14 @@ func (h *hub) stopCastLocked() {
 
 // fanOut is the screencast sink: encode once, offer to every client.
 func (h *hub) fanOut(f browser.Frame) {
-	h.produced.Add(1)
+	h.frames.produced.Add(1)
 	msg := encodeFrame(f)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.last = msg
 	for c := range h.clients {
 		if old := c.frame.Swap(&msg); old != nil {
-			h.dropped.Add(1)
+			h.frames.dropped.Add(1)
 		}
 		select {
 		case c.frameSig <- struct{}{}:
@@ -360,7 +363,7 @@ func (h *hub) writeLoop(c *client) {
 				if !write(websocket.BinaryMessage, *f) {
 					return
 				}
-				h.sent.Add(1)
+				h.frames.sent.Add(1)
 			}
 		case <-ping.C:
 			if !write(websocket.PingMessage, nil) {

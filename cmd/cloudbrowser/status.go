@@ -78,14 +78,15 @@ func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 func printStatus(out io.Writer, st *wire.ClusterStatus) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "master %s\tbalancer %s\troute lookups %d\tplacements %d\n\n", st.MasterID, st.Strategy, st.RouteLookups, st.Placements)
-	fmt.Fprintln(tw, "WORKER\tADDRESS\tSTATE\tLOAD\tGO HEAP\tBROWSER PSS\tPROJECTED\tINSTANCES\tBROWSERS\tCLIENTS")
+	fmt.Fprintln(tw, "WORKER\tADDRESS\tSTATE\tLOAD\tGO HEAP\tBROWSER PSS\tPROJECTED\tINSTANCES\tBROWSERS\tCLIENTS\tFRAMES SENT\tDROPPED")
 	for _, w := range st.Workers {
 		state := w.State
 		if w.Draining {
 			state += ",draining"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", w.ID, w.HTTPAddr, state, mib(w.Load.Total),
-			mib(w.Load.GoHeap), mib(w.Load.BrowserPSS), mib(w.Projected), w.Load.Instances, w.Load.Browsers, w.Load.Clients)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", w.ID, w.HTTPAddr, state, mib(w.Load.Total),
+			mib(w.Load.GoHeap), mib(w.Load.BrowserPSS), mib(w.Projected), w.Load.Instances, w.Load.Browsers, w.Load.Clients,
+			w.Load.FramesSent, w.Load.FramesDropped)
 	}
 	fmt.Fprintln(tw, "\nAPP\tNAME\tSTRATEGY\tVERSION\tPUBLIC")
 	for _, a := range st.Apps {

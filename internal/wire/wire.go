@@ -72,15 +72,21 @@ type WorkerInfo struct {
 
 // Load is one load report. Total is what the balancer compares.
 type Load struct {
-	Total        uint64    `codec:"total" json:"total"`
-	GoHeap       uint64    `codec:"heap" json:"goHeap"`
-	BrowserPSS   uint64    `codec:"pss" json:"browserPSS"`
-	Instances    int       `codec:"instances" json:"instances"`
-	Browsers     int       `codec:"browsers" json:"browsers"`
-	Clients      int       `codec:"clients" json:"clients"`
-	At           time.Time `codec:"at" json:"at"`
-	InstanceIDs  []string  `codec:"iids" json:"-"` // for reconciliation after a master restart
-	ReportPeriod int64     `codec:"period" json:"-"`
+	Total      uint64 `codec:"total" json:"total"`
+	GoHeap     uint64 `codec:"heap" json:"goHeap"`
+	BrowserPSS uint64 `codec:"pss" json:"browserPSS"`
+	Instances  int    `codec:"instances" json:"instances"`
+	Browsers   int    `codec:"browsers" json:"browsers"`
+	Clients    int    `codec:"clients" json:"clients"`
+	// Screencast frames since the worker started: painted while watched,
+	// sent to clients, and dropped for slow clients (replaced by a newer
+	// frame before they could take it).
+	FramesProduced uint64    `codec:"fprod" json:"framesProduced"`
+	FramesSent     uint64    `codec:"fsent" json:"framesSent"`
+	FramesDropped  uint64    `codec:"fdrop" json:"framesDropped"`
+	At             time.Time `codec:"at" json:"at"`
+	InstanceIDs    []string  `codec:"iids" json:"-"` // for reconciliation after a master restart
+	ReportPeriod   int64     `codec:"period" json:"-"`
 }
 
 // RegisterReply tells a worker what the master expects of it.
