@@ -298,7 +298,8 @@ func (m *Master) PublicAddr() string {
 
 // Status is the cluster as the master sees it.
 func (m *Master) Status() wire.ClusterStatus {
-	st := wire.ClusterStatus{MasterID: m.id, Strategy: string(m.cfg.Balancer), At: time.Now()}
+	st := wire.ClusterStatus{MasterID: m.id, Strategy: string(m.cfg.Balancer), At: time.Now(),
+		Workers: []wire.WorkerStatus{}, Apps: []wire.App{}, Instances: []wire.InstanceInfo{}, Members: []wire.MemberStatus{}}
 	m.workers.status(&st)
 	for _, a := range m.apps.List() {
 		a.Files = nil
