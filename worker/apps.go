@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -23,6 +24,7 @@ type instance struct {
 	mu       sync.Mutex
 	browsers map[string]*vbrowser
 	byUser   map[string]string // user -> their browser in this instance
+	state    map[string]json.RawMessage
 	closed   bool
 }
 
@@ -34,6 +36,9 @@ type vbrowser struct {
 	created time.Time
 	b       browser.Browser
 	hub     *hub
+
+	subMu sync.Mutex
+	subs  map[string]bool // state keys its pages subscribed to
 }
 
 // AppManager is the worker's Application Manager. The master holds it as a
@@ -118,6 +123,7 @@ func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance
 	a.instances[req.InstanceID] = &instance{
 		info: wire.InstanceInfo{ID: req.InstanceID, App: app.MountPoint, Owner: req.Owner, Worker: a.w.id, Created: time.Now()},
 		app:  app, browsers: map[string]*vbrowser{}, byUser: map[string]string{},
+		state: map[string]json.RawMessage{},
 	}
 	a.log.Info().Str("instance", req.InstanceID).Str("app", app.MountPoint).Str("owner", req.Owner).Msg("instance created")
 	return nil
@@ -198,12 +204,23 @@ func (a *AppManager) browserFor(ctx context.Context, in *instance, user string) 
 		}
 	}
 	in.mu.Unlock()
+	return a.newBrowser(ctx, in, user, true)
+}
+
+// newBrowser creates a browser of user in the instance. With asTheirs it
+// becomes the user's browser there (unless a concurrent request of the same
+// user won, whose browser is returned instead).
+func (a *AppManager) newBrowser(ctx context.Context, in *instance, user string, asTheirs bool) (*vbrowser, error) {
+	vb := &vbrowser{id: ids.NewBrowser(), inst: in, owner: user, created: time.Now(), subs: map[string]bool{}}
 	// Creating a browser can take a second with Chromium: not under the lock.
-	b, err := a.w.runtime.NewBrowser(ctx, browser.Options{URL: a.w.entryURL(in)})
+	b, err := a.w.runtime.NewBrowser(ctx, browser.Options{
+		URL: a.w.entryURL(in), Script: a.w.apiScript(vb),
+		Bindings: map[string]func(string){apiBinding: func(p string) { a.onAPICall(vb, p) }},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("new browser: %w", err)
 	}
-	vb := &vbrowser{id: ids.NewBrowser(), inst: in, owner: user, created: time.Now(), b: b}
+	vb.b = b
 	vb.hub = newHub(vb, &a.w.frames, a.w.log)
 	in.mu.Lock()
 	if in.closed {
@@ -211,19 +228,34 @@ func (a *AppManager) browserFor(ctx context.Context, in *instance, user string) 
 		_ = b.Close(context.WithoutCancel(ctx))
 		return nil, errInstanceClosed
 	}
-	if bid, ok := in.byUser[user]; ok { // lost a race with the same user
-		if other, ok := in.browsers[bid]; ok {
-			in.mu.Unlock()
-			_ = b.Close(context.WithoutCancel(ctx))
-			return other, nil
+	if asTheirs {
+		if bid, ok := in.byUser[user]; ok { // lost a race with the same user
+			if other, ok := in.browsers[bid]; ok {
+				in.mu.Unlock()
+				_ = b.Close(context.WithoutCancel(ctx))
+				return other, nil
+			}
 		}
+		in.byUser[user] = vb.id
 	}
 	in.browsers[vb.id] = vb
-	in.byUser[user] = vb.id
 	in.mu.Unlock()
 	vb.hub.watch(func(err error) { a.browserEnded(in, vb, err) })
 	a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", user).Msg("browser created")
 	return vb, nil
+}
+
+// closeBrowser closes one browser of an instance.
+func (a *AppManager) closeBrowser(in *instance, vb *vbrowser, reason string) {
+	in.mu.Lock()
+	if in.browsers[vb.id] == vb {
+		delete(in.browsers, vb.id)
+		if in.byUser[vb.owner] == vb.id {
+			delete(in.byUser, vb.owner)
+		}
+	}
+	in.mu.Unlock()
+	vb.close(context.Background(), reason)
 }
 
 func (in *instance) browser(bid string) (*vbrowser, bool) {

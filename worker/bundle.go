@@ -39,13 +39,17 @@ func (w *Worker) startBundleServer(ctx context.Context) error {
 	return nil
 }
 
+// bundleOrigin is the origin of the app pages this worker serves to its
+// browsers.
+func (w *Worker) bundleOrigin() string { return "http://" + w.bundleLn.Addr().String() }
+
 // entryURL is the first page of an instance's virtual browsers.
 func (w *Worker) entryURL(in *instance) string {
 	e := in.app.Entry
 	if strings.HasPrefix(e, "http://") || strings.HasPrefix(e, "https://") {
 		return e
 	}
-	return "http://" + w.bundleLn.Addr().String() + "/" + w.bundleToken + "/" + in.info.ID + "/" + strings.TrimPrefix(path.Clean("/"+e), "/")
+	return w.bundleOrigin() + "/" + w.bundleToken + "/" + in.info.ID + "/" + strings.TrimPrefix(path.Clean("/"+e), "/")
 }
 
 // serveBundle serves /<token>/<instanceId>/<file> from the instance's app

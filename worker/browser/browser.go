@@ -17,6 +17,17 @@ type Options struct {
 	URL string
 	// Width and Height of the viewport in CSS pixels (0 = 1280x800).
 	Width, Height int
+	// Script is JavaScript run in every new document of the page (its
+	// same-process frames included) before the page's own scripts, from
+	// the first document on.
+	Script string
+	// Bindings are functions the page can call as window.<name>(string),
+	// also before its own scripts run (Script may hide them). Each call
+	// reaches its fn with the argument, in call order, on one goroutine the
+	// browser owns for all its bindings; fn must not block for long. Names
+	// must be JavaScript identifiers. A page that floods a binding loses
+	// calls beyond a few thousand queued ones.
+	Bindings map[string]func(payload string)
 }
 
 // DefaultWidth and DefaultHeight are the viewport size used when Options
@@ -97,11 +108,12 @@ type Browser interface {
 	// Page returns the current URL and title.
 	Page() Page
 	// OnPageChange calls fn with the new Page whenever the URL or title
-	// changes (navigation, history, document.title). Calls for one browser
-	// are serialized on a goroutine the browser owns and coalesced: a slow fn
-	// may miss intermediate pages but always gets the latest one. fn must not
-	// block for long and must not call stop. stop unregisters fn; a call
-	// already in flight may still complete. Nothing is called after Done.
+	// changes (navigation, history, document.title); it is not called for
+	// the current page, so read Page after registering. Calls for one
+	// browser are serialized and coalesced: a slow fn may miss intermediate
+	// pages but always gets the latest one. fn must not block for long and
+	// must not call stop. stop unregisters fn; a call already in flight may
+	// still complete. Nothing is called after Done is closed.
 	OnPageChange(fn func(Page)) (stop func())
 	// Navigate loads url and waits for it to commit.
 	Navigate(ctx context.Context, url string) error

@@ -9,8 +9,8 @@ import (
 )
 
 // Null is a Runtime whose browsers remember their URL, history, viewport and
-// cookies but render nothing: Screencast sends no frames and Evaluate is
-// unsupported.
+// cookies but render nothing: Screencast sends no frames, Evaluate is
+// unsupported, and Options.Script and Bindings are never run or called.
 type Null struct {
 	n      atomic.Int64
 	closed atomic.Bool

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -88,9 +90,25 @@ type cbrowser struct {
 	nextSub       int
 	width, height int
 
+	// Page-to-worker bindings (Options.Bindings): calls queue up under mu
+	// and run on callLoop's goroutine.
+	bindings map[string]func(string)
+	calls    []bindingCall
+	dropped  int
+	callWake chan struct{} // cap 1
+
 	screencasting atomic.Bool
 	frameSeq      atomic.Uint64
 }
+
+type bindingCall struct{ name, payload string }
+
+// maxQueuedCalls bounds the binding calls waiting for their fn, so a page
+// that floods a binding cannot grow the worker's memory.
+const maxQueuedCalls = 4096
+
+// jsIdent matches the binding names we accept.
+var jsIdent = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
 
 var _ browser.Browser = (*cbrowser)(nil)
 
@@ -112,6 +130,14 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 		navs:    map[*navWatch]struct{}{},
 		width:   opts.Width,
 		height:  opts.Height,
+
+		bindings: maps.Clone(opts.Bindings),
+		callWake: make(chan struct{}, 1),
+	}
+	for name, fn := range b.bindings {
+		if !jsIdent.MatchString(name) || name == titleBinding || fn == nil {
+			return nil, fmt.Errorf("chromium: new browser: bad binding %q", name)
+		}
 	}
 	// The page's context hangs off the process's root context, so the
 	// page goes when Chromium goes.
@@ -143,8 +169,20 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 		} else if b.Err() == nil {
 			r.wg.Add(1)
 			go b.loop(detached)
+			if len(b.bindings) > 0 {
+				r.wg.Add(1)
+				go b.callLoop()
+			}
 		}
 		r.mu.Unlock()
+	}
+	if err != nil && b.ctx.Err() != nil {
+		// The page's context ended under us: Chromium died or the runtime
+		// is closing. The supervisor's verdict follows in a moment.
+		select {
+		case <-b.done:
+		case <-time.After(2 * time.Second):
+		}
 	}
 	if cause := b.Err(); cause != nil {
 		err = cause // crashed or closed meanwhile: that is the real reason
@@ -201,6 +239,18 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 	if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: titleScript}); err != nil {
 		return nil, fmt.Errorf("title script: %w", err)
 	}
+	for name := range b.bindings {
+		if _, err := pageCall(ctx, b, runtime.AddBinding, runtime.AddBindingParams{Name: name}); err != nil {
+			return nil, fmt.Errorf("binding %s: %w", name, err)
+		}
+	}
+	if opts.Script != "" {
+		if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+			Source: opts.Script, RunImmediately: new(true),
+		}); err != nil {
+			return nil, fmt.Errorf("script: %w", err)
+		}
+	}
 	if err := b.resize(ctx, opts.Width, opts.Height); err != nil {
 		return nil, err
 	}
@@ -237,6 +287,16 @@ func (b *cbrowser) onEvent(ev any) {
 	case *runtime.EventBindingCalled:
 		if ev.Name == titleBinding {
 			b.page.Title = ev.Payload
+		} else if _, ok := b.bindings[ev.Name]; ok {
+			if len(b.calls) < maxQueuedCalls {
+				b.calls = append(b.calls, bindingCall{ev.Name, ev.Payload})
+			} else {
+				b.dropped++
+			}
+			select {
+			case b.callWake <- struct{}{}:
+			default:
+			}
 		}
 	case *inspector.EventTargetCrashed:
 		b.crashOnce.Do(func() { close(b.crashed) })
@@ -256,7 +316,8 @@ func (b *cbrowser) onEvent(ev any) {
 
 // navWatch follows one navigation until its document commits. (One that
 // never commits, like a 204 or a download, fails or says so in
-// Page.navigate's answer.) Its fields are guarded by cbrowser.mu and written by onEvent.
+// Page.navigate's answer.) Its fields are guarded by cbrowser.mu and
+// written by onEvent.
 type navWatch struct {
 	committed []cdp.LoaderID // main-frame commits seen since the watch began
 	want      cdp.LoaderID   // set once Page.navigate answered
@@ -305,6 +366,32 @@ func (b *cbrowser) loop(detached <-chan struct{}) {
 				}
 				fn(p)
 			}
+		}
+	}
+}
+
+// callLoop runs the page's binding calls in order until the browser is
+// done.
+func (b *cbrowser) callLoop() {
+	defer b.rt.wg.Done()
+	for {
+		select {
+		case <-b.done:
+			return
+		case <-b.callWake:
+		}
+		b.mu.Lock()
+		calls, dropped := b.calls, b.dropped
+		b.calls, b.dropped = nil, 0
+		b.mu.Unlock()
+		if dropped > 0 {
+			b.log.Warn().Int("dropped", dropped).Msg("page floods a binding; calls dropped")
+		}
+		for _, c := range calls {
+			if b.isDone() {
+				return
+			}
+			b.bindings[c.name](c.payload)
 		}
 	}
 }

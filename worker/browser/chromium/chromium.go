@@ -56,6 +56,9 @@ type Config struct {
 	// Headful shows windows instead of running headless; it needs a
 	// display and is for debugging only.
 	Headful bool
+
+	// Health check timing; tests shorten it.
+	healthInterval, healthTimeout time.Duration
 }
 
 const (
@@ -69,12 +72,13 @@ const (
 	// A Chromium that does not answer a trivial command for healthTimeout,
 	// checked every healthInterval, is hung: it is killed and restarted
 	// like a crashed one.
-	healthInterval = 15 * time.Second
-	healthTimeout  = 20 * time.Second
+	defaultHealthInterval = 15 * time.Second
+	defaultHealthTimeout  = 20 * time.Second
 )
 
 // Runtime implements browser.Runtime with Chromium.
 type Runtime struct {
+	cfg   Config
 	log   zerolog.Logger
 	path  string
 	flags []chromedp.ExecAllocatorOption
@@ -125,17 +129,22 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Processes <= 0 {
 		cfg.Processes = 1
 	}
+	if cfg.healthInterval <= 0 {
+		cfg.healthInterval, cfg.healthTimeout = defaultHealthInterval, defaultHealthTimeout
+	}
 	flags, err := allocatorOptions(path, cfg)
 	if err != nil {
 		return nil, err
 	}
 	r := &Runtime{
+		cfg:     cfg,
 		log:     cfg.Logger.With().Str("component", "chromium").Logger(),
 		path:    path,
 		flags:   flags,
 		changed: make(chan struct{}),
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
+	removeStaleDirs(r.log)
 
 	// Start all processes in parallel; a start error fails New, since it
 	// most likely means a broken binary or flags.
@@ -158,6 +167,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	for i, s := range r.slots {
+		s.proc = procs[i] // usable as soon as New returns
 		r.wg.Add(1)
 		go r.supervise(s, procs[i])
 	}
@@ -165,7 +175,30 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	return r, nil
 }
 
+const tempPrefix = "cloudbrowser-chromium-"
+
 func profileDir(dir string) string { return filepath.Join(dir, "profile") }
+
+// removeStaleDirs removes temporary dirs that a killed worker left behind:
+// older than a minute (so not one being set up) and used by no process.
+func removeStaleDirs(log zerolog.Logger) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*"))
+	if len(dirs) == 0 {
+		return
+	}
+	live := liveUserDataDirs()
+	for _, dir := range dirs {
+		fi, err := os.Stat(dir)
+		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < time.Minute || live[profileDir(dir)] {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			log.Warn().Err(err).Str("dir", dir).Msg("removing stale chromium dir")
+			continue
+		}
+		log.Info().Str("dir", dir).Msg("removed stale chromium dir")
+	}
+}
 
 // leftoverArgs are command-line arguments that tie a process to the
 // Chromium that used dir: its children carry the profile, its crash
@@ -268,7 +301,7 @@ func (r *Runtime) Name() string { return "chromium" }
 
 // start launches one Chromium for s.
 func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
-	dir, err := os.MkdirTemp("", "cloudbrowser-chromium-")
+	dir, err := os.MkdirTemp("", tempPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("chromium: profile dir: %w", err)
 	}
@@ -287,6 +320,10 @@ func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
 		chromedp.WithBrowserLogf(func(f string, a ...any) { log.Debug().Msgf(f, a...) }),
 		chromedp.WithBrowserErrorf(func(f string, a ...any) { log.Debug().Str("source", "chromedp").Msgf(f, a...) }),
 	))
+	// chromedp's cancel blocks for ever when called twice before the
+	// browser was allocated; the abort below and the error path may both
+	// call it.
+	rootCancel = sync.OnceFunc(rootCancel)
 	t0 := time.Now()
 	stop := context.AfterFunc(ctx, rootCancel)
 	err = chromedp.Do(rootCtx)
@@ -304,9 +341,12 @@ func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
 	c := chromedp.FromContext(rootCtx)
 	b := c.Browser
 	// Chromium starts with a blank tab in the default context; nothing
-	// uses it, and its renderer costs ~25 MB.
-	if _, err := cdp.Call(ctx, b, target.CloseTarget, target.CloseTargetParams{TargetID: c.Target.TargetID}); err != nil {
-		log.Warn().Err(err).Msg("closing the initial tab")
+	// uses it, and its renderer costs ~25 MB. (A headful Chromium would
+	// quit with its last window.)
+	if !r.cfg.Headful {
+		if err := closeTarget(ctx, b, c.Target.TargetID); err != nil {
+			log.Warn().Err(err).Msg("closing the initial tab")
+		}
 	}
 	p := &process{
 		slot:        s,
@@ -321,6 +361,30 @@ func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
 	}
 	log.Info().Int("pid", p.pid).Dur("took", time.Since(t0)).Msg("chromium started")
 	return p, nil
+}
+
+// closeTarget closes a target and waits until Chromium no longer lists it
+// (it answers CloseTarget first).
+func closeTarget(ctx context.Context, b *chromedp.Browser, id target.ID) error {
+	if _, err := cdp.Call(ctx, b, target.CloseTarget, target.CloseTargetParams{TargetID: id}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		res, err := cdp.Call(ctx, b, target.GetTargets, target.GetTargetsParams{})
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(res.TargetInfos, func(ti *target.Info) bool { return ti.TargetID == id }) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // supervise keeps slot s running until Close, starting with p.
@@ -371,7 +435,7 @@ func (r *Runtime) supervise(s *slot, p *process) {
 // watch returns when p died or the runtime closes. It kills p if it stops
 // answering.
 func (r *Runtime) watch(p *process) {
-	tick := time.NewTicker(healthInterval)
+	tick := time.NewTicker(r.cfg.healthInterval)
 	defer tick.Stop()
 	for {
 		select {
@@ -380,7 +444,7 @@ func (r *Runtime) watch(p *process) {
 		case <-r.ctx.Done():
 			return
 		case <-tick.C:
-			ctx, cancel := context.WithTimeout(p.rootCtx, healthTimeout)
+			ctx, cancel := context.WithTimeout(p.rootCtx, r.cfg.healthTimeout)
 			_, err := cdp.Call(ctx, p.browser, cdpbrowser.GetVersion, cdp.Empty{})
 			cancel()
 			if err != nil && p.rootCtx.Err() == nil && r.ctx.Err() == nil {

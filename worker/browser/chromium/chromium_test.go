@@ -121,6 +121,13 @@ func eval[T any](t *testing.T, b browser.Browser, expr string) T {
 	return v
 }
 
+// waitLoaded waits for the page's load event: NewBrowser and Navigate
+// return once the document committed, and parsing goes on after that.
+func waitLoaded(t *testing.T, b browser.Browser) {
+	t.Helper()
+	waitFor(t, testCtx(t), "page loaded", func() bool { return eval[string](t, b, "document.readyState") == "complete" })
+}
+
 func testPages() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/title", func(w http.ResponseWriter, r *http.Request) {
@@ -248,6 +255,7 @@ func TestScreencast(t *testing.T) {
 	b := newBrowser(t, shared(t), browser.Options{URL: testSrv.URL + "/title?cast", Width: 640, Height: 480})
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
+	waitLoaded(t, b)
 	frames := make(chan browser.Frame, 64)
 	errc := make(chan error, 1)
 	go func() {
@@ -337,6 +345,7 @@ func click(t *testing.T, b browser.Browser, x, y float64) {
 func TestTypingAndClick(t *testing.T) {
 	b := newBrowser(t, shared(t), browser.Options{URL: testSrv.URL + "/form"})
 	ctx := testCtx(t)
+	waitLoaded(t, b)
 	click(t, b, 50, 25) // focus #a
 	waitFor(t, ctx, "focus", func() bool { return eval[string](t, b, "document.activeElement.id") == "a" })
 
@@ -382,6 +391,7 @@ func TestTypingAndClick(t *testing.T) {
 func TestWheelAndResize(t *testing.T) {
 	b := newBrowser(t, shared(t), browser.Options{URL: testSrv.URL + "/big"})
 	ctx := testCtx(t)
+	waitLoaded(t, b)
 	wheel := func(dx, dy float64) {
 		if err := b.Input(ctx, browser.InputEvent{Type: browser.InputWheel, X: 100, Y: 100, DeltaX: dx, DeltaY: dy}); err != nil {
 			t.Fatalf("wheel %v,%v: %v", dx, dy, err)
@@ -487,9 +497,16 @@ func TestNoLeakedTargets(t *testing.T) {
 	if _, err := rt.NewBrowser(cctx, browser.Options{}); err == nil {
 		t.Fatal("NewBrowser with a cancelled context succeeded")
 	}
-	pages, contexts := pageTargets(t, rt)
-	if pages != pages0 || contexts != contexts0 {
-		t.Fatalf("after 50 cycles: %d pages, %d contexts; before: %d, %d", pages, contexts, pages0, contexts0)
+	// Close waits for Chromium to drop the target, but allow a busy machine
+	// a moment to list it gone.
+	var pages, contexts int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if pages, contexts = pageTargets(t, rt); pages == pages0 && contexts == contexts0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 50 cycles: %d pages, %d contexts; before: %d, %d", pages, contexts, pages0, contexts0)
+		}
 	}
 	if st, _ := rt.Stats(ctx); st.Browsers != 0 {
 		t.Fatalf("stats count %d browsers", st.Browsers)
@@ -514,6 +531,7 @@ func TestRendererCrash(t *testing.T) {
 	ctx := testCtx(t)
 	victim := newBrowser(t, rt, browser.Options{URL: testSrv.URL + "/title?victim"})
 	other := newBrowser(t, rt, browser.Options{URL: testSrv.URL + "/title?other"})
+	waitLoaded(t, other)
 	// Page.crash never answers; the crash event ends the browser.
 	go cdp.Call(context.Background(), victim.(*cbrowser).t, page.Crash, cdp.Empty{})
 	select {
@@ -556,6 +574,7 @@ func TestChromiumCrashRecovery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		waitLoaded(t, b)
 		bs = append(bs, b)
 	}
 	rt.mu.Lock()
@@ -670,5 +689,79 @@ func TestConfig(t *testing.T) {
 	t.Setenv("CB_CHROMIUM", filepath.Join(t.TempDir(), "missing"))
 	if _, err := findChromium(""); err == nil {
 		t.Fatal("missing CB_CHROMIUM binary accepted")
+	}
+}
+
+// TestHungChromium stops Chromium (SIGSTOP): the health check must kill and
+// replace it.
+func TestHungChromium(t *testing.T) {
+	needChromium(t)
+	ctx := testCtx(t)
+	rt, err := New(ctx, Config{Logger: testLogger(t), healthInterval: 200 * time.Millisecond, healthTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	b, err := rt.NewBrowser(ctx, browser.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := b.(*cbrowser).p.pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.Done():
+	case <-ctx.Done():
+		syscall.Kill(pid, syscall.SIGCONT)
+		t.Fatal("hung chromium not replaced")
+	}
+	if !errors.Is(b.Err(), browser.ErrCrashed) {
+		t.Fatalf("err %v", b.Err())
+	}
+	b2, err := rt.NewBrowser(ctx, browser.Options{URL: "data:text/html,<title>ok</title>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := b2.(*cbrowser).p.pid; p == pid {
+		t.Fatal("same process after restart")
+	}
+	assertNoZombieChildren(t)
+}
+
+func TestScriptAndBindings(t *testing.T) {
+	rt := shared(t)
+	ctx := testCtx(t)
+	calls := make(chan string, 200)
+	b := newBrowser(t, rt, browser.Options{
+		URL:      testSrv.URL + "/title?script",
+		Script:   `window.injected = 42; window.hook("loaded:" + location.pathname);`,
+		Bindings: map[string]func(string){"hook": func(p string) { calls <- p }},
+	})
+	next := func() string {
+		t.Helper()
+		select {
+		case p := <-calls:
+			return p
+		case <-ctx.Done():
+			t.Fatal("no binding call")
+			return ""
+		}
+	}
+	// The script runs before the page's scripts in every new document
+	// (also the initial blank one).
+	for p := next(); p != "loaded:/title"; p = next() {
+	}
+	if n := eval[int](t, b, "window.injected"); n != 42 {
+		t.Fatalf("injected %d", n)
+	}
+	eval[any](t, b, `for (let i = 0; i < 100; i++) hook(String(i))`)
+	for i := range 100 {
+		if p := next(); p != strconv.Itoa(i) {
+			t.Fatalf("call %d: %q", i, p)
+		}
+	}
+	if _, err := rt.NewBrowser(ctx, browser.Options{Bindings: map[string]func(string){"not a name": func(string) {}}}); err == nil {
+		t.Fatal("bad binding name accepted")
 	}
 }

@@ -205,3 +205,30 @@ func removeAllRetry(dir string) error {
 	}
 	return err
 }
+
+// liveUserDataDirs returns the --user-data-dir of every live process.
+func liveUserDataDirs() map[string]bool {
+	dirs := map[string]bool{}
+	procs, err := readProcs()
+	if err != nil {
+		return dirs
+	}
+	const flag = "--user-data-dir="
+	for pid, p := range procs {
+		if p.state == 'Z' {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(pid), "cmdline"))
+		if err != nil {
+			continue
+		}
+		// Arguments are NUL-separated, or space-separated where Chromium
+		// rewrote its argv; the runtime's dirs contain neither.
+		for _, arg := range bytes.FieldsFunc(b, func(r rune) bool { return r == 0 || r == ' ' }) {
+			if v, ok := bytes.CutPrefix(arg, []byte(flag)); ok {
+				dirs[string(v)] = true
+			}
+		}
+	}
+	return dirs
+}

@@ -2,10 +2,14 @@ package chromium
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
 )
 
 func TestParseStat(t *testing.T) {
@@ -126,5 +130,41 @@ func TestProcSelf(t *testing.T) {
 	n, total := treeUsage(procs, os.Getpid())
 	if n < 1 || total == 0 {
 		t.Fatalf("n=%d pss=%d", n, total)
+	}
+}
+
+func TestRemoveStaleDirs(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	old := time.Now().Add(-time.Hour)
+	mk := func(name string, mtime time.Time) string {
+		d := filepath.Join(tmp, tempPrefix+name)
+		if err := os.MkdirAll(profileDir(d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(d, mtime, mtime)
+		return d
+	}
+	stale, fresh, inUse := mk("stale", old), mk("fresh", time.Now()), mk("inuse", old)
+	other := filepath.Join(tmp, "unrelated")
+	os.Mkdir(other, 0o700)
+	os.Chtimes(other, old, old)
+
+	// A process that names inUse's profile on its command line.
+	cmd := exec.Command("sh", "-c", "sleep 60; true", "--user-data-dir="+profileDir(inUse))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+
+	removeStaleDirs(zerolog.Nop())
+	for _, c := range []struct {
+		dir  string
+		gone bool
+	}{{stale, true}, {fresh, false}, {inUse, false}, {other, false}} {
+		_, err := os.Stat(c.dir)
+		if gone := os.IsNotExist(err); gone != c.gone {
+			t.Errorf("%s: gone=%v, want %v", c.dir, gone, c.gone)
+		}
 	}
 }
