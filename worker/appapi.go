@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -17,8 +18,7 @@ import (
 // here, on the worker hosting the instance (the colocation rule), so a
 // change reaches every browser of the instance in one round trip.
 
-// apiBinding is the binding's name; the injected script removes it from
-// the page before any page script runs.
+// apiBinding is the binding's name.
 const apiBinding = "__cbCall"
 
 // Limits on what a page may store: the state is in the worker's memory.
@@ -31,6 +31,7 @@ const (
 type apiRequest struct {
 	ID    int64           `json:"id"`
 	Op    string          `json:"op"`
+	Token string          `json:"token"`
 	Key   string          `json:"key"`
 	Value json.RawMessage `json:"value"`
 }
@@ -56,7 +57,7 @@ type browserInfo struct {
 // apiScript is the API installed in vb's pages.
 func (w *Worker) apiScript(vb *vbrowser) string {
 	return appapi.Script(appapi.Config{
-		Binding: apiBinding, Origin: originOf(w.entryURL(vb.inst)), User: vb.owner,
+		Binding: apiBinding, Origin: originOf(w.entryURL(vb.inst)), Token: vb.apiToken, User: vb.owner,
 		AppName: vb.inst.app.Name, MountPoint: vb.inst.app.MountPoint,
 		InstanceID: vb.inst.info.ID, BrowserID: vb.id, BrowserURL: vb.url(),
 	})
@@ -79,8 +80,9 @@ func (vb *vbrowser) url() string {
 // browser's binding goroutine, so anything slow goes elsewhere.
 func (a *AppManager) onAPICall(vb *vbrowser, payload string) {
 	var req apiRequest
-	if len(payload) > maxStateValue+4096 || json.Unmarshal([]byte(payload), &req) != nil || req.ID <= 0 {
-		a.log.Debug().Str("browser", vb.id).Int("bytes", len(payload)).Msg("malformed app API call ignored")
+	if len(payload) > maxStateValue+4096 || json.Unmarshal([]byte(payload), &req) != nil || req.ID <= 0 ||
+		subtle.ConstantTimeCompare([]byte(req.Token), []byte(vb.apiToken)) != 1 {
+		a.log.Debug().Str("browser", vb.id).Int("bytes", len(payload)).Msg("malformed or unauthenticated app API call ignored")
 		return
 	}
 	go func() {

@@ -39,6 +39,8 @@ type vbrowser struct {
 
 	subMu sync.Mutex
 	subs  map[string]bool // state keys its pages subscribed to
+	// apiToken authenticates app API calls from this browser's own pages.
+	apiToken string
 }
 
 // AppManager is the worker's Application Manager. The master holds it as a
@@ -211,7 +213,8 @@ func (a *AppManager) browserFor(ctx context.Context, in *instance, user string) 
 // becomes the user's browser there (unless a concurrent request of the same
 // user won, whose browser is returned instead).
 func (a *AppManager) newBrowser(ctx context.Context, in *instance, user string, asTheirs bool) (*vbrowser, error) {
-	vb := &vbrowser{id: ids.NewBrowser(), inst: in, owner: user, created: time.Now(), subs: map[string]bool{}}
+	vb := &vbrowser{id: ids.NewBrowser(), inst: in, owner: user, created: time.Now(), subs: map[string]bool{},
+		apiToken: ids.Random(24)}
 	// Creating a browser can take a second with Chromium: not under the lock.
 	b, err := a.w.runtime.NewBrowser(ctx, browser.Options{
 		URL: a.w.entryURL(in), Script: a.w.apiScript(vb),

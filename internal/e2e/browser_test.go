@@ -201,3 +201,34 @@ func TestVirtualBrowserThroughProxies(t *testing.T) {
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }
 
 func ciMode() bool { return strings.EqualFold(os.Getenv("CI"), "true") }
+
+// TestAppAPISharedState: the chat sample keeps its messages in the
+// instance's shared state; two users' browsers of the one instance see each
+// other's messages through subscribe.
+func TestAppAPISharedState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	c := startCluster(t, clusterOpts{proxies: 0, workers: 2, runtime: "chromium"})
+	base := "http://" + c.public
+	users := userBrowsers(t)
+
+	alice := open(t, users, base+"/chat")
+	bob := open(t, users, base+"/chat")
+	for _, u := range []browser.Browser{alice, bob} {
+		eventually(t, u, "engine live", "document.body.dataset.status", "live")
+		eventually(t, u, "chat loaded", "document.title", "Chat (0) · CloudBrowser")
+	}
+	ap, bp := strings.TrimPrefix(alice.Page().URL, base), strings.TrimPrefix(bob.Page().URL, base)
+	am, bm := browserURL.FindStringSubmatch(ap), browserURL.FindStringSubmatch(bp)
+	if am == nil || bm == nil || am[2] != bm[2] || am[3] == bm[3] {
+		t.Fatalf("want two browsers of one instance: %s, %s", ap, bp)
+	}
+	typeText(t, alice, "hello bob")
+	input(t, alice, browser.InputEvent{Type: browser.InputKeyDown, Key: "Enter"}, browser.InputEvent{Type: browser.InputKeyUp, Key: "Enter"})
+	eventually(t, bob, "bob gets alice's message", "document.title", "Chat (1): hello bob · CloudBrowser")
+	typeText(t, bob, "hi alice")
+	input(t, bob, browser.InputEvent{Type: browser.InputKeyDown, Key: "Enter"}, browser.InputEvent{Type: browser.InputKeyUp, Key: "Enter"})
+	eventually(t, alice, "alice gets bob's answer", "document.title", "Chat (2): hi alice · CloudBrowser")
+}

@@ -15,6 +15,7 @@ var source string
 type Config struct {
 	Binding    string `json:"binding"` // name of the page->worker binding
 	Origin     string `json:"origin"`  // the app's origin; elsewhere nothing is installed
+	Token      string `json:"token"`   // authenticates this browser's requests
 	User       string `json:"user"`
 	AppName    string `json:"appName"`
 	MountPoint string `json:"mountPoint"`

@@ -1,11 +1,12 @@
 // window.cloudbrowser: the in-page app API of CloudBrowser, injected into
 // every document of a virtual browser before the page's own scripts. The
-// worker fills in __CB_CONFIG__. It is installed only on the app's own
-// origin; the raw binding is removed from the page either way.
+// worker fills in the config object. It is installed only on the app's own
+// origin. The raw binding stays visible to every page (Chromium makes it
+// non-configurable), so each request carries a per-browser token that only
+// this closure knows: other pages' calls are ignored by the worker.
 (function (config) {
   "use strict";
   var call = window[config.binding];
-  try { delete window[config.binding]; } catch (e) { window[config.binding] = undefined; }
   if (typeof call !== "function" || location.origin !== config.origin) { return; }
 
   var nextId = 0, pending = {}, subs = {};
@@ -13,7 +14,7 @@
     return new Promise(function (resolve, reject) {
       var id = ++nextId;
       pending[id] = {resolve: resolve, reject: reject};
-      var msg = {id: id, op: op};
+      var msg = {id: id, op: op, token: config.token};
       for (var k in args) { msg[k] = args[k]; }
       call(JSON.stringify(msg));
     });
