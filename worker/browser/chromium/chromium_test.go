@@ -378,6 +378,16 @@ func TestTypingAndClick(t *testing.T) {
 	if got := eval[string](t, b, "document.getElementById('b').value"); got != "second" {
 		t.Fatalf("second input %q", got)
 	}
+	// Shortcuts: Ctrl+A selects all, typing replaces it, Ctrl+Z undoes.
+	press(t, b, "a", browser.ModCtrl)
+	typeText(t, b, "new")
+	if got := eval[string](t, b, "document.getElementById('b').value"); got != "new" {
+		t.Fatalf("after Ctrl+A and typing: %q", got)
+	}
+	press(t, b, "z", browser.ModCtrl)
+	if got := eval[string](t, b, "document.getElementById('b').value"); got == "new" {
+		t.Fatalf("Ctrl+Z did not undo: %q", got)
+	}
 
 	click(t, b, 160, 220) // the button
 	if n := eval[int](t, b, "window.clicks || 0"); n != 1 {

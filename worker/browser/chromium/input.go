@@ -170,6 +170,9 @@ func keyParams(ev browser.InputEvent) input.DispatchKeyEventParams {
 		} else {
 			p.Type = input.DispatchKeyEventTypeRawKeyDown
 		}
+		if shortcut {
+			p.Commands = editingCommands(ev)
+		}
 	case browser.InputRawKeyDown:
 		p.Type, p.Text = input.DispatchKeyEventTypeRawKeyDown, ""
 	case browser.InputKeyUp:
@@ -179,4 +182,50 @@ func keyParams(ev browser.InputEvent) input.DispatchKeyEventParams {
 		p.UnmodifiedText = p.Text
 	}
 	return p
+}
+
+// editingCommands maps the usual editing shortcuts to Chromium's editor
+// commands: headless Chromium on Linux delivers Ctrl+A as a plain key event
+// and never runs the command by itself. The clipboard lives in the user's
+// own browser, so paste arrives as inserttext, not here.
+func editingCommands(ev browser.InputEvent) []string {
+	mod := ev.Modifiers &^ browser.ModShift
+	if mod != browser.ModCtrl && mod != browser.ModMeta {
+		return nil
+	}
+	shift := ev.Modifiers&browser.ModShift != 0
+	switch strings.ToLower(ev.Key) {
+	case "a":
+		return []string{"selectAll"}
+	case "z":
+		if shift {
+			return []string{"redo"}
+		}
+		return []string{"undo"}
+	case "y":
+		return []string{"redo"}
+	case "x":
+		return []string{"cut"}
+	case "c":
+		return []string{"copy"}
+	case "backspace":
+		return []string{"deleteWordBackward"}
+	case "delete":
+		return []string{"deleteWordForward"}
+	case "arrowleft":
+		if shift {
+			return []string{"moveWordLeftAndModifySelection"}
+		}
+		return []string{"moveWordLeft"}
+	case "arrowright":
+		if shift {
+			return []string{"moveWordRightAndModifySelection"}
+		}
+		return []string{"moveWordRight"}
+	case "home":
+		return []string{"moveToBeginningOfDocument"}
+	case "end":
+		return []string{"moveToEndOfDocument"}
+	}
+	return nil
 }
