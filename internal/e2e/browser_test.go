@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,4 +233,47 @@ func TestAppAPISharedState(t *testing.T) {
 	typeText(t, bob, "hi alice")
 	input(t, bob, browser.InputEvent{Type: browser.InputKeyDown, Key: "Enter"}, browser.InputEvent{Type: browser.InputKeyUp, Key: "Enter"})
 	eventually(t, alice, "alice gets bob's answer", "document.title", "Chat (2): hi alice · CloudBrowser")
+}
+
+// TestChromiumCrashSeenByUser: when the worker's Chromium dies, the user's
+// engine says so and its reload button gives a new, live browser.
+func TestChromiumCrashSeenByUser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	c := startCluster(t, clusterOpts{proxies: 0, workers: 1, runtime: "chromium"})
+	base := "http://" + c.public
+	users := userBrowsers(t)
+	alice := open(t, users, base+"/hello")
+	eventually(t, alice, "engine live", "document.body.dataset.status", "live")
+	before := alice.Page().URL
+
+	var chrome int
+	for _, pid := range childPids(c.workers["w-e2e1"].pid()) {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.HasPrefix(string(comm), "chromium") {
+			chrome = pid
+		}
+	}
+	if chrome == 0 {
+		t.Fatal("no Chromium child of the worker")
+	}
+	if err := syscall.Kill(chrome, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, alice, "engine shows the crash", "document.body.dataset.status", "closed")
+	eventually(t, alice, "crash message", `document.getElementById("notice-text").textContent`, "The virtual browser crashed.")
+	eventually(t, alice, "reload button shown", `document.getElementById("notice-action").hidden`, "false")
+	// Click the reload button: a new browser in the same instance.
+	var r struct{ X, Y float64 }
+	if err := alice.Evaluate(context.Background(), `(() => { const r = document.getElementById("notice-action").getBoundingClientRect(); return {X: r.left + r.width/2, Y: r.top + r.height/2}; })()`, &r); err != nil {
+		t.Fatal(err)
+	}
+	click(t, alice, r.X, r.Y)
+	eventually(t, alice, "new browser live", "document.body.dataset.status", "live")
+	after := alice.Page().URL
+	if after == before || !strings.Contains(after, "/b/") {
+		t.Fatalf("after reload: %s (before %s)", after, before)
+	}
+	eventually(t, alice, "frames from the new browser", "Number(document.body.dataset.frames || 0) > 0", "true")
 }
