@@ -34,6 +34,11 @@ func (w *Worker) handler() http.Handler {
 				_, _ = rw.Write([]byte(`{"status":"not registered with the master","worker":"` + w.id + `"}` + "\n"))
 				return
 			}
+			if st, err := w.runtime.Stats(r.Context()); err != nil || (w.runtime.Name() != "none" && st.Processes == 0) {
+				rw.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = rw.Write([]byte(`{"status":"browser runtime down","worker":"` + w.id + `"}` + "\n"))
+				return
+			}
 			_, _ = rw.Write([]byte(`{"status":"ready","worker":"` + w.id + `"}` + "\n"))
 			return
 		}
