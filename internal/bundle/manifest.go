@@ -3,6 +3,7 @@
 package bundle
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,14 +19,47 @@ import (
 // ManifestName is the manifest file at the root of a bundle.
 const ManifestName = "app.json"
 
-// Manifest is the app.json of a bundle.
+// Manifest is the app.json of a bundle. docs/bundles.md has its JSON
+// Schema.
 type Manifest struct {
 	Name        string `json:"name"`
 	MountPoint  string `json:"mountPoint"`
-	Description string `json:"description"`
+	Description string `json:"description,omitempty"`
 	Entry       string `json:"entry"`
-	Strategy    string `json:"strategy"`
-	Public      *bool  `json:"public"`
+	Strategy    string `json:"strategy,omitempty"`
+	Public      *bool  `json:"public,omitempty"`
+	// Authentication requires a login (applications issue: accounts).
+	Authentication bool `json:"authentication,omitempty"`
+	// BrowserLimit caps virtual browsers per user and per instance (0 = no cap).
+	BrowserLimit BrowserLimit `json:"browserLimit,omitzero"`
+	// Viewport is the initial size of the virtual browsers (0 = 1280x800).
+	Viewport Viewport `json:"viewport,omitzero"`
+	// Navigation restricts the URLs the virtual browsers may load.
+	Navigation Navigation `json:"navigation,omitzero"`
+	// Pool configures an application-specific browser pool (pools issue);
+	// validated by the worker's pool package.
+	Pool json.RawMessage `json:"pool,omitempty"`
+}
+
+// BrowserLimit caps browsers.
+type BrowserLimit struct {
+	PerUser     int `json:"perUser,omitempty"`
+	PerInstance int `json:"perInstance,omitempty"`
+}
+
+// Viewport is a size in CSS pixels.
+type Viewport struct {
+	Width  int `json:"width,omitempty"`
+	Height int `json:"height,omitempty"`
+}
+
+// Navigation holds URL patterns: a URL is allowed if it matches an Allow
+// pattern (or Allow is empty) and no Deny pattern. Patterns are globs, e.g.
+// "https://*.example.com/*": * matches any run of characters, except that
+// in the scheme and host part it does not cross a "/".
+type Navigation struct {
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
 }
 
 // FieldError names the manifest field that is wrong.
@@ -106,10 +140,63 @@ func (m *Manifest) Validate(files map[string]bool) error {
 	if len(m.Description) > 500 {
 		add("description", "is longer than 500 characters")
 	}
+	if m.BrowserLimit.PerUser < 0 {
+		add("browserLimit.perUser", "must not be negative")
+	}
+	if m.BrowserLimit.PerInstance < 0 {
+		add("browserLimit.perInstance", "must not be negative")
+	}
+	for _, v := range []struct {
+		field string
+		n     int
+	}{{"viewport.width", m.Viewport.Width}, {"viewport.height", m.Viewport.Height}} {
+		if v.n != 0 && (v.n < 100 || v.n > 8192) {
+			add(v.field, "%d is outside 100..8192", v.n)
+		}
+	}
+	for _, l := range []struct {
+		field string
+		pats  []string
+	}{{"navigation.allow", m.Navigation.Allow}, {"navigation.deny", m.Navigation.Deny}} {
+		for i, p := range l.pats {
+			if _, err := CompilePattern(p); err != nil {
+				add(fmt.Sprintf("%s[%d]", l.field, i), "%v", err)
+			}
+		}
+	}
+	if len(m.Pool) > 0 && !json.Valid(m.Pool) {
+		add("pool", "is not valid JSON")
+	}
 	if len(es) > 0 {
 		return es
 	}
 	return nil
+}
+
+// CompilePattern turns a navigation glob into a regular expression.
+func CompilePattern(p string) (*regexp.Regexp, error) {
+	if p == "" {
+		return nil, fmt.Errorf("empty pattern")
+	}
+	if len(p) > 500 {
+		return nil, fmt.Errorf("pattern longer than 500 characters")
+	}
+	// In the scheme and host, * does not cross a "/" (so a query string
+	// cannot fake the host); in the path it matches anything.
+	origin, rest := p, ""
+	if i := strings.Index(p, "://"); i >= 0 {
+		if j := strings.Index(p[i+3:], "/"); j >= 0 {
+			origin, rest = p[:i+3+j], p[i+3+j:]
+		}
+	}
+	glob := func(s, star string) string {
+		parts := strings.Split(s, "*")
+		for i := range parts {
+			parts[i] = regexp.QuoteMeta(parts[i])
+		}
+		return strings.Join(parts, star)
+	}
+	return regexp.Compile("^" + glob(origin, "[^/]*") + glob(rest, ".*") + "$")
 }
 
 // App returns the cluster's view of the manifest.
@@ -143,11 +230,9 @@ func Load(fsys fs.FS, dir string) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", dir, err)
 	}
-	var m Manifest
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("bundle %s: %s: %w", dir, ManifestName, err)
+	m, err := ParseManifest(raw)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", dir, err)
 	}
 	b := &Bundle{Files: map[string][]byte{}}
 	err = fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
@@ -185,8 +270,23 @@ func Load(fsys fs.FS, dir string) (*Bundle, error) {
 	if err := m.Validate(names); err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", dir, err)
 	}
-	b.Manifest = m
+	b.Manifest = *m
 	return b, nil
+}
+
+// ParseManifest decodes app.json strictly: unknown fields are errors, so a
+// typo does not silently lose a setting.
+func ParseManifest(raw []byte) (*Manifest, error) {
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%s: %w", ManifestName, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s: trailing data after the JSON object", ManifestName)
+	}
+	return &m, nil
 }
 
 // LoadAll loads every bundle in the immediate subfolders of root. Mount point

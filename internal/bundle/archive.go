@@ -1,0 +1,189 @@
+package bundle
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+)
+
+// Limits bound what an uploaded bundle may contain.
+type Limits struct {
+	MaxFiles     int   // default 10,000
+	MaxFileBytes int64 // default MaxFileSize
+	MaxTotal     int64 // uncompressed, default 64 MiB
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = 10_000
+	}
+	if l.MaxFileBytes <= 0 {
+		l.MaxFileBytes = MaxFileSize
+	}
+	if l.MaxTotal <= 0 {
+		l.MaxTotal = 64 << 20
+	}
+	return l
+}
+
+// Pack writes the bundle rooted at dir of fsys as a tar.gz archive with
+// slash paths relative to dir.
+func Pack(fsys fs.FS, dir string) ([]byte, error) {
+	b, err := Load(fsys, dir) // validates first: never upload a bad bundle
+	if err != nil {
+		return nil, err
+	}
+	return b.Pack()
+}
+
+// Pack writes the bundle as a tar.gz archive.
+func (b *Bundle) Pack() ([]byte, error) {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	names := make([]string, 0, len(b.Files))
+	for n := range b.Files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		data := b.Files[n]
+		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+			return nil, fmt.Errorf("pack %s: %w", n, err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, fmt.Errorf("pack %s: %w", n, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := gz.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// ErrArchive marks an archive that cannot be accepted.
+var ErrArchive = errors.New("bundle archive rejected")
+
+// Unpack reads a tar.gz bundle and validates it. It rejects absolute
+// paths, paths with "..", links that leave the bundle, special files and
+// sizes over the limits; a link inside the bundle becomes a copy of its
+// target.
+func Unpack(r io.Reader, lim Limits) (*Bundle, error) {
+	lim = lim.withDefaults()
+	gz, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: not gzip: %w", ErrArchive, err)
+	}
+	tr := tar.NewReader(gz)
+	files := map[string][]byte{}
+	links := map[string]string{}
+	var total int64
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: not a tar archive: %w", ErrArchive, err)
+		}
+		name, err := cleanName(h.Name)
+		if err != nil {
+			return nil, err
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			continue
+		case tar.TypeReg:
+		case tar.TypeSymlink, tar.TypeLink:
+			target := h.Linkname
+			if h.Typeflag == tar.TypeSymlink && !strings.HasPrefix(target, "/") {
+				target = path.Join(path.Dir(name), target)
+			}
+			t, err := cleanName(target)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s links to %q, outside the bundle", ErrArchive, name, h.Linkname)
+			}
+			links[name] = t
+			continue
+		default:
+			return nil, fmt.Errorf("%w: %s is not a regular file (type %q)", ErrArchive, name, h.Typeflag)
+		}
+		if len(files)+len(links) >= lim.MaxFiles {
+			return nil, fmt.Errorf("%w: more than %d files", ErrArchive, lim.MaxFiles)
+		}
+		if h.Size > lim.MaxFileBytes {
+			return nil, fmt.Errorf("%w: %s is %d bytes, over the %d byte limit", ErrArchive, name, h.Size, lim.MaxFileBytes)
+		}
+		total += h.Size
+		if total > lim.MaxTotal {
+			return nil, fmt.Errorf("%w: more than %d bytes uncompressed", ErrArchive, lim.MaxTotal)
+		}
+		data, err := io.ReadAll(io.LimitReader(tr, h.Size+1))
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading %s: %w", ErrArchive, name, err)
+		}
+		if int64(len(data)) != h.Size {
+			return nil, fmt.Errorf("%w: %s is truncated", ErrArchive, name)
+		}
+		if _, dup := files[name]; dup {
+			return nil, fmt.Errorf("%w: %s appears twice", ErrArchive, name)
+		}
+		files[name] = data
+	}
+	for name, target := range links {
+		data, ok := files[target]
+		if !ok {
+			return nil, fmt.Errorf("%w: %s links to %q, which is not a file of the bundle", ErrArchive, name, target)
+		}
+		files[name] = data
+	}
+	return FromFiles(files)
+}
+
+// cleanName accepts relative slash paths that stay inside the bundle.
+func cleanName(n string) (string, error) {
+	if n == "" || strings.HasPrefix(n, "/") || strings.Contains(n, "\\") || strings.ContainsRune(n, 0) {
+		return "", fmt.Errorf("%w: path %q is absolute or malformed", ErrArchive, n)
+	}
+	for _, seg := range strings.Split(n, "/") {
+		if seg == ".." {
+			return "", fmt.Errorf("%w: path %q leaves the bundle", ErrArchive, n)
+		}
+	}
+	c := path.Clean(strings.TrimPrefix(n, "./"))
+	if c == "." || c == "" {
+		return "", fmt.Errorf("%w: path %q names no file", ErrArchive, n)
+	}
+	return c, nil
+}
+
+// FromFiles builds and validates a bundle from its files (the manifest
+// among them).
+func FromFiles(files map[string][]byte) (*Bundle, error) {
+	raw, ok := files[ManifestName]
+	if !ok {
+		return nil, fmt.Errorf("%w: no %s at the root", ErrArchive, ManifestName)
+	}
+	m, err := ParseManifest(raw)
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[string]bool, len(files))
+	for n := range files {
+		names[n] = true
+	}
+	if err := m.Validate(names); err != nil {
+		return nil, err
+	}
+	return &Bundle{Manifest: *m, Files: files}, nil
+}
