@@ -1,6 +1,7 @@
 package master
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"net/http"
@@ -21,14 +22,25 @@ func (m *Master) adminHandler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "master": m.id})
 	})
-	mux.Handle("GET /api/v1/cluster", m.auth(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /api/v1/cluster", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, m.Status())
 	}))
-	mux.Handle("POST /api/v1/workers/{id}/drain", m.auth(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /api/v1/workers/{id}/drain", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		m.drain(w, r, true)
 	}))
-	mux.Handle("POST /api/v1/workers/{id}/undrain", m.auth(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /api/v1/workers/{id}/undrain", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		m.drain(w, r, false)
+	}))
+	mux.Handle("GET /api/v1/apps", m.auth(roleAuthor, m.listApps))
+	mux.Handle("POST /api/v1/apps", m.auth(roleAuthor, m.deploy))
+	mux.Handle("DELETE /api/v1/apps/{name}", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		m.appAction(w, r, func(ctx context.Context, name string) error { return m.apps.Remove(ctx, name) })
+	}))
+	mux.Handle("POST /api/v1/apps/{name}/disable", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		m.appAction(w, r, func(ctx context.Context, name string) error { return m.apps.SetDisabled(ctx, name, true) })
+	}))
+	mux.Handle("POST /api/v1/apps/{name}/enable", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		m.appAction(w, r, func(ctx context.Context, name string) error { return m.apps.SetDisabled(ctx, name, false) })
 	}))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
@@ -46,23 +58,41 @@ func (m *Master) drain(w http.ResponseWriter, r *http.Request, on bool) {
 	writeJSON(w, http.StatusOK, map[string]any{"worker": id, "draining": on})
 }
 
-// auth requires the admin token as a Bearer token.
-func (m *Master) auth(h http.HandlerFunc) http.Handler {
-	want := []byte(m.cfg.AdminToken)
+type role int
+
+const (
+	roleAuthor role = iota // deploys and lists applications
+	roleAdmin              // everything
+)
+
+// auth requires a Bearer token of at least the given role: the admin token
+// passes everywhere, the author token only where roleAuthor suffices.
+func (m *Master) auth(need role, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || got == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cloudbrowser"`)
-			apiError(w, http.StatusUnauthorized, "missing admin token (Authorization: Bearer <token>)")
+			apiError(w, http.StatusUnauthorized, "missing token (Authorization: Bearer <token>)")
 			return
 		}
-		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+		switch {
+		case tokenIs(got, m.cfg.AdminToken):
+		case tokenIs(got, m.cfg.AuthorToken):
+			if need > roleAuthor {
+				apiError(w, http.StatusForbidden, "the author token may only deploy and list applications; this needs the admin token")
+				return
+			}
+		default:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cloudbrowser", error="invalid_token"`)
-			apiError(w, http.StatusUnauthorized, "invalid admin token")
+			apiError(w, http.StatusUnauthorized, "invalid token")
 			return
 		}
 		h(w, r)
 	})
+}
+
+func tokenIs(got, want string) bool {
+	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
 func apiError(w http.ResponseWriter, status int, msg string) {

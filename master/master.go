@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -30,8 +31,11 @@ import (
 type Config struct {
 	// Secret is the cluster secret (RMI authentication, gossip key).
 	Secret string
-	// AdminToken authorizes the admin API.
-	AdminToken string
+	// AdminToken authorizes the admin API; AuthorToken only deploying and
+	// listing applications.
+	AdminToken, AuthorToken string
+	// DataDir keeps deployed applications ("" = keep nothing).
+	DataDir string
 
 	// RMIAddr is where workers and proxies connect (host:port).
 	RMIAddr string
@@ -131,7 +135,17 @@ func New(cfg Config) (*Master, error) {
 		ReportPeriod: cfg.ReportPeriod, DeadAfter: cfg.DeadAfter, Notify: m.proxies.notify,
 	})
 	m.apps = newAppManager(m.log, m.workers.refs)
+	if cfg.DataDir != "" {
+		m.apps.store = &appStore{dir: filepath.Join(cfg.DataDir, "apps")}
+		if err := m.apps.loadStored(); err != nil {
+			// A damaged app must not keep the others down.
+			m.log.Error().Err(err).Msg("some stored applications could not be loaded")
+		}
+	}
 	for _, a := range cfg.Apps {
+		if _, stored := m.apps.Get(a.MountPoint); stored {
+			continue // deployed versions win over the start-up set
+		}
 		if err := m.apps.Add(m.ctx, a); err != nil {
 			return nil, fmt.Errorf("master: app %q: %w", a.MountPoint, err)
 		}

@@ -74,8 +74,8 @@ func (s routerService) Route(ctx context.Context, req wire.RouteRequest) (wire.R
 func (s routerService) Apps(ctx context.Context) ([]wire.App, error) {
 	var out []wire.App
 	for _, a := range s.m.apps.List() {
-		if a.Public {
-			a.Files = nil
+		if a.Public && !a.Disabled {
+			a.Files, a.Manifest = nil, nil
 			out = append(out, a)
 		}
 	}

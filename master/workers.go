@@ -332,6 +332,9 @@ func (m *WorkerManager) place(ctx context.Context, req wire.PlaceRequest) (wire.
 	if !ok {
 		return wire.Placement{}, wire.Errorf(wire.CodeUnknownApp, "no application is mounted at /"+req.App)
 	}
+	if app.Disabled {
+		return wire.Placement{}, wire.Errorf(wire.CodeAppDisabled, "application /"+req.App+" is disabled")
+	}
 	key := strategyKey(app, req.User)
 	if key == "" {
 		return m.create(ctx, app, req.User, "")
@@ -426,7 +429,7 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, key str
 			lastErr = wire.Errorf(wire.CodeNoWorkers, "worker "+wid+" died while creating the instance")
 			continue
 		}
-		m.addInstanceLocked(wire.InstanceInfo{ID: iid, App: app.MountPoint, Owner: owner, Worker: wid, Created: time.Now()})
+		m.addInstanceLocked(wire.InstanceInfo{ID: iid, App: app.MountPoint, Version: app.Version, Owner: owner, Worker: wid, Created: time.Now()})
 		if key != "" {
 			m.byKey[key] = iid // replaces an instance whose worker is unreachable
 		}
@@ -446,8 +449,12 @@ func (m *WorkerManager) route(req wire.RouteRequest) (wire.RouteReply, error) {
 	m.lookups.Add(1)
 	switch req.Kind {
 	case wire.RouteApp:
-		if _, ok := m.apps(req.App); !ok {
+		app, ok := m.apps(req.App)
+		if !ok {
 			return wire.RouteReply{}, wire.Errorf(wire.CodeUnknownApp, "no application is mounted at /"+req.App)
+		}
+		if app.Disabled {
+			return wire.RouteReply{}, wire.Errorf(wire.CodeAppDisabled, "application /"+req.App+" is disabled")
 		}
 		return m.peek()
 	case wire.RouteInstance:

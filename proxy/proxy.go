@@ -300,6 +300,10 @@ func (p *Proxy) routeError(w http.ResponseWriter, r *http.Request, id string, t 
 		ev.Msg("unknown instance")
 		p.page(w, r, id, http.StatusNotFound, "App instance not found",
 			"This app instance does not exist (it may have been closed).")
+	case errors.Is(err, ErrAppDisabled):
+		ev.Msg("app disabled")
+		p.page(w, r, id, http.StatusServiceUnavailable, "Application unavailable",
+			"This application has been disabled by an administrator.")
 	case errors.Is(err, ErrInstanceLost):
 		ev.Msg("instance lost")
 		p.pageLink(w, r, id, http.StatusGone, "App instance lost",

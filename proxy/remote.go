@@ -29,6 +29,8 @@ func MasterError(err error) error {
 	switch c.RMICode() {
 	case wire.CodeUnknownApp:
 		sentinel = ErrUnknownApp
+	case wire.CodeAppDisabled:
+		sentinel = ErrAppDisabled
 	case wire.CodeUnknownInstance:
 		sentinel = ErrUnknownInstance
 	case wire.CodeInstanceLost:

@@ -39,6 +39,8 @@ var (
 	ErrMasterUnavailable = errors.New("cluster master unavailable")
 	// ErrWorkerGone: the instance's worker is known to be dead.
 	ErrWorkerGone = errors.New("worker gone")
+	// ErrAppDisabled: the application exists but an admin disabled it.
+	ErrAppDisabled = errors.New("application disabled")
 	// ErrInstanceLost: the instance existed but its worker died with it.
 	ErrInstanceLost = errors.New("app instance lost with its worker")
 )

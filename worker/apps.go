@@ -123,7 +123,7 @@ func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance
 		app = cur
 	}
 	a.instances[req.InstanceID] = &instance{
-		info: wire.InstanceInfo{ID: req.InstanceID, App: app.MountPoint, Owner: req.Owner, Worker: a.w.id, Created: time.Now()},
+		info: wire.InstanceInfo{ID: req.InstanceID, App: app.MountPoint, Version: app.Version, Owner: req.Owner, Worker: a.w.id, Created: time.Now()},
 		app:  app, browsers: map[string]*vbrowser{}, byUser: map[string]string{},
 		state: map[string]json.RawMessage{},
 	}

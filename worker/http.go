@@ -89,8 +89,14 @@ func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t 
 		w.page(rw, r, id, http.StatusMethodNotAllowed, "Method not allowed", "Open this address with GET.")
 		return
 	}
-	if _, ok := w.apps.app(t.App); !ok {
+	app, ok := w.apps.app(t.App)
+	if !ok {
 		w.page(rw, r, id, http.StatusNotFound, "Application not found", "There is no application at this address.")
+		return
+	}
+	if app.Disabled {
+		w.page(rw, r, id, http.StatusServiceUnavailable, "Application unavailable",
+			"This application has been disabled by an administrator.")
 		return
 	}
 	user := w.users.identify(rw, r)

@@ -51,7 +51,8 @@ func masterCmd() *cli.Command {
 		Usage: "run the master: applications, workers, placement, routing, reverse proxies",
 		Description: `The master keeps the applications and the instance table, places new app instances
 on workers, answers the proxies' route lookups and runs the reverse proxies.
-On first start it creates <data-dir>/cluster.secret and <data-dir>/admin.token (mode 0600).`,
+On first start it creates <data-dir>/cluster.secret, admin.token and author.token (mode
+0600). Deployed applications are kept in <data-dir>/apps and survive restarts.`,
 		Flags: masterFlags(),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			log, err := logger(cmd)
@@ -92,6 +93,10 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 	if err != nil {
 		return nil, fmt.Errorf("admin token: %w", err)
 	}
+	authorToken, err := secret.LoadOrCreate(filepath.Join(dir, "author.token"))
+	if err != nil {
+		return nil, fmt.Errorf("author token: %w", err)
+	}
 	strategy, err := balance.ParseStrategy(cmd.String("balancer"))
 	if err != nil {
 		return nil, fmt.Errorf("--balancer: %w", err)
@@ -127,7 +132,7 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 		return cmd.String(flag)
 	}
 	return master.New(master.Config{
-		Secret: sec, AdminToken: token, SecretFile: secretPath,
+		Secret: sec, AdminToken: token, AuthorToken: authorToken, SecretFile: secretPath, DataDir: dir,
 		RMIAddr: pick(o.rmi, "rmi"), GossipAddr: pick(o.gossip, "gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
 		AdminAddr: pick(o.admin, "admin"), PublicAddr: cmd.String("listen"), Proxies: int(cmd.Int("proxies")),
 		ProxyCommand: append(append([]string{exe}, logArgs(cmd)...), "proxy"),

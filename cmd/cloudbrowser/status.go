@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -21,50 +19,23 @@ func statusCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show the cluster: workers, applications, instances",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "master", Value: "http://127.0.0.1:8080", Sources: cli.EnvVars("CB_MASTER_URL"),
-				Usage: "the master's admin URL (with up: the public URL)"},
-			&cli.StringFlag{Name: "token", Sources: cli.EnvVars("CB_TOKEN"),
-				Usage: "admin token (default: read from <data-dir>/admin.token)"},
-			dataDirFlag,
-			&cli.BoolFlag{Name: "json", Usage: "print the raw JSON status"},
-		},
+		Flags: append(apiFlags("admin.token"),
+			&cli.BoolFlag{Name: "json", Usage: "print the raw JSON status"}),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			token := cmd.String("token")
-			if token == "" {
-				b, err := os.ReadFile(filepath.Join(cmd.String("data-dir"), "admin.token"))
-				if err != nil {
-					return fmt.Errorf("--token not given and the admin token could not be read: %w", err)
-				}
-				token = strings.TrimSpace(string(b))
-			}
-			base := strings.TrimRight(cmd.String("master"), "/")
-			if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-				base = "http://" + base
-			}
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/cluster", nil)
+			c, err := newAPIClient(cmd, "admin.token")
 			if err != nil {
-				return fmt.Errorf("--master %q: %w", cmd.String("master"), err)
+				return err
 			}
-			req.Header.Set("Authorization", "Bearer "+token)
-			resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-			if err != nil {
-				return fmt.Errorf("asking the master at %s: %w", base, err)
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-			if err != nil {
-				return fmt.Errorf("reading the master's answer: %w", err)
-			}
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("master answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+			var raw json.RawMessage
+			if err := c.do(ctx, http.MethodGet, "/api/v1/cluster", nil, "", &raw); err != nil {
+				return err
 			}
 			if cmd.Bool("json") {
-				_, err := os.Stdout.Write(body)
+				_, err := os.Stdout.Write(append(raw, '\n'))
 				return err
 			}
 			var st wire.ClusterStatus
-			if err := json.Unmarshal(body, &st); err != nil {
+			if err := json.Unmarshal(raw, &st); err != nil {
 				return fmt.Errorf("master's answer is not a cluster status: %w", err)
 			}
 			printStatus(os.Stdout, &st)
@@ -92,9 +63,9 @@ func printStatus(out io.Writer, st *wire.ClusterStatus) {
 	for _, a := range st.Apps {
 		fmt.Fprintf(tw, "/%s\t%s\t%s\t%d\t%v\n", a.MountPoint, a.Name, a.Strategy, a.Version, a.Public)
 	}
-	fmt.Fprintln(tw, "\nINSTANCE\tAPP\tWORKER\tOWNER\tAGE")
+	fmt.Fprintln(tw, "\nINSTANCE\tAPP\tVERSION\tWORKER\tOWNER\tAGE")
 	for _, in := range st.Instances {
-		fmt.Fprintf(tw, "%s\t/%s\t%s\t%s\t%s\n", in.ID, in.App, in.Worker, in.Owner, time.Since(in.Created).Round(time.Second))
+		fmt.Fprintf(tw, "%s\t/%s\t%d\t%s\t%s\t%s\n", in.ID, in.App, in.Version, in.Worker, in.Owner, time.Since(in.Created).Round(time.Second))
 	}
 	fmt.Fprintln(tw, "\nMEMBER\tROLE\tADDRESS\tSTATE")
 	for _, m := range st.Members {

@@ -212,6 +212,7 @@ func (m *Manifest) App() wire.App {
 func (b *Bundle) App() wire.App {
 	a := b.Manifest.App()
 	a.Files = b.Files
+	a.Manifest = b.Files[ManifestName]
 	return a
 }
 

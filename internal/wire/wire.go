@@ -19,6 +19,7 @@ const (
 // Error codes carried by rmi.RemoteError.Code.
 const (
 	CodeUnknownApp      = "unknown_app"
+	CodeAppDisabled     = "app_disabled"
 	CodeUnknownInstance = "unknown_instance"
 	CodeInstanceLost    = "instance_lost"
 	CodeNoWorkers       = "no_workers"
@@ -49,6 +50,11 @@ type App struct {
 	Entry       string `codec:"entry" json:"entry"`
 	Public      bool   `codec:"public" json:"public"`
 	Version     int    `codec:"version" json:"version"`
+	// Disabled apps keep their instances but get no new ones and are not
+	// listed on the home page.
+	Disabled bool `codec:"disabled" json:"disabled"`
+	// Manifest is the bundle's app.json (all settings, for the workers).
+	Manifest []byte `codec:"manifest" json:"-"`
 	// Files of the bundle (slash paths), served to the virtual browsers by
 	// the hosting worker.
 	Files map[string][]byte `codec:"files" json:"-"`
@@ -146,6 +152,7 @@ type ClusterInfo struct {
 type InstanceInfo struct {
 	ID       string    `codec:"id" json:"id"`
 	App      string    `codec:"app" json:"app"`
+	Version  int       `codec:"version" json:"version"` // of the app, fixed at creation
 	Owner    string    `codec:"owner" json:"owner"`
 	Worker   string    `codec:"wid" json:"worker"`
 	Created  time.Time `codec:"created" json:"created"`

@@ -1,0 +1,93 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+)
+
+// MaxUpload bounds a deployed archive (compressed).
+const MaxUpload = 64 << 20
+
+// appView is an application in API answers.
+type appView struct {
+	Name        string `json:"name"`
+	MountPoint  string `json:"mountPoint"`
+	Description string `json:"description"`
+	Strategy    string `json:"strategy"`
+	Public      bool   `json:"public"`
+	Disabled    bool   `json:"disabled"`
+	Version     int    `json:"version"`
+	Files       int    `json:"files"`
+}
+
+func viewOf(a wire.App) appView {
+	return appView{Name: a.Name, MountPoint: a.MountPoint, Description: a.Description, Strategy: a.Strategy,
+		Public: a.Public, Disabled: a.Disabled, Version: a.Version, Files: len(a.Files)}
+}
+
+func (m *Master) listApps(w http.ResponseWriter, r *http.Request) {
+	out := []appView{}
+	for _, a := range m.apps.List() {
+		out = append(out, viewOf(a))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// deploy accepts a tar.gz bundle, validates it again (the CLI already
+// did), stores it durably and pushes it to every worker.
+func (m *Master) deploy(w http.ResponseWriter, r *http.Request) {
+	body := http.MaxBytesReader(w, r.Body, MaxUpload)
+	b, err := bundle.Unpack(body, bundle.Limits{})
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			apiError(w, http.StatusRequestEntityTooLarge, "the archive is larger than 64 MiB")
+			return
+		}
+		problems := []map[string]string{}
+		var es bundle.Errors
+		if errors.As(err, &es) {
+			for _, e := range es {
+				problems = append(problems, map[string]string{"field": e.Field, "message": e.Msg})
+			}
+		}
+		writeJSON(w, http.StatusBadRequest, map[string]any{"status": 400, "error": err.Error(), "problems": problems})
+		return
+	}
+	app := b.App()
+	if old, ok := m.apps.Get(app.MountPoint); ok {
+		app.Disabled = old.Disabled
+	}
+	if err := m.apps.Add(r.Context(), app); err != nil {
+		apiError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	cur, _ := m.apps.Get(app.MountPoint)
+	m.log.Info().Str("app", cur.MountPoint).Int("version", cur.Version).Int("files", len(cur.Files)).
+		Str("request_id", r.Header.Get("X-Request-Id")).Msg("application deployed")
+	writeJSON(w, http.StatusCreated, viewOf(cur))
+}
+
+// appAction runs an admin action on one app.
+func (m *Master) appAction(w http.ResponseWriter, r *http.Request, act func(ctx context.Context, name string) error) {
+	name := r.PathValue("name")
+	if err := act(r.Context(), name); err != nil {
+		var we *wire.Error
+		if errors.As(err, &we) && we.Code == wire.CodeUnknownApp {
+			apiError(w, http.StatusNotFound, err.Error())
+			return
+		}
+		apiError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	a, ok := m.apps.Get(name)
+	if !ok {
+		writeJSON(w, http.StatusOK, map[string]any{"mountPoint": name, "removed": true})
+		return
+	}
+	writeJSON(w, http.StatusOK, viewOf(a))
+}
