@@ -77,6 +77,10 @@ func (f *fakeWorker) CreateInstance(ctx context.Context, req wire.CreateInstance
 
 func (f *fakeWorker) CloseInstance(ctx context.Context, iid string) error { return nil }
 
+func (f *fakeWorker) OpenBrowser(ctx context.Context, iid, user string) (string, error) {
+	return "b" + user, nil
+}
+
 func (f *fakeWorker) hasApp(name string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -57,6 +57,11 @@ func (s workerService) Place(ctx context.Context, req wire.PlaceRequest) (wire.P
 	return s.m.workers.place(ctx, req)
 }
 
+// Instances lists a user's instances of an app (for landing pages).
+func (s workerService) Instances(ctx context.Context, app, user string) ([]wire.InstanceInfo, error) {
+	return s.m.workers.userInstances(app, user), nil
+}
+
 // InstanceClosed tells the master a worker closed one of its instances.
 func (s workerService) InstanceClosed(ctx context.Context, workerID, iid string) error {
 	return s.m.workers.instanceClosed(workerID, iid)

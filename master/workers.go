@@ -325,9 +325,35 @@ func (m *WorkerManager) instanceClosed(workerID, iid string) error {
 	return nil
 }
 
-// place finds or creates the instance the app's strategy gives this user.
-// Concurrent requests for the same strategy key share one creation.
+// place finds or creates the instance the app's strategy gives this user
+// and, unless req.NoBrowser, opens the user's browser in it on the hosting
+// worker, so the user can be redirected straight to a Browser URL (the
+// paper's flow).
 func (m *WorkerManager) place(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
+	p, err := m.placeInstance(ctx, req)
+	if err != nil || req.NoBrowser {
+		return p, err
+	}
+	m.mu.Lock()
+	var ref *rmi.Ref
+	if w, ok := m.workers[p.WorkerID]; ok {
+		ref = w.ref
+	}
+	m.mu.Unlock()
+	if ref == nil {
+		return wire.Placement{}, wire.Errorf(wire.CodeNoWorkers, "worker "+p.WorkerID+" is not connected")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := ref.Call(cctx, wire.WorkerOpenBrowser, &p.BrowserID, p.InstanceID, req.User); err != nil {
+		return wire.Placement{}, fmt.Errorf("open browser in %s: %w", p.InstanceID, err)
+	}
+	return p, nil
+}
+
+// placeInstance finds or creates the instance. Concurrent requests for the
+// same strategy key share one creation.
+func (m *WorkerManager) placeInstance(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
 	app, ok := m.apps(req.App)
 	if !ok {
 		return wire.Placement{}, wire.Errorf(wire.CodeUnknownApp, "no application is mounted at /"+req.App)
@@ -336,7 +362,7 @@ func (m *WorkerManager) place(ctx context.Context, req wire.PlaceRequest) (wire.
 		return wire.Placement{}, wire.Errorf(wire.CodeAppDisabled, "application /"+req.App+" is disabled")
 	}
 	key := strategyKey(app, req.User)
-	if key == "" {
+	if key == "" || req.New {
 		return m.create(ctx, app, req.User, "")
 	}
 	if p, ok := m.existing(key); ok {
@@ -442,6 +468,20 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, key str
 		lastErr = wire.Errorf(wire.CodeNoWorkers, "no worker could host "+app.MountPoint)
 	}
 	return wire.Placement{}, lastErr
+}
+
+// userInstances lists the instances of app owned by user, oldest first.
+func (m *WorkerManager) userInstances(app, user string) []wire.InstanceInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := []wire.InstanceInfo{}
+	for _, in := range m.instances {
+		if in.App == app && in.Owner == user {
+			out = append(out, in.InstanceInfo)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out
 }
 
 // route answers a proxy's lookup.

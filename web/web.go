@@ -18,6 +18,32 @@ var Static, _ = fs.Sub(files, "static")
 // Engine is the Browser URL's bootstrap page.
 var Engine = template.Must(template.ParseFS(files, "static/engine.html"))
 
+// Landing is the landing page of multiInstance and singleBrowserPerUser
+// applications: a plain page, not a virtual browser (a Chromium context per
+// landing page would cost ~25 MB for a list of links).
+var Landing = template.Must(template.ParseFS(files, "static/landing.html"))
+
+// LandingData fills Landing. With InstanceID set it is an instance's page.
+type LandingData struct {
+	AppName, Description, MountPoint string
+	CSRF                             string
+	Instances                        []LandingInstance
+	InstanceID, InstanceURL          string
+	Browsers                         []LandingBrowser
+}
+
+// LandingInstance is one of the user's instances.
+type LandingInstance struct {
+	ID, URL, Worker, Created string
+}
+
+// LandingBrowser is one browser of an instance.
+type LandingBrowser struct {
+	ID, URL, Owner, Created string
+	Clients                 int
+	Mine                    bool
+}
+
 // EngineData fills Engine.
 type EngineData struct {
 	App, AppName string

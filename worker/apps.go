@@ -131,6 +131,20 @@ func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance
 	return nil
 }
 
+// OpenBrowser returns the user's browser in a local instance, creating it
+// if needed (the master calls it when placing a user).
+func (a *AppManager) OpenBrowser(ctx context.Context, iid, user string) (string, error) {
+	in, ok := a.instance(iid)
+	if !ok {
+		return "", wire.Errorf(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
+	}
+	b, err := a.browserFor(ctx, in, user)
+	if err != nil {
+		return "", err
+	}
+	return b.id, nil
+}
+
 // CloseInstance closes an instance and its browsers.
 func (a *AppManager) CloseInstance(ctx context.Context, iid string) error {
 	if !a.closeInstance(ctx, iid, "instance closed") {
@@ -281,11 +295,20 @@ func (a *AppManager) browserEnded(in *instance, vb *vbrowser, err error) {
 	in.mu.Unlock()
 	if errors.Is(err, browser.ErrCrashed) {
 		a.log.Warn().Str("instance", in.info.ID).Str("browser", vb.id).Err(err).Msg("virtual browser crashed")
-		vb.hub.shutdown("The virtual browser crashed.", "/"+in.app.MountPoint+"/a/"+in.info.ID)
+		vb.hub.shutdown("The virtual browser crashed.", reloadURL(in.app, in.info.ID))
 		_ = vb.b.Close(context.Background())
 		return
 	}
 	vb.hub.shutdown("This browser was closed.", "")
+}
+
+// reloadURL gives the user a new browser after a crash: the Application URL
+// for the single-instance strategies, the instance's URL otherwise.
+func reloadURL(app wire.App, iid string) string {
+	if app.Strategy == wire.SingleAppInstance || app.Strategy == wire.SingleInstancePerUser {
+		return "/" + app.MountPoint
+	}
+	return "/" + app.MountPoint + "/a/" + iid
 }
 
 // close disposes the browser and tells its clients why.

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"html/template"
 	"net/http"
 	"path"
+	"sort"
 	"strings"
 	"time"
 
@@ -80,17 +82,20 @@ func (w *Worker) page(rw http.ResponseWriter, r *http.Request, id string, status
 	proxy.WritePage(rw, r, id, status, title, msg, "", "")
 }
 
-// serveApp applies the app's instantiation strategy: the master finds or
-// places the user's instance (possibly on another worker) and the user is
-// redirected to its App-instance URL, which leads to a Browser URL.
+// serveApp applies the app's instantiation strategy to an Application URL.
+// singleAppInstance and singleInstancePerUser: the master finds or places
+// the user's instance (possibly on another worker) and opens their browser
+// there; the user is redirected to that Browser URL. singleBrowserPerUser
+// and multiInstance: the landing page, where the user picks or creates an
+// instance.
 func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		rw.Header().Set("Allow", "GET, HEAD")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
+		rw.Header().Set("Allow", "GET, HEAD, POST")
 		w.page(rw, r, id, http.StatusMethodNotAllowed, "Method not allowed", "Open this address with GET.")
 		return
 	}
 	app, ok := w.apps.app(t.App)
-	if !ok {
+	if !ok || t.Rest != "" {
 		w.page(rw, r, id, http.StatusNotFound, "Application not found", "There is no application at this address.")
 		return
 	}
@@ -102,14 +107,77 @@ func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t 
 	user := w.users.identify(rw, r)
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	p, err := w.place(ctx, t.App, user)
+	landing := app.Strategy == wire.MultiInstance || app.Strategy == wire.SingleBrowserPerUser
+	req := wire.PlaceRequest{App: t.App, User: user, From: w.id}
+	switch {
+	case landing && r.Method == http.MethodPost:
+		if !w.users.checkCSRF(r) || r.PostFormValue("action") != "new-instance" {
+			w.page(rw, r, id, http.StatusForbidden, "Request refused", "The form was stale or not sent by this site. Reload the page and retry.")
+			return
+		}
+		req.New = true
+		req.NoBrowser = app.Strategy == wire.MultiInstance // its instance page lets the user choose
+	case landing:
+		w.landing(ctx, rw, r, id, app, user)
+		return
+	case r.Method == http.MethodPost:
+		rw.Header().Set("Allow", "GET, HEAD")
+		w.page(rw, r, id, http.StatusMethodNotAllowed, "Method not allowed", "Open this address with GET.")
+		return
+	}
+	p, err := w.place(ctx, req)
 	if err != nil {
 		w.placeError(rw, r, id, t, err)
 		return
 	}
-	w.log.Info().Str("request_id", id).Str("app", t.App).Str("instance", p.InstanceID).Str("on", p.WorkerID).
-		Bool("created", p.Created).Msg("application request placed")
-	redirect(rw, r, "/"+t.App+"/a/"+p.InstanceID)
+	w.log.Info().Str("request_id", id).Str("app", t.App).Str("instance", p.InstanceID).Str("browser", p.BrowserID).
+		Str("on", p.WorkerID).Bool("created", p.Created).Msg("application request placed")
+	to := "/" + t.App + "/a/" + p.InstanceID
+	if p.BrowserID != "" {
+		to += "/b/" + p.BrowserID
+	}
+	redirect303(rw, r, to)
+}
+
+// landing renders the app's landing page: the user's instances.
+func (w *Worker) landing(ctx context.Context, rw http.ResponseWriter, r *http.Request, id string, app wire.App, user string) {
+	var insts []wire.InstanceInfo
+	if err := w.client.Call(ctx, wire.ObjWorkerManager, "Instances", &insts, app.MountPoint, user); err != nil {
+		w.placeError(rw, r, id, proxy.Target{App: app.MountPoint}, err)
+		return
+	}
+	d := web.LandingData{AppName: app.Name, Description: app.Description, MountPoint: app.MountPoint, CSRF: w.users.csrf(rw, r)}
+	for _, in := range insts {
+		d.Instances = append(d.Instances, web.LandingInstance{ID: in.ID, URL: "/" + app.MountPoint + "/a/" + in.ID,
+			Worker: in.Worker, Created: in.Created.Format(time.DateTime)})
+	}
+	w.render(rw, r, id, web.Landing, d)
+}
+
+// instanceLanding renders an instance's page: its browsers the user may
+// open, and a button for a new one.
+func (w *Worker) instanceLanding(rw http.ResponseWriter, r *http.Request, id string, in *instance, user string) {
+	base := "/" + in.app.MountPoint + "/a/" + in.info.ID
+	d := web.LandingData{AppName: in.app.Name, Description: in.app.Description, MountPoint: in.app.MountPoint,
+		CSRF: w.users.csrf(rw, r), InstanceID: in.info.ID, InstanceURL: base}
+	in.mu.Lock()
+	for _, b := range in.browsers {
+		d.Browsers = append(d.Browsers, web.LandingBrowser{ID: b.id, URL: b.url(), Owner: b.owner,
+			Created: b.created.Format(time.DateTime), Clients: b.hub.count(), Mine: b.owner == user})
+	}
+	in.mu.Unlock()
+	sort.Slice(d.Browsers, func(i, j int) bool { return d.Browsers[i].Created < d.Browsers[j].Created })
+	w.render(rw, r, id, web.Landing, d)
+}
+
+func (w *Worker) render(rw http.ResponseWriter, r *http.Request, id string, t *template.Template, data any) {
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, data); err != nil {
+		w.log.Error().Str("request_id", id).Err(err).Msg("template")
+		w.page(rw, r, id, http.StatusInternalServerError, "Internal error", "The page could not be rendered.")
+		return
+	}
+	proxy.WriteHTML(rw, r, buf.Bytes(), "no-store")
 }
 
 func (w *Worker) placeError(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target, err error) {
@@ -122,6 +190,9 @@ func (w *Worker) placeError(rw http.ResponseWriter, r *http.Request, id string, 
 	switch code {
 	case wire.CodeUnknownApp:
 		w.page(rw, r, id, http.StatusNotFound, "Application not found", "There is no application at this address.")
+	case wire.CodeAppDisabled:
+		w.page(rw, r, id, http.StatusServiceUnavailable, "Application unavailable",
+			"This application has been disabled by an administrator.")
 	case wire.CodeNoWorkers:
 		rw.Header().Set("Retry-After", "5")
 		w.page(rw, r, id, http.StatusServiceUnavailable, "No workers available",
@@ -144,21 +215,46 @@ func (w *Worker) hosted(rw http.ResponseWriter, r *http.Request, id string, t pr
 	return in, true
 }
 
-// serveInstance sends the user to their browser in the instance.
+// serveInstance handles an App-instance URL by strategy:
+// singleBrowserPerUser sends the user to their own browser in the instance
+// (created if needed); multiInstance shows the instance's page to join a
+// browser or create one; for the single-instance strategies the URL is not
+// meaningful and the user is pointed to the Application URL.
 func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target) {
 	in, ok := w.hosted(rw, r, id, t)
 	if !ok {
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		rw.Header().Set("Allow", "GET, HEAD")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
+		rw.Header().Set("Allow", "GET, HEAD, POST")
 		w.page(rw, r, id, http.StatusMethodNotAllowed, "Method not allowed", "Open this address with GET.")
 		return
 	}
 	user := w.users.identify(rw, r)
+	switch in.app.Strategy {
+	case wire.SingleAppInstance, wire.SingleInstancePerUser:
+		proxy.WritePage(rw, r, id, http.StatusNotFound, "Not an address of this application",
+			"This application gives each user one browser; open it from its address.", "/"+t.App, "Open "+in.app.Name)
+		return
+	case wire.MultiInstance:
+		if r.Method != http.MethodPost {
+			w.instanceLanding(rw, r, id, in, user)
+			return
+		}
+		if !w.users.checkCSRF(r) || r.PostFormValue("action") != "new-browser" {
+			w.page(rw, r, id, http.StatusForbidden, "Request refused", "The form was stale or not sent by this site. Reload the page and retry.")
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	b, err := w.apps.browserFor(ctx, in, user)
+	var b *vbrowser
+	var err error
+	if in.app.Strategy == wire.MultiInstance {
+		b, err = w.apps.newBrowser(ctx, in, user, false)
+	} else {
+		b, err = w.apps.browserFor(ctx, in, user)
+	}
 	if err != nil {
 		w.log.Error().Str("request_id", id).Str("instance", in.info.ID).Err(err).Msg("browser creation failed")
 		if errors.Is(err, errInstanceClosed) {
@@ -170,7 +266,7 @@ func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id strin
 			"A virtual browser could not be started. Please retry shortly.")
 		return
 	}
-	redirect(rw, r, "/"+t.App+"/a/"+in.info.ID+"/b/"+b.id)
+	redirect303(rw, r, b.url())
 }
 
 // serveBrowser returns the client engine page.
@@ -216,7 +312,12 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 	b.hub.serve(rw, r, w.id, !owner, owner)
 }
 
-func redirect(rw http.ResponseWriter, r *http.Request, to string) {
+// redirect303 redirects with 302 for GET and 303 after a form post.
+func redirect303(rw http.ResponseWriter, r *http.Request, to string) {
 	rw.Header().Set("Cache-Control", "no-store")
-	http.Redirect(rw, r, to, http.StatusFound)
+	code := http.StatusFound
+	if r.Method == http.MethodPost {
+		code = http.StatusSeeOther
+	}
+	http.Redirect(rw, r, to, code)
 }

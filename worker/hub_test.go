@@ -105,7 +105,7 @@ func TestHubStreamingAndCrash(t *testing.T) {
 	}
 	srv := httptest.NewServer(w.handler())
 	defer func() { srv.Close(); w.Close() }()
-	app := wire.App{Name: "A", MountPoint: "app", Entry: "https://example.test/", Strategy: wire.SingleAppInstance}
+	app := wire.App{Name: "A", MountPoint: "app", Entry: "https://example.test/", Strategy: wire.SingleBrowserPerUser}
 	_ = w.apps.AddApplication(context.Background(), app)
 	iid := "w-hub.hubhubhubhub"
 	if err := w.apps.CreateInstance(context.Background(), wire.CreateInstance{App: app, InstanceID: iid}); err != nil {

@@ -54,3 +54,27 @@ func (u *users) identify(w http.ResponseWriter, r *http.Request) string {
 	})
 	return id
 }
+
+// csrfCookie holds the double-submit token every form of the worker
+// carries; a cross-site form cannot read it, so cannot echo it.
+const csrfCookie = "cb_csrf"
+
+// csrf returns the visitor's form token, issuing one if needed.
+func (u *users) csrf(w http.ResponseWriter, r *http.Request) string {
+	if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) == 32 {
+		return c.Value
+	}
+	tok := ids.Random(32)
+	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: tok, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"})
+	return tok
+}
+
+// checkCSRF verifies a form post's token against the cookie.
+func (u *users) checkCSRF(r *http.Request) bool {
+	c, err := r.Cookie(csrfCookie)
+	if err != nil || len(c.Value) != 32 {
+		return false
+	}
+	return hmac.Equal([]byte(c.Value), []byte(r.PostFormValue("csrf")))
+}

@@ -283,10 +283,10 @@ func (w *Worker) instanceClosed(iid string) {
 	}
 }
 
-// place asks the master for the user's instance of app.
-func (w *Worker) place(ctx context.Context, app, user string) (wire.Placement, error) {
+// place asks the master for the user's instance (and browser) of an app.
+func (w *Worker) place(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
 	var p wire.Placement
-	err := w.client.Call(ctx, wire.ObjWorkerManager, "Place", &p, wire.PlaceRequest{App: app, User: user, From: w.id})
+	err := w.client.Call(ctx, wire.ObjWorkerManager, "Place", &p, req)
 	return p, err
 }
 

@@ -36,7 +36,7 @@ func newTestWorker(t *testing.T) (*Worker, *httptest.Server) {
 		srv.Close()
 		w.Close()
 	})
-	app := wire.App{Name: "Hello", MountPoint: "hello", Entry: "index.html", Strategy: wire.SingleAppInstance,
+	app := wire.App{Name: "Hello", MountPoint: "hello", Entry: "index.html", Strategy: wire.SingleBrowserPerUser,
 		Files: map[string][]byte{"index.html": []byte("<h1>hi</h1>"), "js/app.js": []byte("1")}}
 	if err := w.apps.AddApplication(context.Background(), app); err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ func TestMasterOutageAndRestart(t *testing.T) {
 			_ = syscall.Kill(c.master.pid(), syscall.SIGCONT)
 		}
 	}()
-	if h := alice.get("/hello/a/" + iid); h.status != 302 || h.worker != last.worker {
+	if h := alice.get("/hello/a/" + iid); h.status != 404 || h.worker != last.worker {
 		t.Fatalf("instance URL during master outage: %+v", h)
 	}
 	if h := alice.get(last.path); h.status != 200 {

@@ -107,12 +107,18 @@ type PlaceRequest struct {
 	App  string `codec:"app"`
 	User string `codec:"user"`
 	From string `codec:"from"` // worker asking, for logs
+	// New asks for a new instance whatever the strategy (landing page's
+	// "new instance").
+	New bool `codec:"new"`
+	// NoBrowser places the instance without opening a browser in it.
+	NoBrowser bool `codec:"nobrowser"`
 }
 
-// Placement is where an instance lives.
+// Placement is where an instance lives, and the user's browser in it.
 type Placement struct {
 	InstanceID string `codec:"iid" json:"instanceId"`
 	WorkerID   string `codec:"wid" json:"workerId"`
+	BrowserID  string `codec:"bid" json:"browserId"`
 	Created    bool   `codec:"created" json:"created"`
 }
 
@@ -166,6 +172,7 @@ const (
 	WorkerRemoveApplication = "RemoveApplication" // (name string) error
 	WorkerCreateInstance    = "CreateInstance"    // (CreateInstance) error
 	WorkerCloseInstance     = "CloseInstance"     // (iid string) error
+	WorkerOpenBrowser       = "OpenBrowser"       // (iid, user string) (browser id, error)
 )
 
 // Methods of the proxy's Proxy object, called by the master over the
