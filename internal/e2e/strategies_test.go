@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([a-z0-9]+)"`)
+
+// post submits a landing page form (with the page's CSRF token).
+func (u *user) post(path, page, action string) hop {
+	u.t.Helper()
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		u.t.Fatalf("no CSRF token in page:\n%s", page)
+	}
+	resp, err := u.c.PostForm(u.base+path, url.Values{"csrf": {m[1]}, "action": {action}})
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return hop{path: path, status: resp.StatusCode, location: resp.Header.Get("Location"), worker: resp.Header.Get("X-CB-Worker")}
+}
+
+// TestStrategies drives the four instantiation strategies through all
+// three URL kinds, as the paper describes them.
+func TestStrategies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	apps, _ := filepath.Abs("testdata/apps")
+	c := startCluster(t, clusterOpts{proxies: 2, workers: 2, extra: []string{"--apps", apps}})
+	base := "http://" + c.public
+
+	t.Run("multiInstance", func(t *testing.T) {
+		alice := newUser(t, base)
+		land := alice.get("/multi")
+		if land.status != 200 || !strings.Contains(land.body, "You have no instances") || !strings.Contains(land.body, `id="new-instance"`) {
+			t.Fatalf("landing page: %d %s", land.status, land.body)
+		}
+		// A form post without the token is refused.
+		resp, _ := alice.c.PostForm(base+"/multi", url.Values{"action": {"new-instance"}})
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("post without CSRF token: %s", resp.Status)
+		}
+		resp.Body.Close()
+		created := alice.post("/multi", land.body, "new-instance")
+		if created.status != http.StatusSeeOther || !strings.HasPrefix(created.location, "/multi/a/") || strings.Contains(created.location, "/b/") {
+			t.Fatalf("new instance: %+v", created)
+		}
+		inst := alice.get(created.location)
+		if inst.status != 200 || !strings.Contains(inst.body, "No browsers yet") {
+			t.Fatalf("instance page: %d %s", inst.status, inst.body)
+		}
+		b := alice.post(created.location, inst.body, "new-browser")
+		if b.status != http.StatusSeeOther || browserURL.FindStringSubmatch(b.location) == nil {
+			t.Fatalf("new browser: %+v", b)
+		}
+		if h := alice.get(b.location); h.status != 200 {
+			t.Fatalf("browser: %+v", h)
+		}
+		again := alice.get(created.location)
+		if !strings.Contains(again.body, "<td>you</td>") {
+			t.Fatalf("instance page does not list alice's browser: %s", again.body)
+		}
+		if l := alice.get("/multi"); !strings.Contains(l.body, strings.TrimPrefix(created.location, "/multi/a/")) {
+			t.Fatalf("landing page does not list the instance: %s", l.body)
+		}
+		// Bob has his own landing page: alice's instance is not his.
+		if l := newUser(t, base).get("/multi"); !strings.Contains(l.body, "You have no instances") {
+			t.Fatalf("bob sees alice's instances: %s", l.body)
+		}
+	})
+
+	t.Run("singleBrowserPerUser", func(t *testing.T) {
+		alice := newUser(t, base)
+		land := alice.get("/perbrowser")
+		created := alice.post("/perbrowser", land.body, "new-instance")
+		m := browserURL.FindStringSubmatch(created.location)
+		if created.status != http.StatusSeeOther || m == nil {
+			t.Fatalf("new instance should lead to alice's browser: %+v", created)
+		}
+		// The instance URL leads each user to their own browser in it.
+		instURL := "/perbrowser/a/" + m[2]
+		if h := alice.get(instURL); h.location != created.location {
+			t.Fatalf("alice's instance URL: %+v, want %s", h, created.location)
+		}
+		bob := newUser(t, base)
+		hb := bob.get(instURL)
+		bm := browserURL.FindStringSubmatch(hb.location)
+		if hb.status != http.StatusFound || bm == nil || bm[2] != m[2] || bm[3] == m[3] {
+			t.Fatalf("bob joining the shared instance: %+v", hb)
+		}
+		if h := bob.get(instURL); h.location != hb.location {
+			t.Fatalf("bob's second visit: %+v", h)
+		}
+	})
+
+	t.Run("singleInstancePerUser: 20 concurrent first requests, one instance", func(t *testing.T) {
+		carol := newUser(t, base)
+		carol.get("/") // no cookie yet: the first answer from /typing would set it
+		h := carol.get("/typing")
+		first := browserURL.FindStringSubmatch(h.location)
+		if first == nil {
+			t.Fatalf("first request: %+v", h)
+		}
+		dave := newUser(t, base)
+		// Give dave an identity first so his 20 requests are one user.
+		dave.get("/perbrowser")
+		var wg sync.WaitGroup
+		got := make([]string, 20)
+		for i := range got {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := dave.c.Get(base + "/typing")
+				if err == nil {
+					got[i] = resp.Header.Get("Location")
+					resp.Body.Close()
+				}
+			}()
+		}
+		wg.Wait()
+		for i := range got {
+			if got[i] == "" || got[i] != got[0] {
+				t.Fatalf("request %d went to %q, request 0 to %q", i, got[i], got[0])
+			}
+		}
+		st := c.mustStatus()
+		n := 0
+		for _, in := range st.Instances {
+			if in.App == "typing" && in.Owner != "" && strings.Contains(got[0], in.ID) {
+				n++
+			}
+		}
+		typing := 0
+		for _, in := range st.Instances {
+			if in.App == "typing" {
+				typing++
+			}
+		}
+		if n != 1 || typing != 2 {
+			t.Fatalf("want carol's and dave's instances only, got %d typing instances", typing)
+		}
+		// The instance URL is not meaningful for this strategy.
+		dm := browserURL.FindStringSubmatch(got[0])
+		if h := dave.get("/typing/a/" + dm[2]); h.status != 404 || !strings.Contains(h.body, `href="/typing"`) {
+			t.Fatalf("instance URL of singleInstancePerUser: %d %s", h.status, h.body)
+		}
+	})
+}
