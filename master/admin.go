@@ -42,6 +42,7 @@ func (m *Master) adminHandler() http.Handler {
 	mux.Handle("POST /api/v1/apps/{name}/enable", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		m.appAction(w, r, func(ctx context.Context, name string) error { return m.apps.SetDisabled(ctx, name, false) })
 	}))
+	m.userRoutes(mux)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})

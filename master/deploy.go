@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -90,4 +91,70 @@ func (m *Master) appAction(w http.ResponseWriter, r *http.Request, act func(ctx 
 		return
 	}
 	writeJSON(w, http.StatusOK, viewOf(a))
+}
+
+// ---- accounts ----
+
+type userForm struct {
+	Name     string `json:"name"`
+	Password string `json:"password"`
+}
+
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		apiError(w, http.StatusBadRequest, "request body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func accountStatus(err error) int {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		switch we.Code {
+		case wire.CodeInvalid:
+			return http.StatusBadRequest
+		case wire.CodeUnknownUser:
+			return http.StatusNotFound
+		}
+	}
+	return http.StatusInternalServerError
+}
+
+func (m *Master) userRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /api/v1/users", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, m.accounts.List())
+	}))
+	mux.Handle("POST /api/v1/users", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		var f userForm
+		if !decodeJSON(w, r, &f) {
+			return
+		}
+		if err := m.accounts.Add(f.Name, f.Password); err != nil {
+			apiError(w, accountStatus(err), err.Error())
+			return
+		}
+		m.log.Info().Str("user", f.Name).Msg("account created")
+		writeJSON(w, http.StatusCreated, map[string]string{"name": f.Name})
+	}))
+	mux.Handle("PUT /api/v1/users/{name}/password", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		var f userForm
+		if !decodeJSON(w, r, &f) {
+			return
+		}
+		if err := m.accounts.SetPassword(r.PathValue("name"), f.Password); err != nil {
+			apiError(w, accountStatus(err), err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"name": r.PathValue("name")})
+	}))
+	mux.Handle("DELETE /api/v1/users/{name}", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		if err := m.accounts.Remove(r.PathValue("name")); err != nil {
+			apiError(w, accountStatus(err), err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "removed": true})
+	}))
 }

@@ -81,13 +81,14 @@ type Master struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	node    *rmi.Node
-	rmiLn   net.Listener
-	member  *membership.Member
-	apps    *AppManager
-	workers *WorkerManager
-	proxies *proxySet
-	bal     *balance.Balancer
+	node     *rmi.Node
+	rmiLn    net.Listener
+	member   *membership.Member
+	apps     *AppManager
+	accounts *Accounts
+	workers  *WorkerManager
+	proxies  *proxySet
+	bal      *balance.Balancer
 
 	admin     *http.Server
 	adminLn   net.Listener
@@ -135,6 +136,15 @@ func New(cfg Config) (*Master, error) {
 		ReportPeriod: cfg.ReportPeriod, DeadAfter: cfg.DeadAfter, Notify: m.proxies.notify,
 	})
 	m.apps = newAppManager(m.log, m.workers.refs)
+	accPath := ""
+	if cfg.DataDir != "" {
+		accPath = filepath.Join(cfg.DataDir, "users.json")
+	}
+	acc, err := loadAccounts(accPath)
+	if err != nil {
+		return nil, fmt.Errorf("master: %w", err)
+	}
+	m.accounts = acc
 	if cfg.DataDir != "" {
 		m.apps.store = &appStore{dir: filepath.Join(cfg.DataDir, "apps")}
 		if err := m.apps.loadStored(); err != nil {
@@ -167,6 +177,7 @@ func (m *Master) Start(ctx context.Context) error {
 	for name, obj := range map[string]any{
 		wire.ObjAppManager: appService{m}, wire.ObjWorkerManager: workerService{m},
 		wire.ObjRouter: routerService{m}, wire.ObjCluster: clusterService{m},
+		wire.ObjAccounts: accountService{m.accounts},
 	} {
 		if err := node.Register(name, obj); err != nil {
 			return fmt.Errorf("master: register %s: %w", name, err)

@@ -44,6 +44,14 @@ type LandingBrowser struct {
 	Mine                    bool
 }
 
+// Login is an application's login page.
+var Login = template.Must(template.ParseFS(files, "static/login.html"))
+
+// LoginData fills Login.
+type LoginData struct {
+	AppName, MountPoint, CSRF, Next, Error, User string
+}
+
 // EngineData fills Engine.
 type EngineData struct {
 	App, AppName string

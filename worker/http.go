@@ -95,8 +95,12 @@ func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t 
 		return
 	}
 	app, ok := w.apps.app(t.App)
-	if !ok || t.Rest != "" {
+	if !ok || (t.Rest != "" && t.Rest != "login" && t.Rest != "logout") {
 		w.page(rw, r, id, http.StatusNotFound, "Application not found", "There is no application at this address.")
+		return
+	}
+	if t.Rest != "" {
+		w.serveLogin(rw, r, id, app, t.Rest)
 		return
 	}
 	if app.Disabled {
@@ -104,7 +108,10 @@ func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t 
 			"This application has been disabled by an administrator.")
 		return
 	}
-	user := w.users.identify(rw, r)
+	user, ok := w.requireUser(rw, r, id, app)
+	if !ok {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	landing := app.Strategy == wire.MultiInstance || app.Strategy == wire.SingleBrowserPerUser
@@ -230,7 +237,10 @@ func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id strin
 		w.page(rw, r, id, http.StatusMethodNotAllowed, "Method not allowed", "Open this address with GET.")
 		return
 	}
-	user := w.users.identify(rw, r)
+	user, ok := w.requireUser(rw, r, id, in.app)
+	if !ok {
+		return
+	}
 	switch in.app.Strategy {
 	case wire.SingleAppInstance, wire.SingleInstancePerUser:
 		proxy.WritePage(rw, r, id, http.StatusNotFound, "Not an address of this application",

@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 )
 
 // userCookie carries an anonymous visitor's identity, signed with a key
@@ -16,10 +18,46 @@ import (
 // forge another visitor's id.
 const userCookie = "cb_user"
 
-type users struct{ key []byte }
+// sessionCookie carries a logged-in user's session (internal/session).
+const sessionCookie = "cb_session"
+
+type users struct {
+	key      []byte
+	sessions *session.Codec
+}
 
 func newUsers(clusterSecret string) *users {
-	return &users{key: secret.Derive(clusterSecret, "user-cookie", 32)}
+	return &users{key: secret.Derive(clusterSecret, "user-cookie", 32), sessions: session.New(clusterSecret)}
+}
+
+// loggedIn returns the user of a valid session ("" if none) and whether the
+// session should be re-issued.
+func (u *users) loggedIn(r *http.Request) (string, bool) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return "", false
+	}
+	user, rotate, ok := u.sessions.Check(c.Value, time.Now())
+	if !ok {
+		return "", false
+	}
+	return user, rotate
+}
+
+func secure(r *http.Request) bool {
+	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+}
+
+// login starts a session for user.
+func (u *users) login(w http.ResponseWriter, r *http.Request, user string) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: u.sessions.Issue(user, time.Now()), Path: "/",
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure(r), MaxAge: int(u.sessions.TTL.Seconds())})
+}
+
+// logout ends the session in this browser.
+func (u *users) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: secure(r), MaxAge: -1})
 }
 
 func (u *users) sign(id string) string {
@@ -28,8 +66,12 @@ func (u *users) sign(id string) string {
 	return id + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// current returns the visitor's id, or "" if there is no valid cookie.
+// current returns the logged-in user, else the anonymous visitor's id, or
+// "" if there is neither.
 func (u *users) current(r *http.Request) string {
+	if user, _ := u.loggedIn(r); user != "" {
+		return user
+	}
 	c, err := r.Cookie(userCookie)
 	if err != nil {
 		return ""
@@ -41,8 +83,15 @@ func (u *users) current(r *http.Request) string {
 	return id
 }
 
-// identify returns the visitor's id, issuing a new anonymous one if needed.
+// identify returns the visitor's id, issuing a new anonymous one if needed
+// and renewing an aging session.
 func (u *users) identify(w http.ResponseWriter, r *http.Request) string {
+	if user, rotate := u.loggedIn(r); user != "" {
+		if rotate {
+			u.login(w, r, user)
+		}
+		return user
+	}
 	if id := u.current(r); id != "" {
 		return id
 	}

@@ -204,7 +204,9 @@ func (m *Manifest) App() wire.App {
 	public := m.Public == nil || *m.Public
 	return wire.App{
 		Name: m.Name, MountPoint: m.MountPoint, Description: m.Description,
-		Strategy: m.Strategy, Entry: m.Entry, Public: public,
+		Strategy: m.Strategy, Entry: m.Entry, Public: public, Authentication: m.Authentication,
+		ViewportWidth: m.Viewport.Width, ViewportHeight: m.Viewport.Height,
+		BrowsersPerUser: m.BrowserLimit.PerUser, BrowsersPerInstance: m.BrowserLimit.PerInstance,
 	}
 }
 

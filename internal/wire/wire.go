@@ -12,6 +12,7 @@ const (
 	ObjWorkerManager = "WorkerManager"
 	ObjRouter        = "Router"
 	ObjCluster       = "Cluster"
+	ObjAccounts      = "Accounts"
 	// On a proxy (called back by the master over the proxy's connection).
 	ObjProxy = "Proxy"
 )
@@ -26,6 +27,7 @@ const (
 	CodeUnknownWorker   = "unknown_worker"
 	CodeInvalid         = "invalid"
 	CodeUnauthorized    = "unauthorized"
+	CodeUnknownUser     = "unknown_user"
 )
 
 // Error is an error with a code that survives an RMI hop.
@@ -53,6 +55,14 @@ type App struct {
 	// Disabled apps keep their instances but get no new ones and are not
 	// listed on the home page.
 	Disabled bool `codec:"disabled" json:"disabled"`
+	// Authentication requires a logged-in user.
+	Authentication bool `codec:"auth" json:"authentication"`
+	// Viewport of new browsers (0 = default).
+	ViewportWidth  int `codec:"vw" json:"viewportWidth,omitempty"`
+	ViewportHeight int `codec:"vh" json:"viewportHeight,omitempty"`
+	// Browser caps (0 = none).
+	BrowsersPerUser     int `codec:"bpu" json:"browsersPerUser,omitempty"`
+	BrowsersPerInstance int `codec:"bpi" json:"browsersPerInstance,omitempty"`
 	// Manifest is the bundle's app.json (all settings, for the workers).
 	Manifest []byte `codec:"manifest" json:"-"`
 	// Files of the bundle (slash paths), served to the virtual browsers by

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+)
+
+// readPassword takes the password from CB_PASSWORD or the first line of
+// standard input (never from a flag: flags show up in ps).
+func readPassword() (string, error) {
+	if p := os.Getenv("CB_PASSWORD"); p != "" {
+		return p, nil
+	}
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return "", fmt.Errorf("no password: pipe it on standard input (echo \"$PW\" | cloudbrowser users ...) or set CB_PASSWORD: %v", err)
+	}
+	return line, nil
+}
+
+func usersCmd() *cli.Command {
+	withName := func(name, usage string, run func(ctx context.Context, c *apiClient, user string) error) *cli.Command {
+		return &cli.Command{
+			Name: name, Usage: usage, ArgsUsage: "USER", Flags: apiFlags("admin.token"),
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				if cmd.Args().Len() != 1 {
+					return fmt.Errorf("users %s needs one argument: the user name", name)
+				}
+				c, err := newAPIClient(cmd, "admin.token")
+				if err != nil {
+					return err
+				}
+				return run(ctx, c, cmd.Args().First())
+			},
+		}
+	}
+	send := func(ctx context.Context, c *apiClient, method, path string, body any) error {
+		b, _ := json.Marshal(body)
+		return c.do(ctx, method, path, bytes.NewReader(b), "application/json", nil)
+	}
+	return &cli.Command{
+		Name:  "users",
+		Usage: "manage local user accounts (admin token; passwords are read from standard input or CB_PASSWORD)",
+		Commands: []*cli.Command{
+			withName("add", "create an account", func(ctx context.Context, c *apiClient, user string) error {
+				pw, err := readPassword()
+				if err != nil {
+					return err
+				}
+				if err := send(ctx, c, http.MethodPost, "/api/v1/users", map[string]string{"name": user, "password": pw}); err != nil {
+					return err
+				}
+				fmt.Printf("user %s created\n", user)
+				return nil
+			}),
+			withName("passwd", "change an account's password", func(ctx context.Context, c *apiClient, user string) error {
+				pw, err := readPassword()
+				if err != nil {
+					return err
+				}
+				if err := send(ctx, c, http.MethodPut, "/api/v1/users/"+user+"/password", map[string]string{"password": pw}); err != nil {
+					return err
+				}
+				fmt.Printf("password of %s changed\n", user)
+				return nil
+			}),
+			withName("remove", "delete an account", func(ctx context.Context, c *apiClient, user string) error {
+				if err := c.do(ctx, http.MethodDelete, "/api/v1/users/"+user, nil, "", nil); err != nil {
+					return err
+				}
+				fmt.Printf("user %s removed\n", user)
+				return nil
+			}),
+			{
+				Name: "list", Usage: "list accounts", Flags: apiFlags("admin.token"),
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					c, err := newAPIClient(cmd, "admin.token")
+					if err != nil {
+						return err
+					}
+					var names []string
+					if err := c.do(ctx, http.MethodGet, "/api/v1/users", nil, "", &names); err != nil {
+						return err
+					}
+					for _, n := range names {
+						fmt.Println(n)
+					}
+					return nil
+				},
+			},
+		},
+	}
+}

@@ -1,0 +1,69 @@
+// Package session signs and checks login session cookies. A session is
+// stateless: any worker holding the cluster secret can check it, so no
+// shared session store is needed. It carries the user, when it was issued
+// and when it expires, under an HMAC-SHA256 of a key derived from the
+// cluster secret.
+package session
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+)
+
+// Codec issues and checks session values.
+type Codec struct {
+	key []byte
+	// TTL is how long a session lasts without being renewed.
+	TTL time.Duration
+	// RotateAfter: a session older than this is re-issued on use, so an
+	// active user stays logged in and a stolen old value expires sooner.
+	RotateAfter time.Duration
+}
+
+// New returns a codec keyed from the cluster secret.
+func New(clusterSecret string) *Codec {
+	return &Codec{key: secret.Derive(clusterSecret, "session", 32), TTL: 12 * time.Hour, RotateAfter: time.Hour}
+}
+
+func (c *Codec) mac(payload string) string {
+	m := hmac.New(sha256.New, c.key)
+	m.Write([]byte(payload))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// Issue returns a session value for user.
+func (c *Codec) Issue(user string, now time.Time) string {
+	p := base64.RawURLEncoding.EncodeToString([]byte(user)) + "." +
+		strconv.FormatInt(now.Unix(), 10) + "." + strconv.FormatInt(now.Add(c.TTL).Unix(), 10)
+	return p + "." + c.mac(p)
+}
+
+// Check returns the user of a valid, unexpired value and whether it should
+// be re-issued.
+func (c *Codec) Check(v string, now time.Time) (user string, rotate, ok bool) {
+	i := strings.LastIndexByte(v, '.')
+	if i < 0 || len(v) > 1024 {
+		return "", false, false
+	}
+	p, sig := v[:i], v[i+1:]
+	if !hmac.Equal([]byte(c.mac(p)), []byte(sig)) {
+		return "", false, false
+	}
+	parts := strings.Split(p, ".")
+	if len(parts) != 3 {
+		return "", false, false
+	}
+	u, err := base64.RawURLEncoding.DecodeString(parts[0])
+	iat, err2 := strconv.ParseInt(parts[1], 10, 64)
+	exp, err3 := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil || err2 != nil || err3 != nil || len(u) == 0 || now.Unix() >= exp {
+		return "", false, false
+	}
+	return string(u), now.Sub(time.Unix(iat, 0)) > c.RotateAfter, true
+}
