@@ -43,6 +43,7 @@ func (m *Master) adminHandler() http.Handler {
 		m.appAction(w, r, func(ctx context.Context, name string) error { return m.apps.SetDisabled(ctx, name, false) })
 	}))
 	m.userRoutes(mux)
+	mux.Handle("POST /api/v1/grants", m.auth(roleAdmin, m.grant))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})

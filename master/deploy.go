@@ -8,6 +8,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
 // MaxUpload bounds a deployed archive (compressed).
@@ -157,4 +158,49 @@ func (m *Master) userRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "removed": true})
 	}))
+}
+
+// ---- permissions ----
+
+type grantForm struct {
+	Instance  string `json:"instance"`
+	Browser   string `json:"browser"`
+	Principal string `json:"principal"`
+	Role      string `json:"role"`
+}
+
+// grant sets a role on an instance or browser on the hosting worker.
+func (m *Master) grant(w http.ResponseWriter, r *http.Request) {
+	var f grantForm
+	if !decodeJSON(w, r, &f) {
+		return
+	}
+	m.workers.mu.Lock()
+	in, ok := m.workers.instances[f.Instance]
+	var ref *rmi.Ref
+	if ok {
+		if wr, ok := m.workers.workers[in.Worker]; ok {
+			ref = wr.ref
+		}
+	}
+	m.workers.mu.Unlock()
+	if !ok {
+		apiError(w, http.StatusNotFound, "no instance "+f.Instance)
+		return
+	}
+	if ref == nil {
+		apiError(w, http.StatusServiceUnavailable, "the instance's worker is not connected")
+		return
+	}
+	if err := ref.Call(r.Context(), wire.WorkerGrant, nil, f.Instance, f.Browser, f.Principal, f.Role); err != nil {
+		var re *rmi.RemoteError
+		status := http.StatusInternalServerError
+		if errors.As(err, &re) && (re.Code == wire.CodeInvalid || re.Code == wire.CodeUnknownInstance) {
+			status = map[string]int{wire.CodeInvalid: http.StatusBadRequest, wire.CodeUnknownInstance: http.StatusNotFound}[re.Code]
+		}
+		apiError(w, status, err.Error())
+		return
+	}
+	m.log.Info().Str("instance", f.Instance).Str("browser", f.Browser).Str("principal", f.Principal).Str("role", f.Role).Msg("permission set by admin")
+	writeJSON(w, http.StatusOK, f)
 }

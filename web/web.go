@@ -30,7 +30,13 @@ type LandingData struct {
 	Instances                        []LandingInstance
 	InstanceID, InstanceURL          string
 	Browsers                         []LandingBrowser
+	// Owner: the viewer owns the instance and may share it.
+	Owner  bool
+	Grants []Grant
 }
+
+// Grant is one permission shown on the instance page.
+type Grant struct{ Principal, Role string }
 
 // LandingInstance is one of the user's instances.
 type LandingInstance struct {
@@ -42,6 +48,8 @@ type LandingBrowser struct {
 	ID, URL, Owner, Created string
 	Clients                 int
 	Mine                    bool
+	Role                    string // the viewer's role
+	Grants                  []Grant
 }
 
 // Login is an application's login page.

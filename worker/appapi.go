@@ -153,6 +153,27 @@ func (a *AppManager) apiOp(vb *vbrowser, req apiRequest) (any, error) {
 			return nil, fmt.Errorf("createBrowser: %w", err)
 		}
 		return browserInfo{ID: b.id, URL: b.url(), Owner: b.owner, Created: b.created}, nil
+	case "grantInstance", "grantBrowser":
+		var args struct {
+			Principal string `json:"principal"`
+			Role      string `json:"role"`
+		}
+		if err := json.Unmarshal(req.Value, &args); err != nil {
+			return nil, fmt.Errorf("grant needs {principal, role}")
+		}
+		role, err := ParseRole(args.Role)
+		if err != nil {
+			return nil, err
+		}
+		if req.Op == "grantInstance" {
+			err = in.grantInstance(vb.owner, args.Principal, role)
+		} else {
+			err = in.grantBrowser(vb, vb.owner, args.Principal, role)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return true, nil
 	case "closeBrowser":
 		go a.closeBrowser(in, vb, "closed by the app")
 		return true, nil

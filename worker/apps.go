@@ -25,6 +25,7 @@ type instance struct {
 	browsers map[string]*vbrowser
 	byUser   map[string]string // user -> their browser in this instance
 	state    map[string]json.RawMessage
+	perms    map[string]Role // grants on the instance (perms.go)
 	closed   bool
 }
 
@@ -39,6 +40,7 @@ type vbrowser struct {
 
 	subMu sync.Mutex
 	subs  map[string]bool // state keys its pages subscribed to
+	perms map[string]Role // grants on this browser (under subMu)
 	// apiToken authenticates app API calls from this browser's own pages.
 	apiToken string
 }
@@ -125,7 +127,7 @@ func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance
 	a.instances[req.InstanceID] = &instance{
 		info: wire.InstanceInfo{ID: req.InstanceID, App: app.MountPoint, Version: app.Version, Owner: req.Owner, Worker: a.w.id, Created: time.Now()},
 		app:  app, browsers: map[string]*vbrowser{}, byUser: map[string]string{},
-		state: map[string]json.RawMessage{},
+		state: map[string]json.RawMessage{}, perms: map[string]Role{},
 	}
 	a.log.Info().Str("instance", req.InstanceID).Str("app", app.MountPoint).Str("owner", req.Owner).Msg("instance created")
 	return nil
@@ -143,6 +145,32 @@ func (a *AppManager) OpenBrowser(ctx context.Context, iid, user string) (string,
 		return "", err
 	}
 	return b.id, nil
+}
+
+// Grant sets a role on an instance (bid "") or one of its browsers, on an
+// administrator's behalf (the master checked the admin token).
+func (a *AppManager) Grant(ctx context.Context, iid, bid, principal, role string) error {
+	in, ok := a.instance(iid)
+	if !ok {
+		return wire.Errorf(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
+	}
+	r, err := ParseRole(role)
+	if err == nil && !validPrincipal(principal) {
+		err = fmt.Errorf("%q is not a user name or *", principal)
+	}
+	if err != nil {
+		return wire.Errorf(wire.CodeInvalid, "grant: "+err.Error())
+	}
+	if bid == "" {
+		in.setGrant(principal, r)
+		return nil
+	}
+	b, ok := in.browser(bid)
+	if !ok {
+		return wire.Errorf(wire.CodeUnknownInstance, "no browser "+bid+" in "+iid)
+	}
+	b.setGrant(principal, r)
+	return nil
 }
 
 // CloseInstance closes an instance and its browsers.
@@ -227,7 +255,7 @@ func (a *AppManager) browserFor(ctx context.Context, in *instance, user string) 
 // becomes the user's browser there (unless a concurrent request of the same
 // user won, whose browser is returned instead).
 func (a *AppManager) newBrowser(ctx context.Context, in *instance, user string, asTheirs bool) (*vbrowser, error) {
-	vb := &vbrowser{id: ids.NewBrowser(), inst: in, owner: user, created: time.Now(), subs: map[string]bool{},
+	vb := &vbrowser{id: ids.NewBrowser(), inst: in, owner: user, created: time.Now(), subs: map[string]bool{}, perms: map[string]Role{},
 		apiToken: ids.Random(24)}
 	// Creating a browser can take a second with Chromium: not under the lock.
 	b, err := a.w.runtime.NewBrowser(ctx, browser.Options{

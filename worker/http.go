@@ -168,11 +168,27 @@ func (w *Worker) instanceLanding(rw http.ResponseWriter, r *http.Request, id str
 	d := web.LandingData{AppName: in.app.Name, Description: in.app.Description, MountPoint: in.app.MountPoint,
 		CSRF: w.users.csrf(rw, r), InstanceID: in.info.ID, InstanceURL: base}
 	in.mu.Lock()
+	bs := make([]*vbrowser, 0, len(in.browsers))
 	for _, b := range in.browsers {
-		d.Browsers = append(d.Browsers, web.LandingBrowser{ID: b.id, URL: b.url(), Owner: b.owner,
-			Created: b.created.Format(time.DateTime), Clients: b.hub.count(), Mine: b.owner == user})
+		bs = append(bs, b)
 	}
+	d.Owner = in.instanceRoleLocked(user) == RoleOwner
+	d.Grants = grantList(in.perms)
 	in.mu.Unlock()
+	for _, b := range bs {
+		role := in.browserRole(b, user)
+		if role == RoleNone {
+			continue // the default policy: others' browsers are not listed
+		}
+		lb := web.LandingBrowser{ID: b.id, URL: b.url(), Owner: b.owner,
+			Created: b.created.Format(time.DateTime), Clients: b.hub.count(), Mine: b.owner == user, Role: role.String()}
+		if lb.Mine {
+			b.subMu.Lock()
+			lb.Grants = grantList(b.perms)
+			b.subMu.Unlock()
+		}
+		d.Browsers = append(d.Browsers, lb)
+	}
 	sort.Slice(d.Browsers, func(i, j int) bool { return d.Browsers[i].Created < d.Browsers[j].Created })
 	w.render(rw, r, id, web.Landing, d)
 }
@@ -246,15 +262,32 @@ func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id strin
 		proxy.WritePage(rw, r, id, http.StatusNotFound, "Not an address of this application",
 			"This application gives each user one browser; open it from its address.", "/"+t.App, "Open "+in.app.Name)
 		return
-	case wire.MultiInstance:
-		if r.Method != http.MethodPost {
-			w.instanceLanding(rw, r, id, in, user)
-			return
-		}
-		if !w.users.checkCSRF(r) || r.PostFormValue("action") != "new-browser" {
+	}
+	role := in.instanceRole(user)
+	if r.Method == http.MethodPost {
+		if !w.users.checkCSRF(r) {
 			w.page(rw, r, id, http.StatusForbidden, "Request refused", "The form was stale or not sent by this site. Reload the page and retry.")
 			return
 		}
+		if action := r.PostFormValue("action"); action != "new-browser" {
+			w.serveGrant(rw, r, id, in, user, action)
+			return
+		}
+	}
+	switch {
+	case in.app.Strategy == wire.MultiInstance && r.Method != http.MethodPost:
+		if role == RoleNone && !in.hasBrowserFor(user) {
+			w.page(rw, r, id, http.StatusForbidden, "No access", "This app instance belongs to someone else. Ask its owner to share it with you.")
+			return
+		}
+		w.instanceLanding(rw, r, id, in, user)
+		return
+	case in.app.Strategy == wire.MultiInstance && role < RoleReaderWriter:
+		w.page(rw, r, id, http.StatusForbidden, "No access", "You may watch this instance's browsers but not create one.")
+		return
+	case in.app.Strategy == wire.SingleBrowserPerUser && role == RoleNone && !in.hasBrowserFor(user):
+		w.page(rw, r, id, http.StatusForbidden, "No access", "This app instance belongs to someone else. Ask its owner to share it with you.")
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
@@ -285,9 +318,19 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 	if !ok {
 		return
 	}
-	if _, ok := in.browser(t.BrowserID); !ok {
+	b, ok := in.browser(t.BrowserID)
+	if !ok {
 		w.page(rw, r, id, http.StatusNotFound, "Browser not found",
 			"This virtual browser does not exist (it may have been closed).")
+		return
+	}
+	user, ok := w.requireUser(rw, r, id, in.app)
+	if !ok {
+		return
+	}
+	if in.browserRole(b, user) == RoleNone {
+		w.page(rw, r, id, http.StatusForbidden, "No access",
+			"This virtual browser belongs to someone else. Ask its owner to share it with you.")
 		return
 	}
 	base := "/" + t.App + "/a/" + in.info.ID
@@ -315,11 +358,18 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		w.page(rw, r, id, http.StatusNotFound, "Browser not found", "This virtual browser does not exist.")
 		return
 	}
-	user := w.users.current(r)
-	// Until the permission manager exists, only the browser's owner drives
-	// it; anyone else holding the URL watches.
-	owner := user != "" && user == b.owner
-	b.hub.serve(rw, r, w.id, !owner, owner)
+	user, ok := w.requireUser(rw, r, id, in.app)
+	if !ok {
+		return
+	}
+	role := in.browserRole(b, user)
+	if role == RoleNone {
+		w.page(rw, r, id, http.StatusForbidden, "No access", "This virtual browser belongs to someone else.")
+		return
+	}
+	// Readers watch; reader-writers and the owner drive; only the owner's
+	// window sets the viewport.
+	b.hub.serve(rw, r, w.id, role < RoleReaderWriter, user == b.owner)
 }
 
 // redirect303 redirects with 302 for GET and 303 after a form post.

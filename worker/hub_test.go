@@ -111,6 +111,7 @@ func TestHubStreamingAndCrash(t *testing.T) {
 	if err := w.apps.CreateInstance(context.Background(), wire.CreateInstance{App: app, InstanceID: iid}); err != nil {
 		t.Fatal(err)
 	}
+	shareWithAnyone(w, iid, RoleReader)
 	c := noRedirect()
 	resp, err := c.Get(srv.URL + "/app/a/" + iid)
 	if err != nil {

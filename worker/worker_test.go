@@ -101,6 +101,7 @@ func TestInstanceToBrowserFlow(t *testing.T) {
 	if err := w.apps.CreateInstance(context.Background(), wire.CreateInstance{App: app, InstanceID: iid, Owner: "x"}); err != nil {
 		t.Fatal(err)
 	}
+	shareWithAnyone(w, iid, RoleReader)
 	c := noRedirect()
 	resp, err := c.Get(srv.URL + "/hello/a/" + iid)
 	if err != nil {
@@ -267,4 +268,13 @@ func TestBundleServer(t *testing.T) {
 	if !strings.HasPrefix(entry, "http://127.0.0.1:") {
 		t.Fatalf("bundle origin is not loopback: %s", entry)
 	}
+}
+
+// shareWithAnyone grants a role on an instance to every visitor, as its
+// owner would from the instance page.
+func shareWithAnyone(w *Worker, iid string, r Role) {
+	in, _ := w.apps.instance(iid)
+	in.mu.Lock()
+	in.perms[Anyone] = r
+	in.mu.Unlock()
 }

@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 )
 
 // readPassword takes the password from CB_PASSWORD or the first line of
@@ -97,6 +100,42 @@ func usersCmd() *cli.Command {
 					return nil
 				},
 			},
+		},
+	}
+}
+
+func shareCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "share",
+		Usage:     "grant a role on an app instance or virtual browser (admin token)",
+		ArgsUsage: "URL PRINCIPAL reader|reader-writer|none",
+		Description: `URL is an App-instance URL (/<app>/a/<id>) or a Browser URL (/<app>/a/<id>/b/<bid>),
+with or without the scheme and host. PRINCIPAL is a user name, an anonymous id, or * for
+anyone who has the URL. "none" revokes.`,
+		Flags: apiFlags("admin.token"),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() != 3 {
+				return fmt.Errorf("share needs three arguments: URL PRINCIPAL ROLE")
+			}
+			raw := cmd.Args().Get(0)
+			if u, err := url.Parse(raw); err == nil && u.Path != "" {
+				raw = u.Path
+			}
+			t := proxy.Classify(http.MethodGet, raw, false)
+			if t.InstanceID == "" || (t.Kind != proxy.KindInstance && t.Kind != proxy.KindBrowser) {
+				return fmt.Errorf("URL %q is not an App-instance or Browser URL", cmd.Args().Get(0))
+			}
+			c, err := newAPIClient(cmd, "admin.token")
+			if err != nil {
+				return err
+			}
+			body, _ := json.Marshal(map[string]string{"instance": t.InstanceID, "browser": t.BrowserID,
+				"principal": cmd.Args().Get(1), "role": cmd.Args().Get(2)})
+			if err := c.do(ctx, http.MethodPost, "/api/v1/grants", bytes.NewReader(body), "application/json", nil); err != nil {
+				return err
+			}
+			fmt.Printf("%s: %s is now %s\n", raw, cmd.Args().Get(1), cmd.Args().Get(2))
+			return nil
 		},
 	}
 }

@@ -144,7 +144,14 @@ func TestBackbone(t *testing.T) {
 	if after := c.mustStatus().RouteLookups; after != before {
 		t.Fatalf("the WebSocket relay asked the master %d more times", after-before)
 	}
-	// Bob watches alice's browser: read-only.
+	// Default policy: bob cannot open alice's browser...
+	if h := bob.get(last.path); h.status != http.StatusForbidden {
+		t.Fatalf("bob opening alice's browser: %d, want 403", h.status)
+	}
+	// ...until she shares it (here an admin does, with the CLI).
+	if out, err := c.cli(t, "share", base+last.path, "*", "reader"); err != nil {
+		t.Fatalf("share: %v %s", err, out)
+	}
 	bobWS := dialSocket(t, bob, "ws://"+c.public+"/hello/a/"+iid+"/b/"+bid+"/ws")
 	var bobHello map[string]any
 	if err := bobWS.ReadJSON(&bobHello); err != nil || bobHello["readOnly"] != true {

@@ -153,7 +153,11 @@ func TestVirtualBrowserThroughProxies(t *testing.T) {
 	click(t, alice, x0+60, y0+140) // the button
 	eventually(t, alice, "click reached the virtual page", "document.title", "typed:Hi therE!|clicks:1 · CloudBrowser")
 
-	// Bob opens alice's Browser URL: he sees the same page, read-only.
+	// Alice shares her browser with anyone holding the URL, read-only; bob
+	// opens it and sees the same page.
+	if out, err := c.cli(t, "share", browserPath, "*", "reader"); err != nil {
+		t.Fatalf("share: %v %s", err, out)
+	}
 	bob := open(t, users, base+browserPath)
 	eventually(t, bob, "bob's engine connects read-only", "document.body.dataset.status", "live (read-only)")
 	eventually(t, bob, "bob sees frames", "Number(document.body.dataset.frames || 0) > 0", "true")

@@ -77,7 +77,7 @@ func TestDeployLifecycle(t *testing.T) {
 	if m == nil {
 		t.Fatalf("opening /dep: %+v", hops)
 	}
-	iid1 := m[2]
+	iid1, alicePath := m[2], hops[len(hops)-1].path
 
 	// Version 2: alice keeps her v1 instance, bob gets v2.
 	writeBundle(t, dir, `{"name":"Deployed","mountPoint":"dep","entry":"index.html","strategy":"singleInstancePerUser"}`, "v2")
@@ -107,7 +107,7 @@ func TestDeployLifecycle(t *testing.T) {
 	if h := newUser(t, base).get("/"); strings.Contains(h.body, `href="/dep"`) {
 		t.Fatal("disabled app on the home page")
 	}
-	if h := alice.get(hops[len(hops)-1].path); h.status != 200 {
+	if h := alice.get(alicePath); h.status != 200 {
 		t.Fatalf("existing browser of a disabled app: %d", h.status)
 	}
 	if out, err := c.cli(t, "apps", "enable", "dep"); err != nil {

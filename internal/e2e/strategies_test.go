@@ -71,9 +71,41 @@ func TestStrategies(t *testing.T) {
 		if l := alice.get("/multi"); !strings.Contains(l.body, strings.TrimPrefix(created.location, "/multi/a/")) {
 			t.Fatalf("landing page does not list the instance: %s", l.body)
 		}
-		// Bob has his own landing page: alice's instance is not his.
-		if l := newUser(t, base).get("/multi"); !strings.Contains(l.body, "You have no instances") {
+		// Bob has his own landing page: alice's instance is not his, and he
+		// cannot open it until she shares it from the instance page.
+		bob := newUser(t, base)
+		if l := bob.get("/multi"); !strings.Contains(l.body, "You have no instances") {
 			t.Fatalf("bob sees alice's instances: %s", l.body)
+		}
+		if h := bob.get(created.location); h.status != http.StatusForbidden {
+			t.Fatalf("bob on alice's instance page: %d", h.status)
+		}
+		share := func(principal, role string) {
+			page := alice.get(created.location)
+			m := csrfField.FindStringSubmatch(page.body)
+			resp, err := alice.c.PostForm(base+created.location, url.Values{"csrf": {m[1]}, "action": {"grant-instance"},
+				"principal": {principal}, "role": {role}})
+			if err != nil || resp.StatusCode != http.StatusSeeOther {
+				t.Fatalf("share %s %s: %v %v", principal, role, resp.Status, err)
+			}
+			resp.Body.Close()
+		}
+		share("*", "reader")
+		page := bob.get(created.location)
+		if page.status != 200 || !strings.Contains(page.body, "<td>reader</td>") {
+			t.Fatalf("bob with reader on the instance: %d %s", page.status, page.body)
+		}
+		if h := bob.post(created.location, page.body, "new-browser"); h.status != http.StatusForbidden {
+			t.Fatalf("a reader created a browser: %+v", h)
+		}
+		share("*", "reader-writer")
+		if h := bob.post(created.location, bob.get(created.location).body, "new-browser"); h.status != http.StatusSeeOther {
+			t.Fatalf("a reader-writer could not create a browser: %+v", h)
+		}
+		// bob cannot change alice's sharing.
+		page = bob.get(created.location)
+		if h := bob.post(created.location, page.body, "grant-instance"); h.status != http.StatusBadRequest && h.status != http.StatusForbidden {
+			t.Fatalf("bob changing alice's grants: %+v", h)
 		}
 	})
 
@@ -85,12 +117,19 @@ func TestStrategies(t *testing.T) {
 		if created.status != http.StatusSeeOther || m == nil {
 			t.Fatalf("new instance should lead to alice's browser: %+v", created)
 		}
-		// The instance URL leads each user to their own browser in it.
+		// The instance URL leads each user to their own browser in it, once
+		// the owner shared the instance.
 		instURL := "/perbrowser/a/" + m[2]
 		if h := alice.get(instURL); h.location != created.location {
 			t.Fatalf("alice's instance URL: %+v, want %s", h, created.location)
 		}
 		bob := newUser(t, base)
+		if h := bob.get(instURL); h.status != http.StatusForbidden {
+			t.Fatalf("bob joining an unshared instance: %+v", h)
+		}
+		if out, err := c.cli(t, "share", instURL, "*", "reader-writer"); err != nil {
+			t.Fatalf("share: %v %s", err, out)
+		}
 		hb := bob.get(instURL)
 		bm := browserURL.FindStringSubmatch(hb.location)
 		if hb.status != http.StatusFound || bm == nil || bm[2] != m[2] || bm[3] == m[3] {

@@ -183,6 +183,7 @@ const (
 	WorkerCreateInstance    = "CreateInstance"    // (CreateInstance) error
 	WorkerCloseInstance     = "CloseInstance"     // (iid string) error
 	WorkerOpenBrowser       = "OpenBrowser"       // (iid, user string) (browser id, error)
+	WorkerGrant             = "Grant"             // (iid, bid, principal, role string) error
 )
 
 // Methods of the proxy's Proxy object, called by the master over the

@@ -42,12 +42,16 @@
     browser: Object.freeze({
       id: config.browserId,
       url: config.browserURL,
-      close: function () { return request("closeBrowser", {}); }
+      close: function () { return request("closeBrowser", {}); },
+      // grant(principal, role): role "reader", "reader-writer" or "none";
+      // principal a user name or "*" for anyone with the URL.
+      grant: function (principal, role) { return request("grantBrowser", {value: {principal: principal, role: role}}); }
     }),
     instance: Object.freeze({
       id: config.instanceId,
       browsers: function () { return request("browsers", {}); },
       createBrowser: function () { return request("createBrowser", {}); },
+      grant: function (principal, role) { return request("grantInstance", {value: {principal: principal, role: role}}); },
       get: function (key) { return request("get", {key: String(key)}); },
       set: function (key, value) { return request("set", {key: String(key), value: value === undefined ? null : value}); },
       // subscribe(key, fn): fn(value, key) runs on every change of key made
