@@ -237,6 +237,29 @@ func (a *AppManager) list() []wire.InstanceInfo {
 // errInstanceClosed: the instance closed while a browser was being made.
 var errInstanceClosed = errors.New("app instance closed")
 
+// errBrowserLimit: the app's browserLimit is reached.
+var errBrowserLimit = errors.New("browser limit reached")
+
+// checkLimitsLocked enforces the manifest's browserLimit: perInstance caps
+// the browsers of an instance, perUser the browsers one user owns in it.
+func (in *instance) checkLimitsLocked(user string) error {
+	if n := in.app.BrowsersPerInstance; n > 0 && len(in.browsers) >= n {
+		return fmt.Errorf("%w: this instance already has %d browsers", errBrowserLimit, n)
+	}
+	if n := in.app.BrowsersPerUser; n > 0 {
+		mine := 0
+		for _, b := range in.browsers {
+			if b.owner == user {
+				mine++
+			}
+		}
+		if mine >= n {
+			return fmt.Errorf("%w: you already have %d browsers in this instance", errBrowserLimit, n)
+		}
+	}
+	return nil
+}
+
 // browserFor returns the user's browser in the instance, creating it if
 // needed.
 func (a *AppManager) browserFor(ctx context.Context, in *instance, user string) (*vbrowser, error) {
@@ -257,9 +280,16 @@ func (a *AppManager) browserFor(ctx context.Context, in *instance, user string) 
 func (a *AppManager) newBrowser(ctx context.Context, in *instance, user string, asTheirs bool) (*vbrowser, error) {
 	vb := &vbrowser{id: ids.NewBrowser(), inst: in, owner: user, created: time.Now(), subs: map[string]bool{}, perms: map[string]Role{},
 		apiToken: ids.Random(24)}
+	in.mu.Lock()
+	err := in.checkLimitsLocked(user)
+	in.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	// Creating a browser can take a second with Chromium: not under the lock.
 	b, err := a.w.runtime.NewBrowser(ctx, browser.Options{
 		URL: a.w.entryURL(in), Script: a.w.apiScript(vb),
+		Width: in.app.ViewportWidth, Height: in.app.ViewportHeight,
 		Bindings: map[string]func(string){apiBinding: func(p string) { a.onAPICall(vb, p) }},
 	})
 	if err != nil {
@@ -272,6 +302,11 @@ func (a *AppManager) newBrowser(ctx context.Context, in *instance, user string, 
 		in.mu.Unlock()
 		_ = b.Close(context.WithoutCancel(ctx))
 		return nil, errInstanceClosed
+	}
+	if err := in.checkLimitsLocked(user); err != nil { // a concurrent creation took the last place
+		in.mu.Unlock()
+		_ = b.Close(context.WithoutCancel(ctx))
+		return nil, err
 	}
 	if asTheirs {
 		if bid, ok := in.byUser[user]; ok { // lost a race with the same user

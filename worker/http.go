@@ -304,6 +304,10 @@ func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id strin
 			w.page(rw, r, id, http.StatusNotFound, "App instance not found", "This app instance was closed.")
 			return
 		}
+		if errors.Is(err, errBrowserLimit) {
+			w.page(rw, r, id, http.StatusTooManyRequests, "Browser limit reached", err.Error()+".")
+			return
+		}
 		rw.Header().Set("Retry-After", "2")
 		w.page(rw, r, id, http.StatusServiceUnavailable, "Browser unavailable",
 			"A virtual browser could not be started. Please retry shortly.")

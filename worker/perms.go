@@ -177,6 +177,26 @@ func grantList(m map[string]Role) []web.Grant {
 // action=grant-instance or grant-browser (with browser=<id>), principal,
 // role (reader, reader-writer, none to revoke).
 func (w *Worker) serveGrant(rw http.ResponseWriter, r *http.Request, id string, in *instance, user, action string) {
+	switch action {
+	case "close-instance":
+		if in.instanceRole(user) != RoleOwner {
+			w.page(rw, r, id, http.StatusForbidden, "Not closed", errNotOwner.Error())
+			return
+		}
+		w.apps.closeInstance(r.Context(), in.info.ID, "closed by its owner")
+		w.log.Info().Str("request_id", id).Str("instance", in.info.ID).Str("by", user).Msg("instance closed by its owner")
+		redirect303(rw, r, "/"+in.app.MountPoint)
+		return
+	case "close-browser":
+		b, ok := in.browser(r.PostFormValue("browser"))
+		if !ok || b.owner != user {
+			w.page(rw, r, id, http.StatusForbidden, "Not closed", "Only its owner can close a browser.")
+			return
+		}
+		w.apps.closeBrowser(in, b, "closed by its owner")
+		redirect303(rw, r, "/"+in.app.MountPoint+"/a/"+in.info.ID)
+		return
+	}
 	role, err := ParseRole(r.PostFormValue("role"))
 	principal := strings.TrimSpace(r.PostFormValue("principal"))
 	if err == nil && !validPrincipal(principal) {

@@ -102,10 +102,23 @@ func TestStrategies(t *testing.T) {
 		if h := bob.post(created.location, bob.get(created.location).body, "new-browser"); h.status != http.StatusSeeOther {
 			t.Fatalf("a reader-writer could not create a browser: %+v", h)
 		}
-		// bob cannot change alice's sharing.
+		// bob cannot change alice's sharing nor close her instance.
 		page = bob.get(created.location)
 		if h := bob.post(created.location, page.body, "grant-instance"); h.status != http.StatusBadRequest && h.status != http.StatusForbidden {
 			t.Fatalf("bob changing alice's grants: %+v", h)
+		}
+		if h := bob.post(created.location, page.body, "close-instance"); h.status != http.StatusForbidden {
+			t.Fatalf("bob closing alice's instance: %+v", h)
+		}
+		// alice closes it: gone from her landing page and from routing.
+		if h := alice.post(created.location, alice.get(created.location).body, "close-instance"); h.status != http.StatusSeeOther || h.location != "/multi" {
+			t.Fatalf("closing the instance: %+v", h)
+		}
+		if h := alice.get(created.location); h.status != http.StatusNotFound {
+			t.Fatalf("closed instance: %d", h.status)
+		}
+		if l := alice.get("/multi"); !strings.Contains(l.body, "You have no instances") {
+			t.Fatalf("closed instance still listed: %s", l.body)
 		}
 	})
 
