@@ -6,12 +6,23 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 )
 
 // adminHandler serves the master's HTTP endpoints. With the embedded proxy
 // it is also the proxy's fallback, so everything is on the public port.
-func (m *Master) adminHandler() http.Handler {
+//
+// public marks the embedded proxy's copy: there /metrics needs the admin
+// token too, since the public port faces end users.
+func (m *Master) adminHandler(public bool) http.Handler {
 	mux := http.NewServeMux()
+	metricsH := metrics.Handler(m.metrics.reg)
+	if public {
+		mux.Handle("GET /metrics", m.auth(roleAdmin, metricsH.ServeHTTP))
+	} else {
+		mux.Handle("GET /metrics", metricsH)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "master": m.id})
 	})

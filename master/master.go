@@ -97,6 +97,7 @@ type Master struct {
 	embedded  *proxy.Proxy
 	children  []*supervise.Process
 	startedAt time.Time
+	metrics   *masterMetrics
 }
 
 // New validates cfg and prepares a master; Start runs it.
@@ -135,6 +136,13 @@ func New(cfg Config) (*Master, error) {
 		Apps:         func(name string) (wire.App, bool) { return m.apps.Get(name) },
 		ReportPeriod: cfg.ReportPeriod, DeadAfter: cfg.DeadAfter, Notify: m.proxies.notify,
 	})
+	m.metrics = newMasterMetrics()
+	m.workers.observeLookup = func(kind string, start time.Time) {
+		m.metrics.lookups.WithLabelValues(kind).Observe(time.Since(start).Seconds())
+	}
+	m.workers.observePlace = func(strategy, outcome string) {
+		m.metrics.placements.WithLabelValues(strategy, outcome).Inc()
+	}
 	m.apps = newAppManager(m.log, m.workers.refs)
 	accPath := ""
 	if cfg.DataDir != "" {
@@ -202,7 +210,7 @@ func (m *Master) Start(ctx context.Context) error {
 		if m.adminLn, err = lc.Listen(ctx, "tcp", m.cfg.AdminAddr); err != nil {
 			return fmt.Errorf("master: admin listen %s: %w", m.cfg.AdminAddr, err)
 		}
-		m.admin = &http.Server{Handler: m.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		m.admin = &http.Server{Handler: m.adminHandler(false), ReadHeaderTimeout: 10 * time.Second}
 		m.serve(m.admin, m.adminLn, "admin")
 	}
 	if m.cfg.PublicAddr != "" {
@@ -210,6 +218,7 @@ func (m *Master) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	m.registerReaders()
 	m.log.Info().Str("rmi", m.RMIAddr()).Str("gossip", m.member.Addr()).Str("admin", m.AdminAddr()).
 		Str("public", m.cfg.PublicAddr).Int("proxies", m.cfg.Proxies).Str("balancer", string(m.cfg.Balancer)).
 		Msg("master started")
@@ -248,6 +257,7 @@ func (m *Master) startGossip() error {
 func (m *Master) onMember(ev membership.Event) {
 	ev2 := m.log.Info().Str("member", ev.Name).Str("addr", ev.Addr).Str("role", ev.Meta.Role).Str("event", ev.Kind.String())
 	ev2.Msg("membership event")
+	m.metrics.members.WithLabelValues(ev.Meta.Role, ev.Kind.String()).Inc()
 	if ev.Meta.Role != membership.RoleWorker {
 		return
 	}
@@ -269,7 +279,7 @@ func (m *Master) startProxies(ctx context.Context) error {
 		}
 		m.publicLn = ln
 		m.embedded = proxy.New(proxy.Config{
-			Router: localRouter{m}, Fallback: m.adminHandler(),
+			Router: localRouter{m}, Fallback: m.adminHandler(true),
 			Logger: m.log.With().Str("proxy", "embedded").Logger(),
 		})
 		m.public = &http.Server{Handler: m.embedded, ReadHeaderTimeout: 10 * time.Second}

@@ -64,6 +64,10 @@ type WorkerManager struct {
 	grace    time.Duration // disconnected -> dead if no re-register
 	notify   func(ctx context.Context, method string, arg any)
 
+	// observeLookup and observePlace feed the metrics (nil in tests).
+	observeLookup func(kind string, start time.Time)
+	observePlace  func(strategy, outcome string)
+
 	mu        sync.Mutex
 	workers   map[string]*workerRec
 	instances map[string]*instanceRec
@@ -329,8 +333,24 @@ func (m *WorkerManager) instanceClosed(workerID, iid string) error {
 // and, unless req.NoBrowser, opens the user's browser in it on the hosting
 // worker, so the user can be redirected straight to a Browser URL (the
 // paper's flow).
-func (m *WorkerManager) place(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
-	p, err := m.placeInstance(ctx, req)
+func (m *WorkerManager) place(ctx context.Context, req wire.PlaceRequest) (p wire.Placement, err error) {
+	if m.observePlace != nil {
+		defer func() {
+			strategy := "unknown"
+			if app, ok := m.apps(req.App); ok {
+				strategy = app.Strategy
+			}
+			outcome := "existing"
+			switch {
+			case err != nil:
+				outcome = "failed"
+			case p.Created:
+				outcome = "created"
+			}
+			m.observePlace(strategy, outcome)
+		}()
+	}
+	p, err = m.placeInstance(ctx, req)
 	if err != nil || req.NoBrowser {
 		return p, err
 	}
@@ -487,6 +507,9 @@ func (m *WorkerManager) userInstances(app, user string) []wire.InstanceInfo {
 // route answers a proxy's lookup.
 func (m *WorkerManager) route(req wire.RouteRequest) (wire.RouteReply, error) {
 	m.lookups.Add(1)
+	if m.observeLookup != nil {
+		defer m.observeLookup(req.Kind, time.Now())
+	}
 	switch req.Kind {
 	case wire.RouteApp:
 		app, ok := m.apps(req.App)
@@ -603,4 +626,34 @@ func (m *WorkerManager) close() {
 			w.deadTimer.Stop()
 		}
 	}
+}
+
+// workerView is a worker's state for metrics.
+type workerView struct {
+	id        string
+	load      wire.Load
+	projected uint64
+	draining  bool
+}
+
+func (m *WorkerManager) views() []workerView {
+	proj := map[string]uint64{}
+	for _, s := range m.bal.Snapshot() {
+		proj[s.ID] = s.Projected
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]workerView, 0, len(m.workers))
+	for id, w := range m.workers {
+		if w.state == stateConnected {
+			out = append(out, workerView{id: id, load: w.load, projected: proj[id], draining: w.draining})
+		}
+	}
+	return out
+}
+
+func (m *WorkerManager) instanceCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.instances)
 }

@@ -92,6 +92,10 @@ type ProcessConfig struct {
 	Logger   zerolog.Logger
 	// Ready, if set, receives the bound address once serving.
 	Ready func(addr string)
+	// Admin, if set, is served on AdminAddr (/metrics, /healthz, /readyz);
+	// it gets the proxy, its route cache and whether the master is connected.
+	AdminAddr string
+	Admin     func(p *Proxy, cache *CachingRouter, node *rmi.Node, connected func() bool) http.Handler
 }
 
 // invalidator is the object the master calls back.
@@ -179,6 +183,24 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if cfg.AdminAddr != "" && cfg.Admin != nil {
+		aln, err := Listen(ctx, "tcp", cfg.AdminAddr)
+		if err != nil {
+			_ = srv.Close()
+			<-errc
+			return fmt.Errorf("proxy: admin listen %s: %w", cfg.AdminAddr, err)
+		}
+		connected := func() bool {
+			cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			_, err := client.Conn(cctx)
+			return err == nil
+		}
+		asrv := &http.Server{Handler: cfg.Admin(p, cache, node, connected), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = asrv.Serve(aln) }()
+		defer asrv.Close()
+		log.Info().Str("admin", aln.Addr().String()).Msg("proxy admin endpoints")
+	}
 	log.Info().Str("listen", ln.Addr().String()).Str("master", cfg.Master).Msg("proxy serving")
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr().String())

@@ -316,8 +316,10 @@ func (c *Conn) Call(ctx context.Context, object, method string, reply any, args 
 }
 
 func (c *Conn) call(ctx context.Context, object string, ref uint64, method string, reply any, args []any) (err error) {
+	c.n.stats.callsOut.Add(1)
 	defer func() {
 		if err != nil {
+			c.n.stats.errorsOut.Add(1)
 			target := object
 			if ref != 0 {
 				target = "#" + strconv.FormatUint(ref, 10)
@@ -521,8 +523,10 @@ func (c *Conn) serveCall(ctx context.Context, cancel context.CancelFunc, m *mess
 		<-c.sem
 	}()
 	reply := &message{Kind: kindReply, Seq: m.Seq}
+	c.n.stats.callsIn.Add(1)
 	res, id, err := c.invoke(ctx, m)
 	if err != nil {
+		c.n.stats.errorsIn.Add(1)
 		reply.Err = toWire(err)
 	} else {
 		reply.Result = res

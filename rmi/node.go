@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -39,11 +40,26 @@ const MinSecretLen = 16
 // beyond it the reader stops reading, pushing back on the peer over TCP.
 const maxInflight = 1024
 
+// Stats count calls of a node since it started.
+type Stats struct {
+	CallsIn, CallsOut   uint64 // methods run for peers / calls made to peers
+	ErrorsIn, ErrorsOut uint64 // of those, the ones that returned an error
+}
+
+type nodeStats struct{ callsIn, callsOut, errorsIn, errorsOut atomic.Uint64 }
+
+// Stats returns the node's call counters.
+func (n *Node) Stats() Stats {
+	return Stats{CallsIn: n.stats.callsIn.Load(), CallsOut: n.stats.callsOut.Load(),
+		ErrorsIn: n.stats.errorsIn.Load(), ErrorsOut: n.stats.errorsOut.Load()}
+}
+
 // Node is one participant: it holds the registered objects, serves and dials
 // connections, and owns every goroutine it starts.
 type Node struct {
-	cfg Config
-	log zerolog.Logger
+	cfg   Config
+	log   zerolog.Logger
+	stats nodeStats
 
 	ctx    context.Context // cancelled by Close; aborts handshakes and clients
 	cancel context.CancelFunc

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -21,10 +22,14 @@ import (
 // proxy, so URLs are classified exactly as the proxy does.
 func (w *Worker) handler() http.Handler {
 	static := http.FileServerFS(web.Static)
+	metricsH := metrics.Handler(w.reg)
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		rw.Header().Set("X-CB-Worker", w.id)
 		id := r.Header.Get("X-Request-Id")
 		switch r.URL.Path {
+		case "/metrics": // proxies never forward reserved paths: only direct scrapes reach this
+			metricsH.ServeHTTP(rw, r)
+			return
 		case "/healthz":
 			rw.Header().Set("Content-Type", "application/json")
 			_, _ = rw.Write([]byte(`{"status":"ok","worker":"` + w.id + `"}` + "\n"))

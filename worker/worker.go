@@ -15,10 +15,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
+	cbmetrics "github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -71,6 +73,7 @@ type Worker struct {
 	member   *membership.Member
 
 	frames frameCounters
+	reg    *prometheus.Registry
 
 	registered atomic.Bool
 	stopping   atomic.Bool
@@ -105,6 +108,7 @@ func New(cfg Config) (*Worker, error) {
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.apps = newAppManager(w)
 	w.period.Store(int64(time.Second))
+	w.reg = w.newMetrics()
 	return w, nil
 }
 
@@ -151,6 +155,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("worker: rmi: %w", err)
 	}
 	w.node = node
+	w.reg.MustRegister(cbmetrics.RMI(node)...)
 	w.client = node.NewClient(w.cfg.Master, w.onConnect)
 	w.wg.Add(1)
 	go func() { defer w.wg.Done(); w.reportLoop() }()

@@ -72,8 +72,11 @@ type FrameStats struct {
 	Dropped  uint64 // frames replaced by a newer one before a slow client got them
 }
 
-// frameCounters are a worker's frame totals, shared by its hubs.
-type frameCounters struct{ produced, sent, dropped atomic.Uint64 }
+// frameCounters are a worker's frame and input totals, shared by its hubs.
+type frameCounters struct {
+	produced, sent, dropped atomic.Uint64
+	inputs, ignored         atomic.Uint64
+}
 
 func (f *frameCounters) snapshot() FrameStats {
 	return FrameStats{Produced: f.produced.Load(), Sent: f.sent.Load(), Dropped: f.dropped.Load()}
@@ -100,8 +103,7 @@ type hub struct {
 	// is not repainting gets it at once.
 	last []byte
 
-	frames          *frameCounters // the worker's totals
-	inputs, ignored atomic.Uint64
+	frames *frameCounters // the worker's totals
 }
 
 type client struct {
@@ -316,10 +318,10 @@ func (h *hub) readLoop(c *client) {
 // viewers are ignored; only the owner's window size drives the viewport.
 func (h *hub) input(c *client, ev browser.InputEvent) {
 	if c.readOnly || (ev.Type == browser.InputResize && !c.owner) {
-		h.ignored.Add(1)
+		h.frames.ignored.Add(1)
 		return
 	}
-	h.inputs.Add(1)
+	h.frames.inputs.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), inputTimeout)
 	defer cancel()
 	if err := h.vb.b.Input(ctx, ev); err != nil {

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"strconv"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
 func proxyCmd() *cli.Command {
@@ -26,6 +29,8 @@ handshake. Several proxies can share one --listen port (SO_REUSEPORT).`,
 			secretFileFlag,
 			&cli.StringFlag{Name: "name", Sources: cli.EnvVars("CB_PROXY_NAME"),
 				Usage: "proxy name in logs and status (default: proxy-<pid>)"},
+			&cli.StringFlag{Name: "admin", Sources: cli.EnvVars("CB_PROXY_ADMIN"),
+				Usage: `address for /metrics, /healthz and /readyz of this proxy ("" = none; each proxy needs its own)`},
 			&cli.DurationFlag{Name: "route-ttl", Value: 0, Sources: cli.EnvVars("CB_ROUTE_TTL"),
 				Usage: "how long instance routes are cached (default 30s)"},
 		}, memberFlags()...),
@@ -38,7 +43,31 @@ handshake. Several proxies can share one --listen port (SO_REUSEPORT).`,
 				Name: name, Master: cmd.String("master"), Listen: cmd.String("listen"), Secret: sec,
 				GossipAddr: cmd.String("gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
 				RouteTTL: cmd.Duration("route-ttl"), Logger: log,
+				AdminAddr: cmd.String("admin"), Admin: proxyAdmin,
 			})
 		}),
 	}
+}
+
+// proxyAdmin serves a proxy process's own endpoints.
+func proxyAdmin(p *proxy.Proxy, cache *proxy.CachingRouter, node *rmi.Node, connected func() bool) http.Handler {
+	reg := metrics.NewRegistry()
+	reg.MustRegister(metrics.Proxy(p, cache)...)
+	reg.MustRegister(metrics.RMI(node)...)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler(reg))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if !connected() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"status":"master not connected"}` + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"ready"}` + "\n"))
+	})
+	return mux
 }

@@ -1,0 +1,87 @@
+package master
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
+)
+
+// masterMetrics are the master's own instruments; the rest is read from
+// the components at scrape time.
+type masterMetrics struct {
+	reg        *prometheus.Registry
+	placements *prometheus.CounterVec
+	lookups    *prometheus.HistogramVec
+	members    *prometheus.CounterVec
+}
+
+func newMasterMetrics() *masterMetrics {
+	mm := &masterMetrics{
+		reg: metrics.NewRegistry(),
+		placements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cloudbrowser_master_placements_total",
+			Help: "Placement requests, by the app's strategy and outcome (created, existing, failed).",
+		}, []string{"strategy", "outcome"}),
+		lookups: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "cloudbrowser_master_route_lookup_seconds",
+			Help:    "Route lookups answered for the proxies, by kind (app, instance), and how long they took.",
+			Buckets: []float64{.00001, .00003, .0001, .0003, .001, .003, .01, .03, .1},
+		}, []string{"kind"}),
+		members: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cloudbrowser_membership_events_total",
+			Help: "Gossip membership events, by member role and event (joined, updated, left, failed).",
+		}, []string{"role", "event"}),
+	}
+	mm.reg.MustRegister(mm.placements, mm.lookups, mm.members)
+	return mm
+}
+
+// registerReaders adds the collectors that read the master's state.
+func (m *Master) registerReaders() {
+	g := prometheus.GaugeValue
+	wl := []string{"worker"}
+	perWorker := func(name, help string, typ prometheus.ValueType, val func(w workerView) float64) prometheus.Collector {
+		return metrics.NewFunc(name, help, typ, wl, func() []metrics.Sample {
+			var out []metrics.Sample
+			for _, w := range m.workers.views() {
+				out = append(out, metrics.Sample{Labels: []string{w.id}, Value: val(w)})
+			}
+			return out
+		})
+	}
+	m.metrics.reg.MustRegister(
+		metrics.NewFunc("cloudbrowser_worker_load_bytes", "Reported worker load, by part (total, go_heap, browser_pss).", g,
+			[]string{"worker", "part"}, func() []metrics.Sample {
+				var out []metrics.Sample
+				for _, w := range m.workers.views() {
+					out = append(out,
+						metrics.Sample{Labels: []string{w.id, "total"}, Value: float64(w.load.Total)},
+						metrics.Sample{Labels: []string{w.id, "go_heap"}, Value: float64(w.load.GoHeap)},
+						metrics.Sample{Labels: []string{w.id, "browser_pss"}, Value: float64(w.load.BrowserPSS)})
+				}
+				return out
+			}),
+		perWorker("cloudbrowser_worker_projected_load_bytes", "Load the balancer uses for the worker: reported plus projected placements.", g,
+			func(w workerView) float64 { return float64(w.projected) }),
+		perWorker("cloudbrowser_worker_instances", "App instances on the worker (last report).", g, func(w workerView) float64 { return float64(w.load.Instances) }),
+		perWorker("cloudbrowser_worker_browsers", "Virtual browsers on the worker (last report).", g, func(w workerView) float64 { return float64(w.load.Browsers) }),
+		perWorker("cloudbrowser_worker_clients", "Client engines connected to the worker (last report).", g, func(w workerView) float64 { return float64(w.load.Clients) }),
+		perWorker("cloudbrowser_worker_frames_sent_total", "Screencast frames sent to clients (last report).", prometheus.CounterValue,
+			func(w workerView) float64 { return float64(w.load.FramesSent) }),
+		perWorker("cloudbrowser_worker_frames_dropped_total", "Frames replaced before a slow client took them (last report).", prometheus.CounterValue,
+			func(w workerView) float64 { return float64(w.load.FramesDropped) }),
+		perWorker("cloudbrowser_worker_draining", "1 if the worker gets no new instances.", g, func(w workerView) float64 {
+			if w.draining {
+				return 1
+			}
+			return 0
+		}),
+		metrics.One("cloudbrowser_master_workers", "Workers registered and connected.", g, func() float64 { return float64(len(m.workers.views())) }),
+		metrics.One("cloudbrowser_master_instances", "App instances in the table.", g, func() float64 { return float64(m.workers.instanceCount()) }),
+		metrics.One("cloudbrowser_master_apps", "Applications deployed.", g, func() float64 { return float64(len(m.apps.List())) }),
+	)
+	m.metrics.reg.MustRegister(metrics.RMI(m.node)...)
+	if m.embedded != nil {
+		m.metrics.reg.MustRegister(metrics.Proxy(m.embedded, nil)...)
+	}
+}
