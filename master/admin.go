@@ -54,6 +54,7 @@ func (m *Master) adminHandler(public bool) http.Handler {
 		m.appAction(w, r, func(ctx context.Context, name string) error { return m.apps.SetDisabled(ctx, name, false) })
 	}))
 	m.userRoutes(mux)
+	m.dashboardRoutes(mux)
 	mux.Handle("POST /api/v1/grants", m.auth(roleAdmin, m.grant))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
@@ -83,6 +84,16 @@ const (
 func (m *Master) auth(need role, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok && m.adminSession(r) {
+			// The dashboard's cookie. A state change also needs a header a
+			// cross-site form cannot send (CSRF).
+			if r.Method != http.MethodGet && r.Header.Get("X-CloudBrowser-Dashboard") != "1" {
+				apiError(w, http.StatusForbidden, "missing X-CloudBrowser-Dashboard header")
+				return
+			}
+			h(w, r)
+			return
+		}
 		if !ok || got == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cloudbrowser"`)
 			apiError(w, http.StatusUnauthorized, "missing token (Authorization: Bearer <token>)")

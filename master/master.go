@@ -20,6 +20,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/supervise"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
@@ -98,6 +99,31 @@ type Master struct {
 	children  []*supervise.Process
 	startedAt time.Time
 	metrics   *masterMetrics
+	history   *history
+	// adminCodec signs the dashboard's session cookies.
+	adminCodec *session.Codec
+	// embeddedRate turns the embedded proxy's request count into a rate.
+	embeddedRate rateMeter
+}
+
+// rateMeter computes a rate from a counter observed now and then.
+type rateMeter struct {
+	mu   sync.Mutex
+	n    uint64
+	at   time.Time
+	rate float64
+}
+
+func (r *rateMeter) observe(n uint64, now time.Time) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d := now.Sub(r.at); !r.at.IsZero() && d >= time.Second && n >= r.n {
+		r.rate = float64(n-r.n) / d.Seconds()
+		r.n, r.at = n, now
+	} else if r.at.IsZero() {
+		r.n, r.at = n, now
+	}
+	return r.rate
 }
 
 // New validates cfg and prepares a master; Start runs it.
@@ -137,6 +163,8 @@ func New(cfg Config) (*Master, error) {
 		ReportPeriod: cfg.ReportPeriod, DeadAfter: cfg.DeadAfter, Notify: m.proxies.notify,
 	})
 	m.metrics = newMasterMetrics()
+	m.history = newHistory()
+	m.adminCodec = session.NewFor(cfg.Secret, "admin-session")
 	m.workers.observeLookup = func(kind string, start time.Time) {
 		m.metrics.lookups.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	}
@@ -219,6 +247,8 @@ func (m *Master) Start(ctx context.Context) error {
 		}
 	}
 	m.registerReaders()
+	m.wg.Add(1)
+	go m.sampleLoop()
 	m.log.Info().Str("rmi", m.RMIAddr()).Str("gossip", m.member.Addr()).Str("admin", m.AdminAddr()).
 		Str("public", m.cfg.PublicAddr).Int("proxies", m.cfg.Proxies).Str("balancer", string(m.cfg.Balancer)).
 		Msg("master started")
@@ -347,7 +377,10 @@ func (m *Master) Status() wire.ClusterStatus {
 	}
 	st.Proxies = m.proxies.status()
 	if m.embedded != nil {
-		st.Proxies = append(st.Proxies, wire.ProxyStatus{Name: "embedded", Addr: m.PublicAddr(), Embedded: true})
+		ps := m.embedded.Stats()
+		rate := m.embeddedRate.observe(ps.Requests, time.Now())
+		st.Proxies = append(st.Proxies, wire.ProxyStatus{Name: "embedded", Addr: m.PublicAddr(), Embedded: true,
+			Requests: ps.Requests, RequestsPerSec: rate, WebSocketsOpen: ps.WebSocketsOpen})
 	}
 	return st
 }

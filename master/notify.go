@@ -20,6 +20,7 @@ type proxySet struct {
 
 	mu    sync.Mutex
 	conns map[*rmi.Conn]string
+	stats map[*rmi.Conn]proxyStats
 	// local receives invalidations for the embedded proxy, if any.
 	local func(method string, arg any)
 }
@@ -38,6 +39,7 @@ func (p *proxySet) add(c *rmi.Conn, name string) {
 		}
 		p.mu.Lock()
 		delete(p.conns, c)
+		delete(p.stats, c)
 		p.mu.Unlock()
 	}()
 }
@@ -69,12 +71,37 @@ func (p *proxySet) notify(_ context.Context, method string, arg any) {
 	}
 }
 
+// proxyStats is a proxy's last report and the request rate since the one
+// before.
+type proxyStats struct {
+	last wire.ProxyReport
+	at   time.Time
+	rate float64
+}
+
+// report records a proxy's counters.
+func (p *proxySet) report(c *rmi.Conn, r wire.ProxyReport, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stats == nil {
+		p.stats = map[*rmi.Conn]proxyStats{}
+	}
+	prev, ok := p.stats[c]
+	st := proxyStats{last: r, at: now, rate: prev.rate}
+	if ok && now.After(prev.at) && r.Requests >= prev.last.Requests {
+		st.rate = float64(r.Requests-prev.last.Requests) / now.Sub(prev.at).Seconds()
+	}
+	p.stats[c] = st
+}
+
 func (p *proxySet) status() []wire.ProxyStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]wire.ProxyStatus, 0, len(p.conns)+1)
 	for c, name := range p.conns {
-		out = append(out, wire.ProxyStatus{Name: name, Addr: c.RemoteAddr().String()})
+		st := p.stats[c]
+		out = append(out, wire.ProxyStatus{Name: name, Addr: c.RemoteAddr().String(),
+			Requests: st.last.Requests, RequestsPerSec: st.rate, WebSocketsOpen: st.last.WebSocketsOpen})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -91,6 +92,12 @@ func (s routerService) Apps(ctx context.Context) ([]wire.App, error) {
 // caller must have registered a wire.ObjProxy object.
 func (s routerService) Subscribe(ctx context.Context, name string) error {
 	s.m.proxies.add(rmi.ConnFrom(ctx), name)
+	return nil
+}
+
+// ProxyReport records a proxy's counters for the dashboard.
+func (s routerService) ProxyReport(ctx context.Context, r wire.ProxyReport) error {
+	s.m.proxies.report(rmi.ConnFrom(ctx), r, time.Now())
 	return nil
 }
 

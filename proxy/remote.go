@@ -202,6 +202,26 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 		log.Info().Str("admin", aln.Addr().String()).Msg("proxy admin endpoints")
 	}
 	log.Info().Str("listen", ln.Addr().String()).Str("master", cfg.Master).Msg("proxy serving")
+	reportDone := make(chan struct{})
+	repCtx, stopReports := context.WithCancel(ctx)
+	go func() { // counters for the master's dashboard
+		defer close(reportDone)
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-repCtx.Done():
+				return
+			case <-t.C:
+				st := p.Stats()
+				rctx, cancel := context.WithTimeout(repCtx, 2*time.Second)
+				_ = client.Call(rctx, wire.ObjRouter, "ProxyReport", nil, wire.ProxyReport{Requests: st.Requests,
+					WebSocketsOpen: st.WebSocketsOpen, BytesUp: st.BytesUp, BytesDown: st.BytesDown})
+				cancel()
+			}
+		}
+	}()
+	defer func() { stopReports(); <-reportDone }()
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr().String())
 	}

@@ -60,6 +60,12 @@ type LoginData struct {
 	AppName, MountPoint, CSRF, Next, Error, User string
 }
 
+// Admin is the dashboard page (its script and style are in Static/admin).
+var Admin, _ = files.ReadFile("static/admin/index.html")
+
+// AdminLogin asks for the admin token.
+var AdminLogin = template.Must(template.ParseFS(files, "static/admin/login.html"))
+
 // EngineData fills Engine.
 type EngineData struct {
 	App, AppName string

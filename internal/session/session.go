@@ -27,8 +27,12 @@ type Codec struct {
 }
 
 // New returns a codec keyed from the cluster secret.
-func New(clusterSecret string) *Codec {
-	return &Codec{key: secret.Derive(clusterSecret, "session", 32), TTL: 12 * time.Hour, RotateAfter: time.Hour}
+func New(clusterSecret string) *Codec { return NewFor(clusterSecret, "session") }
+
+// NewFor returns a codec for another kind of session (e.g. the admin
+// dashboard's), whose values are not valid as user sessions.
+func NewFor(clusterSecret, purpose string) *Codec {
+	return &Codec{key: secret.Derive(clusterSecret, purpose, 32), TTL: 12 * time.Hour, RotateAfter: time.Hour}
 }
 
 func (c *Codec) mac(payload string) string {

@@ -230,7 +230,18 @@ type MemberStatus struct {
 
 // ProxyStatus is one proxy connected to the master.
 type ProxyStatus struct {
-	Name     string `json:"name"`
-	Addr     string `json:"addr"`
-	Embedded bool   `json:"embedded"`
+	Name           string  `json:"name"`
+	Addr           string  `json:"addr"`
+	Embedded       bool    `json:"embedded"`
+	Requests       uint64  `json:"requests"`
+	RequestsPerSec float64 `json:"requestsPerSec"`
+	WebSocketsOpen int64   `json:"websocketsOpen"`
+}
+
+// ProxyReport is what a proxy tells the master every few seconds.
+type ProxyReport struct {
+	Requests       uint64 `codec:"req"`
+	WebSocketsOpen int64  `codec:"ws"`
+	BytesUp        uint64 `codec:"up"`
+	BytesDown      uint64 `codec:"down"`
 }

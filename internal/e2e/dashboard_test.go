@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+)
+
+// TestDashboard: the admin dashboard in headless Chromium against a running
+// 3-worker cluster: sign in with the token, see the workers and their
+// loads update, drain two workers with clicks, and new instances go to the
+// third.
+func TestDashboard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	c := startCluster(t, clusterOpts{proxies: 0, workers: 3})
+	users := userBrowsers(t)
+	admin := open(t, users, "http://"+c.public+"/admin")
+	eventually(t, admin, "sign-in page", `document.getElementById("sign-in") !== null`, "true")
+	// Type the token and press the button, as a person would.
+	var r struct{ X, Y float64 }
+	_ = admin.Evaluate(context.Background(), `(() => { const r = document.getElementById("token").getBoundingClientRect(); return {X: r.left + 10, Y: r.top + r.height/2}; })()`, &r)
+	click(t, admin, r.X, r.Y)
+	typeText(t, admin, c.token)
+	_ = admin.Evaluate(context.Background(), `(() => { const r = document.getElementById("sign-in").getBoundingClientRect(); return {X: r.left + r.width/2, Y: r.top + r.height/2}; })()`, &r)
+	click(t, admin, r.X, r.Y)
+	eventually(t, admin, "dashboard live", `document.getElementById("live") && document.getElementById("live").textContent`, "live")
+	eventually(t, admin, "three workers shown", "document.body.dataset.workers", "3")
+	for _, id := range []string{"w-e2e1", "w-e2e2", "w-e2e3"} {
+		eventually(t, admin, "row of "+id, fmt.Sprintf(`document.getElementById("worker-%s") !== null`, id), "true")
+	}
+	// The page updates without reloads.
+	var first string
+	_ = admin.Evaluate(context.Background(), "document.body.dataset.updated", &first)
+	eventually(t, admin, "status updates", "document.body.dataset.updated !== "+fmt.Sprintf("%q", first), "true")
+
+	// Drain w-e2e1 and w-e2e2 by clicking their buttons.
+	for _, id := range []string{"w-e2e1", "w-e2e2"} {
+		sel := fmt.Sprintf(`#worker-%s button.drain`, id)
+		eventually(t, admin, "drain button of "+id, fmt.Sprintf(`document.querySelector(%q) !== null`, sel), "true")
+		_ = admin.Evaluate(context.Background(), fmt.Sprintf(`(() => { const b = document.querySelector(%q); b.scrollIntoView(); const r = b.getBoundingClientRect(); return {X: r.left + r.width/2, Y: r.top + r.height/2}; })()`, sel), &r)
+		click(t, admin, r.X, r.Y)
+		eventually(t, admin, id+" shown draining", fmt.Sprintf(`document.getElementById("worker-%s").dataset.draining`, id), "true")
+	}
+	for i := 0; i < 4; i++ {
+		hs := newUser(t, "http://"+c.public).open("/notes")
+		if got := hs[len(hs)-1].worker; got != "w-e2e3" {
+			t.Fatalf("with w-e2e1 and w-e2e2 drained, an instance went to %s", got)
+		}
+	}
+	// The instances appear, and a click closes one.
+	eventually(t, admin, "instances listed", `document.querySelectorAll("#instances tbody tr").length`, "4")
+	_ = admin.Evaluate(context.Background(), `(() => { const b = document.querySelector("#instances button.close"); b.scrollIntoView(); const r = b.getBoundingClientRect(); return {X: r.left + r.width/2, Y: r.top + r.height/2}; })()`, &r)
+	click(t, admin, r.X, r.Y)
+	c.waitFor("instance closed", 10*time.Second, func(st *wire.ClusterStatus) bool {
+		n := 0
+		for _, in := range st.Instances {
+			if in.App == "notes" {
+				n++
+			}
+		}
+		return n == 3
+	})
+	eventually(t, admin, "closed instance gone from the page", `document.querySelectorAll("#instances tbody tr").length`, "3")
+	if !strings.Contains(admin.Page().URL, "/admin") {
+		t.Fatalf("dashboard URL: %s", admin.Page().URL)
+	}
+}

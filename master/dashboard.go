@@ -1,0 +1,139 @@
+package master
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/proxy"
+	"github.com/cloudbrowser-go/cloudbrowser/web"
+)
+
+// The admin dashboard: /admin (a page of web/ that updates itself from
+// /api/v1/events), signed in with the admin token, which is exchanged for
+// an HttpOnly cookie so scripts never hold it.
+
+const adminCookie = "cb_admin"
+
+// adminSession reports whether the request carries a valid dashboard
+// cookie.
+func (m *Master) adminSession(r *http.Request) bool {
+	c, err := r.Cookie(adminCookie)
+	if err != nil {
+		return false
+	}
+	user, _, ok := m.adminCodec.Check(c.Value, time.Now())
+	return ok && user == "admin"
+}
+
+func (m *Master) dashboardRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /admin", func(w http.ResponseWriter, r *http.Request) {
+		if !m.adminSession(r) {
+			m.adminLogin(w, r, "")
+			return
+		}
+		proxy.WriteHTML(w, r, web.Admin, "no-store")
+	})
+	mux.HandleFunc("GET /admin/{file}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		http.ServeFileFS(w, r, web.Static, "admin/"+r.PathValue("file"))
+	})
+	mux.HandleFunc("POST /admin/login", func(w http.ResponseWriter, r *http.Request) {
+		c, err := r.Cookie("cb_csrf")
+		if err != nil || r.PostFormValue("csrf") != c.Value || len(c.Value) != 32 {
+			m.adminLogin(w, r, "The form was stale; please retry.")
+			return
+		}
+		if !tokenIs(r.PostFormValue("token"), m.cfg.AdminToken) {
+			m.log.Warn().Str("remote", r.RemoteAddr).Msg("dashboard login refused")
+			w.WriteHeader(http.StatusUnauthorized)
+			m.adminLogin(w, r, "That is not the admin token.")
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: adminCookie, Value: m.adminCodec.Issue("admin", time.Now()), Path: "/",
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"})
+		http.Redirect(w, r, "/admin", http.StatusSeeOther)
+	})
+	mux.HandleFunc("POST /admin/logout", func(w http.ResponseWriter, r *http.Request) {
+		http.SetCookie(w, &http.Cookie{Name: adminCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		http.Redirect(w, r, "/admin", http.StatusSeeOther)
+	})
+	mux.Handle("GET /api/v1/history", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, m.history.snapshot())
+	}))
+	mux.Handle("GET /api/v1/events", m.auth(roleAdmin, m.events))
+	mux.Handle("POST /api/v1/instances/{id}/close", m.auth(roleAdmin, m.closeInstance))
+}
+
+func (m *Master) adminLogin(w http.ResponseWriter, r *http.Request, msg string) {
+	tok := ids.Random(32)
+	if c, err := r.Cookie("cb_csrf"); err == nil && len(c.Value) == 32 {
+		tok = c.Value
+	} else {
+		http.SetCookie(w, &http.Cookie{Name: "cb_csrf", Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	}
+	var buf bytes.Buffer
+	_ = web.AdminLogin.Execute(&buf, map[string]string{"CSRF": tok, "Error": msg})
+	proxy.WriteHTML(w, r, buf.Bytes(), "no-store")
+}
+
+// events streams the cluster status as server-sent events every 2 s.
+func (m *Master) events(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		apiError(w, http.StatusInternalServerError, "streaming unsupported")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		b, _ := json.Marshal(m.Status())
+		if _, err := fmt.Fprintf(w, "event: status\ndata: %s\n\n", b); err != nil {
+			return
+		}
+		fl.Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// closeInstance closes an instance on its worker (admin action).
+func (m *Master) closeInstance(w http.ResponseWriter, r *http.Request) {
+	iid := r.PathValue("id")
+	m.workers.mu.Lock()
+	in, ok := m.workers.instances[iid]
+	var wid string
+	if ok {
+		wid = in.Worker
+	}
+	m.workers.mu.Unlock()
+	if !ok {
+		apiError(w, http.StatusNotFound, "no instance "+iid)
+		return
+	}
+	ref := m.workers.refs()[wid]
+	if ref == nil {
+		apiError(w, http.StatusServiceUnavailable, "the instance's worker is not connected")
+		return
+	}
+	if err := ref.Call(r.Context(), wire.WorkerCloseInstance, nil, iid); err != nil {
+		apiError(w, http.StatusBadGateway, err.Error())
+		return
+	}
+	m.log.Info().Str("instance", iid).Str("worker", wid).Msg("instance closed by admin")
+	writeJSON(w, http.StatusOK, map[string]any{"instance": iid, "closed": true})
+}

@@ -1,0 +1,73 @@
+package master
+
+import (
+	"sync"
+	"time"
+)
+
+// history keeps each worker's load over the last 15 minutes for the
+// dashboard: one point every historyStep, at most historyPoints per worker;
+// workers gone for longer than the window are forgotten.
+const (
+	historyStep   = 5 * time.Second
+	historyPoints = int(15 * time.Minute / historyStep)
+)
+
+// loadPoint is [unix ms, total, go heap, browser pss, projected].
+type loadPoint [5]int64
+
+type history struct {
+	mu     sync.Mutex
+	series map[string][]loadPoint
+	seen   map[string]time.Time
+}
+
+func newHistory() *history {
+	return &history{series: map[string][]loadPoint{}, seen: map[string]time.Time{}}
+}
+
+func (h *history) sample(now time.Time, views []workerView) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range views {
+		s := append(h.series[w.id], loadPoint{now.UnixMilli(), int64(w.load.Total), int64(w.load.GoHeap),
+			int64(w.load.BrowserPSS), int64(w.projected)})
+		if len(s) > historyPoints {
+			s = append(s[:0], s[len(s)-historyPoints:]...)
+		}
+		h.series[w.id] = s
+		h.seen[w.id] = now
+	}
+	for id, t := range h.seen {
+		if now.Sub(t) > time.Duration(historyPoints)*historyStep {
+			delete(h.series, id)
+			delete(h.seen, id)
+		}
+	}
+}
+
+func (h *history) snapshot() map[string][]loadPoint {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string][]loadPoint, len(h.series))
+	for id, s := range h.series {
+		out[id] = append([]loadPoint(nil), s...)
+	}
+	return out
+}
+
+// sampleLoop records the history until the master stops.
+func (m *Master) sampleLoop() {
+	defer m.wg.Done()
+	t := time.NewTicker(historyStep)
+	defer t.Stop()
+	m.history.sample(time.Now(), m.workers.views())
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case now := <-t.C:
+			m.history.sample(now, m.workers.views())
+		}
+	}
+}

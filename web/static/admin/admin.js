@@ -1,0 +1,119 @@
+// CloudBrowser admin dashboard: live cluster status from /api/v1/events
+// (server-sent events, every 2 s), load history for the sparklines, and the
+// drain / undrain / close actions. No build step, no library.
+(function () {
+  "use strict";
+  var history = {};
+  var live = document.getElementById("live");
+
+  function mib(b) { return (b / 1048576).toFixed(1) + " MiB"; }
+  function age(t) {
+    var s = Math.max(0, Math.round((Date.now() - new Date(t).getTime()) / 1000));
+    if (s < 120) { return s + " s"; }
+    if (s < 7200) { return Math.round(s / 60) + " min"; }
+    return Math.round(s / 3600) + " h";
+  }
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    for (var k in attrs || {}) { e.setAttribute(k, attrs[k]); }
+    if (text !== undefined) { e.textContent = text; }
+    return e;
+  }
+  function row(cells) {
+    var tr = el("tr");
+    cells.forEach(function (c) {
+      if (c instanceof Node) { var td = el("td"); td.appendChild(c); tr.appendChild(td); }
+      else if (typeof c === "object" && c !== null) { tr.appendChild(el("td", c.attrs || {}, c.text)); }
+      else { tr.appendChild(el("td", {}, String(c))); }
+    });
+    return tr;
+  }
+  function fill(id, rows) {
+    var tb = document.querySelector("#" + id + " tbody");
+    tb.textContent = "";
+    rows.forEach(function (r) { tb.appendChild(r); });
+  }
+  function num(v) { return {text: String(v), attrs: {"class": "num"}}; }
+
+  function api(method, path) {
+    return fetch(path, {method: method, headers: {"X-CloudBrowser-Dashboard": "1"}, credentials: "same-origin"})
+      .then(function (r) { if (!r.ok) { return r.json().then(function (e) { throw new Error(e.error || r.statusText); }); } return r.json(); });
+  }
+  function button(label, cls, onClick) {
+    var b = el("button", {"class": cls}, label);
+    b.addEventListener("click", function () {
+      b.disabled = true;
+      onClick().catch(function (e) { alert(e.message); }).then(function () { b.disabled = false; });
+    });
+    return b;
+  }
+
+  // A sparkline of total (blue) and projected (orange) load.
+  function spark(points) {
+    var ns = "http://www.w3.org/2000/svg";
+    var svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("class", "spark");
+    svg.setAttribute("viewBox", "0 0 160 28");
+    if (!points || points.length < 2) { return svg; }
+    var t0 = points[0][0], t1 = points[points.length - 1][0], maxv = 1;
+    points.forEach(function (p) { maxv = Math.max(maxv, p[1], p[4]); });
+    [[1, "#2563eb"], [4, "#f59e0b"]].forEach(function (s) {
+      var pl = document.createElementNS(ns, "polyline");
+      pl.setAttribute("stroke", s[1]);
+      pl.setAttribute("points", points.map(function (p) {
+        return ((p[0] - t0) / Math.max(1, t1 - t0) * 158 + 1).toFixed(1) + "," + (27 - p[s[0]] / maxv * 25).toFixed(1);
+      }).join(" "));
+      svg.appendChild(pl);
+    });
+    return svg;
+  }
+
+  function render(st) {
+    document.getElementById("master").textContent = "master " + st.masterId + " · balancer " + st.strategy;
+    var now = Date.now();
+    fill("workers", st.workers.map(function (w) {
+      var h = history[w.id] = (history[w.id] || []);
+      h.push([now, w.load.total, w.load.goHeap, w.load.browserPSS, w.projected]);
+      while (h.length && h[0][0] < now - 15 * 60 * 1000) { h.shift(); }
+      var state = el("span", {"class": "state-" + w.state + (w.draining ? " draining" : "")}, w.state + (w.draining ? ", draining" : ""));
+      var act = w.draining
+        ? button("Undrain", "undrain", function () { return api("POST", "/api/v1/workers/" + w.id + "/undrain"); })
+        : button("Drain", "drain", function () { return api("POST", "/api/v1/workers/" + w.id + "/drain"); });
+      var tr = row([w.id, w.httpAddr, state, num(mib(w.load.total)), num(mib(w.load.goHeap)), num(mib(w.load.browserPSS)),
+        num(mib(w.projected)), num(w.load.instances), num(w.load.browsers), num(w.load.clients), spark(h), act]);
+      tr.id = "worker-" + w.id;
+      tr.dataset.draining = String(w.draining);
+      return tr;
+    }));
+    var per = {};
+    st.instances.forEach(function (i) { per[i.app] = per[i.app] || {}; per[i.app][i.worker] = (per[i.app][i.worker] || 0) + 1; });
+    fill("apps", st.apps.map(function (a) {
+      var dist = Object.keys(per[a.mountPoint] || {}).sort().map(function (w) { return w + ": " + per[a.mountPoint][w]; }).join(", ");
+      return row(["/" + a.mountPoint, a.name, a.strategy, num(a.version), a.disabled ? "disabled" : "enabled", dist || "-"]);
+    }));
+    fill("instances", st.instances.map(function (i) {
+      var tr = row([i.id, "/" + i.app, num(i.version), i.owner, i.worker, age(i.created),
+        button("Close", "close", function () { return api("POST", "/api/v1/instances/" + i.id + "/close"); })]);
+      tr.dataset.worker = i.worker;
+      return tr;
+    }));
+    fill("proxies", (st.proxies || []).map(function (p) {
+      return row([p.name, p.addr, num(p.requests), num(p.requestsPerSec.toFixed(1)), num(p.websocketsOpen)]);
+    }));
+    fill("members", (st.members || []).map(function (m) { return row([m.name, m.role, m.addr, m.state]); }));
+    document.body.dataset.updated = String(now);
+    document.body.dataset.workers = String(st.workers.length);
+  }
+
+  api("GET", "/api/v1/history").then(function (h) {
+    for (var id in h) { history[id] = h[id].map(function (p) { return [p[0], p[1], p[2], p[3], p[4]]; }); }
+  }).catch(function () {}).then(function () {
+    var es = new EventSource("/api/v1/events");
+    es.addEventListener("status", function (e) {
+      live.textContent = "live";
+      live.className = "pill live";
+      render(JSON.parse(e.data));
+    });
+    es.onerror = function () { live.textContent = "reconnecting"; live.className = "pill"; };
+  });
+})();
