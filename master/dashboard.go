@@ -10,6 +10,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/web"
 )
 
@@ -67,6 +68,7 @@ func (m *Master) dashboardRoutes(mux *http.ServeMux) {
 	}))
 	mux.Handle("GET /api/v1/events", m.auth(roleAdmin, m.events))
 	mux.Handle("POST /api/v1/instances/{id}/close", m.auth(roleAdmin, m.closeInstance))
+	mux.Handle("GET /api/v1/instances/{id}/browsers", m.auth(roleAdmin, m.instanceBrowsers))
 }
 
 func (m *Master) adminLogin(w http.ResponseWriter, r *http.Request, msg string) {
@@ -111,9 +113,9 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// closeInstance closes an instance on its worker (admin action).
-func (m *Master) closeInstance(w http.ResponseWriter, r *http.Request) {
-	iid := r.PathValue("id")
+// instanceRef finds the worker hosting an instance, answering the error
+// itself when there is none.
+func (m *Master) instanceRef(w http.ResponseWriter, iid string) (*rmi.Ref, string, bool) {
 	m.workers.mu.Lock()
 	in, ok := m.workers.instances[iid]
 	var wid string
@@ -123,11 +125,35 @@ func (m *Master) closeInstance(w http.ResponseWriter, r *http.Request) {
 	m.workers.mu.Unlock()
 	if !ok {
 		apiError(w, http.StatusNotFound, "no instance "+iid)
-		return
+		return nil, "", false
 	}
 	ref := m.workers.refs()[wid]
 	if ref == nil {
 		apiError(w, http.StatusServiceUnavailable, "the instance's worker is not connected")
+		return nil, "", false
+	}
+	return ref, wid, true
+}
+
+// instanceBrowsers lists an instance's browsers (for admin viewers).
+func (m *Master) instanceBrowsers(w http.ResponseWriter, r *http.Request) {
+	ref, _, ok := m.instanceRef(w, r.PathValue("id"))
+	if !ok {
+		return
+	}
+	var bs []wire.BrowserInfo
+	if err := ref.Call(r.Context(), wire.WorkerBrowsers, &bs, r.PathValue("id")); err != nil {
+		apiError(w, http.StatusBadGateway, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, bs)
+}
+
+// closeInstance closes an instance on its worker (admin action).
+func (m *Master) closeInstance(w http.ResponseWriter, r *http.Request) {
+	iid := r.PathValue("id")
+	ref, wid, ok := m.instanceRef(w, iid)
+	if !ok {
 		return
 	}
 	if err := ref.Call(r.Context(), wire.WorkerCloseInstance, nil, iid); err != nil {

@@ -173,6 +173,22 @@ func (a *AppManager) Grant(ctx context.Context, iid, bid, principal, role string
 	return nil
 }
 
+// Browsers lists an instance's browsers (admin dashboard).
+func (a *AppManager) Browsers(ctx context.Context, iid string) ([]wire.BrowserInfo, error) {
+	in, ok := a.instance(iid)
+	if !ok {
+		return nil, wire.Errorf(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := []wire.BrowserInfo{}
+	for _, b := range in.browsers {
+		out = append(out, wire.BrowserInfo{ID: b.id, URL: b.url(), Owner: b.owner, Created: b.created, Clients: b.hub.count()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out, nil
+}
+
 // CloseInstance closes an instance and its browsers.
 func (a *AppManager) CloseInstance(ctx context.Context, iid string) error {
 	if !a.closeInstance(ctx, iid, "instance closed") {

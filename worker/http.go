@@ -333,11 +333,11 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 			"This virtual browser does not exist (it may have been closed).")
 		return
 	}
-	user, ok := w.requireUser(rw, r, id, in.app)
+	user, ok := w.viewer(rw, r, id, in.app)
 	if !ok {
 		return
 	}
-	if in.browserRole(b, user) == RoleNone {
+	if in.browserRole(b, user) == RoleNone && !w.users.adminViewer(r) {
 		w.page(rw, r, id, http.StatusForbidden, "No access",
 			"This virtual browser belongs to someone else. Ask its owner to share it with you.")
 		return
@@ -367,11 +367,14 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		w.page(rw, r, id, http.StatusNotFound, "Browser not found", "This virtual browser does not exist.")
 		return
 	}
-	user, ok := w.requireUser(rw, r, id, in.app)
+	user, ok := w.viewer(rw, r, id, in.app)
 	if !ok {
 		return
 	}
 	role := in.browserRole(b, user)
+	if role == RoleNone && w.users.adminViewer(r) {
+		role = RoleReader // an admin watching from the dashboard
+	}
 	if role == RoleNone {
 		w.page(rw, r, id, http.StatusForbidden, "No access", "This virtual browser belongs to someone else.")
 		return

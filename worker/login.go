@@ -86,3 +86,13 @@ func (w *Worker) requireUser(rw http.ResponseWriter, r *http.Request, id string,
 		"/"+app.MountPoint+"/login", "Log in")
 	return "", false
 }
+
+// viewer is requireUser for Browser URLs and their sockets, where an admin
+// from the dashboard may watch without logging in to the app.
+func (w *Worker) viewer(rw http.ResponseWriter, r *http.Request, id string, app wire.App) (string, bool) {
+	if app.Authentication && w.users.adminViewer(r) {
+		user, _ := w.users.loggedIn(r)
+		return user, true
+	}
+	return w.requireUser(rw, r, id, app)
+}

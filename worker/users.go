@@ -24,10 +24,23 @@ const sessionCookie = "cb_session"
 type users struct {
 	key      []byte
 	sessions *session.Codec
+	admins   *session.Codec // the master's dashboard sessions
+}
+
+// adminViewer reports whether the request carries the admin dashboard's
+// session: admins may watch any browser, read-only.
+func (u *users) adminViewer(r *http.Request) bool {
+	c, err := r.Cookie("cb_admin")
+	if err != nil {
+		return false
+	}
+	user, _, ok := u.admins.Check(c.Value, time.Now())
+	return ok && user == "admin"
 }
 
 func newUsers(clusterSecret string) *users {
-	return &users{key: secret.Derive(clusterSecret, "user-cookie", 32), sessions: session.New(clusterSecret)}
+	return &users{key: secret.Derive(clusterSecret, "user-cookie", 32), sessions: session.New(clusterSecret),
+		admins: session.NewFor(clusterSecret, "admin-session")}
 }
 
 // loggedIn returns the user of a valid session ("" if none) and whether the

@@ -54,8 +54,25 @@ func TestDashboard(t *testing.T) {
 			t.Fatalf("with w-e2e1 and w-e2e2 drained, an instance went to %s", got)
 		}
 	}
-	// The instances appear, and a click closes one.
+	// The instances appear; the admin lists a user's browsers and watches
+	// one, read-only, with the dashboard's session.
 	eventually(t, admin, "instances listed", `document.querySelectorAll("#instances tbody tr").length`, "4")
+	_ = admin.Evaluate(context.Background(), `(() => { const b = document.querySelector("#instances button.browsers"); b.scrollIntoView(); const r = b.getBoundingClientRect(); return {X: r.left + r.width/2, Y: r.top + r.height/2}; })()`, &r)
+	click(t, admin, r.X, r.Y)
+	eventually(t, admin, "browser links", `document.querySelectorAll("#instances a.view").length > 0`, "true")
+	var viewURL string
+	_ = admin.Evaluate(context.Background(), `document.querySelector("#instances a.view").href`, &viewURL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := admin.Navigate(ctx, viewURL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, admin, "admin watches read-only", "document.body.dataset.status", "live (read-only)")
+	if err := admin.Navigate(ctx, "http://"+c.public+"/admin"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, admin, "dashboard live again", `document.getElementById("live") && document.getElementById("live").textContent`, "live")
+	eventually(t, admin, "instances listed again", `document.querySelectorAll("#instances tbody tr").length`, "4")
 	_ = admin.Evaluate(context.Background(), `(() => { const b = document.querySelector("#instances button.close"); b.scrollIntoView(); const r = b.getBoundingClientRect(); return {X: r.left + r.width/2, Y: r.top + r.height/2}; })()`, &r)
 	click(t, admin, r.X, r.Y)
 	c.waitFor("instance closed", 10*time.Second, func(st *wire.ClusterStatus) bool {

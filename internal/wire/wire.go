@@ -184,7 +184,17 @@ const (
 	WorkerCloseInstance     = "CloseInstance"     // (iid string) error
 	WorkerOpenBrowser       = "OpenBrowser"       // (iid, user string) (browser id, error)
 	WorkerGrant             = "Grant"             // (iid, bid, principal, role string) error
+	WorkerBrowsers          = "Browsers"          // (iid string) ([]BrowserInfo, error)
 )
+
+// BrowserInfo describes a virtual browser.
+type BrowserInfo struct {
+	ID      string    `codec:"id" json:"id"`
+	URL     string    `codec:"url" json:"url"`
+	Owner   string    `codec:"owner" json:"owner"`
+	Created time.Time `codec:"created" json:"created"`
+	Clients int       `codec:"clients" json:"clients"`
+}
 
 // Methods of the proxy's Proxy object, called by the master over the
 // connection the proxy opened (after Router.Subscribe).

@@ -68,6 +68,18 @@
     return svg;
   }
 
+  var opened = {};
+  // showBrowsers lists an instance's browsers with read-only "view" links.
+  function showBrowsers(span, bs) {
+    span.textContent = "";
+    bs.forEach(function (b) {
+      var a = el("a", {href: b.url, target: "_blank", "class": "view"}, "view " + b.id);
+      span.appendChild(a);
+      span.appendChild(document.createTextNode(" (" + b.owner + ", " + b.clients + " clients) "));
+    });
+    if (!bs.length) { span.textContent = "no browsers"; }
+  }
+
   function render(st) {
     document.getElementById("master").textContent = "master " + st.masterId + " · balancer " + st.strategy;
     var now = Date.now();
@@ -92,9 +104,17 @@
       return row(["/" + a.mountPoint, a.name, a.strategy, num(a.version), a.disabled ? "disabled" : "enabled", dist || "-"]);
     }));
     fill("instances", st.instances.map(function (i) {
-      var tr = row([i.id, "/" + i.app, num(i.version), i.owner, i.worker, age(i.created),
-        button("Close", "close", function () { return api("POST", "/api/v1/instances/" + i.id + "/close"); })]);
+      var views = el("span", {"class": "views"});
+      if (opened[i.id]) { showBrowsers(views, opened[i.id]); }
+      var actions = el("span");
+      actions.appendChild(button("Browsers", "browsers", function () {
+        return api("GET", "/api/v1/instances/" + i.id + "/browsers").then(function (bs) { opened[i.id] = bs; showBrowsers(views, bs); });
+      }));
+      actions.appendChild(document.createTextNode(" "));
+      actions.appendChild(button("Close", "close", function () { return api("POST", "/api/v1/instances/" + i.id + "/close"); }));
+      var tr = row([i.id, "/" + i.app, num(i.version), i.owner, i.worker, age(i.created), actions, views]);
       tr.dataset.worker = i.worker;
+      tr.dataset.instance = i.id;
       return tr;
     }));
     fill("proxies", (st.proxies || []).map(function (p) {
