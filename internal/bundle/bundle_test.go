@@ -155,3 +155,35 @@ func TestPatterns(t *testing.T) {
 		}
 	}
 }
+
+func TestPoolValidation(t *testing.T) {
+	base := `{"name":"P","mountPoint":"p","entry":"https://example.test/","pool":%s}`
+	for _, tc := range []struct {
+		pool string
+		want []string // field paths that must be named; none = valid
+	}{
+		{`{"enabled":true,"minSize":1,"maxSize":2,"init":[{"navigate":"https://example.test/login"}],"ttl":"30m"}`, nil},
+		{`{"enabled":true,"minSize":3,"maxSize":2}`, []string{"pool.minSize"}},
+		{`{"enabled":true,"minSize":-1,"maxSize":2,"ttl":"soon"}`, []string{"pool"}},
+		{`{"enabled":true,"maxSize":2,"init":[{"click":""}]}`, []string{"pool.init[0].click"}},
+		{`{"enabled":true,"maxSize":2,"init":[{"type":"#u","text":"${user}"}]}`, []string{"pool.init[0].text"}},
+		{`{"enabled":true,"maxSize":2,"bogus":1}`, []string{"pool"}},
+	} {
+		m, err := ParseManifest([]byte(strings.Replace(base, "%s", tc.pool, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = m.Validate(nil)
+		if len(tc.want) == 0 {
+			if err != nil {
+				t.Errorf("%s: %v", tc.pool, err)
+			}
+			continue
+		}
+		for _, f := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), f) {
+				t.Errorf("%s: error %v does not name %s", tc.pool, err, f)
+			}
+		}
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
 )
 
 // ManifestName is the manifest file at the root of a bundle.
@@ -164,13 +166,40 @@ func (m *Manifest) Validate(files map[string]bool) error {
 			}
 		}
 	}
-	if len(m.Pool) > 0 && !json.Valid(m.Pool) {
-		add("pool", "is not valid JSON")
+	if len(m.Pool) > 0 {
+		if _, err := ParsePool(m.Pool); err != nil {
+			var pes sequence.Errors
+			if errors.As(err, &pes) {
+				for _, pe := range pes {
+					es = append(es, FieldError{Field: pe.Field, Msg: pe.Msg})
+				}
+			} else {
+				add("pool", "%v", err)
+			}
+		}
 	}
 	if len(es) > 0 {
 		return es
 	}
 	return nil
+}
+
+// ParsePool decodes and validates the manifest's "pool" object (nil if
+// absent). Errors name fields under "pool.".
+func ParsePool(raw json.RawMessage) (*pool.Config, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var c pool.Config
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("not a pool configuration: %w", err)
+	}
+	if err := c.Validate("pool"); err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 // CompilePattern turns a navigation glob into a regular expression.
