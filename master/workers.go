@@ -605,7 +605,7 @@ func (m *WorkerManager) status(st *wire.ClusterStatus) {
 	for _, w := range m.workers {
 		st.Workers = append(st.Workers, wire.WorkerStatus{
 			WorkerInfo: w.info, State: w.state, Draining: w.draining, Load: w.load,
-			Projected: proj[w.info.ID], Registered: w.registered,
+			Projected: proj[w.info.ID], Registered: w.registered, Pools: w.load.Pools,
 		})
 	}
 	sort.Slice(st.Workers, func(i, j int) bool { return st.Workers[i].ID < st.Workers[j].ID })

@@ -5,15 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
 )
 
 // instance is an app instance hosted here.
@@ -43,6 +46,10 @@ type vbrowser struct {
 	perms map[string]Role // grants on this browser (under subMu)
 	// apiToken authenticates app API calls from this browser's own pages.
 	apiToken string
+	// lease is the pool lease the browser came from; closing returns it.
+	lease    *pool.Lease
+	released chan struct{}
+	once     sync.Once
 }
 
 // AppManager is the worker's Application Manager. The master holds it as a
@@ -53,12 +60,13 @@ type AppManager struct {
 
 	mu        sync.RWMutex
 	apps      map[string]wire.App
+	pools     map[string]*pool.Config // apps' specific pools (nil: general pool)
 	instances map[string]*instance
 }
 
 func newAppManager(w *Worker) *AppManager {
 	return &AppManager{w: w, log: w.log.With().Str("component", "apps").Logger(),
-		apps: map[string]wire.App{}, instances: map[string]*instance{}}
+		apps: map[string]wire.App{}, pools: map[string]*pool.Config{}, instances: map[string]*instance{}}
 }
 
 // AddApplication installs or replaces an app; running instances keep the
@@ -67,11 +75,42 @@ func (a *AppManager) AddApplication(ctx context.Context, app wire.App) error {
 	if app.MountPoint == "" {
 		return wire.Errorf(wire.CodeInvalid, "AddApplication: app without mount point")
 	}
+	pc, err := appPool(app)
+	if err != nil {
+		return wire.Errorf(wire.CodeInvalid, "AddApplication "+app.MountPoint+": "+err.Error())
+	}
 	a.mu.Lock()
+	old := a.pools[app.MountPoint]
 	a.apps[app.MountPoint] = app
+	a.pools[app.MountPoint] = pc
 	a.mu.Unlock()
-	a.log.Info().Str("app", app.MountPoint).Int("version", app.Version).Msg("application installed")
+	if old != nil && (pc == nil || !reflect.DeepEqual(*old, *pc)) {
+		a.w.pools.Remove(app.MountPoint) // a new version's pool starts afresh
+	}
+	a.log.Info().Str("app", app.MountPoint).Int("version", app.Version).Bool("pool", pc != nil).Msg("application installed")
 	return nil
+}
+
+// appPool is the app's specific pool configuration (nil: general pool).
+func appPool(app wire.App) (*pool.Config, error) {
+	if len(app.Manifest) == 0 {
+		return nil, nil
+	}
+	m, err := bundle.ParseManifest(app.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	pc, err := bundle.ParsePool(m.Pool)
+	if err != nil || pc == nil || !pc.Enabled {
+		return nil, err
+	}
+	return pc, nil
+}
+
+func (a *AppManager) poolConfig(name string) *pool.Config {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.pools[name]
 }
 
 // RemoveApplication uninstalls an app and closes its instances.
@@ -79,6 +118,7 @@ func (a *AppManager) RemoveApplication(ctx context.Context, name string) error {
 	a.mu.Lock()
 	_, ok := a.apps[name]
 	delete(a.apps, name)
+	delete(a.pools, name)
 	var doomed []*instance
 	for _, in := range a.instances {
 		if in.app.MountPoint == name {
@@ -92,6 +132,7 @@ func (a *AppManager) RemoveApplication(ctx context.Context, name string) error {
 	for _, in := range doomed {
 		a.closeInstance(ctx, in.info.ID, "application removed")
 	}
+	a.w.pools.Remove(name)
 	a.log.Info().Str("app", name).Int("instances_closed", len(doomed)).Msg("application removed")
 	return nil
 }
@@ -101,8 +142,14 @@ func (a *AppManager) setApps(apps []wire.App) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.apps = make(map[string]wire.App, len(apps))
+	a.pools = make(map[string]*pool.Config, len(apps))
 	for _, app := range apps {
 		a.apps[app.MountPoint] = app
+		pc, err := appPool(app)
+		if err != nil {
+			a.log.Error().Str("app", app.MountPoint).Err(err).Msg("bad pool configuration; using the general pool")
+		}
+		a.pools[app.MountPoint] = pc
 	}
 }
 
@@ -302,33 +349,44 @@ func (a *AppManager) newBrowser(ctx context.Context, in *instance, user string, 
 	if err != nil {
 		return nil, err
 	}
-	// Creating a browser can take a second with Chromium: not under the lock.
-	b, err := a.w.runtime.NewBrowser(ctx, browser.Options{
-		URL: a.w.entryURL(in), Script: a.w.apiScript(vb),
-		Width: in.app.ViewportWidth, Height: in.app.ViewportHeight,
-		Bindings: map[string]func(string){apiBinding: func(p string) { a.onAPICall(vb, p) }},
-	})
+	// Leasing can take a second with Chromium (a cold browser): not under
+	// the lock.
+	lease, err := a.w.pools.Lease(ctx, in.app.MountPoint, a.poolConfig(in.app.MountPoint))
 	if err != nil {
-		return nil, fmt.Errorf("new browser: %w", err)
+		return nil, fmt.Errorf("lease a browser: %w", err)
+	}
+	b := lease.Browser()
+	vb.lease, vb.released = lease, make(chan struct{})
+	// The app API is per browser and per user: installed at lease time.
+	if err := b.Install(ctx, a.w.apiScript(vb), map[string]func(string){apiBinding: func(p string) { a.onAPICall(vb, p) }}); err != nil {
+		lease.Return()
+		return nil, fmt.Errorf("install the app API: %w", err)
+	}
+	if !lease.Specific() {
+		// A general-pool browser is blank: open the instance's entry page.
+		if err := b.Navigate(ctx, a.w.entryURL(in)); err != nil {
+			lease.Return()
+			return nil, fmt.Errorf("open %s: %w", in.app.Entry, err)
+		}
 	}
 	vb.b = b
 	vb.hub = newHub(vb, &a.w.frames, a.w.log)
 	in.mu.Lock()
 	if in.closed {
 		in.mu.Unlock()
-		_ = b.Close(context.WithoutCancel(ctx))
+		vb.release()
 		return nil, errInstanceClosed
 	}
 	if err := in.checkLimitsLocked(user); err != nil { // a concurrent creation took the last place
 		in.mu.Unlock()
-		_ = b.Close(context.WithoutCancel(ctx))
+		vb.release()
 		return nil, err
 	}
 	if asTheirs {
 		if bid, ok := in.byUser[user]; ok { // lost a race with the same user
 			if other, ok := in.browsers[bid]; ok {
 				in.mu.Unlock()
-				_ = b.Close(context.WithoutCancel(ctx))
+				vb.release()
 				return other, nil
 			}
 		}
@@ -375,10 +433,11 @@ func (a *AppManager) browserEnded(in *instance, vb *vbrowser, err error) {
 	if errors.Is(err, browser.ErrCrashed) {
 		a.log.Warn().Str("instance", in.info.ID).Str("browser", vb.id).Err(err).Msg("virtual browser crashed")
 		vb.hub.shutdown("The virtual browser crashed.", reloadURL(in.app, in.info.ID))
-		_ = vb.b.Close(context.Background())
+		vb.release()
 		return
 	}
 	vb.hub.shutdown("This browser was closed.", "")
+	vb.release()
 }
 
 // reloadURL gives the user a new browser after a crash: the Application URL
@@ -393,9 +452,16 @@ func reloadURL(app wire.App, iid string) string {
 // close disposes the browser and tells its clients why.
 func (b *vbrowser) close(ctx context.Context, reason string) {
 	b.hub.shutdown("This browser was closed: "+reason+".", "/"+b.inst.app.MountPoint)
-	if err := b.b.Close(ctx); err != nil {
-		b.hub.log.Warn().Err(err).Msg("closing browser")
-	}
+	b.release()
+}
+
+// release gives the browser back to its pool (which runs the back sequence
+// or destroys it), once.
+func (b *vbrowser) release() {
+	b.once.Do(func() {
+		close(b.released)
+		b.lease.Return()
+	})
 }
 
 // counts fills the instance, browser, client and frame counts of a load

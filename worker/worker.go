@@ -6,6 +6,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -25,6 +26,8 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
 )
 
 // Config configures a worker.
@@ -43,6 +46,13 @@ type Config struct {
 	GossipAddr, GossipAdvertise string
 	// Runtime renders the virtual browsers (default browser.Null).
 	Runtime browser.Runtime
+	// MaxBrowsers is the worker's global browser limit (general pool and
+	// specific pools together; default 64). GeneralMin blank browsers are
+	// kept ready in the general pool (default 0).
+	MaxBrowsers, GeneralMin int
+	// Secrets resolves ${secret:NAME} in pool sequences (default: the
+	// environment variable CB_SECRET_<NAME>).
+	Secrets sequence.Secrets
 	Logger  zerolog.Logger
 	Version string
 }
@@ -53,6 +63,7 @@ type Worker struct {
 	id      string
 	log     zerolog.Logger
 	runtime browser.Runtime
+	pools   *pool.Manager
 	users   *users
 
 	ctx    context.Context
@@ -108,6 +119,26 @@ func New(cfg Config) (*Worker, error) {
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.apps = newAppManager(w)
 	w.period.Store(int64(time.Second))
+	if cfg.MaxBrowsers <= 0 {
+		cfg.MaxBrowsers = 64
+	}
+	if cfg.Secrets == nil {
+		cfg.Secrets = sequence.EnvSecrets("CB_SECRET_")
+	}
+	pm, err := pool.NewManager(pool.ManagerConfig{
+		Types:  map[string]pool.BrowserType{pool.TypeChromium: {Factory: cfg.Runtime, Max: cfg.MaxBrowsers, GeneralMin: cfg.GeneralMin}},
+		Runner: &sequence.Runner{Secrets: cfg.Secrets, Log: w.log.With().Str("component", "sequence").Logger()},
+		Logger: w.log,
+		Options: func(app string) browser.Options {
+			a, _ := w.apps.app(app)
+			return browser.Options{Width: a.ViewportWidth, Height: a.ViewportHeight}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker: pools: %w", err)
+	}
+	w.pools = pm
+	w.cfg = cfg
 	w.reg = w.newMetrics()
 	return w, nil
 }
@@ -272,6 +303,7 @@ func (w *Worker) load(ctx context.Context) wire.Load {
 	}
 	l := wire.Load{Total: heap + st.PSS, GoHeap: heap, BrowserPSS: st.PSS, At: time.Now()}
 	w.apps.counts(&l)
+	l.Pools, _ = json.Marshal(w.pools.Stats())
 	return l
 }
 
@@ -323,5 +355,6 @@ func (w *Worker) Close() error {
 		_ = m.Shutdown()
 	}
 	w.wg.Wait()
+	_ = w.pools.Close(ctx)
 	return w.runtime.Close()
 }

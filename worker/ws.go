@@ -134,9 +134,13 @@ func (h *hub) watch(onEnd func(err error)) {
 		h.broadcast(mustJSON(wsMsg{T: "page", URL: p.URL, Title: p.Title}))
 	})
 	go func() {
-		<-h.vb.b.Done()
-		stop()
-		onEnd(h.vb.b.Err())
+		select {
+		case <-h.vb.b.Done():
+			stop()
+			onEnd(h.vb.b.Err())
+		case <-h.vb.released: // back to its pool: the browser lives on
+			stop()
+		}
 	}()
 }
 

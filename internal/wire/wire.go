@@ -3,7 +3,10 @@
 // in one place keeps the three sides in agreement.
 package wire
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Names of objects registered with rmi.Node.Register.
 const (
@@ -102,7 +105,9 @@ type Load struct {
 	FramesDropped  uint64    `codec:"fdrop" json:"framesDropped"`
 	At             time.Time `codec:"at" json:"at"`
 	InstanceIDs    []string  `codec:"iids" json:"-"` // for reconciliation after a master restart
-	ReportPeriod   int64     `codec:"period" json:"-"`
+	// Pools is the worker\'s pool statistics (worker/pool.ManagerStats as JSON).
+	Pools        []byte `codec:"pools" json:"-"`
+	ReportPeriod int64  `codec:"period" json:"-"`
 }
 
 // RegisterReply tells a worker what the master expects of it.
@@ -227,6 +232,8 @@ type WorkerStatus struct {
 	Load       Load      `json:"load"`
 	Projected  uint64    `json:"projected"`
 	Registered time.Time `json:"registered"`
+	// Pools is the worker's pool statistics (see worker/pool.ManagerStats).
+	Pools json.RawMessage `json:"pools,omitempty"`
 }
 
 // MemberStatus is one gossip member.

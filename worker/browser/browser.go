@@ -8,6 +8,7 @@ package browser
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -28,6 +29,21 @@ type Options struct {
 	// must be JavaScript identifiers. A page that floods a binding loses
 	// calls beyond a few thousand queued ones.
 	Bindings map[string]func(payload string)
+	// Allow is the browser's navigation policy (nil = allow everything,
+	// at no cost). When set, every network request of the browser is
+	// checked before it is sent: documents, redirects (each hop),
+	// subresources, XHR/fetch, and those of popups, iframes and workers
+	// (dedicated, shared, service) its pages open. A denied request fails
+	// as blocked by the client, so the page sees a network error. data:,
+	// blob: and about: URLs are never checked. Navigate, Input of type
+	// navigate and the initial URL are checked before anything is loaded
+	// and fail with an error wrapping ErrBlocked. Not covered with
+	// Chromium: WebSocket handshakes and speculation-rules prefetches.
+	//
+	// Allow gets the full URL (with fragment, if any), may be called
+	// concurrently, must be fast and must not call into the browser. A
+	// panicking Allow denies the request.
+	Allow func(url string) bool
 }
 
 // DefaultWidth and DefaultHeight are the viewport size used when Options
@@ -48,6 +64,9 @@ type Stats struct {
 	Browsers  int
 	Processes int    // OS processes (Chromium main + children)
 	PSS       uint64 // bytes, proportional set size of all processes
+	// Blocked counts the requests denied by browsers' Options.Allow since
+	// the runtime started (closed browsers included).
+	Blocked uint64
 }
 
 // ErrClosed is returned by operations on a closed browser or runtime.
@@ -55,6 +74,10 @@ var ErrClosed = errors.New("browser: closed")
 
 // ErrCrashed marks a browser whose renderer or Chromium process died.
 var ErrCrashed = errors.New("browser: crashed")
+
+// ErrBlocked is wrapped by the errors of navigations that the browser's
+// navigation policy (Options.Allow) denied.
+var ErrBlocked = errors.New("browser: blocked by the navigation policy")
 
 // ErrBusy is returned by Screencast when another screencast of the same
 // browser is running; the caller fans frames out itself.
@@ -135,6 +158,17 @@ type Browser interface {
 	// promise and JSON-decodes the result into out (nil = ignore it; an
 	// undefined result leaves out untouched). A thrown exception is an error.
 	Evaluate(ctx context.Context, expr string, out any) error
+	// Blocked returns how many requests Options.Allow denied so far (0
+	// without a policy). Navigations refused before they started (Navigate,
+	// Input) return ErrBlocked and are not counted: they sent nothing.
+	Blocked() uint64
+	// Install adds page-to-worker bindings and a script that runs in every
+	// new document (and at once in the current one), like Options.Script
+	// and Options.Bindings but on a browser that already exists (a pooled
+	// browser given to a user). A later Install replaces the previous
+	// script for new documents and the functions of bindings it names
+	// again.
+	Install(ctx context.Context, script string, bindings map[string]func(string)) error
 	// Cookies returns every cookie of this browser's isolated cookie jar.
 	Cookies(ctx context.Context) ([]Cookie, error)
 	// SetCookies adds or replaces cookies in this browser's cookie jar.
@@ -154,4 +188,29 @@ type Runtime interface {
 	Stats(ctx context.Context) (Stats, error)
 	// Close closes every browser and stops the runtime's processes.
 	Close() error
+}
+
+// CheckURL applies a navigation policy (Options.Allow) to url: a nil allow
+// allows everything, data:, blob: and about: URLs are always allowed, and an
+// allow that panics denies; its panic value is returned for logging.
+func CheckURL(allow func(url string) bool, url string) (ok bool, panicked any) {
+	if allow == nil || exemptURL(url) {
+		return true, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			ok, panicked = false, p
+		}
+	}()
+	return allow(url), nil
+}
+
+// exemptURL reports URLs that load nothing from the network.
+func exemptURL(url string) bool {
+	for _, scheme := range []string{"data:", "blob:", "about:"} {
+		if len(url) >= len(scheme) && strings.EqualFold(url[:len(scheme)], scheme) {
+			return true
+		}
+	}
+	return false
 }

@@ -11,6 +11,8 @@ import (
 // Null is a Runtime whose browsers remember their URL, history, viewport and
 // cookies but render nothing: Screencast sends no frames, Evaluate is
 // unsupported, and Options.Script and Bindings are never run or called.
+// Options.Allow is applied to the initial URL, Navigate and Input navigate
+// (ErrBlocked); since nothing is loaded, Blocked is always 0.
 type Null struct {
 	n      atomic.Int64
 	closed atomic.Bool
@@ -32,7 +34,12 @@ func (r *Null) NewBrowser(ctx context.Context, opts Options) (Browser, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	b := &nullBrowser{rt: r, done: make(chan struct{}), subs: map[int]func(Page){}}
+	if opts.URL != "" {
+		if ok, _ := CheckURL(opts.Allow, opts.URL); !ok {
+			return nil, fmt.Errorf("browser: new browser: %s: %w", opts.URL, ErrBlocked)
+		}
+	}
+	b := &nullBrowser{rt: r, done: make(chan struct{}), subs: map[int]func(Page){}, allow: opts.Allow}
 	b.page.URL = opts.URL
 	if b.page.URL == "" {
 		b.page.URL = "about:blank"
@@ -77,9 +84,10 @@ func (r *Null) Close() error {
 }
 
 type nullBrowser struct {
-	rt   *Null
-	once sync.Once
-	done chan struct{}
+	rt    *Null
+	once  sync.Once
+	done  chan struct{}
+	allow func(string) bool
 
 	mu            sync.Mutex
 	page          Page
@@ -146,8 +154,19 @@ func (b *nullBrowser) Navigate(ctx context.Context, url string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if ok, _ := CheckURL(b.allow, url); !ok {
+		return fmt.Errorf("browser: navigate %s: %w", url, ErrBlocked)
+	}
 	b.setURL(url, true)
 	return nil
+}
+
+// Blocked is always 0: a Null browser loads nothing.
+func (b *nullBrowser) Blocked() uint64 { return 0 }
+
+// Install implements Browser: nothing runs scripts here.
+func (b *nullBrowser) Install(ctx context.Context, script string, bindings map[string]func(string)) error {
+	return b.Err()
 }
 
 // Screencast never produces a frame: it only waits for the end.
@@ -181,6 +200,9 @@ func (b *nullBrowser) Input(ctx context.Context, ev InputEvent) error {
 	}
 	switch ev.Type {
 	case InputNavigate:
+		if ok, _ := CheckURL(b.allow, ev.URL); !ok {
+			return fmt.Errorf("browser: navigate %s: %w", ev.URL, ErrBlocked)
+		}
 		b.setURL(ev.URL, true)
 	case InputBack, InputForward:
 		b.mu.Lock()

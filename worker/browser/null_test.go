@@ -227,3 +227,51 @@ func TestInputEventJSON(t *testing.T) {
 		t.Fatalf("%+v", ev)
 	}
 }
+
+func TestCheckURL(t *testing.T) {
+	deny := func(string) bool { return false }
+	for _, u := range []string{"data:text/html,x", "DATA:x", "blob:http://a.test/1", "about:blank", "About:srcdoc"} {
+		if ok, _ := CheckURL(deny, u); !ok {
+			t.Errorf("%s denied", u)
+		}
+	}
+	if ok, _ := CheckURL(nil, "http://a.test/"); !ok {
+		t.Error("nil policy denied")
+	}
+	if ok, _ := CheckURL(deny, "http://a.test/"); ok {
+		t.Error("deny policy allowed")
+	}
+	ok, p := CheckURL(func(string) bool { panic("boom") }, "http://a.test/")
+	if ok || p != "boom" {
+		t.Errorf("panicking policy: %v %v", ok, p)
+	}
+}
+
+func TestNullPolicy(t *testing.T) {
+	ctx := context.Background()
+	var rt Null
+	allow := func(u string) bool { return u != "http://denied.test/" }
+	if _, err := rt.NewBrowser(ctx, Options{URL: "http://denied.test/", Allow: allow}); !errors.Is(err, ErrBlocked) {
+		t.Fatalf("denied initial URL: %v", err)
+	}
+	b, err := rt.NewBrowser(ctx, Options{Allow: allow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	if err := b.Navigate(ctx, "http://denied.test/"); !errors.Is(err, ErrBlocked) {
+		t.Fatalf("navigate: %v", err)
+	}
+	if err := b.Input(ctx, InputEvent{Type: InputNavigate, URL: "http://denied.test/"}); !errors.Is(err, ErrBlocked) {
+		t.Fatalf("input navigate: %v", err)
+	}
+	if err := b.Navigate(ctx, "http://ok.test/"); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Page().URL; got != "http://ok.test/" {
+		t.Fatalf("url %q", got)
+	}
+	if n := b.Blocked(); n != 0 {
+		t.Fatalf("blocked %d", n)
+	}
+}

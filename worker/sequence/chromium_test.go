@@ -120,6 +120,7 @@ func TestChromium(t *testing.T) {
 		Type("#q", "golang"),
 		Press("Enter"),
 		WaitURLMatch(`/results\?q=golang$`),
+		WaitVisible("body"), // the URL commits before the document is parsed
 		Eval(`document.body.textContent.includes('results for golang') || Promise.reject(new Error(document.body.textContent))`),
 		SetCookie(Cookie{Name: "lang", Value: "en"}),
 		Navigate(srv.URL + "/echo"),

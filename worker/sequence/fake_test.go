@@ -54,6 +54,10 @@ func (b *fakeBrowser) Page() browser.Page {
 
 func (b *fakeBrowser) OnPageChange(func(browser.Page)) func() { return func() {} }
 
+func (b *fakeBrowser) Blocked() uint64 { return 0 }
+
+func (b *fakeBrowser) Install(context.Context, string, map[string]func(string)) error { return nil }
+
 func (b *fakeBrowser) Navigate(ctx context.Context, url string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

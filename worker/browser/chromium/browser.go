@@ -93,12 +93,21 @@ type cbrowser struct {
 	// Page-to-worker bindings (Options.Bindings): calls queue up under mu
 	// and run on callLoop's goroutine.
 	bindings map[string]func(string)
-	calls    []bindingCall
-	dropped  int
-	callWake chan struct{} // cap 1
+	// installed is the identifier of the script Install added last;
+	// callLoopOn says the binding loop runs.
+	installed  page.ScriptIdentifier
+	callLoopOn bool
+	calls      []bindingCall
+	dropped    int
+	callWake   chan struct{} // cap 1
 
 	screencasting atomic.Bool
 	frameSeq      atomic.Uint64
+
+	// filter applies Options.Allow; nil without a policy. It is set
+	// during setup, which may race with a release by the supervisor.
+	filter   atomic.Pointer[filter]
+	released atomic.Bool
 }
 
 type bindingCall struct{ name, payload string }
@@ -170,6 +179,9 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 			r.wg.Add(1)
 			go b.loop(detached)
 			if len(b.bindings) > 0 {
+				b.mu.Lock()
+				b.callLoopOn = true
+				b.mu.Unlock()
 				r.wg.Add(1)
 				go b.callLoop()
 			}
@@ -225,6 +237,17 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 	detached, err := chromedp.Detached(b.ctx)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Allow != nil {
+		// Before anything loads (the page is blank so far).
+		f, err := b.rt.newFilter(ctx, b, opts.Allow)
+		if err != nil {
+			return nil, err
+		}
+		b.filter.Store(f)
+		if b.released.Load() {
+			f.close() // released meanwhile, maybe before seeing f
+		}
 	}
 	// chromedp enables these for its DOM queries, which we do not use;
 	// they would stream every request, node and stylesheet of the page.
@@ -391,7 +414,12 @@ func (b *cbrowser) callLoop() {
 			if b.isDone() {
 				return
 			}
-			b.bindings[c.name](c.payload)
+			b.mu.Lock()
+			fn := b.bindings[c.name] // Install may replace it
+			b.mu.Unlock()
+			if fn != nil {
+				fn(c.payload)
+			}
 		}
 	}
 }
@@ -413,7 +441,21 @@ func (b *cbrowser) markDone(err error) {
 // release closes the page and disposes the browser context. It blocks
 // until Chromium confirms (quick when the process is gone).
 func (b *cbrowser) release() {
-	b.releaseOnce.Do(b.cancel)
+	b.releaseOnce.Do(func() {
+		b.released.Store(true)
+		b.cancel()
+		if f := b.filter.Load(); f != nil {
+			f.close()
+		}
+	})
+}
+
+// Blocked implements browser.Browser.
+func (b *cbrowser) Blocked() uint64 {
+	if f := b.filter.Load(); f != nil {
+		return f.blocked.Load()
+	}
+	return 0
 }
 
 func (b *cbrowser) finish(err error) {
@@ -553,6 +595,10 @@ func (b *cbrowser) Navigate(ctx context.Context, url string) error {
 // navigate loads url and waits until the new document commits, so Page
 // is current when it returns. Page.navigate itself answers earlier.
 func (b *cbrowser) navigate(ctx context.Context, url string) error {
+	if f := b.filter.Load(); f != nil && !f.check(url) {
+		b.log.Debug().Str("url", shortURL(url)).Msg("navigation refused")
+		return fmt.Errorf("%s: %w", shortURL(url), browser.ErrBlocked)
+	}
 	// Watch before asking: a fast commit may beat the answer.
 	w := &navWatch{done: make(chan struct{})}
 	b.mu.Lock()
@@ -568,6 +614,10 @@ func (b *cbrowser) navigate(ctx context.Context, url string) error {
 		return err
 	}
 	if res.ErrorText != "" {
+		if b.filter.Load() != nil && isBlockedError(res.ErrorText) {
+			// The document or a redirect of it was denied.
+			return fmt.Errorf("%s: %s: %w", shortURL(url), res.ErrorText, browser.ErrBlocked)
+		}
 		return fmt.Errorf("%s: %s", url, res.ErrorText)
 	}
 	if res.LoaderID == "" || res.IsDownload {
@@ -653,4 +703,67 @@ func (b *cbrowser) history(ctx context.Context, delta int) error {
 	}
 	_, err = pageCall(ctx, b, page.NavigateToHistoryEntry, page.NavigateToHistoryEntryParams{EntryID: h.Entries[i].ID})
 	return err
+}
+
+// Install implements browser.Browser.
+func (b *cbrowser) Install(ctx context.Context, script string, bindings map[string]func(string)) error {
+	if err := b.Err(); err != nil {
+		return err
+	}
+	for name, fn := range bindings {
+		if !jsIdent.MatchString(name) || name == titleBinding || fn == nil {
+			return fmt.Errorf("chromium: install: bad binding %q", name)
+		}
+	}
+	b.mu.Lock()
+	var added []string
+	for name, fn := range bindings {
+		if _, ok := b.bindings[name]; !ok {
+			added = append(added, name)
+		}
+		if b.bindings == nil {
+			b.bindings = map[string]func(string){}
+		}
+		b.bindings[name] = fn
+	}
+	startLoop := !b.callLoopOn && len(b.bindings) > 0
+	if startLoop {
+		b.callLoopOn = true
+	}
+	old := b.installed
+	b.mu.Unlock()
+	if startLoop {
+		b.rt.mu.Lock()
+		closed := b.rt.closed
+		if !closed {
+			b.rt.wg.Add(1)
+		}
+		b.rt.mu.Unlock()
+		if !closed {
+			go b.callLoop()
+		}
+	}
+	for _, name := range added {
+		if _, err := pageCall(ctx, b, runtime.AddBinding, runtime.AddBindingParams{Name: name}); err != nil {
+			return fmt.Errorf("chromium: install binding %s: %w", name, err)
+		}
+	}
+	if old != "" {
+		if _, err := pageCall(ctx, b, page.RemoveScriptToEvaluateOnNewDocument, page.RemoveScriptToEvaluateOnNewDocumentParams{Identifier: old}); err != nil {
+			return fmt.Errorf("chromium: install: remove the previous script: %w", err)
+		}
+	}
+	if script == "" {
+		return nil
+	}
+	res, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+		Source: script, RunImmediately: new(true),
+	})
+	if err != nil {
+		return fmt.Errorf("chromium: install script: %w", err)
+	}
+	b.mu.Lock()
+	b.installed = res.Identifier
+	b.mu.Unlock()
+	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -92,6 +93,8 @@ type Runtime struct {
 	slots   []*slot
 	changed chan struct{} // closed (and replaced) when a process comes up
 	nextID  uint64
+
+	blocked atomic.Uint64 // requests denied by navigation policies
 }
 
 var _ browser.Runtime = (*Runtime)(nil)
@@ -117,6 +120,11 @@ type process struct {
 	// guarded by Runtime.mu
 	dead     bool
 	browsers map[*cbrowser]struct{}
+
+	// hub filters the requests of this process's browsers that have a
+	// navigation policy (policy.go); nil while none has.
+	hubMu sync.Mutex
+	hub   *hub
 }
 
 // New starts cfg.Processes Chromium processes and returns when all are up.
@@ -553,7 +561,7 @@ func (r *Runtime) NewBrowser(ctx context.Context, opts browser.Options) (browser
 // Stats implements browser.Runtime: PSS and process counts cover every
 // Chromium main process and its descendants.
 func (r *Runtime) Stats(ctx context.Context) (browser.Stats, error) {
-	var st browser.Stats
+	st := browser.Stats{Blocked: r.blocked.Load()}
 	var pids []int
 	r.mu.Lock()
 	for _, s := range r.slots {

@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 }
 
 // needChromium skips without a Chromium binary, except on CI.
-func needChromium(t *testing.T) {
+func needChromium(t testing.TB) {
 	t.Helper()
 	if _, err := findChromium(""); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -61,14 +61,14 @@ func needChromium(t *testing.T) {
 	}
 }
 
-func testLogger(t *testing.T) zerolog.Logger {
+func testLogger(t testing.TB) zerolog.Logger {
 	if os.Getenv("CB_TEST_LOG") != "" {
 		return zerolog.New(zerolog.NewConsoleWriter()).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 	}
 	return zerolog.Nop()
 }
 
-func shared(t *testing.T) *Runtime {
+func shared(t testing.TB) *Runtime {
 	t.Helper()
 	needChromium(t)
 	sharedOnce.Do(func() {
