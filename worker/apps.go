@@ -188,6 +188,13 @@ func (a *AppManager) OpenBrowser(ctx context.Context, iid, user string) (string,
 		return "", wire.Errorf(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
 	}
 	b, err := a.browserFor(ctx, in, user)
+	var le *pool.LimitError
+	if errors.As(err, &le) {
+		return "", wire.Errorf(wire.CodePoolLimit, "The "+le.Error())
+	}
+	if errors.Is(err, errBrowserLimit) {
+		return "", wire.Errorf(wire.CodePoolLimit, err.Error())
+	}
 	if err != nil {
 		return "", err
 	}

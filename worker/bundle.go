@@ -8,10 +8,13 @@ import (
 	"net"
 	"net/http"
 	"path"
+	"regexp"
 	"strings"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
 // The bundle server serves app bundle files to this worker's virtual
@@ -81,4 +84,47 @@ func (w *Worker) serveBundle(rw http.ResponseWriter, r *http.Request) {
 	}
 	rw.Header().Set("Content-Type", ct)
 	http.ServeContent(rw, r, file, time.Time{}, bytes.NewReader(data))
+}
+
+// navigationPolicy turns the manifest's navigation patterns into the
+// browser's request filter (nil when the app sets none). The app's own
+// bundle origin is always allowed.
+func (w *Worker) navigationPolicy(app wire.App) func(string) bool {
+	if len(app.Manifest) == 0 {
+		return nil
+	}
+	m, err := bundle.ParseManifest(app.Manifest)
+	if err != nil || len(m.Navigation.Allow)+len(m.Navigation.Deny) == 0 {
+		return nil
+	}
+	compile := func(ps []string) []*regexp.Regexp {
+		var out []*regexp.Regexp
+		for _, p := range ps {
+			if re, err := bundle.CompilePattern(p); err == nil {
+				out = append(out, re)
+			}
+		}
+		return out
+	}
+	allow, deny := compile(m.Navigation.Allow), compile(m.Navigation.Deny)
+	own := w.bundleOrigin() + "/"
+	return func(u string) bool {
+		if strings.HasPrefix(u, own) {
+			return true
+		}
+		for _, re := range deny {
+			if re.MatchString(u) {
+				return false
+			}
+		}
+		if len(allow) == 0 {
+			return true
+		}
+		for _, re := range allow {
+			if re.MatchString(u) {
+				return true
+			}
+		}
+		return false
+	}
 }

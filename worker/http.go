@@ -16,6 +16,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/web"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
 )
 
 // handler serves the worker's HTTP endpoints. Requests arrive through a
@@ -218,6 +219,9 @@ func (w *Worker) placeError(rw http.ResponseWriter, r *http.Request, id string, 
 	switch code {
 	case wire.CodeUnknownApp:
 		w.page(rw, r, id, http.StatusNotFound, "Application not found", "There is no application at this address.")
+	case wire.CodePoolLimit:
+		rw.Header().Set("Retry-After", "10")
+		w.page(rw, r, id, http.StatusServiceUnavailable, "No browser available", re.Message+". Please retry later.")
 	case wire.CodeAppDisabled:
 		w.page(rw, r, id, http.StatusServiceUnavailable, "Application unavailable",
 			"This application has been disabled by an administrator.")
@@ -311,6 +315,12 @@ func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id strin
 		}
 		if errors.Is(err, errBrowserLimit) {
 			w.page(rw, r, id, http.StatusTooManyRequests, "Browser limit reached", err.Error()+".")
+			return
+		}
+		var le *pool.LimitError
+		if errors.As(err, &le) {
+			rw.Header().Set("Retry-After", "10")
+			w.page(rw, r, id, http.StatusServiceUnavailable, "No browser available", "The "+le.Error()+". Please retry later.")
 			return
 		}
 		rw.Header().Set("Retry-After", "2")

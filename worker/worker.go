@@ -131,7 +131,7 @@ func New(cfg Config) (*Worker, error) {
 		Logger: w.log,
 		Options: func(app string) browser.Options {
 			a, _ := w.apps.app(app)
-			return browser.Options{Width: a.ViewportWidth, Height: a.ViewportHeight}
+			return browser.Options{Width: a.ViewportWidth, Height: a.ViewportHeight, Allow: w.navigationPolicy(a)}
 		},
 	})
 	if err != nil {

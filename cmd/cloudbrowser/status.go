@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -59,6 +61,22 @@ func printStatus(out io.Writer, st *wire.ClusterStatus) {
 			mib(w.Load.GoHeap), mib(w.Load.BrowserPSS), mib(w.Projected), w.Load.Instances, w.Load.Browsers, w.Load.Clients,
 			w.Load.FramesSent, w.Load.FramesDropped)
 	}
+	fmt.Fprintln(tw, "\nPOOL\tWORKER\tMIN\tMAX\tSIZE\tFREE\tLOCKED\tCREATED\tDESTROYED\tSHIFTED\tLEASES\tLEASE FAILURES\tSEQUENCE FAILURES\tAVG WAIT")
+	for _, w := range st.Workers {
+		var ps poolStats
+		if len(w.Pools) == 0 || json.Unmarshal(w.Pools, &ps) != nil {
+			continue
+		}
+		for _, p := range ps.Pools {
+			name := "/" + p.App
+			if p.General {
+				name = "(general)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.1f ms\n", name, w.ID, p.MinSize, p.MaxSize,
+				p.Size, p.Free, p.Locked, p.Created, p.Destroyed, p.ShiftedIn+p.ShiftedOut, p.Leases,
+				counts(p.LeaseFailures), counts(p.SequenceFailures), p.AvgLeaseWaitMs)
+		}
+	}
 	fmt.Fprintln(tw, "\nAPP\tNAME\tSTRATEGY\tVERSION\tPUBLIC")
 	for _, a := range st.Apps {
 		fmt.Fprintf(tw, "/%s\t%s\t%s\t%d\t%v\n", a.MountPoint, a.Name, a.Strategy, a.Version, a.Public)
@@ -76,4 +94,34 @@ func printStatus(out io.Writer, st *wire.ClusterStatus) {
 		fmt.Fprintf(tw, "%s\t%s\n", p.Name, p.Addr)
 	}
 	tw.Flush()
+}
+
+// poolStats is the part of worker/pool.ManagerStats the status prints.
+type poolStats struct {
+	Pools []struct {
+		App                                  string
+		General                              bool
+		MinSize, MaxSize, Size, Free, Locked int
+		Created, Destroyed, ShiftedIn        int64
+		ShiftedOut, Leases                   int64
+		LeaseFailures, SequenceFailures      map[string]int64
+		AvgLeaseWaitMs                       float64
+	} `json:"pools"`
+}
+
+// counts prints a map of counters compactly ("-" when empty).
+func counts(m map[string]int64) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, ",")
 }

@@ -37,6 +37,10 @@ end users' requests to its --listen address.`,
 				Usage: `worker id, "w-" + up to 16 lowercase letters or digits (default: random)`},
 			&cli.StringFlag{Name: "runtime", Value: "chromium", Sources: cli.EnvVars("CB_RUNTIME"),
 				Usage: `virtual browser runtime: "chromium", or "none" (keeps page state, renders nothing; for tests)`},
+			&cli.IntFlag{Name: "max-browsers", Value: 64, Sources: cli.EnvVars("CB_MAX_BROWSERS"),
+				Usage: "the worker's global browser limit (general pool and app-specific pools together)"},
+			&cli.IntFlag{Name: "general-pool-min", Value: 0, Sources: cli.EnvVars("CB_GENERAL_POOL_MIN"),
+				Usage: "blank browsers kept ready in the general pool"},
 			&cli.StringFlag{Name: "chromium", Sources: cli.EnvVars("CB_CHROMIUM"),
 				Usage: "Chromium binary (default: chromium, chromium-browser or google-chrome on PATH)"},
 			&cli.IntFlag{Name: "chromium-processes", Value: 1, Sources: cli.EnvVars("CB_CHROMIUM_PROCESSES"),
@@ -47,6 +51,12 @@ end users' requests to its --listen address.`,
 				Usage: "extra Chromium command-line flag (repeatable), e.g. --chromium-flag=--js-flags=--max-old-space-size=64"},
 		}, memberFlags()...),
 		Action: withSecret(func(ctx context.Context, cmd *cli.Command, log zerolog.Logger, sec string) error {
+			if n := cmd.Int("max-browsers"); n < 1 {
+				return fmt.Errorf("--max-browsers must be at least 1, got %d", n)
+			}
+			if n := cmd.Int("general-pool-min"); n < 0 || n > cmd.Int("max-browsers") {
+				return fmt.Errorf("--general-pool-min must be between 0 and --max-browsers, got %d", n)
+			}
 			rt, err := newRuntime(ctx, cmd, log)
 			if err != nil {
 				return err
@@ -56,6 +66,7 @@ end users' requests to its --listen address.`,
 				Listen: cmd.String("listen"), Advertise: cmd.String("advertise"),
 				GossipAddr: cmd.String("gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
 				Runtime: rt, Logger: log, Version: version,
+				MaxBrowsers: int(cmd.Int("max-browsers")), GeneralMin: int(cmd.Int("general-pool-min")),
 			})
 			if err != nil {
 				rt.Close()

@@ -94,17 +94,18 @@ func (p *proc) exited() bool {
 // cluster is a master (with proxy children) and workers started from the
 // binary.
 type cluster struct {
-	t       *testing.T
-	dir     string
-	rmi     string
-	admin   string
-	public  string
-	token   string
-	runtime string
-	mu      sync.Mutex
-	procs   []*proc
-	master  *proc
-	workers map[string]*proc
+	t          *testing.T
+	dir        string
+	rmi        string
+	admin      string
+	public     string
+	token      string
+	runtime    string
+	workerArgs []string
+	mu         sync.Mutex
+	procs      []*proc
+	master     *proc
+	workers    map[string]*proc
 }
 
 type clusterOpts struct {
@@ -112,6 +113,7 @@ type clusterOpts struct {
 	workers int
 	runtime string   // "none" (default) or "chromium"
 	extra   []string // more master flags
+	worker  []string // more worker flags
 }
 
 func startCluster(t *testing.T, o clusterOpts) *cluster {
@@ -127,7 +129,7 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	if o.runtime == "" {
 		o.runtime = "none"
 	}
-	c.runtime = o.runtime
+	c.runtime, c.workerArgs = o.runtime, o.worker
 	for i := 1; i <= o.workers; i++ {
 		c.startWorker(fmt.Sprintf("w-e2e%d", i))
 	}
@@ -148,8 +150,8 @@ func (c *cluster) startMaster(o clusterOpts) {
 
 func (c *cluster) startWorker(id string) *proc {
 	c.t.Helper()
-	p := c.start(id, "worker", "--master", c.rmi, "--secret-file", filepath.Join(c.dir, "data", "cluster.secret"),
-		"--id", id, "--listen", "127.0.0.1:0", "--runtime", c.runtime)
+	p := c.start(id, append([]string{"worker", "--master", c.rmi, "--secret-file", filepath.Join(c.dir, "data", "cluster.secret"),
+		"--id", id, "--listen", "127.0.0.1:0", "--runtime", c.runtime}, c.workerArgs...)...)
 	c.mu.Lock()
 	c.workers[id] = p
 	c.mu.Unlock()

@@ -31,6 +31,7 @@ const (
 	CodeInvalid         = "invalid"
 	CodeUnauthorized    = "unauthorized"
 	CodeUnknownUser     = "unknown_user"
+	CodePoolLimit       = "pool_limit" // a browser pool's or the worker's browser limit
 )
 
 // Error is an error with a code that survives an RMI hop.

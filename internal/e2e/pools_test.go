@@ -1,0 +1,59 @@
+package e2e
+
+import (
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+)
+
+// TestPools: an app with a specific pool gets a pre-warmed browser; its
+// maximum and the worker's global limit reach users as clear 503 pages; the
+// statistics reach `cloudbrowser status`.
+func TestPools(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("testdata/pools")
+	c := startCluster(t, clusterOpts{proxies: 0, workers: 1, runtime: "chromium",
+		extra: []string{"--apps", apps}, worker: []string{"--max-browsers", "2"}})
+	base := "http://" + c.public
+
+	// The first user of /pooled leases the pool's browser, already on the
+	// page its initialization sequence opened.
+	alice := newUser(t, base)
+	hops := alice.open("/pooled")
+	if last := hops[len(hops)-1]; last.status != 200 || browserURL.FindStringSubmatch(last.path) == nil {
+		t.Fatalf("pooled app: %+v", hops)
+	}
+	// A second user finds the pool (max 1) empty.
+	h := newUser(t, base).get("/pooled")
+	if h.status != http.StatusServiceUnavailable || !strings.Contains(h.body, "maximum number of browsers in the specific pool has been reached") {
+		t.Fatalf("full pool: %d %s", h.status, h.body)
+	}
+	// /hello uses the general pool: one more browser fits the global limit
+	// of 2, the next does not.
+	if hs := newUser(t, base).open("/hello"); hs[len(hs)-1].status != 200 {
+		t.Fatalf("general pool: %+v", hs)
+	}
+	h = newUser(t, base).get("/hello")
+	if h.status != http.StatusServiceUnavailable || !strings.Contains(h.body, "global maximum number of browsers has been reached") {
+		t.Fatalf("global limit: %d %s", h.status, h.body)
+	}
+	c.waitFor("pool statistics in the load report", 10*time.Second, func(st *wire.ClusterStatus) bool {
+		return len(st.Workers) == 1 && strings.Contains(strings.ReplaceAll(string(st.Workers[0].Pools), " ", ""), `"app":"pooled"`)
+	})
+	out, err := c.cli(t, "status")
+	if err != nil {
+		t.Fatalf("status: %v %s", err, out)
+	}
+	for _, want := range []string{"POOL", "/pooled", "(general)", "poolMax=1", "globalMax=1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+}
