@@ -14,25 +14,13 @@ import (
 // MaxUpload bounds a deployed archive (compressed).
 const MaxUpload = 64 << 20
 
-// appView is an application in API answers.
-type appView struct {
-	Name        string `json:"name"`
-	MountPoint  string `json:"mountPoint"`
-	Description string `json:"description"`
-	Strategy    string `json:"strategy"`
-	Public      bool   `json:"public"`
-	Disabled    bool   `json:"disabled"`
-	Version     int    `json:"version"`
-	Files       int    `json:"files"`
-}
-
-func viewOf(a wire.App) appView {
-	return appView{Name: a.Name, MountPoint: a.MountPoint, Description: a.Description, Strategy: a.Strategy,
+func viewOf(a wire.App) wire.AppView {
+	return wire.AppView{Name: a.Name, MountPoint: a.MountPoint, Description: a.Description, Strategy: a.Strategy,
 		Public: a.Public, Disabled: a.Disabled, Version: a.Version, Files: len(a.Files)}
 }
 
 func (m *Master) listApps(w http.ResponseWriter, r *http.Request) {
-	out := []appView{}
+	out := []wire.AppView{}
 	for _, a := range m.apps.List() {
 		out = append(out, viewOf(a))
 	}

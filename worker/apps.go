@@ -408,15 +408,20 @@ func (a *AppManager) newBrowser(ctx context.Context, in *instance, user string, 
 
 // closeBrowser closes one browser of an instance.
 func (a *AppManager) closeBrowser(in *instance, vb *vbrowser, reason string) {
+	in.forget(vb)
+	vb.close(context.Background(), reason)
+}
+
+// forget takes a browser out of the instance's books.
+func (in *instance) forget(vb *vbrowser) {
 	in.mu.Lock()
+	defer in.mu.Unlock()
 	if in.browsers[vb.id] == vb {
 		delete(in.browsers, vb.id)
 		if in.byUser[vb.owner] == vb.id {
 			delete(in.byUser, vb.owner)
 		}
 	}
-	in.mu.Unlock()
-	vb.close(context.Background(), reason)
 }
 
 func (in *instance) browser(bid string) (*vbrowser, bool) {
@@ -429,14 +434,7 @@ func (in *instance) browser(bid string) (*vbrowser, bool) {
 // browserEnded removes a browser that closed or crashed. After a crash its
 // users are offered a new one: the instance URL creates it.
 func (a *AppManager) browserEnded(in *instance, vb *vbrowser, err error) {
-	in.mu.Lock()
-	if in.browsers[vb.id] == vb {
-		delete(in.browsers, vb.id)
-		if in.byUser[vb.owner] == vb.id {
-			delete(in.byUser, vb.owner)
-		}
-	}
-	in.mu.Unlock()
+	in.forget(vb)
 	if errors.Is(err, browser.ErrCrashed) {
 		a.log.Warn().Str("instance", in.info.ID).Str("browser", vb.id).Err(err).Msg("virtual browser crashed")
 		vb.hub.shutdown("The virtual browser crashed.", reloadURL(in.app, in.info.ID))

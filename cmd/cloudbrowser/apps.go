@@ -14,18 +14,8 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
-
-type appInfo struct {
-	Name        string `json:"name"`
-	MountPoint  string `json:"mountPoint"`
-	Description string `json:"description"`
-	Strategy    string `json:"strategy"`
-	Public      bool   `json:"public"`
-	Disabled    bool   `json:"disabled"`
-	Version     int    `json:"version"`
-	Files       int    `json:"files"`
-}
 
 func deployCmd() *cli.Command {
 	return &cli.Command{
@@ -52,7 +42,7 @@ Needs the author token (<data-dir>/author.token) or the admin token.`,
 			}
 			fmt.Fprintf(os.Stderr, "deploying /%s (%s, %d files, %s)\n", b.Manifest.MountPoint, b.Manifest.Name, len(b.Files), size(len(archive)))
 			body := &progress{r: bytes.NewReader(archive), total: len(archive), out: os.Stderr}
-			var got appInfo
+			var got wire.AppView
 			err = c.do(ctx, http.MethodPost, "/api/v1/apps", body, "application/gzip", &got)
 			body.finish()
 			if err != nil {
@@ -165,7 +155,7 @@ func appsCmd() *cli.Command {
 					if err != nil {
 						return err
 					}
-					var apps []appInfo
+					var apps []wire.AppView
 					if err := c.do(ctx, http.MethodGet, "/api/v1/apps", nil, "", &apps); err != nil {
 						return err
 					}

@@ -263,3 +263,15 @@ type ProxyReport struct {
 	BytesUp        uint64 `codec:"up"`
 	BytesDown      uint64 `codec:"down"`
 }
+
+// AppView is an application in admin API answers.
+type AppView struct {
+	Name        string `json:"name"`
+	MountPoint  string `json:"mountPoint"`
+	Description string `json:"description"`
+	Strategy    string `json:"strategy"`
+	Public      bool   `json:"public"`
+	Disabled    bool   `json:"disabled"`
+	Version     int    `json:"version"`
+	Files       int    `json:"files"`
+}
