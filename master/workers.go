@@ -383,7 +383,7 @@ func (m *WorkerManager) placeInstance(ctx context.Context, req wire.PlaceRequest
 	}
 	key := strategyKey(app, req.User)
 	if key == "" || req.New {
-		return m.create(ctx, app, req.User, "")
+		return m.create(ctx, app, req.User, "", req.RequestID)
 	}
 	if p, ok := m.existing(key); ok {
 		return p, nil
@@ -395,7 +395,7 @@ func (m *WorkerManager) placeInstance(ctx context.Context, req wire.PlaceRequest
 		if p, ok := m.existing(key); ok {
 			return p, nil
 		}
-		return m.create(cctx, app, req.User, key)
+		return m.create(cctx, app, req.User, key, req.RequestID)
 	})
 	select {
 	case r := <-ch:
@@ -428,7 +428,7 @@ func (m *WorkerManager) existing(key string) (wire.Placement, bool) {
 
 // create places a new instance on the balancer's pick, trying another worker
 // if the first fails to create it.
-func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, key string) (wire.Placement, error) {
+func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, key, requestID string) (wire.Placement, error) {
 	var lastErr error
 	tried := map[string]bool{}
 	for attempt := 0; attempt < 3; attempt++ {
@@ -481,7 +481,7 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, key str
 		}
 		m.mu.Unlock()
 		m.placements.Add(1)
-		m.log.Info().Str("instance", iid).Str("app", app.MountPoint).Str("worker", wid).Str("owner", owner).Msg("instance placed")
+		m.log.Info().Str("request_id", requestID).Str("instance", iid).Str("app", app.MountPoint).Str("worker", wid).Str("owner", owner).Msg("instance placed")
 		return wire.Placement{InstanceID: iid, WorkerID: wid, Created: true}, nil
 	}
 	if lastErr == nil {

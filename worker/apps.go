@@ -358,7 +358,17 @@ func (a *AppManager) newBrowser(ctx context.Context, in *instance, user string, 
 	}
 	// Leasing can take a second with Chromium (a cold browser): not under
 	// the lock.
-	lease, err := a.w.pools.Lease(ctx, in.app.MountPoint, a.poolConfig(in.app.MountPoint))
+	pc := a.poolConfig(in.app.MountPoint)
+	t0 := time.Now()
+	lease, err := a.w.pools.Lease(ctx, in.app.MountPoint, pc)
+	kind, outcome := "general", "ok"
+	if pc != nil {
+		kind = "specific"
+	}
+	if err != nil {
+		outcome = "failed"
+	}
+	a.w.leaseSeconds.WithLabelValues(kind, outcome).Observe(time.Since(t0).Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("lease a browser: %w", err)
 	}

@@ -121,7 +121,7 @@ func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t 
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	landing := app.Strategy == wire.MultiInstance || app.Strategy == wire.SingleBrowserPerUser
-	req := wire.PlaceRequest{App: t.App, User: user, From: w.id}
+	req := wire.PlaceRequest{App: t.App, User: user, From: w.id, RequestID: id}
 	switch {
 	case landing && r.Method == http.MethodPost:
 		if !w.users.checkCSRF(r) || r.PostFormValue("action") != "new-instance" {

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
 )
 
 // newMetrics builds the worker's registry: its load as reported to the
@@ -38,5 +39,65 @@ func (w *Worker) newMetrics() *prometheus.Registry {
 		metrics.One("cloudbrowser_input_events_total", "Input events dispatched to virtual browsers.", c, func() float64 { return float64(w.frames.inputs.Load()) }),
 		metrics.One("cloudbrowser_input_events_ignored_total", "Input events ignored (read-only clients).", c, func() float64 { return float64(w.frames.ignored.Load()) }),
 	)
+	poolSamples := func(val func(p poolRow) float64) func() []metrics.Sample {
+		return func() []metrics.Sample {
+			var out []metrics.Sample
+			for _, p := range w.poolRows() {
+				out = append(out, metrics.Sample{Labels: []string{p.name}, Value: val(p)})
+			}
+			return out
+		}
+	}
+	pl := []string{"pool"}
+	reg.MustRegister(
+		metrics.NewFunc("cloudbrowser_pool_browsers", "Browsers in a pool (free, leased or being prepared).", g, pl, poolSamples(func(p poolRow) float64 { return float64(p.Size) })),
+		metrics.NewFunc("cloudbrowser_pool_free_browsers", "Free browsers in a pool.", g, pl, poolSamples(func(p poolRow) float64 { return float64(p.Free) })),
+		metrics.NewFunc("cloudbrowser_pool_leased_browsers", "Leased browsers in a pool.", g, pl, poolSamples(func(p poolRow) float64 { return float64(p.Locked) })),
+		metrics.NewFunc("cloudbrowser_pool_created_total", "Browsers a pool created.", c, pl, poolSamples(func(p poolRow) float64 { return float64(p.Created) })),
+		metrics.NewFunc("cloudbrowser_pool_destroyed_total", "Browsers a pool destroyed.", c, pl, poolSamples(func(p poolRow) float64 { return float64(p.Destroyed) })),
+		metrics.NewFunc("cloudbrowser_pool_shifted_total", "Browsers shifted from the general pool into a specific pool.", c, pl, poolSamples(func(p poolRow) float64 { return float64(p.ShiftedIn) })),
+		metrics.NewFunc("cloudbrowser_pool_leases_total", "Leases served by a pool.", c, pl, poolSamples(func(p poolRow) float64 { return float64(p.Leases) })),
+		metrics.NewFunc("cloudbrowser_pool_lease_failures_total", "Leases that failed, by pool and reason.", c, []string{"pool", "reason"}, func() []metrics.Sample {
+			var out []metrics.Sample
+			for _, p := range w.poolRows() {
+				for r, n := range p.LeaseFailures {
+					out = append(out, metrics.Sample{Labels: []string{p.name, r}, Value: float64(n)})
+				}
+			}
+			return out
+		}),
+		metrics.NewFunc("cloudbrowser_pool_sequence_failures_total", "Sequences that failed, by pool and sequence.", c, []string{"pool", "sequence"}, func() []metrics.Sample {
+			var out []metrics.Sample
+			for _, p := range w.poolRows() {
+				for q, n := range p.SequenceFailures {
+					out = append(out, metrics.Sample{Labels: []string{p.name, q}, Value: float64(n)})
+				}
+			}
+			return out
+		}),
+		w.leaseSeconds,
+	)
 	return reg
+}
+
+// poolRow is one pool's statistics with a label name.
+type poolRow struct {
+	name string
+	pool.Stats
+}
+
+func (w *Worker) poolRows() []poolRow {
+	if w.pools == nil {
+		return nil
+	}
+	st := w.pools.Stats()
+	out := make([]poolRow, 0, len(st.Pools))
+	for _, p := range st.Pools {
+		name := p.App
+		if p.General {
+			name = "(general)"
+		}
+		out = append(out, poolRow{name: name, Stats: p})
+	}
+	return out
 }

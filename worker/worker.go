@@ -83,8 +83,9 @@ type Worker struct {
 	memberMu sync.Mutex
 	member   *membership.Member
 
-	frames frameCounters
-	reg    *prometheus.Registry
+	frames       frameCounters
+	reg          *prometheus.Registry
+	leaseSeconds *prometheus.HistogramVec
 
 	registered atomic.Bool
 	stopping   atomic.Bool
@@ -139,6 +140,11 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w.pools = pm
 	w.cfg = cfg
+	w.leaseSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "cloudbrowser_pool_lease_seconds",
+		Help:    "Time to lease a browser, by pool kind (specific, general) and outcome.",
+		Buckets: []float64{.0001, .001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"kind", "outcome"})
 	w.reg = w.newMetrics()
 	return w, nil
 }

@@ -35,6 +35,8 @@ func TestDashboard(t *testing.T) {
 	for _, id := range []string{"w-e2e1", "w-e2e2", "w-e2e3"} {
 		eventually(t, admin, "row of "+id, fmt.Sprintf(`document.getElementById("worker-%s") !== null`, id), "true")
 	}
+	// Every worker's general pool is listed.
+	eventually(t, admin, "pools listed", `document.querySelectorAll("#pools tbody tr[data-pool=general]").length`, "3")
 	// The page updates without reloads.
 	var first string
 	_ = admin.Evaluate(context.Background(), "document.body.dataset.updated", &first)

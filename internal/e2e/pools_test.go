@@ -47,6 +47,15 @@ func TestPools(t *testing.T) {
 	c.waitFor("pool statistics in the load report", 10*time.Second, func(st *wire.ClusterStatus) bool {
 		return len(st.Workers) == 1 && strings.Contains(strings.ReplaceAll(string(st.Workers[0].Pools), " ", ""), `"app":"pooled"`)
 	})
+	// Prometheus sees the pools too.
+	st := c.mustStatus()
+	fams := scrape(t, "http://"+st.Workers[0].HTTPAddr+"/metrics", "")
+	if v := value(fams, "cloudbrowser_pool_lease_failures_total", map[string]string{"pool": "pooled", "reason": "poolMax"}); v != 1 {
+		t.Errorf("pool max failures in metrics: %v", v)
+	}
+	if v := value(fams, "cloudbrowser_pool_lease_seconds", map[string]string{"kind": "specific", "outcome": "ok"}); v < 1 {
+		t.Errorf("lease latency histogram: %v samples", v)
+	}
 	out, err := c.cli(t, "status")
 	if err != nil {
 		t.Fatalf("status: %v %s", err, out)

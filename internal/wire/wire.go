@@ -128,6 +128,8 @@ type PlaceRequest struct {
 	New bool `codec:"new"`
 	// NoBrowser places the instance without opening a browser in it.
 	NoBrowser bool `codec:"nobrowser"`
+	// RequestID is the user request's id (logged by the master too).
+	RequestID string `codec:"rid"`
 }
 
 // Placement is where an instance lives, and the user's browser in it.

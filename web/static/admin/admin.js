@@ -97,6 +97,19 @@
       tr.dataset.draining = String(w.draining);
       return tr;
     }));
+    var pools = [];
+    st.workers.forEach(function (w) {
+      ((w.pools && w.pools.pools) || []).forEach(function (p) { pools.push([w.id, p]); });
+    });
+    function kv(m) { return Object.keys(m || {}).sort().map(function (k) { return k + "=" + m[k]; }).join(", ") || "-"; }
+    fill("pools", pools.map(function (x) {
+      var w = x[0], p = x[1];
+      var tr = row([p.general ? "(general)" : "/" + p.app, w, num(p.minSize), num(p.maxSize), num(p.size), num(p.free), num(p.locked),
+        num(p.created), num(p.destroyed), num(p.shiftedIn), num(p.leases), kv(p.leaseFailures), kv(p.sequenceFailures),
+        num(p.avgLeaseWaitMs.toFixed(1) + " ms")]);
+      tr.dataset.pool = p.general ? "general" : p.app;
+      return tr;
+    }));
     var per = {};
     st.instances.forEach(function (i) { per[i.app] = per[i.app] || {}; per[i.app][i.worker] = (per[i.app][i.worker] || 0) + 1; });
     fill("apps", st.apps.map(function (a) {
