@@ -8,7 +8,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 )
 
-//go:embed hello notes chat
+//go:embed hello notes chat pooldemo
 var samples embed.FS
 
 // Samples loads the sample bundles.

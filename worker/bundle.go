@@ -23,10 +23,13 @@ import (
 // users cannot guess it. End users never load these URLs.
 
 func (w *Worker) startBundleServer(ctx context.Context) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
+	ln := w.cfg.BundleListener
+	if ln == nil {
+		var lc net.ListenConfig
+		var err error
+		if ln, err = lc.Listen(ctx, "tcp", "127.0.0.1:0"); err != nil {
+			return err
+		}
 	}
 	w.bundleLn = ln
 	w.bundleToken = ids.Random(24)
@@ -55,9 +58,31 @@ func (w *Worker) entryURL(in *instance) string {
 	return w.bundleOrigin() + "/" + w.bundleToken + "/" + in.info.ID + "/" + strings.TrimPrefix(path.Clean("/"+e), "/")
 }
 
+// AppHostSuffix names the apps' stable internal origins: the worker's
+// Chromium maps http://<mountPoint>.app.cloudbrowser.internal/ to the bundle
+// server (a --host-resolver-rules flag), so pool sequences can name an
+// app's own pages, and nothing else can resolve the name.
+const AppHostSuffix = ".app.cloudbrowser.internal"
+
+// HostResolverRule is the Chromium flag that maps the apps' internal
+// origins to the bundle listener at addr.
+func HostResolverRule(addr string) string {
+	return "--host-resolver-rules=MAP *" + AppHostSuffix + " " + addr
+}
+
 // serveBundle serves /<token>/<instanceId>/<file> from the instance's app
-// version.
+// version, and http://<app>.app.cloudbrowser.internal/<file> from the app's
+// current version.
 func (w *Worker) serveBundle(rw http.ResponseWriter, r *http.Request) {
+	if host, _, _ := strings.Cut(r.Host, ":"); strings.HasSuffix(host, AppHostSuffix) {
+		app, ok := w.apps.app(strings.TrimSuffix(host, AppHostSuffix))
+		if !ok {
+			http.NotFound(rw, r)
+			return
+		}
+		w.serveFile(rw, r, app, r.URL.Path)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/"+w.bundleToken+"/")
 	if !ok {
 		http.NotFound(rw, r)
@@ -69,11 +94,16 @@ func (w *Worker) serveBundle(rw http.ResponseWriter, r *http.Request) {
 		http.NotFound(rw, r)
 		return
 	}
+	w.serveFile(rw, r, in.app, file)
+}
+
+// serveFile answers one file of an app's bundle.
+func (w *Worker) serveFile(rw http.ResponseWriter, r *http.Request, app wire.App, file string) {
 	file = strings.TrimPrefix(path.Clean("/"+file), "/")
 	if file == "" {
 		file = "index.html"
 	}
-	data, ok := in.app.Files[file]
+	data, ok := app.Files[file]
 	if !ok {
 		http.NotFound(rw, r)
 		return
@@ -107,9 +137,9 @@ func (w *Worker) navigationPolicy(app wire.App) func(string) bool {
 		return out
 	}
 	allow, deny := compile(m.Navigation.Allow), compile(m.Navigation.Deny)
-	own := w.bundleOrigin() + "/"
+	own, appOrigin := w.bundleOrigin()+"/", "http://"+app.MountPoint+AppHostSuffix+"/"
 	return func(u string) bool {
-		if strings.HasPrefix(u, own) {
+		if strings.HasPrefix(u, own) || strings.HasPrefix(u, appOrigin) {
 			return true
 		}
 		for _, re := range deny {

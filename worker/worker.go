@@ -53,8 +53,11 @@ type Config struct {
 	// Secrets resolves ${secret:NAME} in pool sequences (default: the
 	// environment variable CB_SECRET_<NAME>).
 	Secrets sequence.Secrets
-	Logger  zerolog.Logger
-	Version string
+	// BundleListener, if set, serves the app bundles to the browsers (the
+	// caller opened it first to point Chromium's HostResolverRule at it).
+	BundleListener net.Listener
+	Logger         zerolog.Logger
+	Version        string
 }
 
 // Worker is a running worker.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -57,8 +58,15 @@ end users' requests to its --listen address.`,
 			if n := cmd.Int("general-pool-min"); n < 0 || n > cmd.Int("max-browsers") {
 				return fmt.Errorf("--general-pool-min must be between 0 and --max-browsers, got %d", n)
 			}
-			rt, err := newRuntime(ctx, cmd, log)
+			// The bundle listener comes first: Chromium must know where the
+			// apps' internal origins are.
+			bundleLn, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
+				return fmt.Errorf("bundle listener: %w", err)
+			}
+			rt, err := newRuntime(ctx, cmd, log, worker.HostResolverRule(bundleLn.Addr().String()))
+			if err != nil {
+				bundleLn.Close()
 				return err
 			}
 			w, err := worker.New(worker.Config{
@@ -67,9 +75,11 @@ end users' requests to its --listen address.`,
 				GossipAddr: cmd.String("gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
 				Runtime: rt, Logger: log, Version: version,
 				MaxBrowsers: int(cmd.Int("max-browsers")), GeneralMin: int(cmd.Int("general-pool-min")),
+				BundleListener: bundleLn,
 			})
 			if err != nil {
 				rt.Close()
+				bundleLn.Close()
 				return err
 			}
 			if err := w.Start(ctx); err != nil {
@@ -83,7 +93,7 @@ end users' requests to its --listen address.`,
 	}
 }
 
-func newRuntime(ctx context.Context, cmd *cli.Command, log zerolog.Logger) (browser.Runtime, error) {
+func newRuntime(ctx context.Context, cmd *cli.Command, log zerolog.Logger, extraFlags ...string) (browser.Runtime, error) {
 	switch r := cmd.String("runtime"); r {
 	case "none":
 		return &browser.Null{}, nil
@@ -97,7 +107,7 @@ func newRuntime(ctx context.Context, cmd *cli.Command, log zerolog.Logger) (brow
 		rt, err := chromium.New(ctx, chromium.Config{
 			Path: cmd.String("chromium"), Processes: int(cmd.Int("chromium-processes")),
 			RendererProcessLimit: int(cmd.Int("renderer-process-limit")),
-			ExtraFlags:           cmd.StringSlice("chromium-flag"), Logger: log,
+			ExtraFlags:           append(cmd.StringSlice("chromium-flag"), extraFlags...), Logger: log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("--runtime chromium: %w", err)

@@ -66,3 +66,19 @@ func TestPools(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolDemoSample: the pooldemo sample app's pool signs into its bundled
+// site before the user arrives; the user lands on the search page.
+func TestPoolDemoSample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	c := startCluster(t, clusterOpts{proxies: 0, workers: 1, runtime: "chromium"})
+	// The pool starts on the app's first use on the worker (the document's
+	// rule): the first user waits for a browser to sign in.
+	users := userBrowsers(t)
+	u := open(t, users, "http://"+c.public+"/pooldemo")
+	eventually(t, u, "engine live", "document.body.dataset.status", "live")
+	eventually(t, u, "already signed in", "document.title", "Search · signed in as demo · CloudBrowser")
+}
