@@ -380,7 +380,18 @@ func (a *AppManager) newBrowser(ctx context.Context, in *instance, user string, 
 		return nil, fmt.Errorf("install the app API: %w", err)
 	}
 	if !lease.Specific() {
-		// A general-pool browser is blank: open the instance's entry page.
+		// A general-pool browser is blank: give it the app's navigation
+		// policy, then open the instance's entry page.
+		if err := b.SetPolicy(ctx, a.w.navigationPolicy(in.app)); err != nil {
+			lease.Return()
+			return nil, fmt.Errorf("navigation policy: %w", err)
+		}
+		if in.app.ViewportWidth > 0 && in.app.ViewportHeight > 0 {
+			if err := b.Input(ctx, browser.InputEvent{Type: browser.InputResize, Width: in.app.ViewportWidth, Height: in.app.ViewportHeight}); err != nil {
+				lease.Return()
+				return nil, fmt.Errorf("viewport: %w", err)
+			}
+		}
 		if err := b.Navigate(ctx, a.w.entryURL(in)); err != nil {
 			lease.Return()
 			return nil, fmt.Errorf("open %s: %w", in.app.Entry, err)

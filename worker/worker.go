@@ -134,6 +134,9 @@ func New(cfg Config) (*Worker, error) {
 		Runner: &sequence.Runner{Secrets: cfg.Secrets, Log: w.log.With().Str("component", "sequence").Logger()},
 		Logger: w.log,
 		Options: func(app string) browser.Options {
+			if app == "" { // the general pool: the app's policy is set at lease
+				return browser.Options{}
+			}
 			a, _ := w.apps.app(app)
 			return browser.Options{Width: a.ViewportWidth, Height: a.ViewportHeight, Allow: w.navigationPolicy(a)}
 		},

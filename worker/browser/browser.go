@@ -169,6 +169,10 @@ type Browser interface {
 	// script for new documents and the functions of bindings it names
 	// again.
 	Install(ctx context.Context, script string, bindings map[string]func(string)) error
+	// SetPolicy gives a browser created without Options.Allow its
+	// navigation policy (a blank pooled browser leased for an app). It
+	// fails if the browser already has one.
+	SetPolicy(ctx context.Context, allow func(string) bool) error
 	// Cookies returns every cookie of this browser's isolated cookie jar.
 	Cookies(ctx context.Context) ([]Cookie, error)
 	// SetCookies adds or replaces cookies in this browser's cookie jar.

@@ -84,10 +84,11 @@ func (r *Null) Close() error {
 }
 
 type nullBrowser struct {
-	rt    *Null
-	once  sync.Once
-	done  chan struct{}
-	allow func(string) bool
+	rt      *Null
+	once    sync.Once
+	done    chan struct{}
+	allowMu sync.Mutex
+	allow   func(string) bool
 
 	mu            sync.Mutex
 	page          Page
@@ -154,7 +155,7 @@ func (b *nullBrowser) Navigate(ctx context.Context, url string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if ok, _ := CheckURL(b.allow, url); !ok {
+	if ok, _ := CheckURL(b.policy(), url); !ok {
 		return fmt.Errorf("browser: navigate %s: %w", url, ErrBlocked)
 	}
 	b.setURL(url, true)
@@ -163,6 +164,25 @@ func (b *nullBrowser) Navigate(ctx context.Context, url string) error {
 
 // Blocked is always 0: a Null browser loads nothing.
 func (b *nullBrowser) Blocked() uint64 { return 0 }
+
+func (b *nullBrowser) policy() func(string) bool {
+	b.allowMu.Lock()
+	defer b.allowMu.Unlock()
+	return b.allow
+}
+
+// SetPolicy implements Browser.
+func (b *nullBrowser) SetPolicy(ctx context.Context, allow func(string) bool) error {
+	b.allowMu.Lock()
+	defer b.allowMu.Unlock()
+	if b.allow != nil && allow != nil {
+		return errors.New("browser: a navigation policy is already set")
+	}
+	if allow != nil {
+		b.allow = allow
+	}
+	return nil
+}
 
 // Install implements Browser: nothing runs scripts here.
 func (b *nullBrowser) Install(ctx context.Context, script string, bindings map[string]func(string)) error {
@@ -200,7 +220,7 @@ func (b *nullBrowser) Input(ctx context.Context, ev InputEvent) error {
 	}
 	switch ev.Type {
 	case InputNavigate:
-		if ok, _ := CheckURL(b.allow, ev.URL); !ok {
+		if ok, _ := CheckURL(b.policy(), ev.URL); !ok {
 			return fmt.Errorf("browser: navigate %s: %w", ev.URL, ErrBlocked)
 		}
 		b.setURL(ev.URL, true)

@@ -767,3 +767,25 @@ func (b *cbrowser) Install(ctx context.Context, script string, bindings map[stri
 	b.mu.Unlock()
 	return nil
 }
+
+// SetPolicy implements browser.Browser.
+func (b *cbrowser) SetPolicy(ctx context.Context, allow func(string) bool) error {
+	if allow == nil {
+		return nil
+	}
+	if b.filter.Load() != nil {
+		return errors.New("chromium: a navigation policy is already set")
+	}
+	f, err := b.rt.newFilter(ctx, b, allow)
+	if err != nil {
+		return fmt.Errorf("chromium: set policy: %w", err)
+	}
+	if !b.filter.CompareAndSwap(nil, f) {
+		f.close()
+		return errors.New("chromium: a navigation policy is already set")
+	}
+	if b.released.Load() {
+		f.close()
+	}
+	return nil
+}
