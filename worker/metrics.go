@@ -76,6 +76,12 @@ func (w *Worker) newMetrics() *prometheus.Registry {
 			return out
 		}),
 		w.leaseSeconds,
+		metrics.One("cloudbrowser_navigation_blocked_total", "Requests of virtual browsers denied by their app's navigation policy.", c, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			st, _ := w.runtime.Stats(ctx)
+			return float64(st.Blocked)
+		}),
 	)
 	return reg
 }
