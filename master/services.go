@@ -63,6 +63,11 @@ func (s workerService) Instances(ctx context.Context, app, user string) ([]wire.
 	return s.m.workers.userInstances(app, user), nil
 }
 
+// InstanceRenamed records the name an owner gave an instance.
+func (s workerService) InstanceRenamed(ctx context.Context, workerID, iid, name string) error {
+	return s.m.workers.rename(workerID, iid, name)
+}
+
 // InstanceClosed tells the master a worker closed one of its instances.
 func (s workerService) InstanceClosed(ctx context.Context, workerID, iid string) error {
 	return s.m.workers.instanceClosed(workerID, iid)

@@ -490,6 +490,18 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, key, re
 	return wire.Placement{}, lastErr
 }
 
+// rename records an instance's new name.
+func (m *WorkerManager) rename(workerID, iid, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in, ok := m.instances[iid]
+	if !ok || in.Worker != workerID {
+		return wire.Errorf(wire.CodeUnknownInstance, "instance "+iid+" is not on worker "+workerID)
+	}
+	in.Name = name
+	return nil
+}
+
 // userInstances lists the instances of app owned by user, oldest first.
 func (m *WorkerManager) userInstances(app, user string) []wire.InstanceInfo {
 	m.mu.Lock()

@@ -25,11 +25,11 @@ var Landing = template.Must(template.ParseFS(files, "static/landing.html"))
 
 // LandingData fills Landing. With InstanceID set it is an instance's page.
 type LandingData struct {
-	AppName, Description, MountPoint string
-	CSRF                             string
-	Instances                        []LandingInstance
-	InstanceID, InstanceURL          string
-	Browsers                         []LandingBrowser
+	AppName, Description, MountPoint      string
+	CSRF                                  string
+	Instances                             []LandingInstance
+	InstanceID, InstanceURL, InstanceName string
+	Browsers                              []LandingBrowser
 	// Owner: the viewer owns the instance and may share it.
 	Owner  bool
 	Grants []Grant
@@ -40,16 +40,16 @@ type Grant struct{ Principal, Role string }
 
 // LandingInstance is one of the user's instances.
 type LandingInstance struct {
-	ID, URL, Worker, Created string
+	ID, URL, Worker, Created, Name string
 }
 
 // LandingBrowser is one browser of an instance.
 type LandingBrowser struct {
-	ID, URL, Owner, Created string
-	Clients                 int
-	Mine                    bool
-	Role                    string // the viewer's role
-	Grants                  []Grant
+	ID, URL, Owner, Created, Name string
+	Clients                       int
+	Mine                          bool
+	Role                          string // the viewer's role
+	Grants                        []Grant
 }
 
 // Login is an application's login page.

@@ -46,6 +46,7 @@ type vbrowser struct {
 	perms map[string]Role // grants on this browser (under subMu)
 	// apiToken authenticates app API calls from this browser's own pages.
 	apiToken string
+	name     string // given by its owner (under subMu)
 	// lease is the pool lease the browser came from; closing returns it.
 	lease    *pool.Lease
 	released chan struct{}

@@ -162,7 +162,7 @@ func (w *Worker) landing(ctx context.Context, rw http.ResponseWriter, r *http.Re
 	d := web.LandingData{AppName: app.Name, Description: app.Description, MountPoint: app.MountPoint, CSRF: w.users.csrf(rw, r)}
 	for _, in := range insts {
 		d.Instances = append(d.Instances, web.LandingInstance{ID: in.ID, URL: "/" + app.MountPoint + "/a/" + in.ID,
-			Worker: in.Worker, Created: in.Created.Format(time.DateTime)})
+			Worker: in.Worker, Created: in.Created.Format(time.DateTime), Name: in.Name})
 	}
 	w.render(rw, r, id, web.Landing, d)
 }
@@ -180,6 +180,7 @@ func (w *Worker) instanceLanding(rw http.ResponseWriter, r *http.Request, id str
 	}
 	d.Owner = in.instanceRoleLocked(user) == RoleOwner
 	d.Grants = grantList(in.perms)
+	d.InstanceName = in.info.Name
 	in.mu.Unlock()
 	for _, b := range bs {
 		role := in.browserRole(b, user)
@@ -188,11 +189,12 @@ func (w *Worker) instanceLanding(rw http.ResponseWriter, r *http.Request, id str
 		}
 		lb := web.LandingBrowser{ID: b.id, URL: b.url(), Owner: b.owner,
 			Created: b.created.Format(time.DateTime), Clients: b.hub.count(), Mine: b.owner == user, Role: role.String()}
+		b.subMu.Lock()
+		lb.Name = b.name
 		if lb.Mine {
-			b.subMu.Lock()
 			lb.Grants = grantList(b.perms)
-			b.subMu.Unlock()
 		}
+		b.subMu.Unlock()
 		d.Browsers = append(d.Browsers, lb)
 	}
 	sort.Slice(d.Browsers, func(i, j int) bool { return d.Browsers[i].Created < d.Browsers[j].Created })

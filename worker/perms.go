@@ -187,6 +187,33 @@ func (w *Worker) serveGrant(rw http.ResponseWriter, r *http.Request, id string, 
 		w.log.Info().Str("request_id", id).Str("instance", in.info.ID).Str("by", user).Msg("instance closed by its owner")
 		redirect303(rw, r, "/"+in.app.MountPoint)
 		return
+	case "rename-instance", "rename-browser":
+		name := strings.TrimSpace(r.PostFormValue("name"))
+		if len(name) > 80 || strings.ContainsAny(name, "\x00\n\r") {
+			w.page(rw, r, id, http.StatusBadRequest, "Not renamed", "name: at most 80 characters on one line")
+			return
+		}
+		if action == "rename-instance" {
+			if in.instanceRole(user) != RoleOwner {
+				w.page(rw, r, id, http.StatusForbidden, "Not renamed", errNotOwner.Error())
+				return
+			}
+			in.mu.Lock()
+			in.info.Name = name
+			in.mu.Unlock()
+			w.instanceRenamed(in.info.ID, name)
+		} else {
+			b, ok := in.browser(r.PostFormValue("browser"))
+			if !ok || b.owner != user {
+				w.page(rw, r, id, http.StatusForbidden, "Not renamed", "Only its owner can rename a browser.")
+				return
+			}
+			b.subMu.Lock()
+			b.name = name
+			b.subMu.Unlock()
+		}
+		redirect303(rw, r, "/"+in.app.MountPoint+"/a/"+in.info.ID)
+		return
 	case "close-browser":
 		b, ok := in.browser(r.PostFormValue("browser"))
 		if !ok || b.owner != user {

@@ -332,6 +332,15 @@ func (w *Worker) instanceClosed(iid string) {
 	}
 }
 
+// instanceRenamed tells the master an instance's new name, best effort.
+func (w *Worker) instanceRenamed(iid, name string) {
+	ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
+	defer cancel()
+	if err := w.client.Call(ctx, wire.ObjWorkerManager, "InstanceRenamed", nil, w.id, iid, name); err != nil {
+		w.log.Warn().Str("instance", iid).Err(err).Msg("could not tell the master an instance's name")
+	}
+}
+
 // place asks the master for the user's instance (and browser) of an app.
 func (w *Worker) place(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
 	var p wire.Placement

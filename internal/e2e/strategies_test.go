@@ -13,13 +13,17 @@ import (
 var csrfField = regexp.MustCompile(`name="csrf" value="([a-z0-9]+)"`)
 
 // post submits a landing page form (with the page's CSRF token).
-func (u *user) post(path, page, action string) hop {
+func (u *user) post(path, page, action string, fields ...string) hop {
 	u.t.Helper()
 	m := csrfField.FindStringSubmatch(page)
 	if m == nil {
 		u.t.Fatalf("no CSRF token in page:\n%s", page)
 	}
-	resp, err := u.c.PostForm(u.base+path, url.Values{"csrf": {m[1]}, "action": {action}})
+	form := url.Values{"csrf": {m[1]}, "action": {action}}
+	for i := 0; i+1 < len(fields); i += 2 {
+		form.Set(fields[i], fields[i+1])
+	}
+	resp, err := u.c.PostForm(u.base+path, form)
 	if err != nil {
 		u.t.Fatal(err)
 	}
@@ -109,6 +113,24 @@ func TestStrategies(t *testing.T) {
 		}
 		if h := bob.post(created.location, page.body, "close-instance"); h.status != http.StatusForbidden {
 			t.Fatalf("bob closing alice's instance: %+v", h)
+		}
+		// alice names the instance and her browser; bob cannot.
+		page = alice.get(created.location)
+		if h := alice.post(created.location, page.body, "rename-instance", "name", "Team room"); h.status != http.StatusSeeOther {
+			t.Fatalf("rename instance: %+v", h)
+		}
+		if h := bob.post(created.location, bob.get(created.location).body, "rename-instance", "name", "mine now"); h.status != http.StatusForbidden {
+			t.Fatalf("bob renaming alice's instance: %+v", h)
+		}
+		abid := browserURL.FindStringSubmatch(b.location)[3]
+		if h := alice.post(created.location, page.body, "rename-browser", "browser", abid, "name", "my tab"); h.status != http.StatusSeeOther {
+			t.Fatalf("rename browser: %+v", h)
+		}
+		if p := alice.get(created.location); !strings.Contains(p.body, "Team room") || !strings.Contains(p.body, "my tab") {
+			t.Fatalf("names not shown on the instance page: %s", p.body)
+		}
+		if l := alice.get("/multi"); !strings.Contains(l.body, "Team room") {
+			t.Fatalf("instance name not on the landing page: %s", l.body)
 		}
 		// alice closes it: gone from her landing page and from routing.
 		if h := alice.post(created.location, alice.get(created.location).body, "close-instance"); h.status != http.StatusSeeOther || h.location != "/multi" {

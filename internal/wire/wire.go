@@ -176,7 +176,8 @@ type ClusterInfo struct {
 type InstanceInfo struct {
 	ID       string    `codec:"id" json:"id"`
 	App      string    `codec:"app" json:"app"`
-	Version  int       `codec:"version" json:"version"` // of the app, fixed at creation
+	Version  int       `codec:"version" json:"version"`     // of the app, fixed at creation
+	Name     string    `codec:"name" json:"name,omitempty"` // given by its owner
 	Owner    string    `codec:"owner" json:"owner"`
 	Worker   string    `codec:"wid" json:"worker"`
 	Created  time.Time `codec:"created" json:"created"`
