@@ -3,13 +3,12 @@ package worker
 import (
 	"context"
 	"net/http"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
@@ -23,12 +22,7 @@ if (cb) {
 </script>`
 
 func TestAppAPIWithChromium(t *testing.T) {
-	if _, err := exec.LookPath("chromium"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but no chromium")
-		}
-		t.Skip("no chromium")
-	}
+	chromiumtest.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	rt, err := chromium.New(ctx, chromium.Config{Logger: zerolog.Nop()})

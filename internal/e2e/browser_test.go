@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,23 +15,14 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
 
 // needChromium skips without Chromium, except in CI where it must exist.
-func needChromium(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("chromium"); err != nil {
-		if _, err2 := exec.LookPath("chromium-browser"); err2 != nil {
-			if ciMode() {
-				t.Fatal("CI=true but no Chromium on PATH")
-			}
-			t.Skip("no Chromium")
-		}
-	}
-}
+func needChromium(t *testing.T) { chromiumtest.Need(t) }
 
 // userBrowsers starts the end users' own Chromium (separate from the
 // workers'), driven through our browser package.

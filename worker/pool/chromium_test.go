@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -17,29 +16,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
 )
-
-// needChromium skips without a Chromium binary, except on CI.
-func needChromium(t *testing.T) {
-	t.Helper()
-	if p := os.Getenv("CB_CHROMIUM"); p != "" {
-		if _, err := exec.LookPath(p); err == nil {
-			return
-		}
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if _, err := exec.LookPath(name); err == nil {
-			return
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("CI=true but no chromium binary")
-	}
-	t.Skip("no chromium binary")
-}
 
 // site is a small web application with sessions: a login form that sets a
 // session cookie, a search page and results that need it, and sessions
@@ -125,7 +106,7 @@ func (s *site) handler() http.Handler {
 // returns to it, touch keeps the session alive past its idle timeout, and
 // TTL recycling keeps the login on a fresh browser context.
 func TestChromiumPool(t *testing.T) {
-	needChromium(t)
+	chromiumtest.Need(t)
 	if testing.Short() {
 		t.Skip("short")
 	}

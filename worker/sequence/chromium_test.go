@@ -6,35 +6,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
-
-// needChromium skips without a Chromium binary, except on CI.
-func needChromium(t *testing.T) {
-	t.Helper()
-	if p := os.Getenv("CB_CHROMIUM"); p != "" {
-		if _, err := exec.LookPath(p); err == nil {
-			return
-		}
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if _, err := exec.LookPath(name); err == nil {
-			return
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("CI=true but no chromium binary")
-	}
-	t.Skip("no chromium binary")
-}
 
 // testSite is a login form whose submit button records whether the click
 // was a trusted (real input) event, a search page behind the session
@@ -86,7 +66,7 @@ func testSite() (http.Handler, *atomic.Int64) {
 }
 
 func TestChromium(t *testing.T) {
-	needChromium(t)
+	chromiumtest.Need(t)
 	if testing.Short() {
 		t.Skip("short")
 	}

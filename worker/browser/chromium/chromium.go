@@ -219,6 +219,9 @@ func leftoverArgs(dir string) []string {
 }
 
 // findChromium resolves Config.Path.
+// Find returns the Chromium binary New would use for Config.Path = path.
+func Find(path string) (string, error) { return findChromium(path) }
+
 func findChromium(path string) (string, error) {
 	if path == "" {
 		path = os.Getenv("CB_CHROMIUM")
