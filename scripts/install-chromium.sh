@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs Debian's Chromium if it is missing (as root, or with sudo).
+set -euo pipefail
+command -v chromium >/dev/null 2>&1 && exit 0
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "Chromium is missing and this is not a Debian-like system: install Chromium or set CB_CHROMIUM" >&2
+	exit 1
+fi
+as_root() {
+	if [ "$(id -u)" = 0 ]; then "$@"
+	elif [ -t 0 ]; then sudo "$@"
+	else sudo -n "$@"; fi
+}
+echo "installing chromium (Debian package)" >&2
+export DEBIAN_FRONTEND=noninteractive
+as_root apt-get update -qq
+as_root apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null
