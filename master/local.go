@@ -3,7 +3,6 @@ package master
 import (
 	"context"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 )
 
@@ -11,11 +10,7 @@ import (
 type localRouter struct{ m *Master }
 
 func (r localRouter) Route(ctx context.Context, t proxy.Target) (proxy.Route, error) {
-	req := wire.RouteRequest{Kind: wire.RouteInstance, App: t.App, InstanceID: t.InstanceID}
-	if t.Kind == proxy.KindApp {
-		req.Kind = wire.RouteApp
-	}
-	rep, err := r.m.workers.route(req)
+	rep, err := r.m.workers.route(proxy.RouteRequestFor(t))
 	if err != nil {
 		return proxy.Route{}, proxy.MasterError(err)
 	}
@@ -24,14 +19,5 @@ func (r localRouter) Route(ctx context.Context, t proxy.Target) (proxy.Route, er
 
 func (r localRouter) Apps(ctx context.Context) ([]proxy.AppLink, error) {
 	apps, _ := routerService{r.m}.Apps(ctx)
-	return AppLinks(apps), nil
-}
-
-// AppLinks converts apps to home page links.
-func AppLinks(apps []wire.App) []proxy.AppLink {
-	out := make([]proxy.AppLink, len(apps))
-	for i, a := range apps {
-		out[i] = proxy.AppLink{Name: a.Name, MountPoint: a.MountPoint, Description: a.Description}
-	}
-	return out
+	return proxy.AppLinksOf(apps), nil
 }

@@ -49,17 +49,31 @@ func MasterError(err error) error {
 	return fmt.Errorf("%w: %w", sentinel, err)
 }
 
+// RouteRequestFor is the master's question for a classified request.
+func RouteRequestFor(t Target) wire.RouteRequest {
+	req := wire.RouteRequest{Kind: wire.RouteInstance, App: t.App, InstanceID: t.InstanceID}
+	if t.Kind == KindApp {
+		req.Kind = wire.RouteApp
+	}
+	return req
+}
+
+// AppLinksOf turns the master's public apps into home page links.
+func AppLinksOf(apps []wire.App) []AppLink {
+	out := make([]AppLink, len(apps))
+	for i, a := range apps {
+		out[i] = AppLink{Name: a.Name, MountPoint: a.MountPoint, Description: a.Description}
+	}
+	return out
+}
+
 // RemoteRouter asks the master over RMI.
 type RemoteRouter struct{ Client *rmi.Client }
 
 // Route implements Router.
 func (r *RemoteRouter) Route(ctx context.Context, t Target) (Route, error) {
-	req := wire.RouteRequest{Kind: wire.RouteInstance, App: t.App, InstanceID: t.InstanceID}
-	if t.Kind == KindApp {
-		req.Kind = wire.RouteApp
-	}
 	var rep wire.RouteReply
-	if err := r.Client.Call(ctx, wire.ObjRouter, "Route", &rep, req); err != nil {
+	if err := r.Client.Call(ctx, wire.ObjRouter, "Route", &rep, RouteRequestFor(t)); err != nil {
 		return Route{}, MasterError(err)
 	}
 	return Route{WorkerID: rep.WorkerID, Addr: rep.Addr}, nil
@@ -71,11 +85,7 @@ func (r *RemoteRouter) Apps(ctx context.Context) ([]AppLink, error) {
 	if err := r.Client.Call(ctx, wire.ObjRouter, "Apps", &apps); err != nil {
 		return nil, MasterError(err)
 	}
-	out := make([]AppLink, len(apps))
-	for i, a := range apps {
-		out[i] = AppLink{Name: a.Name, MountPoint: a.MountPoint, Description: a.Description}
-	}
-	return out, nil
+	return AppLinksOf(apps), nil
 }
 
 // ProcessConfig configures a standalone proxy process.
