@@ -15,23 +15,8 @@ import (
 func (w *Worker) newMetrics() *prometheus.Registry {
 	reg := metrics.NewRegistry()
 	g, c := prometheus.GaugeValue, prometheus.CounterValue
-	load := func() (l struct{ heap, pss, insts, browsers, clients float64 }) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		r := w.load(ctx)
-		l.heap, l.pss = float64(r.GoHeap), float64(r.BrowserPSS)
-		l.insts, l.browsers, l.clients = float64(r.Instances), float64(r.Browsers), float64(r.Clients)
-		return l
-	}
 	reg.MustRegister(
-		metrics.NewFunc("cloudbrowser_worker_local_load_bytes", "This worker's load, by part (go_heap, browser_pss).", g,
-			[]string{"part"}, func() []metrics.Sample {
-				l := load()
-				return []metrics.Sample{{Labels: []string{"go_heap"}, Value: l.heap}, {Labels: []string{"browser_pss"}, Value: l.pss}}
-			}),
-		metrics.One("cloudbrowser_worker_local_instances", "App instances hosted.", g, func() float64 { return load().insts }),
-		metrics.One("cloudbrowser_worker_local_browsers", "Virtual browsers open.", g, func() float64 { return load().browsers }),
-		metrics.One("cloudbrowser_worker_local_clients", "Client engines connected.", g, func() float64 { return load().clients }),
+		newLoadCollector(w),
 		metrics.One("cloudbrowser_screencast_frames_total", "Screencast frames painted while watched.", c, func() float64 { return float64(w.frames.snapshot().Produced) }),
 		metrics.One("cloudbrowser_screencast_frames_sent_total", "Frame messages sent to clients.", c, func() float64 { return float64(w.frames.snapshot().Sent) }),
 		metrics.One("cloudbrowser_screencast_frames_dropped_total", "Frames replaced by a newer one before a slow client took them.", c,
@@ -76,12 +61,6 @@ func (w *Worker) newMetrics() *prometheus.Registry {
 			return out
 		}),
 		w.leaseSeconds,
-		metrics.One("cloudbrowser_navigation_blocked_total", "Requests of virtual browsers denied by their app's navigation policy.", c, func() float64 {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			st, _ := w.runtime.Stats(ctx)
-			return float64(st.Blocked)
-		}),
 	)
 	return reg
 }
@@ -106,4 +85,42 @@ func (w *Worker) poolRows() []poolRow {
 		out = append(out, poolRow{name: name, Stats: p})
 	}
 	return out
+}
+
+// loadCollector exports the worker's load with one measurement (a walk of
+// /proc for Chromium's processes) per scrape for all its families.
+type loadCollector struct {
+	w                                   *Worker
+	load, insts, browsers, clients, blk *prometheus.Desc
+}
+
+func newLoadCollector(w *Worker) *loadCollector {
+	return &loadCollector{w: w,
+		load:     prometheus.NewDesc("cloudbrowser_worker_local_load_bytes", "This worker's load, by part (go_heap, browser_pss).", []string{"part"}, nil),
+		insts:    prometheus.NewDesc("cloudbrowser_worker_local_instances", "App instances hosted.", nil, nil),
+		browsers: prometheus.NewDesc("cloudbrowser_worker_local_browsers", "Virtual browsers open.", nil, nil),
+		clients:  prometheus.NewDesc("cloudbrowser_worker_local_clients", "Client engines connected.", nil, nil),
+		blk:      prometheus.NewDesc("cloudbrowser_navigation_blocked_total", "Requests of virtual browsers denied by their app's navigation policy.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.load, c.insts, c.browsers, c.clients, c.blk} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	l, st := c.w.measure(ctx)
+	g := prometheus.GaugeValue
+	ch <- prometheus.MustNewConstMetric(c.load, g, float64(l.GoHeap), "go_heap")
+	ch <- prometheus.MustNewConstMetric(c.load, g, float64(l.BrowserPSS), "browser_pss")
+	ch <- prometheus.MustNewConstMetric(c.insts, g, float64(l.Instances))
+	ch <- prometheus.MustNewConstMetric(c.browsers, g, float64(l.Browsers))
+	ch <- prometheus.MustNewConstMetric(c.clients, g, float64(l.Clients))
+	ch <- prometheus.MustNewConstMetric(c.blk, prometheus.CounterValue, float64(st.Blocked))
 }

@@ -289,6 +289,7 @@ func (w *Worker) reportLoop() {
 			continue
 		}
 		l := w.load(w.ctx)
+		l.Pools, _ = json.Marshal(w.pools.Stats())
 		ctx, cancel := context.WithTimeout(w.ctx, max(d, time.Second))
 		err := w.client.Call(ctx, wire.ObjWorkerManager, "Report", nil, w.id, l)
 		cancel()
@@ -302,6 +303,12 @@ var heapSample = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 
 // load measures the worker: Go heap in use plus the runtime's PSS.
 func (w *Worker) load(ctx context.Context) wire.Load {
+	l, _ := w.measure(ctx)
+	return l
+}
+
+// measure is load plus the runtime's own statistics (one /proc walk).
+func (w *Worker) measure(ctx context.Context) (wire.Load, browser.Stats) {
 	s := make([]metrics.Sample, len(heapSample))
 	copy(s, heapSample)
 	metrics.Read(s)
@@ -315,8 +322,7 @@ func (w *Worker) load(ctx context.Context) wire.Load {
 	}
 	l := wire.Load{Total: heap + st.PSS, GoHeap: heap, BrowserPSS: st.PSS, At: time.Now()}
 	w.apps.counts(&l)
-	l.Pools, _ = json.Marshal(w.pools.Stats())
-	return l
+	return l, st
 }
 
 // instanceClosed tells the master, best effort (the master also learns it
