@@ -105,10 +105,8 @@ type Load struct {
 	FramesSent     uint64    `codec:"fsent" json:"framesSent"`
 	FramesDropped  uint64    `codec:"fdrop" json:"framesDropped"`
 	At             time.Time `codec:"at" json:"at"`
-	InstanceIDs    []string  `codec:"iids" json:"-"` // for reconciliation after a master restart
-	// Pools is the worker\'s pool statistics (worker/pool.ManagerStats as JSON).
-	Pools        []byte `codec:"pools" json:"-"`
-	ReportPeriod int64  `codec:"period" json:"-"`
+	// Pools is the worker's pool statistics (worker/pool.ManagerStats as JSON).
+	Pools []byte `codec:"pools" json:"-"`
 }
 
 // RegisterReply tells a worker what the master expects of it.
