@@ -116,18 +116,11 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 // instanceRef finds the worker hosting an instance, answering the error
 // itself when there is none.
 func (m *Master) instanceRef(w http.ResponseWriter, iid string) (*rmi.Ref, string, bool) {
-	m.workers.mu.Lock()
-	in, ok := m.workers.instances[iid]
-	var wid string
-	if ok {
-		wid = in.Worker
-	}
-	m.workers.mu.Unlock()
+	ref, wid, ok := m.workers.host(iid)
 	if !ok {
 		apiError(w, http.StatusNotFound, "no instance "+iid)
 		return nil, "", false
 	}
-	ref := m.workers.refs()[wid]
 	if ref == nil {
 		apiError(w, http.StatusServiceUnavailable, "the instance's worker is not connected")
 		return nil, "", false

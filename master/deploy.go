@@ -163,28 +163,20 @@ func (m *Master) grant(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, &f) {
 		return
 	}
-	m.workers.mu.Lock()
-	in, ok := m.workers.instances[f.Instance]
-	var ref *rmi.Ref
-	if ok {
-		if wr, ok := m.workers.workers[in.Worker]; ok {
-			ref = wr.ref
-		}
-	}
-	m.workers.mu.Unlock()
+	ref, _, ok := m.instanceRef(w, f.Instance)
 	if !ok {
-		apiError(w, http.StatusNotFound, "no instance "+f.Instance)
-		return
-	}
-	if ref == nil {
-		apiError(w, http.StatusServiceUnavailable, "the instance's worker is not connected")
 		return
 	}
 	if err := ref.Call(r.Context(), wire.WorkerGrant, nil, f.Instance, f.Browser, f.Principal, f.Role); err != nil {
-		var re *rmi.RemoteError
 		status := http.StatusInternalServerError
-		if errors.As(err, &re) && (re.Code == wire.CodeInvalid || re.Code == wire.CodeUnknownInstance) {
-			status = map[string]int{wire.CodeInvalid: http.StatusBadRequest, wire.CodeUnknownInstance: http.StatusNotFound}[re.Code]
+		var re *rmi.RemoteError
+		if errors.As(err, &re) {
+			switch re.Code {
+			case wire.CodeInvalid:
+				status = http.StatusBadRequest
+			case wire.CodeUnknownInstance:
+				status = http.StatusNotFound
+			}
 		}
 		apiError(w, status, err.Error())
 		return

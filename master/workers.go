@@ -593,6 +593,21 @@ func (m *WorkerManager) setDraining(id string, on bool) error {
 	return nil
 }
 
+// host returns the worker hosting an instance and its Application Manager
+// (nil while disconnected); ok is false for an unknown instance.
+func (m *WorkerManager) host(iid string) (ref *rmi.Ref, workerID string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in, ok := m.instances[iid]
+	if !ok {
+		return nil, "", false
+	}
+	if w, ok := m.workers[in.Worker]; ok {
+		ref = w.ref
+	}
+	return ref, in.Worker, true
+}
+
 // refs returns the connected workers' Application Managers.
 func (m *WorkerManager) refs() map[string]*rmi.Ref {
 	m.mu.Lock()
