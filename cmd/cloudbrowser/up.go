@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"fmt"
 	"net/http"
 	"os"
@@ -94,16 +95,14 @@ func publicURLHost(listen, bound string) string {
 	if addr == "" {
 		addr = listen
 	}
-	if len(addr) > 0 && addr[0] == ':' {
-		return "127.0.0.1" + addr
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
 	}
-	if len(addr) > 8 && addr[:8] == "0.0.0.0:" {
-		return "127.0.0.1" + addr[7:]
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1" // a wildcard listener is reachable on loopback
 	}
-	if len(addr) > 5 && addr[:5] == "[::]:" {
-		return "127.0.0.1" + addr[4:]
-	}
-	return addr
+	return net.JoinHostPort(host, port)
 }
 
 func waitReady(ctx context.Context, url string) {
