@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"net"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
