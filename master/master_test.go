@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -463,4 +464,60 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("condition not met")
+}
+
+// TestSharedInstancesListed: grants to named users reach the master (by the
+// worker's InstanceShared call, or in the instance list at registration) and
+// put the instance on those users' landing pages.
+func TestSharedInstancesListed(t *testing.T) {
+	m := startMaster(t, balance.LeastLoad)
+	adopted := "w-a." + ids.Random(12)
+	a := addWorker(t, m, "w-a", wire.InstanceInfo{ID: adopted, App: "multi", Owner: "alice", Worker: "w-a",
+		Created: time.Now(), Shared: map[string]string{"carol": "reader"}})
+	p, err := a.place(t, "multi", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(method string, reply any, args ...any) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return a.conn.Call(ctx, wire.ObjWorkerManager, method, reply, args...)
+	}
+	listed := func(user string) []string {
+		var insts []wire.InstanceInfo
+		if err := call("Instances", &insts, "multi", user); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, in := range insts {
+			out = append(out, in.ID+"="+in.Shared[user])
+		}
+		return out
+	}
+	steps := []struct {
+		name                   string
+		worker, iid, who, role string
+		wantErr                string
+		user                   string
+		want                   []string
+	}{
+		{"adopted at registration", "", "", "", "", "", "carol", []string{adopted + "=reader"}},
+		{"not shared yet", "", "", "", "", "", "bob", nil},
+		{"shared with bob", "w-a", p.InstanceID, "bob", "reader-writer", "", "bob", []string{p.InstanceID + "=reader-writer"}},
+		{"owner still sees both", "", "", "", "", "", "alice", []string{adopted + "=", p.InstanceID + "="}},
+		{"another worker cannot share it", "w-b", p.InstanceID, "dave", "reader", wire.CodeUnknownInstance, "dave", nil},
+		{"unknown instance", "w-a", "w-a.nope", "dave", "reader", wire.CodeUnknownInstance, "dave", nil},
+		{"revoked", "w-a", p.InstanceID, "bob", "none", "", "bob", nil},
+	}
+	for _, s := range steps {
+		if s.worker != "" {
+			err := call("InstanceShared", nil, s.worker, s.iid, s.who, s.role)
+			if code(err) != s.wantErr {
+				t.Fatalf("%s: InstanceShared: %v, want code %q", s.name, err, s.wantErr)
+			}
+		}
+		if got := listed(s.user); !slices.Equal(got, s.want) {
+			t.Fatalf("%s: %s's instances = %v, want %v", s.name, s.user, got, s.want)
+		}
+	}
 }

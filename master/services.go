@@ -68,6 +68,11 @@ func (s workerService) InstanceRenamed(ctx context.Context, workerID, iid, name 
 	return s.m.workers.rename(workerID, iid, name)
 }
 
+// InstanceShared records a grant on an instance to a named user.
+func (s workerService) InstanceShared(ctx context.Context, workerID, iid, principal, role string) error {
+	return s.m.workers.share(workerID, iid, principal, role)
+}
+
 // InstanceClosed tells the master a worker closed one of its instances.
 func (s workerService) InstanceClosed(ctx context.Context, workerID, iid string) error {
 	return s.m.workers.instanceClosed(workerID, iid)

@@ -502,13 +502,41 @@ func (m *WorkerManager) rename(workerID, iid, name string) error {
 	return nil
 }
 
-// userInstances lists the instances of app owned by user, oldest first.
+// share records a grant on an instance to a named user (role "" or "none"
+// removes it), so the user's landing page lists the instance. The map is
+// replaced, never changed in place: copies handed out by userInstances are
+// encoded after the lock is released.
+func (m *WorkerManager) share(workerID, iid, principal, role string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in, ok := m.instances[iid]
+	if !ok || in.Worker != workerID {
+		return wire.Errorf(wire.CodeUnknownInstance, "instance "+iid+" is not on worker "+workerID)
+	}
+	shared := make(map[string]string, len(in.Shared)+1)
+	for p, r := range in.Shared {
+		shared[p] = r
+	}
+	if role == "" || role == "none" {
+		delete(shared, principal)
+	} else {
+		shared[principal] = role
+	}
+	if len(shared) == 0 {
+		shared = nil
+	}
+	in.Shared = shared
+	return nil
+}
+
+// userInstances lists the instances of app that user owns or that were
+// shared with them by name, oldest first.
 func (m *WorkerManager) userInstances(app, user string) []wire.InstanceInfo {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := []wire.InstanceInfo{}
 	for _, in := range m.instances {
-		if in.App == app && in.Owner == user {
+		if in.App == app && (in.Owner == user || in.Shared[user] != "") {
 			out = append(out, in.InstanceInfo)
 		}
 	}

@@ -38,9 +38,11 @@ type LandingData struct {
 // Grant is one permission shown on the instance page.
 type Grant struct{ Principal, Role string }
 
-// LandingInstance is one of the user's instances.
+// LandingInstance is one of the user's instances, or one shared with them
+// (then Owner is its owner and Role the user's role).
 type LandingInstance struct {
 	ID, URL, Worker, Created, Name string
+	Owner, Role                    string
 }
 
 // LandingBrowser is one browser of an instance.

@@ -216,15 +216,16 @@ func (a *AppManager) Grant(ctx context.Context, iid, bid, principal, role string
 	if err != nil {
 		return wire.Errorf(wire.CodeInvalid, "grant: "+err.Error())
 	}
+	var b *vbrowser
 	if bid == "" {
 		in.setGrant(principal, r)
-		return nil
+	} else {
+		if b, ok = in.browser(bid); !ok {
+			return wire.Errorf(wire.CodeUnknownInstance, "no browser "+bid+" in "+iid)
+		}
+		b.setGrant(principal, r)
 	}
-	b, ok := in.browser(bid)
-	if !ok {
-		return wire.Errorf(wire.CodeUnknownInstance, "no browser "+bid+" in "+iid)
-	}
-	b.setGrant(principal, r)
+	a.granted(ctx, in, b, principal, r)
 	return nil
 }
 
@@ -295,9 +296,10 @@ func (a *AppManager) list() []wire.InstanceInfo {
 	defer a.mu.RUnlock()
 	out := make([]wire.InstanceInfo, 0, len(a.instances))
 	for _, in := range a.instances {
-		info := in.info
 		in.mu.Lock()
+		info := in.info
 		info.Browsers = len(in.browsers)
+		info.Shared = in.sharedLocked()
 		in.mu.Unlock()
 		out = append(out, info)
 	}
@@ -444,6 +446,17 @@ func (in *instance) forget(vb *vbrowser) {
 			delete(in.byUser, vb.owner)
 		}
 	}
+}
+
+// browserList is a snapshot of the instance's browsers.
+func (in *instance) browserList() []*vbrowser {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make([]*vbrowser, 0, len(in.browsers))
+	for _, b := range in.browsers {
+		out = append(out, b)
+	}
+	return out
 }
 
 func (in *instance) browser(bid string) (*vbrowser, bool) {

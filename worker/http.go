@@ -161,8 +161,12 @@ func (w *Worker) landing(ctx context.Context, rw http.ResponseWriter, r *http.Re
 	}
 	d := web.LandingData{AppName: app.Name, Description: app.Description, MountPoint: app.MountPoint, CSRF: w.users.csrf(rw, r)}
 	for _, in := range insts {
-		d.Instances = append(d.Instances, web.LandingInstance{ID: in.ID, URL: "/" + app.MountPoint + "/a/" + in.ID,
-			Worker: in.Worker, Created: in.Created.Format(time.DateTime), Name: in.Name})
+		li := web.LandingInstance{ID: in.ID, URL: "/" + app.MountPoint + "/a/" + in.ID,
+			Worker: in.Worker, Created: in.Created.Format(time.DateTime), Name: in.Name}
+		if in.Owner != user {
+			li.Owner, li.Role = in.Owner, in.Shared[user]
+		}
+		d.Instances = append(d.Instances, li)
 	}
 	w.render(rw, r, id, web.Landing, d)
 }
@@ -173,11 +177,8 @@ func (w *Worker) instanceLanding(rw http.ResponseWriter, r *http.Request, id str
 	base := "/" + in.app.MountPoint + "/a/" + in.info.ID
 	d := web.LandingData{AppName: in.app.Name, Description: in.app.Description, MountPoint: in.app.MountPoint,
 		CSRF: w.users.csrf(rw, r), InstanceID: in.info.ID, InstanceURL: base}
+	bs := in.browserList()
 	in.mu.Lock()
-	bs := make([]*vbrowser, 0, len(in.browsers))
-	for _, b := range in.browsers {
-		bs = append(bs, b)
-	}
 	d.Owner = in.instanceRoleLocked(user) == RoleOwner
 	d.Grants = grantList(in.perms)
 	d.InstanceName = in.info.Name
@@ -384,16 +385,15 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		return
 	}
 	role := in.browserRole(b, user)
-	if role == RoleNone && w.users.adminViewer(r) {
+	admin := role == RoleNone && w.users.adminViewer(r)
+	if admin {
 		role = RoleReader // an admin watching from the dashboard
 	}
 	if role == RoleNone {
 		w.page(rw, r, id, http.StatusForbidden, "No access", "This virtual browser belongs to someone else.")
 		return
 	}
-	// Readers watch; reader-writers and the owner drive; only the owner's
-	// window sets the viewport.
-	b.hub.serve(rw, r, w.id, role < RoleReaderWriter, user == b.owner)
+	b.hub.serve(rw, r, w.id, user, role, admin)
 }
 
 // redirect303 redirects with 302 for GET and 303 after a form post.

@@ -94,7 +94,22 @@ func (r *fakeRuntime) last() *fakeBrowser {
 	return r.created[len(r.created)-1]
 }
 
-func TestHubStreamingAndCrash(t *testing.T) {
+// hubFixture is a worker with one singleBrowserPerUser instance shared
+// with anyone as role, and the owner's browser in it. dial connects a
+// client engine socket to that browser, as its owner or as an anonymous
+// visitor.
+type hubFixture struct {
+	w      *Worker
+	rt     *fakeRuntime
+	srv    *httptest.Server
+	c      *http.Client
+	iid    string
+	loc    string // the owner's Browser URL
+	cookie *http.Cookie
+}
+
+func newHubFixture(t *testing.T, role Role) *hubFixture {
+	t.Helper()
 	rt := &fakeRuntime{}
 	w, err := New(Config{ID: "w-hub", Secret: testSecret, Master: "127.0.0.1:1", Runtime: rt, Logger: zerolog.Nop()})
 	if err != nil {
@@ -104,42 +119,64 @@ func TestHubStreamingAndCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(w.handler())
-	defer func() { srv.Close(); w.Close() }()
+	t.Cleanup(func() { srv.Close(); w.Close() })
 	app := wire.App{Name: "A", MountPoint: "app", Entry: "https://example.test/", Strategy: wire.SingleBrowserPerUser}
 	_ = w.apps.AddApplication(context.Background(), app)
 	iid := "w-hub.hubhubhubhub"
 	if err := w.apps.CreateInstance(context.Background(), wire.CreateInstance{App: app, InstanceID: iid}); err != nil {
 		t.Fatal(err)
 	}
-	shareWithAnyone(w, iid, RoleReader)
+	shareWithAnyone(w, iid, role)
 	c := noRedirect()
 	resp, err := c.Get(srv.URL + "/app/a/" + iid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	loc, cookie := resp.Header.Get("Location"), resp.Cookies()[0]
-	fb := rt.last()
+	return &hubFixture{w: w, rt: rt, srv: srv, c: c, iid: iid, loc: resp.Header.Get("Location"), cookie: resp.Cookies()[0]}
+}
 
-	dial := func(withCookie bool) *websocket.Conn {
-		h := http.Header{"Origin": {srv.URL}}
-		if withCookie {
-			h.Add("Cookie", cookie.String())
-		}
-		conn, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http")+loc+"/ws", h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var hello map[string]any
-		if err := conn.ReadJSON(&hello); err != nil || hello["t"] != "hello" {
-			t.Fatalf("hello: %v %v", hello, err)
-		}
-		return conn
+func (f *hubFixture) dial(t *testing.T, asOwner bool) (*websocket.Conn, map[string]any) {
+	t.Helper()
+	h := http.Header{"Origin": {f.srv.URL}}
+	if asOwner {
+		h.Add("Cookie", f.cookie.String())
 	}
+	conn, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(f.srv.URL, "http")+f.loc+"/ws", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var hello map[string]any
+	if err := conn.ReadJSON(&hello); err != nil || hello["t"] != "hello" {
+		t.Fatalf("hello: %v %v", hello, err)
+	}
+	return conn, hello
+}
+
+// nextText returns the next text message of conn, skipping frames.
+func nextText(t *testing.T, conn *websocket.Conn) (map[string]any, error) {
+	t.Helper()
+	for {
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		typ, data, err := conn.ReadMessage()
+		if err != nil {
+			return nil, err
+		}
+		if typ == websocket.TextMessage {
+			var m map[string]any
+			return m, json.Unmarshal(data, &m)
+		}
+	}
+}
+
+func TestHubStreamingAndCrash(t *testing.T) {
+	f := newHubFixture(t, RoleReader)
+	w, rt, srv, c, iid, loc, cookie := f.w, f.rt, f.srv, f.c, f.iid, f.loc, f.cookie
+	fb := rt.last()
+	dial := func(asOwner bool) *websocket.Conn { conn, _ := f.dial(t, asOwner); return conn }
 	owner := dial(true)
-	defer owner.Close()
 	slow := dial(false) // never reads again
-	defer slow.Close()
 
 	// Input from the owner reaches the browser in order; an invalid event is
 	// answered with an error; the viewer's input is ignored.
@@ -214,12 +251,79 @@ func TestHubStreamingAndCrash(t *testing.T) {
 	}
 	req, _ := http.NewRequest("GET", srv.URL+"/app/a/"+iid, nil)
 	req.AddCookie(cookie)
-	resp, err = c.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if nl := resp.Header.Get("Location"); resp.StatusCode != 302 || nl == loc || nl == "" {
 		t.Fatalf("after the crash the instance URL should give a new browser: %d %q (old %q)", resp.StatusCode, nl, loc)
+	}
+}
+
+// TestLiveRoleChanges: a grant changed while a client is connected applies
+// to its open socket: a reader made reader-writer starts driving, and a
+// revoked visitor is told and disconnected while the owner stays.
+func TestLiveRoleChanges(t *testing.T) {
+	f := newHubFixture(t, RoleReader)
+	fb := f.rt.last()
+	owner, _ := f.dial(t, true)
+	viewer, hello := f.dial(t, false)
+	if hello["readOnly"] != true {
+		t.Fatalf("a reader's hello: %v", hello)
+	}
+	inputs := func() int {
+		fb.mu.Lock()
+		defer fb.mu.Unlock()
+		return len(fb.inputs)
+	}
+	ctx := context.Background()
+	steps := []struct {
+		name       string
+		role       string
+		want       map[string]any // the viewer's next text message
+		inputCount bool           // the viewer's input now reaches the browser
+	}{
+		{"reader-writer", "reader-writer", map[string]any{"t": "role"}, true},
+		{"back to reader", "reader", map[string]any{"t": "role", "readOnly": true}, false},
+		{"revoked", "none", map[string]any{"t": "closed", "reason": "The owner no longer shares this browser with you."}, false},
+	}
+	for _, s := range steps {
+		if err := f.w.apps.Grant(ctx, f.iid, "", Anyone, s.role); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		m, err := nextText(t, viewer)
+		if err != nil || fmt.Sprint(m) != fmt.Sprint(s.want) {
+			t.Fatalf("%s: viewer got %v %v, want %v", s.name, m, err, s.want)
+		}
+		if s.role == "none" {
+			break
+		}
+		before := inputs()
+		_ = viewer.WriteJSON(map[string]any{"t": "input", "type": "keydown", "key": "v", "text": "v"})
+		_ = viewer.WriteJSON(map[string]any{"t": "ping", "seq": 1}) // answered after the input is handled
+		if m, err := nextText(t, viewer); err != nil || m["t"] != "pong" {
+			t.Fatalf("%s: pong: %v %v", s.name, m, err)
+		}
+		if got := inputs() - before; got != map[bool]int{true: 1, false: 0}[s.inputCount] {
+			t.Fatalf("%s: %d of the viewer's inputs reached the browser", s.name, got)
+		}
+	}
+	if _, err := nextText(t, viewer); err == nil {
+		t.Fatal("the revoked viewer's socket stayed open")
+	}
+	// The owner's socket is untouched, and the revoked visitor is refused
+	// on the next request.
+	_ = owner.WriteJSON(map[string]any{"t": "ping", "seq": 7})
+	if m, err := nextText(t, owner); err != nil || m["t"] != "pong" {
+		t.Fatalf("owner after the revocation: %v %v", m, err)
+	}
+	resp, err := f.c.Get(f.srv.URL + f.loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("revoked visitor on the Browser URL: %d", resp.StatusCode)
 	}
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -155,6 +156,40 @@ func (in *instance) grantBrowser(b *vbrowser, by, principal string, role Role) e
 
 var errNotOwner = errors.New("only the owner can change who may use this")
 
+// granted applies a changed grant where it matters beyond the next
+// request: connected clients of the affected browsers get their new role
+// (or are disconnected when it is gone), and the master learns instance
+// grants to named users so their landing pages list the instance. b is nil
+// for a grant on the whole instance.
+func (a *AppManager) granted(ctx context.Context, in *instance, b *vbrowser, principal string, role Role) {
+	targets := []*vbrowser{b}
+	if b == nil {
+		targets = in.browserList()
+	}
+	for _, vb := range targets {
+		vb.hub.recheck(func(user string) Role { return in.browserRole(vb, user) })
+	}
+	if b == nil && principal != Anyone {
+		a.w.instanceShared(ctx, in.info.ID, principal, role)
+	}
+}
+
+// sharedLocked is the instance's grants to named users, for the master.
+// Call with in.mu held.
+func (in *instance) sharedLocked() map[string]string {
+	var out map[string]string
+	for p, r := range in.perms {
+		if p == Anyone {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[p] = r.String()
+	}
+	return out
+}
+
 // hasBrowserFor reports whether user already has a browser in the instance.
 func (in *instance) hasBrowserFor(user string) bool {
 	in.mu.Lock()
@@ -229,13 +264,14 @@ func (w *Worker) serveGrant(rw http.ResponseWriter, r *http.Request, id string, 
 	if err == nil && !validPrincipal(principal) {
 		err = fmt.Errorf("share with: %q is not a user name (or * for anyone with the link)", principal)
 	}
+	var b *vbrowser
 	if err == nil {
 		switch action {
 		case "grant-instance":
 			err = in.grantInstance(user, principal, role)
 		case "grant-browser":
-			b, ok := in.browser(r.PostFormValue("browser"))
-			if !ok {
+			var ok bool
+			if b, ok = in.browser(r.PostFormValue("browser")); !ok {
 				err = fmt.Errorf("no such browser in this instance")
 			} else {
 				err = in.grantBrowser(b, user, principal, role)
@@ -252,6 +288,7 @@ func (w *Worker) serveGrant(rw http.ResponseWriter, r *http.Request, id string, 
 		w.page(rw, r, id, status, "Not shared", err.Error())
 		return
 	}
+	w.apps.granted(r.Context(), in, b, principal, role)
 	w.log.Info().Str("request_id", id).Str("instance", in.info.ID).Str("by", user).Str("principal", principal).
 		Str("role", role.String()).Str("action", action).Msg("permission changed")
 	redirect303(rw, r, "/"+in.app.MountPoint+"/a/"+in.info.ID)

@@ -2,27 +2,24 @@ package worker
 
 import (
 	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
-	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 )
 
-// userCookie carries an anonymous visitor's identity, signed with a key
-// derived from the cluster secret so every worker accepts it and nobody can
-// forge another visitor's id.
+// userCookie carries an anonymous visitor's identity, signed like a session
+// (internal/session, with its own key) so every worker accepts it and
+// nobody can forge another visitor's id.
 const userCookie = "cb_user"
 
 // sessionCookie carries a logged-in user's session (internal/session).
 const sessionCookie = "cb_session"
 
 type users struct {
-	key      []byte
+	anons    *session.Codec // anonymous identities
 	sessions *session.Codec
 	admins   *session.Codec // the master's dashboard sessions
 }
@@ -38,9 +35,14 @@ func (u *users) adminViewer(r *http.Request) bool {
 	return ok && user == "admin"
 }
 
+// anonTTL is how long an anonymous visitor keeps their identity (and so
+// their instances) in one browser.
+const anonTTL = 365 * 24 * time.Hour
+
 func newUsers(clusterSecret string) *users {
-	return &users{key: secret.Derive(clusterSecret, "user-cookie", 32), sessions: session.New(clusterSecret),
-		admins: session.NewFor(clusterSecret, "admin-session")}
+	anons := session.NewFor(clusterSecret, "anonymous-identity")
+	anons.TTL = anonTTL
+	return &users{anons: anons, sessions: session.New(clusterSecret), admins: session.NewFor(clusterSecret, "admin-session")}
 }
 
 // loggedIn returns the user of a valid session ("" if none) and whether the
@@ -73,12 +75,6 @@ func (u *users) logout(w http.ResponseWriter, r *http.Request) {
 		SameSite: http.SameSiteLaxMode, Secure: secure(r), MaxAge: -1})
 }
 
-func (u *users) sign(id string) string {
-	m := hmac.New(sha256.New, u.key)
-	m.Write([]byte(id))
-	return id + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
 // current returns the logged-in user, else the anonymous visitor's id, or
 // "" if there is neither.
 func (u *users) current(r *http.Request) string {
@@ -89,8 +85,8 @@ func (u *users) current(r *http.Request) string {
 	if err != nil {
 		return ""
 	}
-	id, _, ok := strings.Cut(c.Value, ".")
-	if !ok || !strings.HasPrefix(id, "anon-") || !hmac.Equal([]byte(u.sign(id)), []byte(c.Value)) {
+	id, _, ok := u.anons.Check(c.Value, time.Now())
+	if !ok || !strings.HasPrefix(id, "anon-") {
 		return ""
 	}
 	return id
@@ -110,9 +106,8 @@ func (u *users) identify(w http.ResponseWriter, r *http.Request) string {
 	}
 	id := "anon-" + ids.Random(16)
 	http.SetCookie(w, &http.Cookie{
-		Name: userCookie, Value: u.sign(id), Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, MaxAge: 365 * 24 * 3600,
-		Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https",
+		Name: userCookie, Value: u.anons.Issue(id, time.Now()), Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, MaxAge: int(anonTTL.Seconds()), Secure: secure(r),
 	})
 	return id
 }
@@ -128,7 +123,7 @@ func (u *users) csrf(w http.ResponseWriter, r *http.Request) string {
 	}
 	tok := ids.Random(32)
 	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: tok, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"})
+		SameSite: http.SameSiteStrictMode, Secure: secure(r)})
 	return tok
 }
 

@@ -347,6 +347,17 @@ func (w *Worker) instanceRenamed(iid, name string) {
 	}
 }
 
+// instanceShared tells the master about a grant on an instance to a named
+// user (for that user's landing page), best effort: the grant itself is
+// in force on this worker already, and a re-registration resends it.
+func (w *Worker) instanceShared(ctx context.Context, iid, principal string, role Role) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := w.client.Call(ctx, wire.ObjWorkerManager, "InstanceShared", nil, w.id, iid, principal, role.String()); err != nil {
+		w.log.Warn().Str("instance", iid).Str("principal", principal).Err(err).Msg("could not tell the master about a grant")
+	}
+}
+
 // place asks the master for the user's instance (and browser) of an app.
 func (w *Worker) place(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
 	var p wire.Placement

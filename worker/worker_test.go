@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -220,7 +221,8 @@ func TestUserCookies(t *testing.T) {
 	}{
 		{"valid", cookie.Value, u, id},
 		{"other cluster", cookie.Value, other, ""},
-		{"forged id", "anon-someoneelse1." + strings.SplitN(cookie.Value, ".", 2)[1], u, ""},
+		{"forged id", base64.RawURLEncoding.EncodeToString([]byte("anon-someoneelse1")) + "." + strings.SplitN(cookie.Value, ".", 2)[1], u, ""},
+		{"a login session is not an identity", u.sessions.Issue("anon-someoneelse1", time.Now()), u, ""},
 		{"no signature", id, u, ""},
 		{"garbage", "%%%", u, ""},
 	} {

@@ -23,6 +23,7 @@ import (
 //	server->client {"t":"hello", browser, instance, app, worker, page{url,title}, readOnly}
 //	               {"t":"page", url, title}
 //	               {"t":"pong", seq, data}
+//	               {"t":"role", readOnly}          the user's access changed
 //	               {"t":"closed", reason, reload}   reload: URL that gives a new browser
 //	               {"t":"error", message}
 //	client->server {"t":"ping", seq, data}
@@ -113,8 +114,12 @@ type client struct {
 	frameSig chan struct{} // 1-buffered: "a frame is waiting"
 	done     chan struct{}
 	once     sync.Once
-	readOnly bool
+	user     string
+	// readOnly follows the user's role: the owner may change it while the
+	// client is connected (hub.recheck).
+	readOnly atomic.Bool
 	owner    bool
+	admin    bool // an admin watching from the dashboard, not by a grant
 }
 
 func newHub(vb *vbrowser, frames *frameCounters, log zerolog.Logger) *hub {
@@ -156,15 +161,20 @@ var upgrader = websocket.Upgrader{
 	// The default CheckOrigin (same host) applies: proxies keep Host.
 }
 
-// serve upgrades r and runs the client until it disconnects.
-func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID string, readOnly, owner bool) {
+// serve upgrades r and runs the client of user, whose role on the browser
+// is role, until it disconnects. admin: an admin watching read-only.
+func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user string, role Role, admin bool) {
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // Upgrade already answered with an error status
 	}
 	conn.SetReadLimit(maxClientMessage)
+	// Readers watch; reader-writers and the owner drive; only the owner's
+	// window sets the viewport.
+	readOnly := role < RoleReaderWriter
 	c := &client{conn: conn, send: make(chan []byte, sendQueue), frameSig: make(chan struct{}, 1),
-		done: make(chan struct{}), readOnly: readOnly, owner: owner}
+		done: make(chan struct{}), user: user, owner: role == RoleOwner, admin: admin}
+	c.readOnly.Store(readOnly)
 	h.mu.Lock()
 	if h.closed {
 		reason, reload := h.reason, h.reload
@@ -321,7 +331,7 @@ func (h *hub) readLoop(c *client) {
 // input dispatches one event in the order the client sent it. Read-only
 // viewers are ignored; only the owner's window size drives the viewport.
 func (h *hub) input(c *client, ev browser.InputEvent) {
-	if c.readOnly || (ev.Type == browser.InputResize && !c.owner) {
+	if c.readOnly.Load() || (ev.Type == browser.InputResize && !c.owner) {
 		h.frames.ignored.Add(1)
 		return
 	}
@@ -390,6 +400,35 @@ func (h *hub) writeLoop(c *client) {
 					return
 				}
 			}
+		}
+	}
+}
+
+// recheck applies changed grants to connected clients: roleOf gives each
+// user's current role. A client whose role is gone is told and
+// disconnected; one whose role changed between reader and reader-writer
+// is told and from then on drives or only watches. roleOf takes the
+// instance's and browser's locks, so it is not called under h.mu.
+func (h *hub) recheck(roleOf func(user string) Role) {
+	h.mu.Lock()
+	cs := make([]*client, 0, len(h.clients))
+	for c := range h.clients {
+		if !c.admin {
+			cs = append(cs, c)
+		}
+	}
+	h.mu.Unlock()
+	for _, c := range cs {
+		role := roleOf(c.user)
+		if role == RoleNone {
+			h.log.Info().Str("user", c.user).Msg("access revoked: client disconnected")
+			c.enqueue(mustJSON(wsMsg{T: "closed", Reason: "The owner no longer shares this browser with you."}))
+			c.stop()
+			continue
+		}
+		ro := role < RoleReaderWriter
+		if c.readOnly.Swap(ro) != ro {
+			c.enqueue(mustJSON(wsMsg{T: "role", ReadOnly: ro}))
 		}
 	}
 }

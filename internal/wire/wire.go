@@ -180,6 +180,10 @@ type InstanceInfo struct {
 	Worker   string    `codec:"wid" json:"worker"`
 	Created  time.Time `codec:"created" json:"created"`
 	Browsers int       `codec:"browsers" json:"browsers"`
+	// Shared holds the instance's grants to named users (principal ->
+	// "reader" or "reader-writer"), so landing pages can list instances
+	// shared with a user. Grants to "*" (anyone with the URL) are not here.
+	Shared map[string]string `codec:"shared" json:"shared,omitempty"`
 }
 
 // Methods of the worker's Application Manager, which the worker exports to

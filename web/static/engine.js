@@ -183,6 +183,11 @@
         if (!readOnly) { sendSize(); }
         canvas.focus();
         break;
+      case "role": // the owner changed this user's access while connected
+        readOnly = !!m.readOnly;
+        body.dataset.readOnly = String(readOnly);
+        setStatus(readOnly ? "live (read-only)" : "live");
+        break;
       case "page":
         page(m);
         break;
