@@ -384,16 +384,19 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 	if !ok {
 		return
 	}
-	role := in.browserRole(b, user)
-	admin := role == RoleNone && w.users.adminViewer(r)
-	if admin {
-		role = RoleReader // an admin watching from the dashboard
+	admin := w.users.adminViewer(r)
+	role := func() Role {
+		role := in.browserRole(b, user)
+		if role == RoleNone && admin {
+			role = RoleReader // an admin watching from the dashboard
+		}
+		return role
 	}
-	if role == RoleNone {
+	if role() == RoleNone {
 		w.page(rw, r, id, http.StatusForbidden, "No access", "This virtual browser belongs to someone else.")
 		return
 	}
-	b.hub.serve(rw, r, w.id, user, role, admin)
+	b.hub.serve(rw, r, w.id, user, role)
 }
 
 // redirect303 redirects with 302 for GET and 303 after a form post.

@@ -167,7 +167,7 @@ func (a *AppManager) granted(ctx context.Context, in *instance, b *vbrowser, pri
 		targets = in.browserList()
 	}
 	for _, vb := range targets {
-		vb.hub.recheck(func(user string) Role { return in.browserRole(vb, user) })
+		vb.hub.recheck()
 	}
 	if b == nil && principal != Anyone {
 		a.w.instanceShared(ctx, in.info.ID, principal, role)

@@ -115,11 +115,12 @@ type client struct {
 	done     chan struct{}
 	once     sync.Once
 	user     string
-	// readOnly follows the user's role: the owner may change it while the
-	// client is connected (hub.recheck).
+	// role is the user's current role on the browser; readOnly follows it,
+	// as the owner may change it while the client is connected
+	// (hub.recheck).
+	role     func() Role
 	readOnly atomic.Bool
 	owner    bool
-	admin    bool // an admin watching from the dashboard, not by a grant
 }
 
 func newHub(vb *vbrowser, frames *frameCounters, log zerolog.Logger) *hub {
@@ -161,20 +162,21 @@ var upgrader = websocket.Upgrader{
 	// The default CheckOrigin (same host) applies: proxies keep Host.
 }
 
-// serve upgrades r and runs the client of user, whose role on the browser
-// is role, until it disconnects. admin: an admin watching read-only.
-func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user string, role Role, admin bool) {
+// revokedReason is what a client whose access was withdrawn is told.
+const revokedReason = "The owner no longer shares this browser with you."
+
+// serve upgrades r and runs the client of user until it disconnects. role
+// gives the user's current role on the browser (the caller checked it is
+// not RoleNone).
+func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user string, role func() Role) {
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // Upgrade already answered with an error status
 	}
 	conn.SetReadLimit(maxClientMessage)
-	// Readers watch; reader-writers and the owner drive; only the owner's
-	// window sets the viewport.
-	readOnly := role < RoleReaderWriter
 	c := &client{conn: conn, send: make(chan []byte, sendQueue), frameSig: make(chan struct{}, 1),
-		done: make(chan struct{}), user: user, owner: role == RoleOwner, admin: admin}
-	c.readOnly.Store(readOnly)
+		done: make(chan struct{}), user: user, role: role}
+	c.readOnly.Store(true)
 	h.mu.Lock()
 	if h.closed {
 		reason, reload := h.reason, h.reload
@@ -183,6 +185,21 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user strin
 		return
 	}
 	h.clients[c] = struct{}{}
+	h.mu.Unlock()
+	// The role is read once the client is in the set: a grant changed
+	// before this is seen here, one changed after it reaches the client
+	// through recheck. Readers watch; reader-writers and the owner drive;
+	// only the owner's window sets the viewport.
+	cur := role()
+	if cur == RoleNone {
+		h.leave(c)
+		writeClosed(conn, revokedReason, "")
+		return
+	}
+	readOnly := cur < RoleReaderWriter
+	c.owner = cur == RoleOwner
+	c.readOnly.Store(readOnly)
+	h.mu.Lock()
 	page := h.page
 	if h.last != nil {
 		last := h.last
@@ -203,12 +220,17 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user strin
 	c.stop()
 	wg.Wait()
 	conn.Close()
+	h.leave(c)
+}
+
+// leave takes a client out of the set; the last one stops the screencast.
+func (h *hub) leave(c *client) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	delete(h.clients, c)
 	if len(h.clients) == 0 {
 		h.stopCastLocked()
 	}
-	h.mu.Unlock()
 }
 
 // startCastLocked starts the screencast if it is not running.
@@ -404,25 +426,22 @@ func (h *hub) writeLoop(c *client) {
 	}
 }
 
-// recheck applies changed grants to connected clients: roleOf gives each
-// user's current role. A client whose role is gone is told and
-// disconnected; one whose role changed between reader and reader-writer
-// is told and from then on drives or only watches. roleOf takes the
-// instance's and browser's locks, so it is not called under h.mu.
-func (h *hub) recheck(roleOf func(user string) Role) {
+// recheck applies changed grants to connected clients. A client whose role
+// is gone is told and disconnected; one whose role changed between reader
+// and reader-writer is told and from then on drives or only watches. Roles
+// are read under the instance's and browser's locks, so not under h.mu.
+func (h *hub) recheck() {
 	h.mu.Lock()
 	cs := make([]*client, 0, len(h.clients))
 	for c := range h.clients {
-		if !c.admin {
-			cs = append(cs, c)
-		}
+		cs = append(cs, c)
 	}
 	h.mu.Unlock()
 	for _, c := range cs {
-		role := roleOf(c.user)
+		role := c.role()
 		if role == RoleNone {
 			h.log.Info().Str("user", c.user).Msg("access revoked: client disconnected")
-			c.enqueue(mustJSON(wsMsg{T: "closed", Reason: "The owner no longer shares this browser with you."}))
+			c.enqueue(mustJSON(wsMsg{T: "closed", Reason: revokedReason}))
 			c.stop()
 			continue
 		}
