@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,10 +23,21 @@ if (cb) {
 }
 </script>`
 
-func TestAppAPIWithChromium(t *testing.T) {
+// apiFixture is a worker with real Chromium and one instance of an app
+// whose page is apiPage, with browsers of alice and bob.
+type apiFixture struct {
+	t    *testing.T
+	ctx  context.Context
+	w    *Worker
+	in   *instance
+	iid  string
+	a, b *vbrowser
+}
+
+func newAPIFixture(t *testing.T) *apiFixture {
 	chromiumtest.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	rt, err := chromium.New(ctx, chromium.Config{Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
@@ -33,47 +46,53 @@ func TestAppAPIWithChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	t.Cleanup(func() { w.Close() })
 	if err := w.startBundleServer(ctx); err != nil {
 		t.Fatal(err)
 	}
 	app := wire.App{Name: "API", MountPoint: "api1", Entry: "index.html", Strategy: wire.SingleAppInstance,
 		Files: map[string][]byte{"index.html": []byte(apiPage)}}
 	_ = w.apps.AddApplication(ctx, app)
-	iid := "w-api.apiapiapiapi"
-	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid}); err != nil {
+	f := &apiFixture{t: t, ctx: ctx, w: w, iid: "w-api.apiapiapiapi"}
+	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: f.iid}); err != nil {
 		t.Fatal(err)
 	}
-	in, _ := w.apps.instance(iid)
-	a, err := w.apps.browserFor(ctx, in, "alice")
-	if err != nil {
+	f.in, _ = w.apps.instance(f.iid)
+	if f.a, err = w.apps.browserFor(ctx, f.in, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	b, err := w.apps.browserFor(ctx, in, "bob")
-	if err != nil {
+	if f.b, err = w.apps.browserFor(ctx, f.in, "bob"); err != nil {
 		t.Fatal(err)
 	}
-	eval := func(vb *vbrowser, expr string, out any) {
-		t.Helper()
-		if err := vb.b.Evaluate(ctx, expr, out); err != nil {
-			t.Fatalf("%s: %v", expr, err)
+	f.waitFor(f.a, `window.report && window.report.api === "object"`)
+	f.waitFor(f.b, `window.report && window.report.api === "object"`)
+	return f
+}
+
+func (f *apiFixture) eval(vb *vbrowser, expr string, out any) {
+	f.t.Helper()
+	if err := vb.b.Evaluate(f.ctx, expr, out); err != nil {
+		f.t.Fatalf("%s: %v", expr, err)
+	}
+}
+
+func (f *apiFixture) waitFor(vb *vbrowser, expr string) {
+	f.t.Helper()
+	for i := 0; i < 300; i++ {
+		var ok bool
+		if vb.b.Evaluate(f.ctx, expr, &ok) == nil && ok {
+			return
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	waitFor := func(vb *vbrowser, expr string) {
-		t.Helper()
-		for i := 0; i < 300; i++ {
-			var ok bool
-			if vb.b.Evaluate(ctx, expr, &ok) == nil && ok {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		var rep any
-		_ = vb.b.Evaluate(ctx, "[window.report, typeof window.__cbDeliver, location.origin, typeof window.cloudbrowser]", &rep)
-		t.Fatalf("never true: %s (report %v, page %+v)", expr, rep, vb.b.Page())
-	}
-	waitFor(a, `window.report && window.report.api === "object"`)
-	waitFor(b, `window.report && window.report.api === "object"`)
+	var rep any
+	_ = vb.b.Evaluate(f.ctx, "[window.report, typeof window.__cbDeliver, location.origin, typeof window.cloudbrowser]", &rep)
+	f.t.Fatalf("never true: %s (report %v, page %+v)", expr, rep, vb.b.Page())
+}
+
+func TestAppAPIWithChromium(t *testing.T) {
+	f := newAPIFixture(t)
+	ctx, in, iid, a, b, eval, waitFor := f.ctx, f.in, f.iid, f.a, f.b, f.eval, f.waitFor
 	// A page script calling the raw binding without the token is ignored.
 	eval(a, `window.__cbCall(JSON.stringify({id: 1, op: "set", key: "k", value: 666, token: "guess"}))`, nil)
 	var who []string
@@ -90,6 +109,11 @@ func TestAppAPIWithChromium(t *testing.T) {
 	eval(a, `cloudbrowser.instance.get("k")`, &got)
 	if got["s"] != "x" {
 		t.Fatalf("get: %v", got)
+	}
+	var missing any = "not null"
+	eval(a, `cloudbrowser.instance.get("nothing here")`, &missing)
+	if missing != nil {
+		t.Fatalf("get of a missing key: %v", missing)
 	}
 	var list []map[string]any
 	eval(a, `cloudbrowser.instance.browsers()`, &list)
@@ -119,4 +143,117 @@ func TestAppAPIWithChromium(t *testing.T) {
 		t.Fatalf("foreign origin sees the API: %s", typ)
 	}
 	_ = http.StatusOK
+}
+
+func (f *apiFixture) state(key string) []byte {
+	f.in.mu.Lock()
+	defer f.in.mu.Unlock()
+	return f.in.state[key]
+}
+
+// errOf evaluates a promise expression and returns its rejection message,
+// or "resolved".
+func errOf(f *apiFixture, vb *vbrowser, expr string) string {
+	f.t.Helper()
+	var msg string
+	f.eval(vb, expr+`.then(function () { return "resolved"; }, function (e) { return e.message; })`, &msg)
+	return msg
+}
+
+func TestAppAPIAppendWithChromium(t *testing.T) {
+	f := newAPIFixture(t)
+	a, b := f.a, f.b
+	for _, vb := range []*vbrowser{a, b} {
+		f.eval(vb, `cloudbrowser.instance.subscribe("log", function (v) { window.report.log = v; })`, nil)
+	}
+
+	// 50 appends from each browser at once, none awaited before the next:
+	// nothing is lost, and every append saw a distinct length.
+	const each = 50
+	lengths := make([][]int, 2)
+	errs := make(chan error, 2)
+	for i, vb := range []*vbrowser{a, b} {
+		go func() {
+			expr := fmt.Sprintf(`Promise.all(Array.from({length: %d}, function (_, i) {
+				return cloudbrowser.instance.append("log", {from: cloudbrowser.currentUser, i: i}, {max: 1000});
+			}))`, each)
+			errs <- vb.b.Evaluate(f.ctx, expr, &lengths[i])
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[int]bool{}
+	for _, l := range lengths {
+		for _, n := range l {
+			if seen[n] || n < 1 || n > 2*each {
+				t.Fatalf("append lengths not distinct in 1..%d: %v", 2*each, lengths)
+			}
+			seen[n] = true
+		}
+	}
+	var log []struct {
+		From string
+		I    int
+	}
+	f.eval(a, `cloudbrowser.instance.get("log")`, &log)
+	got := map[string]int{}
+	for _, e := range log {
+		got[fmt.Sprint(e.From, e.I)]++
+	}
+	if len(log) != 2*each || len(got) != 2*each {
+		t.Fatalf("after %d concurrent appends the log has %d entries (%d distinct)", 2*each, len(log), len(got))
+	}
+	// Subscribers end on the full array although deliveries race.
+	for _, vb := range []*vbrowser{a, b} {
+		f.waitFor(vb, fmt.Sprintf(`window.report.log && window.report.log.length === %d`, 2*each))
+	}
+
+	// Trimming: max keeps the last entries; without max, the default.
+	var n int
+	for i := 1; i <= 5; i++ {
+		f.eval(a, fmt.Sprintf(`cloudbrowser.instance.append("t", %d, {max: 3})`, i), &n)
+	}
+	var tail []int
+	f.eval(b, `cloudbrowser.instance.get("t")`, &tail)
+	if n != 3 || fmt.Sprint(tail) != "[3 4 5]" {
+		t.Fatalf("max 3 after 5 appends: length %d, %v", n, tail)
+	}
+	f.eval(a, fmt.Sprintf(`(async function () { var n; for (var i = 0; i < %d; i++) { n = await cloudbrowser.instance.append("d", i); } return n; })()`,
+		defaultAppendMax+5), &n)
+	f.eval(a, `cloudbrowser.instance.get("d")`, &tail)
+	if n != defaultAppendMax || len(tail) != defaultAppendMax || tail[0] != 5 {
+		t.Fatalf("default max: length %d, first %v", n, tail[:1])
+	}
+	// Big entries: the oldest go so the array stays within the value limit.
+	for range 4 {
+		f.eval(a, `cloudbrowser.instance.append("big", "x".repeat(100 * 1024), {max: 10})`, &n)
+	}
+	if raw := f.state("big"); n != 2 || len(raw) > maxStateValue {
+		t.Fatalf("100 KiB entries: length %d, %d bytes", n, len(raw))
+	}
+
+	// Errors, each with a message, none leaving the promise pending.
+	f.eval(a, `cloudbrowser.instance.set("obj", {a: 1})`, nil)
+	for expr, want := range map[string]string{
+		`cloudbrowser.instance.append("obj", 1)`:                            `state key "obj" holds a value that is not an array`,
+		`cloudbrowser.instance.append("", 1)`:                               "state key must be 1-256 characters",
+		`cloudbrowser.instance.append("t", 1, {max: 0})`:                    "append max must be an integer from 1 to 10000",
+		`cloudbrowser.instance.append("t", 1, {max: 1.5})`:                  "append max must be an integer from 1 to 10000",
+		`cloudbrowser.instance.append("t", 1, {max: 10001})`:                "append max must be an integer from 1 to 10000",
+		`cloudbrowser.instance.append("t", 1, {max: "3"})`:                  "append: max must be a number",
+		`cloudbrowser.instance.append("t", "x".repeat(256 * 1024))`:         "appended value is 262146 bytes: one entry must fit the 262142 byte value limit",
+		`cloudbrowser.instance.append("t", "x".repeat(300 * 1024))`:         "append request of ",
+		`cloudbrowser.instance.set("t", "x".repeat(300 * 1024))`:            "set request of ",
+		`cloudbrowser.instance.append("t", "x".repeat(256 * 1024 - 2 - 2))`: "resolved", // exactly fits alone
+	} {
+		if got := errOf(f, b, expr); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: %q, want %q", expr, got, want)
+		}
+	}
+	if raw := f.state("t"); len(raw) != maxStateValue {
+		t.Fatalf("t after the entry that fits alone: %d bytes", len(raw))
+	}
 }

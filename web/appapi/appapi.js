@@ -10,6 +10,16 @@
   if (typeof call !== "function" || location.origin !== config.origin) { return; }
 
   var nextId = 0, pending = {}, subs = {};
+  // latest[key] is the newest value of a subscribed key seen here, with its
+  // write sequence number: the worker delivers events concurrently, so an
+  // older one can arrive after a newer one (or after a get) and is dropped.
+  var latest = {};
+  function newer(key, seq, value) {
+    var l = latest[key];
+    if (l && l.seq > seq) { return false; }
+    if (subs[key]) { latest[key] = {seq: seq, value: value}; }
+    return true;
+  }
   function request(op, args) {
     return new Promise(function (resolve, reject) {
       var id = ++nextId;
@@ -28,7 +38,7 @@
         if (msg.error) { p.reject(new Error(msg.error)); } else { p.resolve(msg.result); }
         return;
       }
-      if (msg.event === "state" && subs[msg.key]) {
+      if (msg.event === "state" && subs[msg.key] && newer(msg.key, msg.seq || 0, msg.value)) {
         subs[msg.key].slice().forEach(function (fn) {
           try { fn(msg.value, msg.key); } catch (e) { setTimeout(function () { throw e; }); }
         });
@@ -52,8 +62,29 @@
       browsers: function () { return request("browsers", {}); },
       createBrowser: function () { return request("createBrowser", {}); },
       grant: function (principal, role) { return request("grantInstance", {value: {principal: principal, role: role}}); },
-      get: function (key) { return request("get", {key: String(key)}); },
+      get: function (key) {
+        key = String(key);
+        return request("get", {key: key}).then(function (r) {
+          // A change delivered while the get was on its way is newer.
+          return newer(key, r.seq, r.value) ? r.value : latest[key].value;
+        });
+      },
       set: function (key, value) { return request("set", {key: String(key), value: value === undefined ? null : value}); },
+      // append(key, value, {max}): atomically appends value to the array at
+      // key (created if missing), keeping the last max entries (default 100,
+      // at most 10000, fewer if needed to fit the value limit). Resolves
+      // with the new length.
+      append: function (key, value, opts) {
+        var args = {key: String(key), value: value === undefined ? null : value};
+        if (opts && opts.max !== undefined) {
+          // Anything but a number would not decode on the worker.
+          if (typeof opts.max !== "number" || !isFinite(opts.max)) {
+            return Promise.reject(new TypeError("append: max must be a number"));
+          }
+          args.max = opts.max;
+        }
+        return request("append", args);
+      },
       // subscribe(key, fn): fn(value, key) runs on every change of key made
       // by any browser of the instance (this one included). Returns a
       // function that unsubscribes.
