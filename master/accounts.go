@@ -135,10 +135,19 @@ func (a *Accounts) Verify(name, password string) bool {
 	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil
 }
 
-// accountService is registered as wire.ObjAccounts: workers check logins.
-type accountService struct{ a *Accounts }
+// accountService is registered as wire.ObjAccounts: workers check logins,
+// under the cluster-wide login limits.
+type accountService struct{ g *loginGuard }
 
-// Verify reports whether name/password is a valid login.
+// Login checks a login; while the name or the client address is locked
+// after repeated failures it answers RetryAfter without checking.
+func (s accountService) Login(ctx context.Context, req wire.LoginRequest) (wire.LoginResult, error) {
+	return s.g.login(ctx, req), nil
+}
+
+// Verify reports whether name/password is a valid login. It is kept for
+// workers older than Login: the per-name limit applies (a locked name is
+// refused), the per-address one cannot.
 func (s accountService) Verify(ctx context.Context, name, password string) (bool, error) {
-	return s.a.Verify(name, password), nil
+	return s.g.login(ctx, wire.LoginRequest{User: name, Password: password}).OK, nil
 }

@@ -64,6 +64,10 @@ type Config struct {
 	// DeadAfter: a worker whose connection dropped is removed if it does
 	// not re-register within this time, even if gossip still sees it.
 	DeadAfter time.Duration
+	// Login limits failed logins per user name and client address.
+	Login LoginLimits
+	// Now is the clock of the login limits (nil = time.Now; tests).
+	Now func() time.Time
 
 	Apps   []wire.App
 	Logger zerolog.Logger
@@ -87,6 +91,7 @@ type Master struct {
 	member   *membership.Member
 	apps     *AppManager
 	accounts *Accounts
+	logins   *loginGuard
 	workers  *WorkerManager
 	proxies  *proxySet
 	bal      *balance.Balancer
@@ -152,6 +157,13 @@ func New(cfg Config) (*Master, error) {
 	if cfg.Proxies > 0 && len(cfg.ProxyCommand) == 0 {
 		return nil, errors.New("master: proxy processes need a proxy command")
 	}
+	cfg.Login = cfg.Login.withDefaults()
+	if err := cfg.Login.Validate(); err != nil {
+		return nil, fmt.Errorf("master: %w", err)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	m := &Master{cfg: cfg, id: "m-" + ids.Random(8)}
 	m.log = cfg.Logger.With().Str("master", m.id).Logger()
 	m.ctx, m.cancel = context.WithCancel(context.Background())
@@ -181,6 +193,10 @@ func New(cfg Config) (*Master, error) {
 		return nil, fmt.Errorf("master: %w", err)
 	}
 	m.accounts = acc
+	m.logins = &loginGuard{verify: acc.Verify, lim: newLoginLimiter(cfg.Login, cfg.Now),
+		log:     m.log.With().Str("component", "logins").Logger(),
+		observe: func(outcome string) { m.metrics.logins.WithLabelValues(outcome).Inc() },
+		lockout: func(by string) { m.metrics.lockouts.WithLabelValues(by).Inc() }}
 	if cfg.DataDir != "" {
 		m.apps.store = &appStore{dir: filepath.Join(cfg.DataDir, "apps")}
 		if err := m.apps.loadStored(); err != nil {
@@ -213,7 +229,7 @@ func (m *Master) Start(ctx context.Context) error {
 	for name, obj := range map[string]any{
 		wire.ObjAppManager: appService{m}, wire.ObjWorkerManager: workerService{m},
 		wire.ObjRouter: routerService{m}, wire.ObjCluster: clusterService{m},
-		wire.ObjAccounts: accountService{m.accounts},
+		wire.ObjAccounts: accountService{m.logins},
 	} {
 		if err := node.Register(name, obj); err != nil {
 			return fmt.Errorf("master: register %s: %w", name, err)

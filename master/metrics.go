@@ -13,6 +13,8 @@ type masterMetrics struct {
 	placements *prometheus.CounterVec
 	lookups    *prometheus.HistogramVec
 	members    *prometheus.CounterVec
+	logins     *prometheus.CounterVec
+	lockouts   *prometheus.CounterVec
 }
 
 func newMasterMetrics() *masterMetrics {
@@ -31,8 +33,23 @@ func newMasterMetrics() *masterMetrics {
 			Name: "cloudbrowser_membership_events_total",
 			Help: "Gossip membership events, by member role and event (joined, updated, left, failed).",
 		}, []string{"role", "event"}),
+		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cloudbrowser_master_logins_total",
+			Help: "Login checks for the workers, by outcome (ok, failed, locked: refused unchecked during a lockout).",
+		}, []string{"outcome"}),
+		lockouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cloudbrowser_master_login_lockouts_total",
+			Help: "Lockouts started after repeated failed logins, by key (user: a user name, ip: a client address).",
+		}, []string{"by"}),
 	}
-	mm.reg.MustRegister(mm.placements, mm.lookups, mm.members)
+	// Known label values start at 0, so rate() and alerts see them at once.
+	for _, o := range []string{loginOK, loginFailed, loginLocked} {
+		mm.logins.WithLabelValues(o)
+	}
+	for _, by := range []string{"user", "ip"} {
+		mm.lockouts.WithLabelValues(by)
+	}
+	mm.reg.MustRegister(mm.placements, mm.lookups, mm.members, mm.logins, mm.lockouts)
 	return mm
 }
 

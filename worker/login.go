@@ -2,13 +2,19 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/web"
 )
 
@@ -38,14 +44,26 @@ func (w *Worker) serveLogin(rw http.ResponseWriter, r *http.Request, id string, 
 	user, password := strings.TrimSpace(r.PostFormValue("user")), r.PostFormValue("password")
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	var ok bool
-	if err := w.client.Call(ctx, wire.ObjAccounts, "Verify", &ok, user, password); err != nil {
+	ip := clientIP(r)
+	res, err := w.checkLogin(ctx, wire.LoginRequest{User: user, Password: password, ClientIP: ip, RequestID: id})
+	if err != nil {
 		w.log.Warn().Str("request_id", id).Err(err).Msg("login check failed")
 		rw.Header().Set("Retry-After", "2")
 		w.page(rw, r, id, http.StatusServiceUnavailable, "Login unavailable", "Logins cannot be checked right now. Please retry shortly.")
 		return
 	}
-	if !ok {
+	if res.RetryAfter > 0 {
+		// The same answer whether or not the account exists: unknown names
+		// are limited too.
+		w.log.Info().Str("request_id", id).Str("app", app.MountPoint).Str("user", user).Str("client_ip", ip).
+			Int64("retry_after_s", res.RetryAfter).Msg("login refused: locked after repeated failures")
+		d.Error = lockedMessage(res.RetryAfter)
+		rw.Header().Set("Retry-After", strconv.FormatInt(res.RetryAfter, 10))
+		rw.WriteHeader(http.StatusTooManyRequests)
+		w.render(rw, r, id, web.Login, d)
+		return
+	}
+	if !res.OK {
 		w.log.Info().Str("request_id", id).Str("app", app.MountPoint).Str("user", user).Msg("login refused")
 		d.Error = "Wrong user name or password."
 		rw.WriteHeader(http.StatusUnauthorized)
@@ -55,6 +73,49 @@ func (w *Worker) serveLogin(rw http.ResponseWriter, r *http.Request, id string, 
 	w.users.login(rw, r, user)
 	w.log.Info().Str("request_id", id).Str("app", app.MountPoint).Str("user", user).Msg("logged in")
 	redirect303(rw, r, d.Next)
+}
+
+// checkLogin asks the master to check a login. A master older than the
+// login limits has no Login method; its Verify still answers.
+func (w *Worker) checkLogin(ctx context.Context, req wire.LoginRequest) (wire.LoginResult, error) {
+	var res wire.LoginResult
+	err := w.client.Call(ctx, wire.ObjAccounts, wire.AccountsLogin, &res, req)
+	if errors.Is(err, rmi.ErrNoMethod) {
+		res = wire.LoginResult{}
+		err = w.client.Call(ctx, wire.ObjAccounts, wire.AccountsVerify, &res.OK, req.User, req.Password)
+	}
+	if err != nil {
+		return wire.LoginResult{}, fmt.Errorf("checking login: %w", err)
+	}
+	return res, nil
+}
+
+func lockedMessage(seconds int64) string {
+	unit := "seconds"
+	if seconds == 1 {
+		unit = "second"
+	}
+	return fmt.Sprintf("Too many failed attempts; try again in %d %s.", seconds, unit)
+}
+
+// clientIP is the end user's address for the login limits: the last
+// X-Forwarded-For entry, the one our proxy appends (earlier ones come from
+// the client and can be forged), else the peer's address. "" = unknown.
+func clientIP(r *http.Request) string {
+	if v := r.Header.Values("X-Forwarded-For"); len(v) > 0 {
+		last := v[len(v)-1]
+		if i := strings.LastIndexByte(last, ','); i >= 0 {
+			last = last[i+1:]
+		}
+		if a, err := netip.ParseAddr(strings.TrimSpace(last)); err == nil {
+			return a.String()
+		}
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return ""
+	}
+	return host
 }
 
 // safeNext keeps post-login redirects inside the application.

@@ -42,7 +42,30 @@ func masterFlags() []cli.Flag {
 			Usage: "how often workers report their load"},
 		&cli.DurationFlag{Name: "dead-after", Value: defaultDeadAfter, Sources: cli.EnvVars("CB_DEAD_AFTER"),
 			Usage: "remove a worker whose RMI connection dropped if it has not re-registered by then (gossip usually removes it sooner)"},
+		&cli.IntFlag{Name: "login-max-failures", Value: loginDefaults.MaxFailures, Sources: cli.EnvVars("CB_LOGIN_MAX_FAILURES"),
+			Usage: "failed logins for one user name within --login-window that lock the name"},
+		&cli.IntFlag{Name: "login-max-failures-per-ip", Value: loginDefaults.MaxFailuresPerIP, Sources: cli.EnvVars("CB_LOGIN_MAX_FAILURES_PER_IP"),
+			Usage: "failed logins from one client address (IPv6: its /64) within --login-window that lock the address"},
+		&cli.DurationFlag{Name: "login-window", Value: loginDefaults.Window, Sources: cli.EnvVars("CB_LOGIN_WINDOW"),
+			Usage: "how long failed logins are counted (and remembered after a lockout)"},
+		&cli.DurationFlag{Name: "login-lockout", Value: loginDefaults.Lockout, Sources: cli.EnvVars("CB_LOGIN_LOCKOUT"),
+			Usage: "first lockout after too many failed logins; it doubles with every further failure"},
+		&cli.DurationFlag{Name: "login-max-lockout", Value: loginDefaults.MaxLockout, Sources: cli.EnvVars("CB_LOGIN_MAX_LOCKOUT"),
+			Usage: "longest lockout"},
 	}
+}
+
+var loginDefaults = master.DefaultLoginLimits()
+
+// loginLimits reads the --login-* flags; zero is refused here rather than
+// silently taken as "default" by the master.
+func loginLimits(cmd *cli.Command) (master.LoginLimits, error) {
+	l := master.LoginLimits{
+		MaxFailures: int(cmd.Int("login-max-failures")), MaxFailuresPerIP: int(cmd.Int("login-max-failures-per-ip")),
+		Window: cmd.Duration("login-window"), Lockout: cmd.Duration("login-lockout"), MaxLockout: cmd.Duration("login-max-lockout"),
+		MaxKeys: loginDefaults.MaxKeys,
+	}
+	return l, l.Validate()
 }
 
 func masterCmd() *cli.Command {
@@ -101,6 +124,10 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 	if err != nil {
 		return nil, fmt.Errorf("--balancer: %w", err)
 	}
+	login, err := loginLimits(cmd)
+	if err != nil {
+		return nil, err
+	}
 	var appList []wire.App
 	switch src := cmd.String("apps"); src {
 	case "":
@@ -137,7 +164,7 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 		AdminAddr: pick(o.admin, "admin"), PublicAddr: cmd.String("listen"), Proxies: int(cmd.Int("proxies")),
 		ProxyCommand: append(append([]string{exe}, logArgs(cmd)...), "proxy"),
 		Balancer:     strategy, NoProjection: cmd.Bool("no-projection"),
-		ReportPeriod: cmd.Duration("report-period"), DeadAfter: cmd.Duration("dead-after"),
+		ReportPeriod: cmd.Duration("report-period"), DeadAfter: cmd.Duration("dead-after"), Login: login,
 		Apps: appList, Logger: log, ChildOutput: os.Stderr,
 	})
 }

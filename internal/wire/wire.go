@@ -20,6 +20,34 @@ const (
 	ObjProxy = "Proxy"
 )
 
+// Methods of the master's Accounts object.
+const (
+	// AccountsLogin checks a login under the login limits:
+	// (LoginRequest) (LoginResult, error).
+	AccountsLogin = "Login"
+	// AccountsVerify is the older check, kept for older workers:
+	// (user, password string) (bool, error); a locked name answers false.
+	AccountsVerify = "Verify"
+)
+
+// LoginRequest asks the master to check a password.
+type LoginRequest struct {
+	User     string `codec:"user"`
+	Password string `codec:"pw"`
+	// ClientIP is the end user's address as the worker saw it ("" =
+	// unknown: only the per-name limit applies).
+	ClientIP  string `codec:"ip"`
+	RequestID string `codec:"rid"` // for the master's logs
+}
+
+// LoginResult answers a LoginRequest. RetryAfter > 0 means the name or the
+// address is locked after too many failures: the password was not checked,
+// and the user may retry in that many seconds. OK is then false.
+type LoginResult struct {
+	OK         bool  `codec:"ok"`
+	RetryAfter int64 `codec:"retry"` // seconds
+}
+
 // Error codes carried by rmi.RemoteError.Code.
 const (
 	CodeUnknownApp      = "unknown_app"
