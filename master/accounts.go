@@ -7,22 +7,35 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"sync"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
 // Accounts are the local user accounts, kept by the master in
 // <data-dir>/users.json (mode 0600) with bcrypt password hashes.
+//
+// Sessions are stateless signed cookies, so ending them early needs a
+// list: a password change or a removal records a revocation (the user's
+// sessions issued until now are refused), kept in <data-dir>/revoked.json
+// for one session lifetime and pushed to every worker.
 type Accounts struct {
-	path string // "" = in memory only
+	path        string // "" = in memory only
+	revokedPath string
+	now         func() time.Time
+	// onRevoke tells the workers (set by the master; nil in tests).
+	onRevoke func(wire.Revocation)
 
-	mu    sync.Mutex
-	users map[string]string // name -> bcrypt hash
+	mu      sync.Mutex
+	users   map[string]string // name -> bcrypt hash
+	revoked map[string]int64  // name -> sessions issued at or before this (Unix s) are refused
 }
 
 var userNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
@@ -30,22 +43,37 @@ var userNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 // MinPassword is the shortest password accepted.
 const MinPassword = 8
 
-func loadAccounts(path string) (*Accounts, error) {
-	a := &Accounts{path: path, users: map[string]string{}}
+func loadAccounts(path string, now func() time.Time) (*Accounts, error) {
+	if now == nil {
+		now = time.Now
+	}
+	a := &Accounts{path: path, now: now, users: map[string]string{}, revoked: map[string]int64{}}
 	if path == "" {
 		return a, nil
 	}
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return a, nil
-	}
-	if err != nil {
+	a.revokedPath = filepath.Join(filepath.Dir(path), "revoked.json")
+	if err := readJSONFile(path, &a.users); err != nil {
 		return nil, fmt.Errorf("accounts: %w", err)
 	}
-	if err := json.Unmarshal(raw, &a.users); err != nil {
-		return nil, fmt.Errorf("accounts: %s: %w", path, err)
+	if err := readJSONFile(a.revokedPath, &a.revoked); err != nil {
+		return nil, fmt.Errorf("accounts: %w", err)
 	}
 	return a, nil
+}
+
+// readJSONFile decodes path into v; a missing file leaves v as it is.
+func readJSONFile(path string, v any) error {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 func (a *Accounts) saveLocked() error {
@@ -56,7 +84,47 @@ func (a *Accounts) saveLocked() error {
 	if err := writeAtomic(a.path, b); err != nil {
 		return fmt.Errorf("accounts: %w", err)
 	}
+	b, _ = json.MarshalIndent(a.revoked, "", "  ")
+	if err := writeAtomic(a.revokedPath, b); err != nil {
+		return fmt.Errorf("accounts: %w", err)
+	}
 	return nil
+}
+
+// revokeLocked ends name's current sessions and forgets revocations that
+// outlived every session they could refuse.
+func (a *Accounts) revokeLocked(name string) wire.Revocation {
+	now := a.now()
+	for n, before := range a.revoked {
+		if now.Sub(time.Unix(before, 0)) > session.TTL {
+			delete(a.revoked, n)
+		}
+	}
+	a.revoked[name] = now.Unix()
+	return wire.Revocation{User: name, Before: now.Unix()}
+}
+
+// Revocations lists the revocations still in force, for registering
+// workers.
+func (a *Accounts) Revocations() []wire.Revocation {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	out := []wire.Revocation{}
+	for n, before := range a.revoked {
+		if now.Sub(time.Unix(before, 0)) <= session.TTL {
+			out = append(out, wire.Revocation{User: n, Before: before})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].User < out[j].User })
+	return out
+}
+
+// tell passes a saved revocation on to the workers.
+func (a *Accounts) tell(rev wire.Revocation) {
+	if a.onRevoke != nil {
+		a.onRevoke(rev)
+	}
 }
 
 func checkAccount(name, password string) error {
@@ -84,27 +152,43 @@ func (a *Accounts) set(name, password string, mustExist bool) error {
 		return fmt.Errorf("accounts: %w", err)
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	_, exists := a.users[name]
 	switch {
 	case mustExist && !exists:
+		a.mu.Unlock()
 		return wire.Errorf(wire.CodeUnknownUser, "no user "+name)
 	case !mustExist && exists:
+		a.mu.Unlock()
 		return wire.Errorf(wire.CodeInvalid, "user "+name+" already exists")
 	}
 	a.users[name] = string(hash)
-	return a.saveLocked()
+	var rev wire.Revocation
+	if mustExist { // a new password ends the sessions the old one opened
+		rev = a.revokeLocked(name)
+	}
+	err = a.saveLocked()
+	a.mu.Unlock()
+	if err == nil && mustExist {
+		a.tell(rev)
+	}
+	return err
 }
 
-// Remove deletes an account.
+// Remove deletes an account and ends its sessions.
 func (a *Accounts) Remove(name string) error {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if _, ok := a.users[name]; !ok {
+		a.mu.Unlock()
 		return wire.Errorf(wire.CodeUnknownUser, "no user "+name)
 	}
 	delete(a.users, name)
-	return a.saveLocked()
+	rev := a.revokeLocked(name)
+	err := a.saveLocked()
+	a.mu.Unlock()
+	if err == nil {
+		a.tell(rev)
+	}
+	return err
 }
 
 // List returns the account names.

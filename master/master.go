@@ -66,7 +66,8 @@ type Config struct {
 	DeadAfter time.Duration
 	// Login limits failed logins per user name and client address.
 	Login LoginLimits
-	// Now is the clock of the login limits (nil = time.Now; tests).
+	// Now is the clock of the login limits and session revocations (nil =
+	// time.Now; tests).
 	Now func() time.Time
 
 	Apps   []wire.App
@@ -188,11 +189,17 @@ func New(cfg Config) (*Master, error) {
 	if cfg.DataDir != "" {
 		accPath = filepath.Join(cfg.DataDir, "users.json")
 	}
-	acc, err := loadAccounts(accPath)
+	acc, err := loadAccounts(accPath, cfg.Now)
 	if err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
 	m.accounts = acc
+	acc.onRevoke = func(rev wire.Revocation) {
+		ctx, cancel := context.WithTimeout(m.ctx, 15*time.Second)
+		defer cancel()
+		m.apps.push(ctx, wire.WorkerRevokeSessions, rev)
+		m.log.Info().Str("user", rev.User).Msg("sessions revoked on every worker")
+	}
 	m.logins = &loginGuard{verify: acc.Verify, lim: newLoginLimiter(cfg.Login, cfg.Now),
 		log:     m.log.With().Str("component", "logins").Logger(),
 		observe: func(outcome string) { m.metrics.logins.WithLabelValues(outcome).Inc() },

@@ -45,7 +45,8 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 		case <-s.m.ctx.Done():
 		}
 	}()
-	return wire.RegisterReply{Apps: s.m.apps.List(), ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id}, nil
+	return wire.RegisterReply{Apps: s.m.apps.List(), Revoked: s.m.accounts.Revocations(),
+		ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id}, nil
 }
 
 // Report records a worker's load.

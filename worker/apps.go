@@ -229,6 +229,32 @@ func (a *AppManager) Grant(ctx context.Context, iid, bid, principal, role string
 	return nil
 }
 
+// RevokeSessions ends a user's login sessions (the master changed their
+// password or removed them): their session cookies are refused from now
+// on, and their open client-engine sockets are closed.
+func (a *AppManager) RevokeSessions(ctx context.Context, rev wire.Revocation) error {
+	if rev.User == "" {
+		return wire.Errorf(wire.CodeInvalid, "RevokeSessions: no user")
+	}
+	a.w.users.revoke(rev.User, rev.Before)
+	a.mu.RLock()
+	insts := make([]*instance, 0, len(a.instances))
+	for _, in := range a.instances {
+		if in.app.Authentication { // elsewhere the name is an anonymous id, not an account
+			insts = append(insts, in)
+		}
+	}
+	a.mu.RUnlock()
+	n := 0
+	for _, in := range insts {
+		for _, b := range in.browserList() {
+			n += b.hub.disconnect(rev.User, "You were signed out: your account changed.", "/"+in.app.MountPoint+"/login")
+		}
+	}
+	a.log.Info().Str("user", rev.User).Int("sockets_closed", n).Msg("sessions revoked")
+	return nil
+}
+
 // Browsers lists an instance's browsers (admin dashboard).
 func (a *AppManager) Browsers(ctx context.Context, iid string) ([]wire.BrowserInfo, error) {
 	in, ok := a.instance(iid)

@@ -4,10 +4,12 @@ import (
 	"crypto/hmac"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
 // userCookie carries an anonymous visitor's identity, signed like a session
@@ -22,6 +24,36 @@ type users struct {
 	anons    *session.Codec // anonymous identities
 	sessions *session.Codec
 	admins   *session.Codec // the master's dashboard sessions
+
+	mu sync.Mutex
+	// revoked: a user's sessions issued at or before this (Unix s) are
+	// refused (password changed, account removed), from the master.
+	revoked map[string]int64
+}
+
+// revoke refuses user's sessions issued at or before the given second.
+func (u *users) revoke(user string, before int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.revoked[user] = max(u.revoked[user], before)
+}
+
+// setRevoked replaces the revocations with the master's (at registration).
+func (u *users) setRevoked(revs []wire.Revocation) {
+	m := make(map[string]int64, len(revs))
+	for _, r := range revs {
+		m[r.User] = max(m[r.User], r.Before)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.revoked = m
+}
+
+func (u *users) isRevoked(user string, issued time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	before, ok := u.revoked[user]
+	return ok && issued.Unix() <= before
 }
 
 // adminViewer reports whether the request carries the admin dashboard's
@@ -42,7 +74,8 @@ const anonTTL = 365 * 24 * time.Hour
 func newUsers(clusterSecret string) *users {
 	anons := session.NewFor(clusterSecret, "anonymous-identity")
 	anons.TTL = anonTTL
-	return &users{anons: anons, sessions: session.New(clusterSecret), admins: session.NewFor(clusterSecret, "admin-session")}
+	return &users{anons: anons, sessions: session.New(clusterSecret), admins: session.NewFor(clusterSecret, "admin-session"),
+		revoked: map[string]int64{}}
 }
 
 // loggedIn returns the user of a valid session ("" if none) and whether the
@@ -52,11 +85,12 @@ func (u *users) loggedIn(r *http.Request) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	user, rotate, ok := u.sessions.Check(c.Value, time.Now())
-	if !ok {
+	now := time.Now()
+	user, issued, ok := u.sessions.Parse(c.Value, now)
+	if !ok || u.isRevoked(user, issued) {
 		return "", false
 	}
-	return user, rotate
+	return user, now.Sub(issued) > u.sessions.RotateAfter
 }
 
 func secure(r *http.Request) bool {

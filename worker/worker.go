@@ -227,6 +227,7 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 		return fmt.Errorf("register: %w", err)
 	}
 	w.apps.setApps(rep.Apps)
+	w.users.setRevoked(rep.Revoked)
 	if rep.ReportPeriod > 0 {
 		w.period.Store(rep.ReportPeriod)
 	}

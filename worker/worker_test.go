@@ -280,3 +280,40 @@ func shareWithAnyone(w *Worker, iid string, r Role) {
 	in.perms[Anyone] = r
 	in.mu.Unlock()
 }
+
+// TestRevokedSessions: a session issued at or before a revocation of its
+// user is refused; later sessions and other users' are not; the master's
+// list at registration replaces what the worker had.
+func TestRevokedSessions(t *testing.T) {
+	u := newUsers(testSecret)
+	now := time.Now()
+	req := func(user string, issued time.Time) *http.Request {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.AddCookie(&http.Cookie{Name: sessionCookie, Value: u.sessions.Issue(user, issued)})
+		return r
+	}
+	u.revoke("alice", now.Unix())
+	u.revoke("alice", now.Unix()-100) // an older revocation does not shorten it
+	for _, tc := range []struct {
+		name   string
+		user   string
+		issued time.Time
+		want   string
+	}{
+		{"issued before", "alice", now.Add(-time.Minute), ""},
+		{"issued the same second", "alice", now, ""},
+		{"issued after", "alice", now.Add(2 * time.Second), "alice"},
+		{"another user", "bob", now.Add(-time.Minute), "bob"},
+	} {
+		if got, _ := u.loggedIn(req(tc.user, tc.issued)); got != tc.want {
+			t.Errorf("%s: loggedIn = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	u.setRevoked([]wire.Revocation{{User: "bob", Before: now.Unix()}})
+	if got, _ := u.loggedIn(req("alice", now.Add(-time.Minute))); got != "alice" {
+		t.Errorf("after setRevoked alice's revocation should be gone: %q", got)
+	}
+	if got, _ := u.loggedIn(req("bob", now.Add(-time.Minute))); got != "" {
+		t.Errorf("after setRevoked bob's old session should be refused: %q", got)
+	}
+}

@@ -303,6 +303,12 @@ func encodeFrame(f browser.Frame) []byte {
 
 func (c *client) stop() { c.once.Do(func() { close(c.done) }) }
 
+// end sends msg (a "closed" notice), then disconnects the client.
+func (c *client) end(msg []byte) {
+	c.enqueue(msg)
+	c.stop()
+}
+
 // enqueue never blocks the sender: a client that cannot keep up with
 // control messages is disconnected (it reconnects and resyncs).
 func (c *client) enqueue(b []byte) {
@@ -441,8 +447,7 @@ func (h *hub) recheck() {
 		role := c.role()
 		if role == RoleNone {
 			h.log.Info().Str("user", c.user).Msg("access revoked: client disconnected")
-			c.enqueue(mustJSON(wsMsg{T: "closed", Reason: revokedReason}))
-			c.stop()
+			c.end(mustJSON(wsMsg{T: "closed", Reason: revokedReason}))
 			continue
 		}
 		ro := role < RoleReaderWriter
@@ -450,6 +455,24 @@ func (h *hub) recheck() {
 			c.enqueue(mustJSON(wsMsg{T: "role", ReadOnly: ro}))
 		}
 	}
+}
+
+// disconnect tells user's clients why they are disconnected and closes
+// them; it returns how many there were.
+func (h *hub) disconnect(user, reason, reload string) int {
+	h.mu.Lock()
+	var cs []*client
+	for c := range h.clients {
+		if c.user == user {
+			cs = append(cs, c)
+		}
+	}
+	h.mu.Unlock()
+	msg := mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload})
+	for _, c := range cs {
+		c.end(msg)
+	}
+	return len(cs)
 }
 
 // shutdown tells every client the browser is gone and disconnects them.
@@ -470,8 +493,7 @@ func (h *hub) shutdown(reason, reload string) {
 	h.mu.Unlock()
 	msg := mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload})
 	for _, c := range cs {
-		c.enqueue(msg)
-		c.stop()
+		c.end(msg)
 	}
 	if done != nil {
 		<-done

@@ -22,20 +22,26 @@ func signIn(t *testing.T, c *cluster, base, app, name, password string) *user {
 		t.Fatalf("users add %s: %v %s", name, err, out)
 	}
 	u := newUser(t, base)
+	if st := u.logIn(app, name, password); st != http.StatusSeeOther {
+		t.Fatalf("login of %s: %d", name, st)
+	}
+	return u
+}
+
+// logIn posts app's login form and returns the answer's status.
+func (u *user) logIn(app, name, password string) int {
+	u.t.Helper()
 	page := u.get("/" + app + "/login")
 	m := csrfField.FindStringSubmatch(page.body)
 	if m == nil {
-		t.Fatalf("login page: %d %s", page.status, page.body)
+		u.t.Fatalf("login page: %d %s", page.status, page.body)
 	}
-	resp, err := u.c.PostForm(base+"/"+app+"/login", url.Values{"csrf": {m[1]}, "user": {name}, "password": {password}, "next": {"/" + app}})
+	resp, err := u.c.PostForm(u.base+"/"+app+"/login", url.Values{"csrf": {m[1]}, "user": {name}, "password": {password}, "next": {"/" + app}})
 	if err != nil {
-		t.Fatal(err)
+		u.t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("login of %s: %s", name, resp.Status)
-	}
-	return u
+	return resp.StatusCode
 }
 
 // dialStatus opens a client engine socket as u, returning the connection

@@ -16,6 +16,10 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 )
 
+// TTL is how long a login session lasts without being renewed; a
+// revocation older than this has nothing left to refuse.
+const TTL = 12 * time.Hour
+
 // Codec issues and checks session values.
 type Codec struct {
 	key []byte
@@ -32,7 +36,7 @@ func New(clusterSecret string) *Codec { return NewFor(clusterSecret, "session") 
 // NewFor returns a codec for another kind of session (e.g. the admin
 // dashboard's), whose values are not valid as user sessions.
 func NewFor(clusterSecret, purpose string) *Codec {
-	return &Codec{key: secret.Derive(clusterSecret, purpose, 32), TTL: 12 * time.Hour, RotateAfter: time.Hour}
+	return &Codec{key: secret.Derive(clusterSecret, purpose, 32), TTL: TTL, RotateAfter: time.Hour}
 }
 
 func (c *Codec) mac(payload string) string {
@@ -51,23 +55,34 @@ func (c *Codec) Issue(user string, now time.Time) string {
 // Check returns the user of a valid, unexpired value and whether it should
 // be re-issued.
 func (c *Codec) Check(v string, now time.Time) (user string, rotate, ok bool) {
+	user, issued, ok := c.Parse(v, now)
+	if !ok {
+		return "", false, false
+	}
+	return user, now.Sub(issued) > c.RotateAfter, true
+}
+
+// Parse returns the user of a valid, unexpired value and when it was
+// issued (to the second), so sessions issued before a revocation can be
+// refused.
+func (c *Codec) Parse(v string, now time.Time) (user string, issued time.Time, ok bool) {
 	i := strings.LastIndexByte(v, '.')
 	if i < 0 || len(v) > 1024 {
-		return "", false, false
+		return "", time.Time{}, false
 	}
 	p, sig := v[:i], v[i+1:]
 	if !hmac.Equal([]byte(c.mac(p)), []byte(sig)) {
-		return "", false, false
+		return "", time.Time{}, false
 	}
 	parts := strings.Split(p, ".")
 	if len(parts) != 3 {
-		return "", false, false
+		return "", time.Time{}, false
 	}
 	u, err := base64.RawURLEncoding.DecodeString(parts[0])
 	iat, err2 := strconv.ParseInt(parts[1], 10, 64)
 	exp, err3 := strconv.ParseInt(parts[2], 10, 64)
 	if err != nil || err2 != nil || err3 != nil || len(u) == 0 || now.Unix() >= exp {
-		return "", false, false
+		return "", time.Time{}, false
 	}
-	return string(u), now.Sub(time.Unix(iat, 0)) > c.RotateAfter, true
+	return string(u), time.Unix(iat, 0), true
 }

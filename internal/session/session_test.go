@@ -34,6 +34,11 @@ func TestSessions(t *testing.T) {
 			if u != tc.user || rot != tc.rotate || ok != tc.ok {
 				t.Fatalf("Check = %q %v %v, want %q %v %v", u, rot, ok, tc.user, tc.rotate, tc.ok)
 			}
+			// Parse agrees, and gives the issue time revocations compare.
+			pu, issued, pok := tc.codec.Parse(tc.value, tc.at)
+			if pu != tc.user || pok != tc.ok || (pok && !issued.Equal(now)) {
+				t.Fatalf("Parse = %q %v %v", pu, issued, pok)
+			}
 		})
 	}
 }

@@ -139,9 +139,19 @@ type Load struct {
 
 // RegisterReply tells a worker what the master expects of it.
 type RegisterReply struct {
-	Apps         []App  `codec:"apps"`
-	ReportPeriod int64  `codec:"period"` // nanoseconds
-	MasterID     string `codec:"master"`
+	Apps []App `codec:"apps"`
+	// Revoked: login sessions the workers must refuse (recent password
+	// changes and removed accounts).
+	Revoked      []Revocation `codec:"revoked"`
+	ReportPeriod int64        `codec:"period"` // nanoseconds
+	MasterID     string       `codec:"master"`
+}
+
+// Revocation ends a user's login sessions: those issued at or before
+// Before (Unix seconds) are refused from then on.
+type Revocation struct {
+	User   string `codec:"user" json:"user"`
+	Before int64  `codec:"before" json:"before"`
 }
 
 // PlaceRequest asks the master for an instance of App for User.
@@ -223,6 +233,7 @@ const (
 	WorkerCloseInstance     = "CloseInstance"     // (iid string) error
 	WorkerOpenBrowser       = "OpenBrowser"       // (iid, user string) (browser id, error)
 	WorkerGrant             = "Grant"             // (iid, bid, principal, role string) error
+	WorkerRevokeSessions    = "RevokeSessions"    // (Revocation) error
 	WorkerBrowsers          = "Browsers"          // (iid string) ([]BrowserInfo, error)
 )
 
