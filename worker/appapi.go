@@ -228,14 +228,17 @@ func (a *AppManager) apiOp(vb *vbrowser, req apiRequest) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		var target *vbrowser // nil: the whole instance
 		if req.Op == "grantInstance" {
 			err = in.grantInstance(vb.owner, args.Principal, role)
 		} else {
+			target = vb
 			err = in.grantBrowser(vb, vb.owner, args.Principal, role)
 		}
 		if err != nil {
 			return nil, err
 		}
+		a.granted(a.w.ctx, in, target, args.Principal, role)
 		return true, nil
 	case "closeBrowser":
 		go a.closeBrowser(in, vb, "closed by the app")
