@@ -257,3 +257,30 @@ func TestAppAPIAppendWithChromium(t *testing.T) {
 		t.Fatalf("t after the entry that fits alone: %d bytes", len(raw))
 	}
 }
+
+// TestAppAPIReinstalledForNextUser: a pooled browser given to the next user
+// without a navigation (a back sequence that keeps the page) gets the new
+// user's API in the open document; the previous user's is gone.
+func TestAppAPIReinstalledForNextUser(t *testing.T) {
+	f := newAPIFixture(t)
+	a := f.a
+	// What AppManager.newBrowser does at lease time, for carol, on alice's
+	// Chromium page.
+	next := &vbrowser{id: "bnext", inst: f.in, owner: "carol", b: a.b, hub: a.hub, subs: map[string]bool{},
+		perms: map[string]Role{}, apiToken: "next-token-next-token-next"}
+	if err := a.b.Install(f.ctx, f.w.apiScript(next), map[string]func(string){apiBinding: func(p string) { f.w.apps.onAPICall(next, p) }}); err != nil {
+		t.Fatal(err)
+	}
+	var who []string
+	f.eval(a, `[cloudbrowser.currentUser, cloudbrowser.browser.id]`, &who)
+	if who[0] != "carol" || who[1] != "bnext" {
+		t.Fatalf("the open document still has the previous user's API: %v", who)
+	}
+	// The new API works: its calls carry carol's token and are answered.
+	if msg := errOf(f, a, `cloudbrowser.instance.set("k2", 1)`); msg != "resolved" {
+		t.Fatalf("set through the new API: %s", msg)
+	}
+	if string(f.state("k2")) != "1" {
+		t.Fatalf("state after set: %q", f.state("k2"))
+	}
+}

@@ -30,7 +30,11 @@
     });
   }
   // The worker answers requests and pushes state changes through here.
+  // Both properties stay configurable: when a pooled browser is leased to
+  // the next user without a navigation, the worker installs this script
+  // again and it must replace the previous user's API in the open document.
   Object.defineProperty(window, "__cbDeliver", {
+    configurable: true,
     value: function (msg) {
       if (msg.id && pending[msg.id]) {
         var p = pending[msg.id];
@@ -101,5 +105,5 @@
       }
     })
   };
-  Object.defineProperty(window, "cloudbrowser", {value: Object.freeze(api), enumerable: true});
+  Object.defineProperty(window, "cloudbrowser", {value: Object.freeze(api), enumerable: true, configurable: true});
 })(__CB_CONFIG__);
