@@ -8,7 +8,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 )
 
-//go:embed hello notes chat pooldemo
+//go:embed hello notes chat pooldemo whiteboard tasks
 var samples embed.FS
 
 // Samples loads the sample bundles.
