@@ -520,4 +520,26 @@ func TestSharedInstancesListed(t *testing.T) {
 			t.Fatalf("%s: %s's instances = %v, want %v", s.name, s.user, got, s.want)
 		}
 	}
+	// A closed instance leaves its owner's and its sharers' lists; one
+	// re-registered with other grants is listed by the new ones.
+	if err := call("InstanceShared", nil, "w-a", p.InstanceID, "bob", "reader"); err != nil {
+		t.Fatal(err)
+	}
+	if err := call("InstanceClosed", nil, "w-a", p.InstanceID); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed("bob"); got != nil {
+		t.Fatalf("bob's list after the close: %v", got)
+	}
+	if got := listed("alice"); !slices.Equal(got, []string{adopted + "="}) {
+		t.Fatalf("alice's list after the close: %v", got)
+	}
+	a = addWorker(t, m, "w-a", wire.InstanceInfo{ID: adopted, App: "multi", Owner: "alice", Worker: "w-a",
+		Created: time.Now(), Shared: map[string]string{"dave": "reader"}}) // call and listed use the new connection
+	if got := listed("carol"); got != nil {
+		t.Fatalf("carol's grant was dropped at re-registration, still listed: %v", got)
+	}
+	if got := listed("dave"); !slices.Equal(got, []string{adopted + "=reader"}) {
+		t.Fatalf("dave's list after re-registration: %v", got)
+	}
 }

@@ -72,6 +72,10 @@ type WorkerManager struct {
 	workers   map[string]*workerRec
 	instances map[string]*instanceRec
 	byKey     map[string]string // strategy key -> instance id
+	// byUser lists, per app and user, the instances the user owns or that
+	// are shared with them by name: landing pages must not scan the table
+	// under m.mu, which routing waits on.
+	byUser map[userKey]map[string]struct{}
 	lost      map[string]lostRec
 	rr        uint64
 
@@ -118,6 +122,7 @@ func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
 		workers:   map[string]*workerRec{},
 		instances: map[string]*instanceRec{},
 		byKey:     map[string]string{},
+		byUser:    map[userKey]map[string]struct{}{},
 		lost:      map[string]lostRec{},
 	}
 }
@@ -173,13 +178,46 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 	return nil
 }
 
+// userKey names one user's instances of one app in byUser.
+type userKey struct{ app, user string }
+
+// indexLocked adds (on) or removes iid from user's list.
+func (m *WorkerManager) indexLocked(app, user, iid string, on bool) {
+	k := userKey{app, user}
+	set := m.byUser[k]
+	switch {
+	case on && set == nil:
+		m.byUser[k] = map[string]struct{}{iid: {}}
+	case on:
+		set[iid] = struct{}{}
+	case set != nil:
+		delete(set, iid)
+		if len(set) == 0 {
+			delete(m.byUser, k)
+		}
+	}
+}
+
+// indexRecLocked lists or unlists an instance for its owner and the users
+// it is shared with.
+func (m *WorkerManager) indexRecLocked(in *instanceRec, on bool) {
+	m.indexLocked(in.App, in.Owner, in.ID, on)
+	for p := range in.Shared {
+		m.indexLocked(in.App, p, in.ID, on)
+	}
+}
+
 // addInstanceLocked puts an instance in the table and its strategy key.
 func (m *WorkerManager) addInstanceLocked(in wire.InstanceInfo) {
+	if old, ok := m.instances[in.ID]; ok { // re-registered: its grants may have changed
+		m.indexRecLocked(old, false)
+	}
 	rec := &instanceRec{InstanceInfo: in}
 	if app, ok := m.apps(in.App); ok {
 		rec.key = strategyKey(app, in.Owner)
 	}
 	m.instances[in.ID] = rec
+	m.indexRecLocked(rec, true)
 	if rec.key != "" {
 		if _, taken := m.byKey[rec.key]; !taken {
 			m.byKey[rec.key] = in.ID
@@ -272,6 +310,7 @@ func (m *WorkerManager) removeInstanceLocked(iid string) *instanceRec {
 		return nil
 	}
 	delete(m.instances, iid)
+	m.indexRecLocked(in, false)
 	if in.key != "" && m.byKey[in.key] == iid {
 		delete(m.byKey, in.key)
 	}
@@ -522,6 +561,9 @@ func (m *WorkerManager) share(workerID, iid, principal, role string) error {
 	} else {
 		shared[principal] = role
 	}
+	if principal != in.Owner {
+		m.indexLocked(in.App, principal, iid, shared[principal] != "")
+	}
 	if len(shared) == 0 {
 		shared = nil
 	}
@@ -534,11 +576,10 @@ func (m *WorkerManager) share(workerID, iid, principal, role string) error {
 func (m *WorkerManager) userInstances(app, user string) []wire.InstanceInfo {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := []wire.InstanceInfo{}
-	for _, in := range m.instances {
-		if in.App == app && (in.Owner == user || in.Shared[user] != "") {
-			out = append(out, in.InstanceInfo)
-		}
+	set := m.byUser[userKey{app, user}]
+	out := make([]wire.InstanceInfo, 0, len(set))
+	for iid := range set {
+		out = append(out, m.instances[iid].InstanceInfo)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
 	return out
