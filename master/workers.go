@@ -76,8 +76,8 @@ type WorkerManager struct {
 	// are shared with them by name: landing pages must not scan the table
 	// under m.mu, which routing waits on.
 	byUser map[userKey]map[string]struct{}
-	lost      map[string]lostRec
-	rr        uint64
+	lost   map[string]lostRec
+	rr     uint64
 
 	sf singleflight.Group
 
