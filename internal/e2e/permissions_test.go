@@ -155,10 +155,14 @@ func TestPermissionsLive(t *testing.T) {
 	}
 	listedFor(bob, "reader-writer")
 
+	revoked := time.Now()
 	share("bob", "none")
 	if m, err := readText(t, conn); err != nil || m["t"] != "closed" || !strings.Contains(m["reason"].(string), "no longer shares") {
 		t.Fatalf("bob's open socket after the revocation: %v %v", m, err)
 	}
+	// For the record (docs/users-and-permissions.md): from alice's form
+	// post (page load included) to bob's socket being told.
+	t.Logf("revocation reached bob's open socket %v after alice's share form was loaded and posted", time.Since(revoked))
 	if _, err := readText(t, conn); err == nil {
 		t.Fatal("bob's socket stayed open after the revocation")
 	}

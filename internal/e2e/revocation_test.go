@@ -48,10 +48,12 @@ func TestSessionRevocation(t *testing.T) {
 
 	// passwd: alice's socket is closed with a reason and a way back, her
 	// next request goes to the login page, bob is untouched.
+	passwd := time.Now()
 	if out, err := c.cliStdin(t, "second-password\n", "users", "passwd", "alice"); err != nil {
 		t.Fatalf("passwd: %v %s", err, out)
 	}
 	m, err := readText(t, conn)
+	t.Logf("alice's socket closed %v after the passwd command started (CLI process and bcrypt included)", time.Since(passwd))
 	if err != nil || m["t"] != "closed" || !strings.Contains(m["reason"].(string), "signed out") || m["reload"] != "/secure/login" {
 		t.Fatalf("alice's socket after passwd: %v %v", m, err)
 	}
