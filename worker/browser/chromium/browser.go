@@ -79,12 +79,19 @@ type cbrowser struct {
 	crashed     chan struct{} // closed by the event listener
 	crashOnce   sync.Once
 	wake        chan struct{} // page changed (cap 1)
+	gcWake      chan struct{} // the page loaded: check the renderer's garbage (cap 1; gc.go)
+	gcs         atomic.Uint64 // renderer garbage collections asked for
 
-	mu            sync.Mutex
-	err           error
-	page          browser.Page
-	pageVer       uint64
-	mainFrame     cdp.FrameID
+	mu        sync.Mutex
+	err       error
+	page      browser.Page
+	pageVer   uint64
+	mainFrame cdp.FrameID
+	// titles of the last top documents, for pages restored from the
+	// back-forward cache (off by default): those are no new documents, so
+	// the title script does not report them again.
+	titles        []docTitle
+	loader        cdp.LoaderID // of the top document
 	navs          map[*navWatch]struct{}
 	subs          map[int]func(browser.Page)
 	nextSub       int
@@ -112,6 +119,14 @@ type cbrowser struct {
 
 type bindingCall struct{ name, payload string }
 
+type docTitle struct {
+	loader cdp.LoaderID
+	title  string
+}
+
+// maxTitles bounds cbrowser.titles: the back-forward cache holds 6 pages.
+const maxTitles = 8
+
 // maxQueuedCalls bounds the binding calls waiting for their fn, so a page
 // that floods a binding cannot grow the worker's memory.
 const maxQueuedCalls = 4096
@@ -134,6 +149,7 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 		done:    make(chan struct{}),
 		crashed: make(chan struct{}),
 		wake:    make(chan struct{}, 1),
+		gcWake:  make(chan struct{}, 1),
 		page:    browser.Page{URL: "about:blank"},
 		subs:    map[int]func(browser.Page){},
 		navs:    map[*navWatch]struct{}{},
@@ -178,6 +194,10 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 		} else if b.Err() == nil {
 			r.wg.Add(1)
 			go b.loop(detached)
+			if minGarbage := r.minGarbageDocs(); minGarbage > 0 {
+				r.wg.Add(1)
+				go b.gcLoop(minGarbage)
+			}
 			if len(b.bindings) > 0 {
 				b.mu.Lock()
 				b.callLoopOn = true
@@ -293,9 +313,15 @@ func (b *cbrowser) onEvent(ev any) {
 	switch ev := ev.(type) {
 	case *page.EventFrameNavigated:
 		if ev.Frame.ParentID == "" {
-			// A new document; its title comes from the title script.
+			// A new document, whose title comes from the title script,
+			// or one restored from the back-forward cache, which the
+			// script does not report again.
 			b.mainFrame = ev.Frame.ID
 			b.page = browser.Page{URL: ev.Frame.URL + ev.Frame.URLFragment}
+			b.loader = ev.Frame.LoaderID
+			if ev.Type == page.NavigationTypeBackForwardCacheRestore {
+				b.page.Title = b.title(b.loader)
+			}
 			for w := range b.navs {
 				w.committed = append(w.committed, ev.Frame.LoaderID)
 				if w.want == ev.Frame.LoaderID {
@@ -306,10 +332,14 @@ func (b *cbrowser) onEvent(ev any) {
 	case *page.EventNavigatedWithinDocument:
 		if ev.FrameID == b.mainFrame {
 			b.page.URL = ev.URL
+			b.loaded()
 		}
+	case *page.EventLoadEventFired: // of the top document
+		b.loaded()
 	case *runtime.EventBindingCalled:
 		if ev.Name == titleBinding {
 			b.page.Title = ev.Payload
+			b.setTitle(b.loader, ev.Payload)
 		} else if _, ok := b.bindings[ev.Name]; ok {
 			if len(b.calls) < maxQueuedCalls {
 				b.calls = append(b.calls, bindingCall{ev.Name, ev.Payload})
@@ -335,6 +365,34 @@ func (b *cbrowser) onEvent(ev any) {
 		default:
 		}
 	}
+}
+
+// loaded tells gcLoop that the page loaded a document or moved within
+// one, the moments dead documents pile up.
+func (b *cbrowser) loaded() {
+	select {
+	case b.gcWake <- struct{}{}:
+	default:
+	}
+}
+
+// setTitle remembers the title of the document loader loaded; b.mu held.
+func (b *cbrowser) setTitle(loader cdp.LoaderID, title string) {
+	if i := slices.IndexFunc(b.titles, func(d docTitle) bool { return d.loader == loader }); i >= 0 {
+		b.titles = slices.Delete(b.titles, i, i+1)
+	}
+	b.titles = append(b.titles, docTitle{loader, title})
+	if len(b.titles) > maxTitles {
+		b.titles = slices.Delete(b.titles, 0, len(b.titles)-maxTitles)
+	}
+}
+
+// title is the last title of the document loader loaded; b.mu held.
+func (b *cbrowser) title(loader cdp.LoaderID) string {
+	if i := slices.IndexFunc(b.titles, func(d docTitle) bool { return d.loader == loader }); i >= 0 {
+		return b.titles[i].title
+	}
+	return ""
 }
 
 // navWatch follows one navigation until its document commits. (One that

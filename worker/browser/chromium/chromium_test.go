@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -695,6 +696,13 @@ func TestConfig(t *testing.T) {
 	}
 	if _, err := allocatorOptions("/bin/true", Config{ExtraFlags: []string{"--disable-gpu", "--js-flags=--lite-mode"}, RendererProcessLimit: 2}); err != nil {
 		t.Fatal(err)
+	}
+	// The back-forward cache is off unless ExtraFlags turn it on.
+	if d := defaultDisabled(nil); !slices.Contains(d, "BackForwardCache") {
+		t.Fatalf("default disabled features %v", d)
+	}
+	if d := defaultDisabled([]string{"Foo", "BackForwardCache:TimeToLiveInBackForwardCacheInSeconds/60"}); slices.Contains(d, "BackForwardCache") || len(d) != len(disabledFeatures)-1 {
+		t.Fatalf("disabled features with the cache enabled %v", d)
 	}
 	t.Setenv("CB_CHROMIUM", filepath.Join(t.TempDir(), "missing"))
 	if _, err := findChromium(""); err == nil {
