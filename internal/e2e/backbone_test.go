@@ -244,21 +244,10 @@ func TestBackbone(t *testing.T) {
 
 func dialSocket(t *testing.T, u *user, url string) *websocket.Conn {
 	t.Helper()
-	h := http.Header{}
-	req, _ := http.NewRequest("GET", strings.Replace(url, "ws://", "http://", 1), nil)
-	for _, ck := range u.c.Jar.Cookies(req.URL) {
-		h.Add("Cookie", ck.String())
+	conn, status := dialStatus(t, u, url)
+	if conn == nil {
+		t.Fatalf("dial %s: status %d", url, status)
 	}
-	h.Set("Origin", "http://"+req.URL.Host)
-	conn, resp, err := websocket.DefaultDialer.DialContext(ctxT(t, 10*time.Second), url, h)
-	if err != nil {
-		status := 0
-		if resp != nil {
-			status = resp.StatusCode
-		}
-		t.Fatalf("dial %s: %v (status %d)", url, err, status)
-	}
-	t.Cleanup(func() { conn.Close() })
 	return conn
 }
 
