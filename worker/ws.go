@@ -437,13 +437,7 @@ func (h *hub) writeLoop(c *client) {
 // and reader-writer is told and from then on drives or only watches. Roles
 // are read under the instance's and browser's locks, so not under h.mu.
 func (h *hub) recheck() {
-	h.mu.Lock()
-	cs := make([]*client, 0, len(h.clients))
-	for c := range h.clients {
-		cs = append(cs, c)
-	}
-	h.mu.Unlock()
-	for _, c := range cs {
+	for _, c := range h.clientsOf("") {
 		role := c.role()
 		if role == RoleNone {
 			h.log.Info().Str("user", c.user).Msg("access revoked: client disconnected")
@@ -457,17 +451,23 @@ func (h *hub) recheck() {
 	}
 }
 
-// disconnect tells user's clients why they are disconnected and closes
-// them; it returns how many there were.
-func (h *hub) disconnect(user, reason, reload string) int {
+// clientsOf is a snapshot of user's clients ("": every client).
+func (h *hub) clientsOf(user string) []*client {
 	h.mu.Lock()
-	var cs []*client
+	defer h.mu.Unlock()
+	cs := make([]*client, 0, len(h.clients))
 	for c := range h.clients {
-		if c.user == user {
+		if user == "" || c.user == user {
 			cs = append(cs, c)
 		}
 	}
-	h.mu.Unlock()
+	return cs
+}
+
+// disconnect tells user's clients why they are disconnected and closes
+// them; it returns how many there were.
+func (h *hub) disconnect(user, reason, reload string) int {
+	cs := h.clientsOf(user)
 	msg := mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload})
 	for _, c := range cs {
 		c.end(msg)
