@@ -13,6 +13,7 @@ require (
 	github.com/prometheus/common v0.73.1
 	github.com/rs/zerolog v1.35.1
 	github.com/urfave/cli/v3 v3.14.0
+	go.etcd.io/bbolt v1.5.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sync v0.24.0

@@ -24,6 +24,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/supervise"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
+	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
@@ -92,10 +93,12 @@ type Master struct {
 	member   *membership.Member
 	apps     *AppManager
 	accounts *Accounts
-	logins   *loginGuard
-	workers  *WorkerManager
-	proxies  *proxySet
-	bal      *balance.Balancer
+	// state is the durable state store (<data-dir>/state.db).
+	state   *state.Store
+	logins  *loginGuard
+	workers *WorkerManager
+	proxies *proxySet
+	bal     *balance.Balancer
 
 	admin     *http.Server
 	adminLn   net.Listener
@@ -166,6 +169,21 @@ func New(cfg Config) (*Master, error) {
 		cfg.Now = time.Now
 	}
 	m := &Master{cfg: cfg, id: "m-" + ids.Random(8)}
+	statePath := ""
+	if cfg.DataDir != "" {
+		statePath = filepath.Join(cfg.DataDir, state.FileName)
+	}
+	st, err := state.Open(statePath)
+	if err != nil {
+		return nil, fmt.Errorf("master: %w", err)
+	}
+	m.state = st
+	ok := false
+	defer func() {
+		if !ok {
+			_ = st.Close() // a failed New must not keep the data directory locked
+		}
+	}()
 	m.log = cfg.Logger.With().Str("master", m.id).Logger()
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.bal = balance.New(balance.Options{Strategy: cfg.Balancer, Project: !cfg.NoProjection})
@@ -219,6 +237,7 @@ func New(cfg Config) (*Master, error) {
 			return nil, fmt.Errorf("master: app %q: %w", a.MountPoint, err)
 		}
 	}
+	ok = true
 	return m, nil
 }
 
@@ -434,5 +453,8 @@ func (m *Master) Close() error {
 		err = m.node.Close()
 	}
 	m.wg.Wait()
+	if cerr := m.state.Close(); err == nil {
+		err = cerr
+	}
 	return err
 }

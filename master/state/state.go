@@ -1,0 +1,231 @@
+// Package state is the master's durable state: one embedded bbolt database
+// (<data-dir>/state.db) with a bucket per kind of record, values JSON.
+//
+// Every write is one bbolt transaction, which bbolt commits with fsync, so a
+// crash leaves either the old or the new value, never half of one. bbolt
+// holds an exclusive lock on the file, so a second master on the same data
+// directory fails at start instead of corrupting it. A master without a
+// data directory keeps the same records in memory.
+//
+// New durable state goes here, not into files of its own.
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// FileName is the database's name inside the data directory.
+const FileName = "state.db"
+
+// ErrLocked is returned by Open when another process holds the database.
+var ErrLocked = errors.New("state: database is in use by another process")
+
+// Store is the master's durable key-value state.
+type Store struct {
+	db *bolt.DB // nil = in memory
+
+	mu  sync.RWMutex
+	mem map[string]map[string][]byte
+}
+
+// Open opens (creating it if needed, mode 0600) the database at path, or an
+// in-memory store when path is "".
+func Open(path string) (*Store, error) {
+	if path == "" {
+		return &Store{mem: map[string]map[string][]byte{}}, nil
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s (is another master running on this data directory?)", ErrLocked, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: open %s: %w (if the file is damaged, move it away and restart; the master then starts empty)", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close releases the database.
+func (s *Store) Close() error {
+	if s.db == nil {
+		return nil
+	}
+	return s.db.Close()
+}
+
+// Put stores v (as JSON) under bucket/key.
+func (s *Store) Put(bucket, key string, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("state: %s/%s: %w", bucket, key, err)
+	}
+	return s.Update(func(tx Tx) error { return tx.PutRaw(bucket, key, raw) })
+}
+
+// Get decodes bucket/key into v and reports whether it existed.
+func (s *Store) Get(bucket, key string, v any) (bool, error) {
+	var raw []byte
+	s.view(func(get func(b, k string) []byte, _ func(b string) map[string][]byte) {
+		if r := get(bucket, key); r != nil {
+			raw = slices.Clone(r)
+		}
+	})
+	if raw == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, fmt.Errorf("state: %s/%s: %w", bucket, key, err)
+	}
+	return true, nil
+}
+
+// Delete removes bucket/key (nothing if absent).
+func (s *Store) Delete(bucket, key string) error {
+	return s.Update(func(tx Tx) error { return tx.Delete(bucket, key) })
+}
+
+// All returns a copy of every raw value in bucket, by key.
+func (s *Store) All(bucket string) map[string][]byte {
+	out := map[string][]byte{}
+	s.view(func(_ func(b, k string) []byte, all func(b string) map[string][]byte) {
+		for k, v := range all(bucket) {
+			out[k] = slices.Clone(v)
+		}
+	})
+	return out
+}
+
+// Each decodes every value of bucket into a new T and calls fn with it.
+// A value that does not decode is reported with its key.
+func Each[T any](s *Store, bucket string, fn func(key string, v T)) error {
+	var errs []error
+	for k, raw := range s.All(bucket) {
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			errs = append(errs, fmt.Errorf("state: %s/%s: %w", bucket, k, err))
+			continue
+		}
+		fn(k, v)
+	}
+	return errors.Join(errs...)
+}
+
+// Tx is one atomic write: all its changes land together or not at all.
+type Tx interface {
+	PutRaw(bucket, key string, raw []byte) error
+	Put(bucket, key string, v any) error
+	Delete(bucket, key string) error
+}
+
+// Update runs fn as one transaction; fn's error rolls it back.
+func (s *Store) Update(fn func(Tx) error) error {
+	if s.db == nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		t := &memTx{staged: map[string]map[string][]byte{}}
+		if err := fn(t); err != nil {
+			return err
+		}
+		for b, kv := range t.staged {
+			if s.mem[b] == nil {
+				s.mem[b] = map[string][]byte{}
+			}
+			for k, v := range kv {
+				if v == nil {
+					delete(s.mem[b], k)
+				} else {
+					s.mem[b][k] = v
+				}
+			}
+		}
+		return nil
+	}
+	if err := s.db.Update(func(btx *bolt.Tx) error { return fn(boltTx{btx}) }); err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) view(fn func(get func(b, k string) []byte, all func(b string) map[string][]byte)) {
+	if s.db == nil {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		fn(func(b, k string) []byte { return s.mem[b][k] },
+			func(b string) map[string][]byte { return maps.Clone(s.mem[b]) })
+		return
+	}
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		fn(func(b, k string) []byte {
+			if bk := tx.Bucket([]byte(b)); bk != nil {
+				return bk.Get([]byte(k))
+			}
+			return nil
+		}, func(b string) map[string][]byte {
+			out := map[string][]byte{}
+			if bk := tx.Bucket([]byte(b)); bk != nil {
+				_ = bk.ForEach(func(k, v []byte) error { out[string(k)] = v; return nil })
+			}
+			return out
+		})
+		return nil
+	})
+}
+
+type boltTx struct{ tx *bolt.Tx }
+
+func (t boltTx) PutRaw(bucket, key string, raw []byte) error {
+	b, err := t.tx.CreateBucketIfNotExists([]byte(bucket))
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(key), raw)
+}
+
+func (t boltTx) Put(bucket, key string, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", bucket, key, err)
+	}
+	return t.PutRaw(bucket, key, raw)
+}
+
+func (t boltTx) Delete(bucket, key string) error {
+	if b := t.tx.Bucket([]byte(bucket)); b != nil {
+		return b.Delete([]byte(key))
+	}
+	return nil
+}
+
+// memTx stages changes (nil = delete) until fn returns without error.
+type memTx struct{ staged map[string]map[string][]byte }
+
+func (t *memTx) PutRaw(bucket, key string, raw []byte) error {
+	if t.staged[bucket] == nil {
+		t.staged[bucket] = map[string][]byte{}
+	}
+	t.staged[bucket][key] = slices.Clone(raw)
+	return nil
+}
+
+func (t *memTx) Put(bucket, key string, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", bucket, key, err)
+	}
+	return t.PutRaw(bucket, key, raw)
+}
+
+func (t *memTx) Delete(bucket, key string) error {
+	if t.staged[bucket] == nil {
+		t.staged[bucket] = map[string][]byte{}
+	}
+	t.staged[bucket][key] = nil
+	return nil
+}

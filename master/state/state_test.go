@@ -1,0 +1,102 @@
+package state
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+type rec struct {
+	N int    `json:"n"`
+	S string `json:"s"`
+}
+
+func TestStore(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		path func(t *testing.T) string
+	}{
+		{"memory", func(*testing.T) string { return "" }},
+		{"bolt", func(t *testing.T) string { return filepath.Join(t.TempDir(), FileName) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(tc.path(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.Put("b", "k", rec{1, "x"}); err != nil {
+				t.Fatal(err)
+			}
+			var r rec
+			if ok, err := s.Get("b", "k", &r); !ok || err != nil || r != (rec{1, "x"}) {
+				t.Fatalf("get = %v %v %+v", ok, err, r)
+			}
+			if ok, _ := s.Get("b", "missing", &r); ok {
+				t.Fatal("missing key found")
+			}
+			// A failing transaction changes nothing.
+			boom := errors.New("boom")
+			err = s.Update(func(tx Tx) error {
+				if err := tx.Put("b", "k2", rec{2, "y"}); err != nil {
+					return err
+				}
+				return boom
+			})
+			if !errors.Is(err, boom) {
+				t.Fatalf("update err = %v", err)
+			}
+			if ok, _ := s.Get("b", "k2", &r); ok {
+				t.Fatal("rolled-back write is visible")
+			}
+			got := map[string]rec{}
+			if err := Each(s, "b", func(k string, v rec) { got[k] = v }); err != nil || len(got) != 1 {
+				t.Fatalf("each = %v %v", got, err)
+			}
+			if err := s.Delete("b", "k"); err != nil {
+				t.Fatal(err)
+			}
+			if len(s.All("b")) != 0 {
+				t.Fatal("delete left the key")
+			}
+		})
+	}
+}
+
+func TestStoreDurableAndLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put("b", "k", rec{N: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open = %v, want ErrLocked", err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode = %v %v", fi.Mode(), err)
+	}
+	s.Close()
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var r rec
+	if ok, _ := s.Get("b", "k", &r); !ok || r.N != 7 {
+		t.Fatalf("after reopen: %v %+v", ok, r)
+	}
+}
+
+func TestStoreCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	if err := os.WriteFile(path, []byte("not a database, not at all, definitely garbage bytes here"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path); err == nil {
+		t.Fatal("corrupt file opened")
+	}
+}
