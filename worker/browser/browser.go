@@ -44,6 +44,19 @@ type Options struct {
 	// concurrently, must be fast and must not call into the browser. A
 	// panicking Allow denies the request.
 	Allow func(url string) bool
+	// Egress, when set, is the browser's network exit: every request of
+	// the browser (loopback destinations included) goes through the
+	// forward proxy at Egress.ProxyURL(). The browser owns it from then
+	// on and closes it when the browser is gone, also if creation fails.
+	Egress Egress
+}
+
+// Egress is a browser's network exit (package internal/egress implements
+// it).
+type Egress interface {
+	// ProxyURL is the proxy server, e.g. http://127.0.0.1:41234.
+	ProxyURL() string
+	Close() error
 }
 
 // DefaultWidth and DefaultHeight are the viewport size used when Options
@@ -173,6 +186,9 @@ type Browser interface {
 	// navigation policy (a blank pooled browser leased for an app). It
 	// fails if the browser already has one.
 	SetPolicy(ctx context.Context, allow func(string) bool) error
+	// Egress returns the browser's network exit (Options.Egress), nil
+	// without one.
+	Egress() Egress
 	// Cookies returns every cookie of this browser's isolated cookie jar.
 	Cookies(ctx context.Context) ([]Cookie, error)
 	// SetCookies adds or replaces cookies in this browser's cookie jar.

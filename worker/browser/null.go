@@ -28,6 +28,17 @@ func (r *Null) Name() string { return "none" }
 
 // NewBrowser implements Runtime.
 func (r *Null) NewBrowser(ctx context.Context, opts Options) (Browser, error) {
+	b, err := r.newBrowser(ctx, opts)
+	if err != nil {
+		if opts.Egress != nil {
+			_ = opts.Egress.Close()
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+func (r *Null) newBrowser(ctx context.Context, opts Options) (*nullBrowser, error) {
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -39,7 +50,7 @@ func (r *Null) NewBrowser(ctx context.Context, opts Options) (Browser, error) {
 			return nil, fmt.Errorf("browser: new browser: %s: %w", opts.URL, ErrBlocked)
 		}
 	}
-	b := &nullBrowser{rt: r, done: make(chan struct{}), subs: map[int]func(Page){}, allow: opts.Allow}
+	b := &nullBrowser{rt: r, done: make(chan struct{}), subs: map[int]func(Page){}, allow: opts.Allow, egress: opts.Egress}
 	b.page.URL = opts.URL
 	if b.page.URL == "" {
 		b.page.URL = "about:blank"
@@ -89,6 +100,7 @@ type nullBrowser struct {
 	done    chan struct{}
 	allowMu sync.Mutex
 	allow   func(string) bool
+	egress  Egress
 
 	mu            sync.Mutex
 	page          Page
@@ -302,9 +314,15 @@ func (b *nullBrowser) Close(context.Context) error {
 		delete(b.rt.browsers, b)
 		b.rt.mu.Unlock()
 		b.rt.n.Add(-1)
+		if b.egress != nil {
+			_ = b.egress.Close()
+		}
 	})
 	return nil
 }
+
+// Egress implements Browser.
+func (b *nullBrowser) Egress() Egress { return b.egress }
 
 // size reports the viewport (for tests).
 func (b *nullBrowser) size() (int, int) {

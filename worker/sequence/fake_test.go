@@ -59,6 +59,7 @@ func (b *fakeBrowser) Blocked() uint64 { return 0 }
 func (b *fakeBrowser) Install(context.Context, string, map[string]func(string)) error { return nil }
 
 func (b *fakeBrowser) SetPolicy(context.Context, func(string) bool) error { return nil }
+func (b *fakeBrowser) Egress() browser.Egress                             { return nil }
 
 func (b *fakeBrowser) Navigate(ctx context.Context, url string) error {
 	b.mu.Lock()

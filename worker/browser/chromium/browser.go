@@ -72,6 +72,10 @@ type cbrowser struct {
 	t         *chromedp.Target
 	bc        *chromedp.Browser
 	contextID cdp.BrowserContextID
+	// egress is Options.Egress; the browser closes it on release once it
+	// owns it (created successfully; NewBrowser closes it otherwise).
+	egress     browser.Egress
+	ownsEgress atomic.Bool
 
 	done        chan struct{}
 	doneOnce    sync.Once
@@ -158,6 +162,7 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 
 		bindings: maps.Clone(opts.Bindings),
 		callWake: make(chan struct{}, 1),
+		egress:   opts.Egress,
 	}
 	for name, fn := range b.bindings {
 		if !jsIdent.MatchString(name) || name == titleBinding || fn == nil {
@@ -167,7 +172,14 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 	// The page's context hangs off the process's root context, so the
 	// page goes when Chromium goes.
 	b.ctx, b.cancel = chromedp.NewContext(p.rootCtx,
-		chromedp.WithNewBrowserContext(),
+		chromedp.WithNewBrowserContext(func(cp *target.CreateBrowserContextParams) {
+			if opts.Egress != nil {
+				// Every request through the guard; "<-loopback>" removes
+				// Chromium's implicit direct route to loopback.
+				cp.ProxyServer = opts.Egress.ProxyURL()
+				cp.ProxyBypassList = "<-loopback>"
+			}
+		}),
 		chromedp.WithListener(b.onEvent),
 	)
 	r.mu.Lock()
@@ -222,6 +234,10 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 	if err != nil {
 		b.finish(err)
 		return nil, fmt.Errorf("chromium: new browser: %w", err)
+	}
+	b.ownsEgress.Store(true)
+	if b.egress != nil && b.released.Load() {
+		_ = b.egress.Close() // released before it owned the exit (Close is idempotent)
 	}
 	b.log.Debug().Dur("took", time.Since(t0)).Str("url", opts.URL).Msg("browser created")
 	return b, nil
@@ -505,8 +521,14 @@ func (b *cbrowser) release() {
 		if f := b.filter.Load(); f != nil {
 			f.close()
 		}
+		if b.egress != nil && b.ownsEgress.Load() {
+			_ = b.egress.Close()
+		}
 	})
 }
+
+// Egress implements browser.Browser.
+func (b *cbrowser) Egress() browser.Egress { return b.egress }
 
 // Blocked implements browser.Browser.
 func (b *cbrowser) Blocked() uint64 {

@@ -279,6 +279,10 @@ func allocatorOptions(path string, cfg Config) ([]chromedp.ExecAllocatorOption, 
 		chromedp.Flag("no-pings", true),
 		chromedp.Flag("disable-notifications", true),
 		chromedp.Flag("deny-permission-prompts", true),
+		// Browsers with an egress proxy must not reach the network around
+		// it: WebRTC may send UDP only through the proxy (that is, never).
+		chromedp.Flag("force-webrtc-ip-handling-policy", "disable_non_proxied_udp"),
+		chromedp.Flag("webrtc-ip-handling-policy", "disable_non_proxied_udp"),
 		chromedp.Flag("window-size", fmt.Sprintf("%d,%d", browser.DefaultWidth, browser.DefaultHeight)),
 	)
 	if os.Geteuid() == 0 {
@@ -596,6 +600,9 @@ func (r *Runtime) NewBrowser(ctx context.Context, opts browser.Options) (browser
 		if !errors.Is(err, browser.ErrCrashed) || ctx.Err() != nil {
 			break
 		}
+	}
+	if opts.Egress != nil {
+		_ = opts.Egress.Close()
 	}
 	return nil, err
 }
