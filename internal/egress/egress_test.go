@@ -30,13 +30,13 @@ func TestClassify(t *testing.T) {
 		{"::1", Loopback},
 		{"::ffff:127.0.0.1", Loopback},
 		{"::ffff:7f00:1", Loopback},
-		{"::127.0.0.1", Loopback},       // IPv4-compatible
-		{"64:ff9b::7f00:1", Loopback},   // NAT64 of 127.0.0.1
-		{"64:ff9b::a00:1", Private},     // NAT64 of 10.0.0.1
-		{"64:ff9b::808:808", Public},    // NAT64 of 8.8.8.8
-		{"2002:7f00:1::1", Loopback},    // 6to4 of 127.0.0.1
-		{"2002:c0a8:101::1", Private},   // 6to4 of 192.168.1.1
-		{"2001:0:0a00:1::1", Private},   // Teredo server 10.0.0.1
+		{"::127.0.0.1", Loopback},     // IPv4-compatible
+		{"64:ff9b::7f00:1", Loopback}, // NAT64 of 127.0.0.1
+		{"64:ff9b::a00:1", Private},   // NAT64 of 10.0.0.1
+		{"64:ff9b::808:808", Public},  // NAT64 of 8.8.8.8
+		{"2002:7f00:1::1", Loopback},  // 6to4 of 127.0.0.1
+		{"2002:c0a8:101::1", Private}, // 6to4 of 192.168.1.1
+		{"2001:0:0a00:1::1", Private}, // Teredo server 10.0.0.1
 		{"0.0.0.0", Unspecified},
 		{"0.1.2.3", Unspecified},
 		{"::", Unspecified},
@@ -150,7 +150,7 @@ func TestCheck(t *testing.T) {
 		{app, "10.0.0.5", 8000, false, ReasonCluster},
 		{app, "10.0.0.6", 8000, true, ""},
 		{app, "fd00:ec2::254", 80, false, "metadata"}, // apps cannot allow metadata
-		{nil, "169.254.169.254", 80, true, ""},         // the operator can
+		{nil, "169.254.169.254", 80, true, ""},        // the operator can
 		{nil, "169.254.169.254", 81, false, "metadata"},
 	} {
 		ok, reason := g.Check(tc.t, "h", netip.MustParseAddr(tc.ip), tc.port)
