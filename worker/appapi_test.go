@@ -47,7 +47,7 @@ func newAPIFixture(t *testing.T) *apiFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
-	if err := w.startBundleServer(ctx); err != nil {
+	if err := w.startEgress(); err != nil {
 		t.Fatal(err)
 	}
 	app := wire.App{Name: "API", MountPoint: "api1", Entry: "index.html", Strategy: wire.SingleAppInstance,

@@ -409,8 +409,9 @@ func (a *AppManager) newBrowser(ctx context.Context, in *instance, user string, 
 		return nil, fmt.Errorf("install the app API: %w", err)
 	}
 	if !lease.Specific() {
-		// A general-pool browser is blank: give it the app's navigation
-		// policy, then open the instance's entry page.
+		// A general-pool browser is blank: give it the app's egress and
+		// navigation policies, then open the instance's entry page.
+		a.w.assignEgress(b, in.app.MountPoint)
 		if err := b.SetPolicy(ctx, a.w.navigationPolicy(in.app)); err != nil {
 			lease.Return()
 			return nil, fmt.Errorf("navigation policy: %w", err)

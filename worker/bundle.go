@@ -2,52 +2,132 @@ package worker
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"path"
 	"regexp"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
-	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
-// The bundle server serves app bundle files to this worker's virtual
-// browsers on an internal origin: bound to loopback and keyed by a random
-// per-process token in the path, so other hosts cannot reach it and local
-// users cannot guess it. End users never load these URLs.
+// Virtual browsers reach the network only through the egress guard
+// (internal/egress): each browser has its own proxy endpoint, bound to the
+// app it serves. The endpoint serves the app's bundle on its internal
+// origin, http://<mountPoint>.app.cloudbrowser.internal/, and refuses other
+// apps' origins; nothing else (no listener, no host resolver rule) serves
+// bundles, so a browser can read only its own app's files.
 
-func (w *Worker) startBundleServer(ctx context.Context) error {
-	ln := w.cfg.BundleListener
-	if ln == nil {
-		var lc net.ListenConfig
-		var err error
-		if ln, err = lc.Listen(ctx, "tcp", "127.0.0.1:0"); err != nil {
-			return err
-		}
+// AppHostSuffix names the apps' internal origins.
+const AppHostSuffix = ".app.cloudbrowser.internal"
+
+// instancePath prefixes the files of an instance's own app version (an
+// instance keeps the version it was created with across redeploys).
+const instancePath = "/.instance/"
+
+// startEgress starts the guard, refusing the cluster's endpoints that this
+// worker knows of (more are added as they are learnt).
+func (w *Worker) startEgress() error {
+	rules, err := egress.ParseRules("--egress-allow", w.cfg.EgressAllow)
+	if err != nil {
+		return err
 	}
-	w.bundleLn = ln
-	w.bundleToken = ids.Random(24)
-	srv := &http.Server{Handler: http.HandlerFunc(w.serveBundle), ReadHeaderTimeout: 10 * time.Second}
-	w.bundleSrv = srv
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			w.log.Error().Err(err).Msg("bundle server stopped")
-		}
-	}()
+	var cluster []string
+	if w.ln != nil {
+		cluster = append(cluster, anyHostPort(w.ln.Addr().String()))
+	}
+	if w.cfg.Master != "" {
+		cluster = append(cluster, w.cfg.Master)
+	}
+	w.egressBlocked = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cloudbrowser_egress_blocked_total",
+		Help: "Requests of virtual browsers refused by the egress guard, by app and reason (loopback, private, metadata, cluster, other-app, ...).",
+	}, []string{"app", "reason"})
+	w.reg.MustRegister(w.egressBlocked)
+	g, err := egress.New(egress.Config{Allow: rules, Cluster: cluster, InternalSuffix: AppHostSuffix,
+		Logger: w.log, Lookup: w.cfg.EgressLookup,
+		OnBlock: func(app, reason, _ string) {
+			w.egressBlocked.WithLabelValues(app, reason).Inc()
+		}})
+	if err != nil {
+		return err
+	}
+	w.egress = g
 	return nil
 }
 
-// bundleOrigin is the origin of the app pages this worker serves to its
-// browsers.
-func (w *Worker) bundleOrigin() string { return "http://" + w.bundleLn.Addr().String() }
+// anyHostPort turns a listener address into "host:port" refused on every
+// local address when it is a wildcard or loopback bind.
+func anyHostPort(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() || ip.IsLoopback() {
+		return ":" + port
+	}
+	return addr
+}
+
+// browserOptions are the options of a new browser of app ("" = the
+// general pool: no app yet, public destinations only).
+func (w *Worker) browserOptions(app string) (browser.Options, error) {
+	var opts browser.Options
+	if app != "" {
+		a, _ := w.apps.app(app)
+		opts = browser.Options{Width: a.ViewportWidth, Height: a.ViewportHeight, Allow: w.navigationPolicy(a)}
+	}
+	if w.egress == nil {
+		return opts, nil // unit tests without a guard
+	}
+	e, err := w.egress.Open(w.tenant(app))
+	if err != nil {
+		return opts, err
+	}
+	opts.Egress = e
+	return opts, nil
+}
+
+// assignEgress binds a general-pool browser's exit to the app it was
+// leased for.
+func (w *Worker) assignEgress(b browser.Browser, app string) {
+	if e, ok := b.Egress().(*egress.Endpoint); ok {
+		e.Assign(w.tenant(app))
+	}
+}
+
+// tenant is app's egress policy: its manifest's opt-ins and its internal
+// origin.
+func (w *Worker) tenant(app string) *egress.Tenant {
+	if app == "" {
+		return &egress.Tenant{}
+	}
+	t := &egress.Tenant{App: app, Internal: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.serveBundle(rw, r, app)
+	})}
+	if a, ok := w.apps.app(app); ok && len(a.Manifest) > 0 {
+		if m, err := bundle.ParseManifest(a.Manifest); err == nil {
+			// Validated at deploy; a rule that fails now is skipped.
+			for _, s := range m.Egress.Allow {
+				if r, err := egress.ParseRule(s); err == nil {
+					t.Allow = append(t.Allow, r)
+				}
+			}
+		}
+	}
+	return t
+}
+
+// appOrigin is the internal origin of an app's pages.
+func appOrigin(mount string) string { return "http://" + mount + AppHostSuffix }
 
 // entryURL is the first page of an instance's virtual browsers.
 func (w *Worker) entryURL(in *instance) string {
@@ -55,56 +135,39 @@ func (w *Worker) entryURL(in *instance) string {
 	if strings.HasPrefix(e, "http://") || strings.HasPrefix(e, "https://") {
 		return e
 	}
-	return w.bundleOrigin() + "/" + w.bundleToken + "/" + in.info.ID + "/" + strings.TrimPrefix(path.Clean("/"+e), "/")
+	return appOrigin(in.app.MountPoint) + instancePath + in.info.ID + "/" + strings.TrimPrefix(path.Clean("/"+e), "/")
 }
 
-// AppHostSuffix names the apps' stable internal origins: the worker's
-// Chromium maps http://<mountPoint>.app.cloudbrowser.internal/ to the bundle
-// server (a --host-resolver-rules flag), so pool sequences can name an
-// app's own pages, and nothing else can resolve the name.
-const AppHostSuffix = ".app.cloudbrowser.internal"
-
-// HostResolverRule is the Chromium flag that maps the apps' internal
-// origins to the bundle listener at addr.
-func HostResolverRule(addr string) string {
-	return "--host-resolver-rules=MAP *" + AppHostSuffix + " " + addr
-}
-
-// serveBundle serves /<token>/<instanceId>/<file> from the instance's app
-// version, and http://<app>.app.cloudbrowser.internal/<file> from the app's
-// current version.
-func (w *Worker) serveBundle(rw http.ResponseWriter, r *http.Request) {
-	if host, _, _ := strings.Cut(r.Host, ":"); strings.HasSuffix(host, AppHostSuffix) {
-		app, ok := w.apps.app(strings.TrimSuffix(host, AppHostSuffix))
-		if !ok {
+// serveBundle serves app's internal origin: /.instance/<id>/<file> from
+// that instance's app version, /<file> from the app's current version.
+func (w *Worker) serveBundle(rw http.ResponseWriter, r *http.Request, app string) {
+	if rest, ok := strings.CutPrefix(r.URL.Path, instancePath); ok {
+		iid, file, _ := strings.Cut(rest, "/")
+		in, ok := w.apps.instance(iid)
+		if !ok || in.app.MountPoint != app {
 			http.NotFound(rw, r)
 			return
 		}
-		w.serveFile(rw, r, app, r.URL.Path)
+		w.serveFile(rw, r, in.app, file)
 		return
 	}
-	rest, ok := strings.CutPrefix(r.URL.Path, "/"+w.bundleToken+"/")
+	a, ok := w.apps.app(app)
 	if !ok {
 		http.NotFound(rw, r)
 		return
 	}
-	iid, file, _ := strings.Cut(rest, "/")
-	in, ok := w.apps.instance(iid)
-	if !ok {
-		http.NotFound(rw, r)
-		return
-	}
-	w.serveFile(rw, r, in.app, file)
+	w.serveFile(rw, r, a, r.URL.Path)
 }
 
-// serveFile answers one file of an app's bundle.
+// serveFile answers one file of an app's bundle. The manifest is never
+// served: it holds pool sequences, which may carry credentials.
 func (w *Worker) serveFile(rw http.ResponseWriter, r *http.Request, app wire.App, file string) {
 	file = strings.TrimPrefix(path.Clean("/"+file), "/")
 	if file == "" {
 		file = "index.html"
 	}
 	data, ok := app.Files[file]
-	if !ok {
+	if !ok || file == bundle.ManifestName {
 		http.NotFound(rw, r)
 		return
 	}
@@ -116,9 +179,27 @@ func (w *Worker) serveFile(rw http.ResponseWriter, r *http.Request, app wire.App
 	http.ServeContent(rw, r, file, time.Time{}, bytes.NewReader(data))
 }
 
+// clientNavigate reports whether app lets users open addresses from the
+// client engine (manifest navigation.clientNavigate); then only http and
+// https addresses, still under the app's navigation and egress policies.
+func clientNavigate(app wire.App) bool {
+	if len(app.Manifest) == 0 {
+		return false
+	}
+	m, err := bundle.ParseManifest(app.Manifest)
+	return err == nil && m.Navigation.ClientNavigate
+}
+
+// webURL reports an http or https URL.
+func webURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
 // navigationPolicy turns the manifest's navigation patterns into the
 // browser's request filter (nil when the app sets none). The app's own
-// bundle origin is always allowed.
+// internal origin is always allowed. Patterns match the URL in canonical
+// form (canonicalURL), never the text as written.
 func (w *Worker) navigationPolicy(app wire.App) func(string) bool {
 	if len(app.Manifest) == 0 {
 		return nil
@@ -137,9 +218,13 @@ func (w *Worker) navigationPolicy(app wire.App) func(string) bool {
 		return out
 	}
 	allow, deny := compile(m.Navigation.Allow), compile(m.Navigation.Deny)
-	own, appOrigin := w.bundleOrigin()+"/", "http://"+app.MountPoint+AppHostSuffix+"/"
-	return func(u string) bool {
-		if strings.HasPrefix(u, own) || strings.HasPrefix(u, appOrigin) {
+	own := appOrigin(app.MountPoint) + "/"
+	return func(raw string) bool {
+		u, ok := canonicalURL(raw)
+		if !ok {
+			return false
+		}
+		if strings.HasPrefix(u, own) {
 			return true
 		}
 		for _, re := range deny {
@@ -157,4 +242,39 @@ func (w *Worker) navigationPolicy(app wire.App) func(string) bool {
 		}
 		return false
 	}
+}
+
+// canonicalURL rewrites a URL the way patterns are matched: scheme and
+// host lower-case, no userinfo, no trailing dot on the host, IPv4-mapped
+// IPv6 hosts as IPv4, default ports dropped. A URL that does not parse is
+// refused.
+func canonicalURL(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", false
+	}
+	if u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss" {
+		return raw, true // data:, blob:, about: are exempt before this
+	}
+	u.User = nil
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	host = strings.TrimSuffix(host, ".")
+	if ip := net.ParseIP(host); ip != nil {
+		if v4 := ip.To4(); v4 != nil {
+			host = v4.String()
+		} else {
+			host = ip.String()
+		}
+	}
+	if (port == "80" && (u.Scheme == "http" || u.Scheme == "ws")) || (port == "443" && (u.Scheme == "https" || u.Scheme == "wss")) {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	u.Host = host
+	return u.String(), true
 }

@@ -115,7 +115,7 @@ func newHubFixture(t *testing.T, role Role) *hubFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.startBundleServer(context.Background()); err != nil {
+	if err := w.startEgress(); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(w.handler())

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	cbmetrics "github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
@@ -53,10 +55,11 @@ type Config struct {
 	// Secrets resolves ${secret:NAME} in pool sequences (default: the
 	// environment variable CB_SECRET_<NAME>).
 	Secrets sequence.Secrets
-	// BundleListener, if set, serves the app bundles to the browsers (the
-	// caller opened it first to point Chromium's HostResolverRule at it).
-	BundleListener net.Listener
-	Logger         zerolog.Logger
+	// EgressAllow are the cluster's egress opt-ins for every app's browsers
+	// (internal/egress rules); EgressLookup replaces the resolver (tests).
+	EgressAllow  []string
+	EgressLookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	Logger       zerolog.Logger
 	Version        string
 }
 
@@ -79,9 +82,8 @@ type Worker struct {
 	srv    *http.Server
 	ln     net.Listener
 
-	bundleSrv   *http.Server
-	bundleLn    net.Listener
-	bundleToken string
+	egress        *egress.Guard
+	egressBlocked *prometheus.CounterVec
 
 	memberMu sync.Mutex
 	member   *membership.Member
@@ -133,13 +135,8 @@ func New(cfg Config) (*Worker, error) {
 		Types:  map[string]pool.BrowserType{pool.TypeChromium: {Factory: cfg.Runtime, Max: cfg.MaxBrowsers, GeneralMin: cfg.GeneralMin}},
 		Runner: &sequence.Runner{Secrets: cfg.Secrets, Log: w.log.With().Str("component", "sequence").Logger()},
 		Logger: w.log,
-		Options: func(app string) browser.Options {
-			if app == "" { // the general pool: the app's policy is set at lease
-				return browser.Options{}
-			}
-			a, _ := w.apps.app(app)
-			return browser.Options{Width: a.ViewportWidth, Height: a.ViewportHeight, Allow: w.navigationPolicy(a)}
-		},
+		// The general pool's browsers get the app's policy at lease.
+		Options: w.browserOptions,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("worker: pools: %w", err)
@@ -180,9 +177,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("worker: listen %s: %w", w.cfg.Listen, err)
 	}
 	w.ln = ln
-	if err := w.startBundleServer(ctx); err != nil {
+	if err := w.startEgress(); err != nil {
 		ln.Close()
-		return fmt.Errorf("worker: bundle server: %w", err)
+		return fmt.Errorf("worker: egress guard: %w", err)
 	}
 	w.srv = &http.Server{Handler: w.handler(), ReadHeaderTimeout: 10 * time.Second}
 	w.wg.Add(1)
@@ -212,6 +209,9 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	var info wire.ClusterInfo
 	if err := c.Call(ctx, wire.ObjCluster, "Info", &info); err != nil {
 		return fmt.Errorf("cluster info: %w", err)
+	}
+	if w.egress != nil && info.GossipAddr != "" {
+		_ = w.egress.AddCluster(info.GossipAddr)
 	}
 	if err := w.joinGossip(ctx, info.MasterID, info.GossipAddr); err != nil {
 		// Not fatal: the master's connection watch still notices our death,
@@ -268,6 +268,9 @@ func (w *Worker) joinGossip(ctx context.Context, masterID, seed string) error {
 			return err
 		}
 		w.member = m
+		if w.egress != nil {
+			_ = w.egress.AddCluster(anyHostPort(m.Addr()))
+		}
 	}
 	if w.member.Alive(masterID) {
 		return nil // already in the cluster; gossip keeps us there
@@ -381,9 +384,6 @@ func (w *Worker) Close() error {
 	if w.srv != nil {
 		_ = w.srv.Shutdown(ctx)
 	}
-	if w.bundleSrv != nil {
-		_ = w.bundleSrv.Shutdown(ctx)
-	}
 	w.registered.Store(false)
 	w.cancel()
 	w.apps.closeAll(ctx)
@@ -395,5 +395,9 @@ func (w *Worker) Close() error {
 	}
 	w.wg.Wait()
 	_ = w.pools.Close(ctx)
-	return w.runtime.Close()
+	err := w.runtime.Close()
+	if w.egress != nil {
+		_ = w.egress.Close() // what the browsers did not close already
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
+	"net/url"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func newTestWorker(t *testing.T) (*Worker, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.startBundleServer(context.Background()); err != nil {
+	if err := w.startEgress(); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(w.handler())
@@ -38,7 +39,7 @@ func newTestWorker(t *testing.T) (*Worker, *httptest.Server) {
 		w.Close()
 	})
 	app := wire.App{Name: "Hello", MountPoint: "hello", Entry: "index.html", Strategy: wire.SingleBrowserPerUser,
-		Files: map[string][]byte{"index.html": []byte("<h1>hi</h1>"), "js/app.js": []byte("1")}}
+		Files: map[string][]byte{"index.html": []byte("<h1>hi</h1>"), "js/app.js": []byte("1"), "app.json": []byte(`{"pool":{"init":[{"type":"#p","text":"hunter2"}]}}`)}}
 	if err := w.apps.AddApplication(context.Background(), app); err != nil {
 		t.Fatal(err)
 	}
@@ -236,6 +237,9 @@ func TestUserCookies(t *testing.T) {
 	}
 }
 
+// TestBundleServer: an app's files are served only through its browsers'
+// egress endpoints, on its internal origin; never its manifest, never
+// another app's files.
 func TestBundleServer(t *testing.T) {
 	w, _ := newTestWorker(t)
 	app, _ := w.apps.app("hello")
@@ -245,19 +249,33 @@ func TestBundleServer(t *testing.T) {
 	}
 	in, _ := w.apps.instance(iid)
 	entry := w.entryURL(in)
-	base := "http://" + w.bundleLn.Addr().String()
+	if entry != "http://hello.app.cloudbrowser.internal/.instance/"+iid+"/index.html" {
+		t.Fatalf("entry %s", entry)
+	}
+	opts, err := w.browserOptions("hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opts.Egress.Close()
+	pu, _ := url.Parse(opts.Egress.ProxyURL())
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu)}}
+	defer client.CloseIdleConnections()
+	base := "http://hello.app.cloudbrowser.internal"
 	for _, tc := range []struct {
 		url    string
 		status int
 		body   string
 	}{
 		{entry, 200, "<h1>hi</h1>"},
-		{base + "/" + w.bundleToken + "/" + iid + "/js/app.js", 200, "1"},
-		{base + "/wrongtoken/" + iid + "/index.html", 404, ""},
-		{base + "/" + w.bundleToken + "/" + iid + "/../../secret", 404, ""},
-		{base + "/" + w.bundleToken + "/w-test.nope/index.html", 404, ""},
+		{base + "/.instance/" + iid + "/js/app.js", 200, "1"},
+		{base + "/js/app.js", 200, "1"},
+		{base + "/app.json", 404, ""},
+		{base + "/.instance/" + iid + "/app.json", 404, ""},
+		{base + "/.instance/" + iid + "/../../secret", 404, ""},
+		{base + "/.instance/w-test.nope/index.html", 404, ""},
+		{"http://other.app.cloudbrowser.internal/index.html", 403, ""},
 	} {
-		resp, err := http.Get(tc.url)
+		resp, err := client.Get(tc.url)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,9 +284,6 @@ func TestBundleServer(t *testing.T) {
 		if resp.StatusCode != tc.status || (tc.body != "" && string(b) != tc.body) {
 			t.Errorf("GET %s: %d %q, want %d %q", tc.url, resp.StatusCode, b, tc.status, tc.body)
 		}
-	}
-	if !strings.HasPrefix(entry, "http://127.0.0.1:") {
-		t.Fatalf("bundle origin is not loopback: %s", entry)
 	}
 }
 

@@ -363,6 +363,13 @@ func (h *hub) input(c *client, ev browser.InputEvent) {
 		h.frames.ignored.Add(1)
 		return
 	}
+	if ev.Type == browser.InputNavigate && (!clientNavigate(h.vb.inst.app) || !webURL(ev.URL)) {
+		// Only the app's pages decide where its browsers go, unless the
+		// app lets users type addresses.
+		h.frames.ignored.Add(1)
+		c.enqueue(mustJSON(wsMsg{T: "error", Message: "this app does not let you open addresses of your own"}))
+		return
+	}
 	h.frames.inputs.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), inputTimeout)
 	defer cancel()

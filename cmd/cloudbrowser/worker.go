@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -48,6 +47,8 @@ end users' requests to its --listen address.`,
 				Usage: "Chromium processes per worker; virtual browsers are spread over them"},
 			&cli.IntFlag{Name: "renderer-process-limit", Sources: cli.EnvVars("CB_RENDERER_PROCESS_LIMIT"),
 				Usage: "Chromium --renderer-process-limit (0 = Chromium's default); see docs/chromium.md"},
+			&cli.StringSliceFlag{Name: "egress-allow", Sources: cli.EnvVars("CB_EGRESS_ALLOW"),
+				Usage: "destination the virtual browsers may reach although the egress guard refuses it by default (repeatable): an address, prefix or host name with an optional port, e.g. 10.0.0.0/8 or intranet.example:443; the cluster's own ports stay refused"},
 			&cli.StringSliceFlag{Name: "chromium-flag", Sources: cli.EnvVars("CB_CHROMIUM_FLAGS"),
 				Usage: "extra Chromium command-line flag (repeatable), e.g. --chromium-flag=--js-flags=--max-old-space-size=64"},
 		}, memberFlags()...),
@@ -58,15 +59,8 @@ end users' requests to its --listen address.`,
 			if n := cmd.Int("general-pool-min"); n < 0 || n > cmd.Int("max-browsers") {
 				return fmt.Errorf("--general-pool-min must be between 0 and --max-browsers, got %d", n)
 			}
-			// The bundle listener comes first: Chromium must know where the
-			// apps' internal origins are.
-			bundleLn, err := net.Listen("tcp", "127.0.0.1:0")
+			rt, err := newRuntime(ctx, cmd, log)
 			if err != nil {
-				return fmt.Errorf("bundle listener: %w", err)
-			}
-			rt, err := newRuntime(ctx, cmd, log, worker.HostResolverRule(bundleLn.Addr().String()))
-			if err != nil {
-				bundleLn.Close()
 				return err
 			}
 			w, err := worker.New(worker.Config{
@@ -75,11 +69,10 @@ end users' requests to its --listen address.`,
 				GossipAddr: cmd.String("gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
 				Runtime: rt, Logger: log, Version: version,
 				MaxBrowsers: int(cmd.Int("max-browsers")), GeneralMin: int(cmd.Int("general-pool-min")),
-				BundleListener: bundleLn,
+				EgressAllow: cmd.StringSlice("egress-allow"),
 			})
 			if err != nil {
 				rt.Close()
-				bundleLn.Close()
 				return err
 			}
 			if err := w.Start(ctx); err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"io/fs"
 	"path"
 	"regexp"
@@ -38,6 +39,9 @@ type Manifest struct {
 	Viewport Viewport `json:"viewport,omitzero"`
 	// Navigation restricts the URLs the virtual browsers may load.
 	Navigation Navigation `json:"navigation,omitzero"`
+	// Egress opts destinations back in that the egress guard refuses by
+	// default (loopback, private ranges, ...); see docs/bundles.md.
+	Egress Egress `json:"egress,omitzero"`
 	// Pool configures an application-specific browser pool (pools issue);
 	// validated by the worker's pool package.
 	Pool json.RawMessage `json:"pool,omitempty"`
@@ -62,6 +66,17 @@ type Viewport struct {
 type Navigation struct {
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`
+	// ClientNavigate lets users open addresses of their choice from the
+	// client engine (a navigate input); off by default, when only the
+	// app's own pages decide where its browsers go.
+	ClientNavigate bool `json:"clientNavigate,omitempty"`
+}
+
+// Egress lists egress guard rules (internal/egress.ParseRule): addresses,
+// prefixes or host names, each with an optional port. Metadata addresses
+// and the cluster's own endpoints cannot be allowed by an app.
+type Egress struct {
+	Allow []string `json:"allow,omitempty"`
 }
 
 // FieldError names the manifest field that is wrong.
@@ -164,6 +179,11 @@ func (m *Manifest) Validate(files map[string]bool) error {
 			if _, err := CompilePattern(p); err != nil {
 				add(fmt.Sprintf("%s[%d]", l.field, i), "%v", err)
 			}
+		}
+	}
+	for i, r := range m.Egress.Allow {
+		if _, err := egress.ParseRule(r); err != nil {
+			add(fmt.Sprintf("egress.allow[%d]", i), "%v", err)
 		}
 	}
 	if len(m.Pool) > 0 {

@@ -109,7 +109,7 @@ func TestAppPagesInChromium(t *testing.T) {
 		defer site.Close()
 		dir := filepath.Join(c.dir, "fenced")
 		writeBundle(t, dir, fmt.Sprintf(`{"name":"Fenced","mountPoint":"fenced","entry":"index.html","strategy":"singleInstancePerUser",
-			"navigation":{"allow":["%s/ok/*"]}}`, site.URL), fmt.Sprintf(`<!doctype html><title>loading</title><script>
+			"navigation":{"allow":["%s/ok/*"]},"egress":{"allow":["%s"]}}`, site.URL, site.Listener.Addr()), fmt.Sprintf(`<!doctype html><title>loading</title><script>
 function get(p) { return fetch(%q + p).then(function (r) { return r.text(); }, function () { return "blocked"; }); }
 Promise.all([get("/ok/a"), get("/denied/b")]).then(function (r) { document.title = "ok:" + r[0] + " denied:" + r[1]; });
 </script>`, site.URL))

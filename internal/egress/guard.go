@@ -56,9 +56,11 @@ type Guard struct {
 	cfg Config
 	log zerolog.Logger
 
+	localAddrs map[netip.Addr]bool
+
+	clusterMu  sync.RWMutex
 	clusterAny map[int]bool            // port on any local address
 	clusterAt  map[netip.AddrPort]bool // exact endpoints
-	localAddrs map[netip.Addr]bool
 
 	mu        sync.Mutex
 	endpoints map[*Endpoint]struct{}
@@ -81,33 +83,55 @@ func New(cfg Config) (*Guard, error) {
 		}
 	}
 	for _, ep := range cfg.Cluster {
-		host, port, err := splitHostPort(ep, 0)
-		if err != nil || port == 0 {
-			return nil, fmt.Errorf("egress: cluster endpoint %q: want host:port", ep)
-		}
-		if host == "" {
-			g.clusterAny[port] = true
-			continue
-		}
-		if a, err := netip.ParseAddr(host); err == nil {
-			if a.IsUnspecified() {
-				g.clusterAny[port] = true
-			} else {
-				g.clusterAt[netip.AddrPortFrom(a.Unmap(), uint16(port))] = true
-			}
-			continue
-		}
-		// A name: its addresses now (best effort; names of cluster
-		// members rarely move).
-		ips, err := g.lookup(context.Background(), host)
-		if err != nil {
-			return nil, fmt.Errorf("egress: cluster endpoint %q: %w", ep, err)
-		}
-		for _, a := range ips {
-			g.clusterAt[netip.AddrPortFrom(a, uint16(port))] = true
+		if err := g.AddCluster(ep); err != nil {
+			return nil, err
 		}
 	}
 	return g, nil
+}
+
+// AddCluster refuses one more cluster endpoint (host:port; an empty or
+// unspecified host means the port on every local address).
+func (g *Guard) AddCluster(ep string) error {
+	host, port, err := splitHostPort(ep, 0)
+	if err != nil || port == 0 {
+		return fmt.Errorf("egress: cluster endpoint %q: want host:port", ep)
+	}
+	var exact []netip.Addr
+	anyLocal := host == ""
+	if !anyLocal {
+		if a, err := netip.ParseAddr(host); err == nil {
+			if a.IsUnspecified() {
+				anyLocal = true
+			} else {
+				exact = []netip.Addr{a.Unmap()}
+			}
+		} else {
+			// A name: its addresses now (best effort; cluster members'
+			// names rarely move).
+			ctx, cancel := context.WithTimeout(context.Background(), g.cfg.DialTimeout)
+			ips, err := g.lookup(ctx, host)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("egress: cluster endpoint %q: %w", ep, err)
+			}
+			for _, a := range ips {
+				exact = append(exact, a.Unmap())
+			}
+		}
+	}
+	g.clusterMu.Lock()
+	defer g.clusterMu.Unlock()
+	if anyLocal {
+		g.clusterAny[port] = true
+	}
+	for _, a := range exact {
+		g.clusterAt[netip.AddrPortFrom(a, uint16(port))] = true
+		if a.IsLoopback() || g.localAddrs[a] {
+			g.clusterAny[port] = true // this machine: every local address reaches it
+		}
+	}
+	return nil
 }
 
 // Check decides a connection to ip:port made for a request to host, with
@@ -137,6 +161,8 @@ func (g *Guard) Check(t *Tenant, host string, ip netip.Addr, port int) (ok bool,
 }
 
 func (g *Guard) isCluster(ip netip.Addr, port int) bool {
+	g.clusterMu.RLock()
+	defer g.clusterMu.RUnlock()
 	if g.clusterAt[netip.AddrPortFrom(ip, uint16(port))] {
 		return true
 	}

@@ -128,7 +128,7 @@ func TestChromiumPool(t *testing.T) {
 		Types:   map[string]BrowserType{TypeChromium: {Factory: rt, Max: 6}},
 		Runner:  &sequence.Runner{Secrets: sequence.MapSecrets(map[string]string{"DEMO_PASSWORD": sitePassword}), Log: log},
 		Logger:  log,
-		Options: func(string) browser.Options { return browser.Options{Width: 800, Height: 600} },
+		Options: func(string) (browser.Options, error) { return browser.Options{Width: 800, Height: 600}, nil },
 	})
 	if err != nil {
 		t.Fatal(err)

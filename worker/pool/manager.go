@@ -77,8 +77,10 @@ type ManagerConfig struct {
 	Clock  Clock
 	Logger zerolog.Logger
 	// Options returns the options of a new browser for app ("" for the
-	// general pool); nil means zero Options.
-	Options func(app string) browser.Options
+	// general pool); nil means zero Options. An error fails the creation
+	// (the options own what they hold: an egress exit is closed by the
+	// browser, or by NewBrowser when it fails).
+	Options func(app string) (browser.Options, error)
 	// CreateTimeout bounds making one browser (0 = 1m); SequenceTimeout
 	// bounds one sequence run as a whole (0 = 5m; steps have their own).
 	CreateTimeout, SequenceTimeout time.Duration
@@ -357,11 +359,20 @@ func (m *Manager) settle(ctx context.Context) error {
 	}
 }
 
-func (m *Manager) options(app string) browser.Options {
+func (m *Manager) options(app string) (browser.Options, error) {
 	if m.cfg.Options == nil {
-		return browser.Options{}
+		return browser.Options{}, nil
 	}
 	return m.cfg.Options(app)
+}
+
+// newBrowser makes a browser of app's kind on ts.
+func (m *Manager) newBrowser(ctx context.Context, ts *typeState, app string) (browser.Browser, error) {
+	opts, err := m.options(app)
+	if err != nil {
+		return nil, fmt.Errorf("browser options: %w", err)
+	}
+	return ts.bt.Factory.NewBrowser(ctx, opts)
 }
 
 // Close destroys every browser (leased ones included: Return becomes a

@@ -302,7 +302,7 @@ func closeBrowser(b browser.Browser) {
 func (p *pool) create(e *entry) {
 	m := p.m
 	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.CreateTimeout)
-	b, err := p.ts.bt.Factory.NewBrowser(ctx, m.options(p.app))
+	b, err := m.newBrowser(ctx, p.ts, p.app)
 	cancel()
 	m.mu.Lock()
 	if err != nil {
@@ -438,7 +438,7 @@ func (p *pool) recycle(e *entry) {
 		if err != nil {
 			return nil, fmt.Errorf("reading cookies: %w", err)
 		}
-		nb, err := p.ts.bt.Factory.NewBrowser(ctx, m.options(p.app))
+		nb, err := m.newBrowser(ctx, p.ts, p.app)
 		if err != nil {
 			return nil, fmt.Errorf("creating the new browser: %w", err)
 		}

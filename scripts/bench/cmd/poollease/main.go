@@ -108,7 +108,7 @@ func main() {
 		Types:   map[string]pool.BrowserType{pool.TypeChromium: {Factory: rt, Max: 2 + *browsers}},
 		Runner:  &sequence.Runner{Secrets: sequence.MapSecrets(map[string]string{"PW": password})},
 		Logger:  logger,
-		Options: func(string) browser.Options { return browser.Options{} },
+		Options: func(string) (browser.Options, error) { return browser.Options{}, nil },
 	})
 	if err != nil {
 		log.Fatal(err)

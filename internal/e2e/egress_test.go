@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// countingSite is a local service that answers CORS requests and counts
+// what reaches it.
+func countingSite(t *testing.T, addr string) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen %s: %v", addr, err)
+	}
+	var hits atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte("<title>reached</title>Y"))
+	}))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+// probePage fetches each URL (CORS mode, so a refusal is an error the page
+// sees) and puts one letter per URL in the title: Y reached, N refused.
+func probePage(urls ...string) string {
+	q := make([]string, len(urls))
+	for i, u := range urls {
+		q[i] = fmt.Sprintf("%q", u)
+	}
+	return `<!doctype html><title>probing</title><script>
+Promise.all([` + strings.Join(q, ",") + `].map(function (u) {
+  return fetch(u).then(function (r) { return r.ok ? r.text() : "N"; }).then(function (t) { return t.slice(-1) === "Y" ? "Y" : "N"; }, function () { return "N"; });
+})).then(function (r) { document.title = "r:" + r.join(""); });
+</script>`
+}
+
+// workerMetric returns the value of one series on a worker's /metrics.
+func workerMetric(t *testing.T, c *cluster, series string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + c.mustStatus().Workers[0].HTTPAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestEgressGuard: a visitor's virtual browser cannot reach loopback
+// services, the worker's own ports or other apps' bundles, whatever the URL
+// looks like; typed addresses are refused unless the app allows them; an
+// app's and the cluster's opt-ins work; refusals are counted per app.
+func TestEgressGuard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	svc, svcHits := countingSite(t, "127.0.0.1:0")     // refused by default
+	optIn, optInHits := countingSite(t, "127.0.0.2:0") // allowed by the cluster (--egress-allow)
+	_, port, _ := net.SplitHostPort(svc.Listener.Addr().String())
+	apps, _ := filepath.Abs("../../apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps},
+		worker: []string{"--egress-allow", "127.0.0.2"}})
+	base := "http://" + c.public
+	workerAddr := c.mustStatus().Workers[0].HTTPAddr
+	_, workerPort, _ := net.SplitHostPort(workerAddr)
+	users := userBrowsers(t)
+
+	t.Run("refused by default", func(t *testing.T) {
+		tricks := []string{
+			"http://127.0.0.1:" + port + "/",
+			"http://x@127.0.0.1:" + port + "/",
+			"http://localhost.:" + port + "/",
+			"http://foo.localhost:" + port + "/",
+			"http://0.0.0.0:" + port + "/",
+			"http://[::ffff:127.0.0.1]:" + port + "/",
+			"http://0x7f.1:" + port + "/",
+			"http://[::1]:" + port + "/",
+			"http://" + workerAddr + "/metrics",
+			"http://pooldemo.app.cloudbrowser.internal/app.json",
+			"http://pooldemo.app.cloudbrowser.internal/login.html",
+			"http://probe.app.cloudbrowser.internal/app.json",
+			"http://" + optIn.Listener.Addr().String() + "/",
+		}
+		dir := filepath.Join(c.dir, "probe")
+		writeBundle(t, dir, `{"name":"Probe","mountPoint":"probe","entry":"index.html","strategy":"singleInstancePerUser"}`, probePage(tricks...))
+		if out, err := c.cli(t, "deploy", dir); err != nil {
+			t.Fatalf("deploy: %v %s", err, out)
+		}
+		u := open(t, users, base+"/probe")
+		eventually(t, u, "engine", "document.body.dataset.status", "live")
+		// Everything refused except the cluster's opt-in (the last URL).
+		eventually(t, u, "probe results", "document.title", "r:"+strings.Repeat("N", len(tricks)-1)+"Y · CloudBrowser")
+		if n := svcHits.Load(); n != 0 {
+			t.Fatalf("the loopback service got %d requests from a virtual browser", n)
+		}
+		if optInHits.Load() == 0 {
+			t.Fatal("the cluster's opt-in was not reached")
+		}
+		for _, reason := range []string{"loopback", "unspecified", "cluster", "other-app"} {
+			series := fmt.Sprintf(`cloudbrowser_egress_blocked_total{app="probe",reason=%q}`, reason)
+			if v := workerMetric(t, c, series); v == "" || v == "0" {
+				t.Errorf("%s = %q, want refusals counted", series, v)
+			}
+		}
+	})
+
+	t.Run("typed addresses", func(t *testing.T) {
+		// probe does not allow client navigation: a crafted navigate
+		// input is refused before it reaches Chromium.
+		v := newUser(t, base)
+		hs := v.open("/probe")
+		last := hs[len(hs)-1]
+		if last.status != 200 {
+			t.Fatalf("open /probe: %+v", hs)
+		}
+		conn := dialSocket(t, v, "ws://"+c.public+last.path+"/ws")
+		for _, target := range []string{"http://127.0.0.1:" + port + "/", "https://example.com/"} {
+			if err := conn.WriteJSON(map[string]string{"t": "input", "type": "navigate", "url": target}); err != nil {
+				t.Fatal(err)
+			}
+			waitMessage(t, conn, "error", "open addresses")
+		}
+		// An app that allows typed addresses still goes through the guard.
+		dir := filepath.Join(c.dir, "surf")
+		writeBundle(t, dir, `{"name":"Surf","mountPoint":"surf","entry":"index.html","strategy":"singleInstancePerUser",
+			"navigation":{"clientNavigate":true}}`, `<!doctype html><title>surf</title>`)
+		if out, err := c.cli(t, "deploy", dir); err != nil {
+			t.Fatalf("deploy: %v %s", err, out)
+		}
+		hs = v.open("/surf")
+		last = hs[len(hs)-1]
+		conn = dialSocket(t, v, "ws://"+c.public+last.path+"/ws")
+		for _, target := range []string{"file:///etc/passwd", "data:text/html,<script>fetch('http://127.0.0.1:" + port + "/')</script>", "javascript:alert(1)"} {
+			if err := conn.WriteJSON(map[string]string{"t": "input", "type": "navigate", "url": target}); err != nil {
+				t.Fatal(err)
+			}
+			waitMessage(t, conn, "error", "")
+		}
+		if err := conn.WriteJSON(map[string]string{"t": "input", "type": "navigate", "url": "http://x@127.0.0.1:" + port + "/"}); err != nil {
+			t.Fatal(err)
+		}
+		waitMessage(t, conn, "page", "Blocked")
+		if n := svcHits.Load(); n != 0 {
+			t.Fatalf("the loopback service got %d requests", n)
+		}
+	})
+
+	t.Run("app opt-in, cluster ports still refused", func(t *testing.T) {
+		dir := filepath.Join(c.dir, "intranet")
+		writeBundle(t, dir, `{"name":"Intranet","mountPoint":"intranet","entry":"index.html","strategy":"singleInstancePerUser",
+			"egress":{"allow":["127.0.0.1"]}}`, probePage("http://127.0.0.1:"+port+"/", "http://127.0.0.1:"+workerPort+"/metrics"))
+		if out, err := c.cli(t, "deploy", dir); err != nil {
+			t.Fatalf("deploy: %v %s", err, out)
+		}
+		u := open(t, users, base+"/intranet")
+		eventually(t, u, "probe results", "document.title", "r:YN · CloudBrowser")
+		if svcHits.Load() == 0 {
+			t.Fatal("the app's opt-in was not reached")
+		}
+		if v := workerMetric(t, c, `cloudbrowser_egress_blocked_total{app="intranet",reason="cluster"}`); v == "" || v == "0" {
+			t.Fatalf("cluster refusal not counted: %q", v)
+		}
+	})
+
+	t.Run("bad rules are refused at deploy", func(t *testing.T) {
+		dir := filepath.Join(c.dir, "badrule")
+		writeBundle(t, dir, `{"name":"Bad","mountPoint":"badrule","entry":"index.html","egress":{"allow":["http://x/"]}}`, "<p>x")
+		out, err := c.cli(t, "deploy", dir)
+		if err == nil || !strings.Contains(out, "egress.allow[0]") {
+			t.Fatalf("deploy of a bad rule: %v %s", err, out)
+		}
+	})
+}
+
+// waitMessage reads a client engine socket until a text message of type
+// typ whose JSON contains want arrives.
+func waitMessage(t *testing.T, conn *websocket.Conn, typ, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		m, err := readText(t, conn)
+		if err != nil {
+			t.Fatalf("waiting for %s %q: %v", typ, want, err)
+		}
+		if m["t"] == typ && strings.Contains(fmt.Sprint(m), want) {
+			return
+		}
+	}
+	t.Fatalf("no %s message with %q", typ, want)
+}
