@@ -45,7 +45,12 @@ func TestPools(t *testing.T) {
 		t.Fatalf("global limit: %d %s", h.status, h.body)
 	}
 	c.waitFor("pool statistics in the load report", 10*time.Second, func(st *wire.ClusterStatus) bool {
-		return len(st.Workers) == 1 && strings.Contains(strings.ReplaceAll(string(st.Workers[0].Pools), " ", ""), `"app":"pooled"`)
+		// Both refusals above must have reached a report, not just the pool.
+		if len(st.Workers) != 1 {
+			return false
+		}
+		pools := strings.ReplaceAll(string(st.Workers[0].Pools), " ", "")
+		return strings.Contains(pools, `"app":"pooled"`) && strings.Contains(pools, "globalMax")
 	})
 	// Prometheus sees the pools too.
 	st := c.mustStatus()

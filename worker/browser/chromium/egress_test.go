@@ -1,13 +1,16 @@
 package chromium
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
@@ -98,4 +101,73 @@ fetch("http://localhost:` + port + `/fetch", {mode: "no-cors"}).catch(function (
 	if _, err := net.Dial("tcp", strings.TrimPrefix(e.ProxyURL(), "http://")); err == nil {
 		t.Fatal("endpoint still listening after the browser closed")
 	}
+}
+
+// BenchmarkEgressLoad: the guard's cost on a page with 50 subresources
+// (svgImages): the same page loaded in a browser without an exit and in one
+// behind an egress endpoint (with a rule that allows the loopback test
+// server), alternating, in the same run. Reported: median load times and
+// their ratio.
+func BenchmarkEgressLoad(b *testing.B) {
+	ctx := context.Background()
+	rt := shared(b)
+	srv := svgPages(b)
+	g, err := egress.New(egress.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	rules, err := egress.ParseRules("allow", []string{"127.0.0.1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	load := func(br browser.Browser, n int) time.Duration {
+		d, err := loadSVGPage(ctx, br, srv, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return d
+	}
+	var plain, guarded browser.Browser
+	closeBoth := func() {
+		for _, br := range []browser.Browser{plain, guarded} {
+			if br != nil {
+				br.Close(ctx)
+			}
+		}
+	}
+	defer closeBoth()
+	var none, guard []time.Duration
+	n := 0
+	for b.Loop() {
+		if n%5 == 0 {
+			closeBoth()
+			e, err := g.Open(&egress.Tenant{App: "bench", Allow: rules})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if plain, err = rt.NewBrowser(ctx, browser.Options{}); err != nil {
+				b.Fatal(err)
+			}
+			if guarded, err = rt.NewBrowser(ctx, browser.Options{Egress: e}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		n++
+		if n%2 == 0 {
+			none = append(none, load(plain, n))
+			guard = append(guard, load(guarded, n))
+		} else {
+			guard = append(guard, load(guarded, n))
+			none = append(none, load(plain, n))
+		}
+	}
+	median := func(ds []time.Duration) float64 {
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2]) / 1e6
+	}
+	mn, mg := median(none), median(guard)
+	b.ReportMetric(mn, "ms/load-direct")
+	b.ReportMetric(mg, "ms/load-guard")
+	b.ReportMetric(mg/mn, "guard/direct")
 }
