@@ -56,6 +56,17 @@ func (c *Counter) Acquire(key string, limit int) bool {
 	return true
 }
 
+// Add takes one for key whatever it holds: what a key already holds (an
+// instance a worker re-registers) is counted even above a limit.
+func (c *Counter) Add(key string) {
+	if key == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[key]++
+}
+
 // Counted reports whether Acquire(key, limit) counts (and so needs a
 // Release).
 func Counted(key string, limit int) bool { return key != "" && limit > 0 }

@@ -23,7 +23,7 @@ func TestAddrKey(t *testing.T) {
 
 func TestCounter(t *testing.T) {
 	type step struct {
-		op    string // "acquire", "release"
+		op    string // "acquire", "add", "release"
 		key   string
 		limit int
 		want  bool // for acquire
@@ -48,6 +48,9 @@ func TestCounter(t *testing.T) {
 		{"unknown key is not limited", []step{
 			{"acquire", "", 1, true, 0}, {"acquire", "", 1, true, 0},
 		}},
+		{"add counts above the limit", []step{
+			{"add", "a", 1, false, 1}, {"add", "a", 1, false, 2}, {"acquire", "a", 1, false, 2}, {"release", "a", 1, false, 1}, {"release", "a", 1, false, 0},
+		}},
 		{"release below zero stays at zero", []step{
 			{"release", "a", 1, false, 0}, {"acquire", "a", 1, true, 1},
 		}},
@@ -60,6 +63,8 @@ func TestCounter(t *testing.T) {
 					if got := c.Acquire(s.key, s.limit); got != s.want {
 						t.Fatalf("step %d: Acquire(%q, %d) = %v, want %v", i, s.key, s.limit, got, s.want)
 					}
+				case "add":
+					c.Add(s.key)
 				case "release":
 					c.Release(s.key)
 				}
