@@ -19,6 +19,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/supervise"
@@ -67,6 +68,10 @@ type Config struct {
 	DeadAfter time.Duration
 	// Login limits failed logins per user name and client address.
 	Login LoginLimits
+	// Quotas bound instances, browsers, sockets and new anonymous
+	// identities per user and per client address (nil = wire.DefaultQuotas).
+	// The workers receive them when they register.
+	Quotas *wire.Quotas
 	// Now is the clock of the login limits and session revocations (nil =
 	// time.Now; tests).
 	Now func() time.Time
@@ -94,11 +99,14 @@ type Master struct {
 	apps     *AppManager
 	accounts *Accounts
 	// state is the durable state store (<data-dir>/state.db).
-	state   *state.Store
-	logins  *loginGuard
-	workers *WorkerManager
-	proxies *proxySet
-	bal     *balance.Balancer
+	state  *state.Store
+	logins *loginGuard
+	// identities limits new anonymous identities per client address,
+	// cluster-wide (every worker asks before minting one).
+	identities *quota.Buckets
+	workers    *WorkerManager
+	proxies    *proxySet
+	bal        *balance.Balancer
 
 	admin     *http.Server
 	adminLn   net.Listener
@@ -161,6 +169,13 @@ func New(cfg Config) (*Master, error) {
 	if cfg.Proxies > 0 && len(cfg.ProxyCommand) == 0 {
 		return nil, errors.New("master: proxy processes need a proxy command")
 	}
+	if cfg.Quotas == nil {
+		q := wire.DefaultQuotas()
+		cfg.Quotas = &q
+	}
+	if err := ValidateQuotas(*cfg.Quotas); err != nil {
+		return nil, fmt.Errorf("master: %w", err)
+	}
 	cfg.Login = cfg.Login.withDefaults()
 	if err := cfg.Login.Validate(); err != nil {
 		return nil, fmt.Errorf("master: %w", err)
@@ -191,8 +206,9 @@ func New(cfg Config) (*Master, error) {
 	m.workers = NewWorkerManager(WorkerManagerConfig{
 		Logger: m.log, Balancer: m.bal, Strategy: string(cfg.Balancer),
 		Apps:         func(name string) (wire.App, bool) { return m.apps.Get(name) },
-		ReportPeriod: cfg.ReportPeriod, DeadAfter: cfg.DeadAfter, Notify: m.proxies.notify,
+		ReportPeriod: cfg.ReportPeriod, DeadAfter: cfg.DeadAfter, Notify: m.proxies.notify, Quotas: cfg.Quotas,
 	})
+	m.identities = quota.NewBuckets(cfg.Quotas.IdentityBurst, cfg.Quotas.IdentitiesPerMinute, maxIdentityKeys)
 	m.metrics = newMasterMetrics()
 	m.history = newHistory()
 	m.adminCodec = session.NewFor(cfg.Secret, "admin-session")
@@ -202,6 +218,7 @@ func New(cfg Config) (*Master, error) {
 	m.workers.observePlace = func(strategy, outcome string) {
 		m.metrics.placements.WithLabelValues(strategy, outcome).Inc()
 	}
+	m.workers.observeRefusal = func(limit string) { m.metrics.refusals.WithLabelValues(limit).Inc() }
 	m.apps = newAppManager(m.log, m.workers.refs)
 	accPath := ""
 	if cfg.DataDir != "" {

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
 // masterMetrics are the master's own instruments; the rest is read from
@@ -15,6 +16,7 @@ type masterMetrics struct {
 	members    *prometheus.CounterVec
 	logins     *prometheus.CounterVec
 	lockouts   *prometheus.CounterVec
+	refusals   *prometheus.CounterVec
 }
 
 func newMasterMetrics() *masterMetrics {
@@ -41,6 +43,7 @@ func newMasterMetrics() *masterMetrics {
 			Name: "cloudbrowser_master_login_lockouts_total",
 			Help: "Lockouts started after repeated failed logins, by key (user: a user name, ip: a client address).",
 		}, []string{"by"}),
+		refusals: metrics.QuotaRefusals(),
 	}
 	// Known label values start at 0, so rate() and alerts see them at once.
 	for _, o := range []string{loginOK, loginFailed, loginLocked} {
@@ -49,7 +52,10 @@ func newMasterMetrics() *masterMetrics {
 	for _, by := range []string{"user", "ip"} {
 		mm.lockouts.WithLabelValues(by)
 	}
-	mm.reg.MustRegister(mm.placements, mm.lookups, mm.members, mm.logins, mm.lockouts)
+	for _, l := range []string{wire.QuotaInstancesPerUser, wire.QuotaInstancesPerIP, wire.QuotaNewIdentities} {
+		mm.refusals.WithLabelValues(l)
+	}
+	mm.reg.MustRegister(mm.placements, mm.lookups, mm.members, mm.logins, mm.lockouts, mm.refusals)
 	return mm
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
@@ -46,7 +47,7 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 		}
 	}()
 	return wire.RegisterReply{Apps: s.m.apps.List(), Revoked: s.m.accounts.Revocations(),
-		ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id}, nil
+		ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id, Quotas: s.m.cfg.Quotas}, nil
 }
 
 // Report records a worker's load.
@@ -57,6 +58,19 @@ func (s workerService) Report(ctx context.Context, workerID string, load wire.Lo
 // Place finds or creates the instance of an app for a user.
 func (s workerService) Place(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
 	return s.m.workers.place(ctx, req)
+}
+
+// NewIdentity asks whether a client address may get a new anonymous
+// identity now (the per-address token bucket, cluster-wide): 0 = yes, else
+// the seconds until it may.
+func (s workerService) NewIdentity(ctx context.Context, clientIP string) (int64, error) {
+	ok, wait := s.m.identities.Take(quota.AddrKey(clientIP), s.m.cfg.Now())
+	if ok {
+		return 0, nil
+	}
+	s.m.metrics.refusals.WithLabelValues(wire.QuotaNewIdentities).Inc()
+	s.m.log.Info().Str("client_ip", clientIP).Dur("retry_after", wait).Msg("new anonymous identity refused: quota")
+	return max(int64(wait/time.Second), 1), nil
 }
 
 // Instances lists a user's instances of an app (for landing pages).

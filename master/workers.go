@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -41,6 +42,8 @@ type workerRec struct {
 type instanceRec struct {
 	wire.InstanceInfo
 	key string // strategy key ("" for multi-instance apps)
+	// qUser and qIP are the quota keys the instance holds ("" = none).
+	qUser, qIP string
 }
 
 // lostRec is a tombstone of an instance that died with its worker, so its
@@ -67,6 +70,15 @@ type WorkerManager struct {
 	// observeLookup and observePlace feed the metrics (nil in tests).
 	observeLookup func(kind string, start time.Time)
 	observePlace  func(strategy, outcome string)
+	// observeRefusal counts a quota refusal by limit (nil in tests).
+	observeRefusal func(limit string)
+
+	// quotas bound the instances per user and per client address,
+	// cluster-wide (every placement goes through this manager). The
+	// counters hold reservations of creations in progress too, so
+	// concurrent placements cannot overshoot.
+	quotas               wire.Quotas
+	quotaUsers, quotaIPs *quota.Counter
 
 	mu        sync.Mutex
 	workers   map[string]*workerRec
@@ -98,6 +110,8 @@ type WorkerManagerConfig struct {
 	DeadAfter time.Duration
 	// Notify tells the proxies about invalidated routes.
 	Notify func(ctx context.Context, method string, arg any)
+	// Quotas: the instance quotas apply here (nil = wire.DefaultQuotas).
+	Quotas *wire.Quotas
 }
 
 // NewWorkerManager returns an empty manager.
@@ -111,7 +125,12 @@ func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
 	if cfg.Notify == nil {
 		cfg.Notify = func(context.Context, string, any) {}
 	}
+	q := wire.DefaultQuotas()
+	if cfg.Quotas != nil {
+		q = *cfg.Quotas
+	}
 	return &WorkerManager{
+		quotas: q, quotaUsers: quota.NewCounter(), quotaIPs: quota.NewCounter(),
 		log:       cfg.Logger.With().Str("component", "workers").Logger(),
 		bal:       cfg.Balancer,
 		strategy:  cfg.Strategy,
@@ -163,7 +182,7 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 			m.log.Warn().Str("instance", in.ID).Str("worker", info.ID).Str("table_worker", cur.Worker).Msg("instance claimed by two workers; keeping the table's")
 			continue
 		}
-		m.addInstanceLocked(in)
+		m.addInstanceLocked(in, "", "", false)
 		adopted++
 	}
 	draining := w.draining
@@ -208,13 +227,28 @@ func (m *WorkerManager) indexRecLocked(in *instanceRec, on bool) {
 }
 
 // addInstanceLocked puts an instance in the table and its strategy key.
-func (m *WorkerManager) addInstanceLocked(in wire.InstanceInfo) {
+// A new instance brings the quota keys reserved for it (reserved); an
+// adopted one (a worker registering) is counted against its owner and
+// address whatever they hold, since it exists.
+func (m *WorkerManager) addInstanceLocked(in wire.InstanceInfo, qUser, qIP string, reserved bool) {
 	if old, ok := m.instances[in.ID]; ok { // re-registered: its grants may have changed
 		m.indexRecLocked(old, false)
+		m.releaseInstance(old.qUser, old.qIP)
 	}
-	rec := &instanceRec{InstanceInfo: in}
-	if app, ok := m.apps(in.App); ok {
+	rec := &instanceRec{InstanceInfo: in, qUser: qUser, qIP: qIP}
+	app, ok := m.apps(in.App)
+	if ok {
 		rec.key = strategyKey(app, in.Owner)
+	}
+	if !reserved && countsForQuota(app, ok) {
+		if quota.Counted(in.Owner, m.quotas.InstancesPerUser) {
+			rec.qUser = in.Owner
+			m.quotaUsers.Add(in.Owner)
+		}
+		if ip := quota.AddrKey(in.ClientIP); quota.Counted(ip, m.quotas.InstancesPerIP) {
+			rec.qIP = ip
+			m.quotaIPs.Add(ip)
+		}
 	}
 	m.instances[in.ID] = rec
 	m.indexRecLocked(rec, true)
@@ -311,6 +345,7 @@ func (m *WorkerManager) removeInstanceLocked(iid string) *instanceRec {
 	}
 	delete(m.instances, iid)
 	m.indexRecLocked(in, false)
+	m.releaseInstance(in.qUser, in.qIP) // closing an instance frees its quota
 	if in.key != "" && m.byKey[in.key] == iid {
 		delete(m.byKey, in.key)
 	}
@@ -404,7 +439,15 @@ func (m *WorkerManager) place(ctx context.Context, req wire.PlaceRequest) (p wir
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := ref.Call(cctx, wire.WorkerOpenBrowser, &p.BrowserID, p.InstanceID, req.User); err != nil {
+	err = ref.Call(cctx, wire.WorkerOpenBrowserFor, &p.BrowserID, wire.OpenBrowser{InstanceID: p.InstanceID, User: req.User, ClientIP: req.ClientIP})
+	if errors.Is(err, rmi.ErrNoMethod) { // an older worker: no per-address browser quota there
+		err = ref.Call(cctx, wire.WorkerOpenBrowser, &p.BrowserID, p.InstanceID, req.User)
+	}
+	var re *rmi.RemoteError
+	if errors.As(err, &re) && re.Code == wire.CodeQuota {
+		return wire.Placement{}, err // the worker's words are for the user
+	}
+	if err != nil {
 		return wire.Placement{}, fmt.Errorf("open browser in %s: %w", p.InstanceID, err)
 	}
 	return p, nil
@@ -422,7 +465,7 @@ func (m *WorkerManager) placeInstance(ctx context.Context, req wire.PlaceRequest
 	}
 	key := strategyKey(app, req.User)
 	if key == "" || req.New {
-		return m.create(ctx, app, req.User, "", req.RequestID)
+		return m.create(ctx, app, req.User, req.ClientIP, "", req.RequestID)
 	}
 	if p, ok := m.existing(key); ok {
 		return p, nil
@@ -434,7 +477,7 @@ func (m *WorkerManager) placeInstance(ctx context.Context, req wire.PlaceRequest
 		if p, ok := m.existing(key); ok {
 			return p, nil
 		}
-		return m.create(cctx, app, req.User, key, req.RequestID)
+		return m.create(cctx, app, req.User, req.ClientIP, key, req.RequestID)
 	})
 	select {
 	case r := <-ch:
@@ -466,8 +509,22 @@ func (m *WorkerManager) existing(key string) (wire.Placement, bool) {
 }
 
 // create places a new instance on the balancer's pick, trying another worker
-// if the first fails to create it.
-func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, key, requestID string) (wire.Placement, error) {
+// if the first fails to create it. The owner's and the client address's
+// instance quotas are checked (and a place reserved) first.
+func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientIP, key, requestID string) (p wire.Placement, err error) {
+	var qUser, qIP string
+	if countsForQuota(app, true) {
+		if qUser, qIP, err = m.reserveInstance(owner, clientIP); err != nil {
+			m.log.Info().Str("request_id", requestID).Str("app", app.MountPoint).Str("owner", owner).Str("client_ip", clientIP).
+				Err(err).Msg("instance refused: quota")
+			return wire.Placement{}, err
+		}
+		defer func() {
+			if err != nil {
+				m.releaseInstance(qUser, qIP)
+			}
+		}()
+	}
 	var lastErr error
 	tried := map[string]bool{}
 	for attempt := 0; attempt < 3; attempt++ {
@@ -497,7 +554,7 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, key, re
 		}
 		iid := ids.NewInstance(wid)
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err = ref.Call(cctx, wire.WorkerCreateInstance, nil, wire.CreateInstance{App: app, InstanceID: iid, Owner: owner})
+		err = ref.Call(cctx, wire.WorkerCreateInstance, nil, wire.CreateInstance{App: app, InstanceID: iid, Owner: owner, ClientIP: clientIP})
 		cancel()
 		if err != nil {
 			m.bal.Release(wid)
@@ -514,7 +571,8 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, key, re
 			lastErr = wire.Errorf(wire.CodeNoWorkers, "worker "+wid+" died while creating the instance")
 			continue
 		}
-		m.addInstanceLocked(wire.InstanceInfo{ID: iid, App: app.MountPoint, Version: app.Version, Owner: owner, Worker: wid, Created: time.Now()})
+		m.addInstanceLocked(wire.InstanceInfo{ID: iid, App: app.MountPoint, Version: app.Version, Owner: owner, Worker: wid,
+			Created: time.Now(), ClientIP: clientIP}, qUser, qIP, true)
 		if key != "" {
 			m.byKey[key] = iid // replaces an instance whose worker is unreachable
 		}

@@ -25,7 +25,7 @@ func BenchmarkUserInstances(b *testing.B) {
 				if i%(n/20) == 7 { // user7 owns n/1000 and is shared 20
 					in.Shared = map[string]string{"user7": "reader"}
 				}
-				m.addInstanceLocked(in)
+				m.addInstanceLocked(in, "", "", false)
 			}
 			b.ResetTimer()
 			for b.Loop() {

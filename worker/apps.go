@@ -48,7 +48,9 @@ type vbrowser struct {
 	apiToken string
 	name     string // given by its owner (under subMu)
 	// lease is the pool lease the browser came from; closing returns it.
-	lease    *pool.Lease
+	lease *pool.Lease
+	// unquota gives back the browser's places in the quotas (idempotent).
+	unquota  func()
 	released chan struct{}
 	once     sync.Once
 }
@@ -173,8 +175,9 @@ func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance
 		app = cur
 	}
 	a.instances[req.InstanceID] = &instance{
-		info: wire.InstanceInfo{ID: req.InstanceID, App: app.MountPoint, Version: app.Version, Owner: req.Owner, Worker: a.w.id, Created: time.Now()},
-		app:  app, browsers: map[string]*vbrowser{}, byUser: map[string]string{},
+		info: wire.InstanceInfo{ID: req.InstanceID, App: app.MountPoint, Version: app.Version, Owner: req.Owner, Worker: a.w.id,
+			Created: time.Now(), ClientIP: req.ClientIP},
+		app: app, browsers: map[string]*vbrowser{}, byUser: map[string]string{},
 		state: map[string]json.RawMessage{}, perms: map[string]Role{},
 	}
 	a.log.Info().Str("instance", req.InstanceID).Str("app", app.MountPoint).Str("owner", req.Owner).Msg("instance created")
@@ -184,11 +187,24 @@ func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance
 // OpenBrowser returns the user's browser in a local instance, creating it
 // if needed (the master calls it when placing a user).
 func (a *AppManager) OpenBrowser(ctx context.Context, iid, user string) (string, error) {
+	return a.openBrowser(ctx, iid, user, "")
+}
+
+// OpenBrowserFor is OpenBrowser with the client's address, for the
+// per-address browser quota.
+func (a *AppManager) OpenBrowserFor(ctx context.Context, req wire.OpenBrowser) (string, error) {
+	return a.openBrowser(ctx, req.InstanceID, req.User, req.ClientIP)
+}
+
+func (a *AppManager) openBrowser(ctx context.Context, iid, user, ip string) (string, error) {
 	in, ok := a.instance(iid)
 	if !ok {
 		return "", wire.Errorf(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
 	}
-	b, err := a.browserFor(ctx, in, user)
+	b, err := a.browserForFrom(ctx, in, user, ip)
+	if err != nil {
+		err = quotaCode(err)
+	}
 	var le *pool.LimitError
 	if errors.As(err, &le) {
 		return "", wire.Errorf(wire.CodePoolLimit, "The "+le.Error())
@@ -362,6 +378,12 @@ func (in *instance) checkLimitsLocked(user string) error {
 // browserFor returns the user's browser in the instance, creating it if
 // needed.
 func (a *AppManager) browserFor(ctx context.Context, in *instance, user string) (*vbrowser, error) {
+	return a.browserForFrom(ctx, in, user, "")
+}
+
+// browserForFrom is browserFor for a client at address ip ("" = unknown),
+// for the per-address browser quota.
+func (a *AppManager) browserForFrom(ctx context.Context, in *instance, user, ip string) (*vbrowser, error) {
 	in.mu.Lock()
 	if bid, ok := in.byUser[user]; ok {
 		if b, ok := in.browsers[bid]; ok {
@@ -370,21 +392,40 @@ func (a *AppManager) browserFor(ctx context.Context, in *instance, user string) 
 		}
 	}
 	in.mu.Unlock()
-	return a.newBrowser(ctx, in, user, true)
+	return a.newBrowserFrom(ctx, in, user, ip, true)
 }
 
 // newBrowser creates a browser of user in the instance. With asTheirs it
 // becomes the user's browser there (unless a concurrent request of the same
 // user won, whose browser is returned instead).
 func (a *AppManager) newBrowser(ctx context.Context, in *instance, user string, asTheirs bool) (*vbrowser, error) {
-	vb := &vbrowser{id: ids.NewBrowser(), inst: in, owner: user, created: time.Now(), subs: map[string]bool{}, perms: map[string]Role{},
+	return a.newBrowserFrom(ctx, in, user, "", asTheirs)
+}
+
+// newBrowserFrom is newBrowser for a client at address ip ("" = unknown).
+// The browser holds a place in the user's and the address's browser quotas
+// until it is released.
+func (a *AppManager) newBrowserFrom(ctx context.Context, in *instance, user, ip string, asTheirs bool) (vb *vbrowser, err error) {
+	vb = &vbrowser{id: ids.NewBrowser(), inst: in, owner: user, created: time.Now(), subs: map[string]bool{}, perms: map[string]Role{},
 		apiToken: ids.Random(24)}
 	in.mu.Lock()
-	err := in.checkLimitsLocked(user)
+	err = in.checkLimitsLocked(user)
 	in.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
+	if vb.unquota, err = a.w.reserveBrowser(user, ip); err != nil {
+		a.log.Info().Str("instance", in.info.ID).Str("user", user).Str("client_ip", ip).Err(err).Msg("browser refused: quota")
+		return nil, err
+	}
+	// Every failure below gives the places back; a browser made releases
+	// them when it is (vb.release).
+	unquota := vb.unquota
+	defer func() {
+		if err != nil {
+			unquota()
+		}
+	}()
 	// Leasing can take a second with Chromium (a cold browser): not under
 	// the lock.
 	pc := a.poolConfig(in.app.MountPoint)
@@ -429,6 +470,7 @@ func (a *AppManager) newBrowser(ctx context.Context, in *instance, user string, 
 	}
 	vb.b = b
 	vb.hub = newHub(vb, &a.w.frames, a.w.log)
+	vb.hub.admit = a.w.admitSocket
 	in.mu.Lock()
 	if in.closed {
 		in.mu.Unlock()
@@ -528,6 +570,9 @@ func (b *vbrowser) release() {
 	b.once.Do(func() {
 		close(b.released)
 		b.lease.Return()
+		if b.unquota != nil {
+			b.unquota() // closing a browser frees its quota
+		}
 	})
 }
 

@@ -121,7 +121,7 @@ func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t 
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	landing := app.Strategy == wire.MultiInstance || app.Strategy == wire.SingleBrowserPerUser
-	req := wire.PlaceRequest{App: t.App, User: user, From: w.id, RequestID: id}
+	req := wire.PlaceRequest{App: t.App, User: user, From: w.id, RequestID: id, ClientIP: clientIP(r)}
 	switch {
 	case landing && r.Method == http.MethodPost:
 		if !w.users.checkCSRF(r) || r.PostFormValue("action") != "new-instance" {
@@ -140,6 +140,13 @@ func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t 
 	}
 	p, err := w.place(ctx, req)
 	if err != nil {
+		var re *rmi.RemoteError
+		if errors.As(err, &re) && re.Code == wire.CodeQuota {
+			w.log.Info().Str("request_id", id).Str("app", t.App).Str("user", user).Str("client_ip", req.ClientIP).
+				Str("reason", re.Message).Msg("placement refused: quota")
+			w.quotaPage(rw, r, id, app, re.Message)
+			return
+		}
 		w.placeError(rw, r, id, t, err)
 		return
 	}
@@ -306,9 +313,14 @@ func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id strin
 	var b *vbrowser
 	var err error
 	if in.app.Strategy == wire.MultiInstance {
-		b, err = w.apps.newBrowser(ctx, in, user, false)
+		b, err = w.apps.newBrowserFrom(ctx, in, user, clientIP(r), false)
 	} else {
-		b, err = w.apps.browserFor(ctx, in, user)
+		b, err = w.apps.browserForFrom(ctx, in, user, clientIP(r))
+	}
+	var qe *quotaError
+	if errors.As(err, &qe) {
+		w.quotaPage(rw, r, id, in.app, qe.msg)
+		return
 	}
 	if err != nil {
 		w.log.Error().Str("request_id", id).Str("instance", in.info.ID).Err(err).Msg("browser creation failed")
@@ -396,7 +408,7 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		w.page(rw, r, id, http.StatusForbidden, "No access", "This virtual browser belongs to someone else.")
 		return
 	}
-	b.hub.serve(rw, r, w.id, user, role)
+	b.hub.serve(rw, r, w.id, user, clientIP(r), role)
 }
 
 // redirect303 redirects with 302 for GET and 303 after a form post.

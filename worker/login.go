@@ -131,7 +131,7 @@ func safeNext(app wire.App, next string) string {
 // authentication sends anonymous visitors to its login page.
 func (w *Worker) requireUser(rw http.ResponseWriter, r *http.Request, id string, app wire.App) (string, bool) {
 	if !app.Authentication {
-		return w.users.identify(rw, r), true
+		return w.identify(rw, r, id, app)
 	}
 	if user, rotate := w.users.loggedIn(r); user != "" {
 		if rotate {

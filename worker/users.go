@@ -139,11 +139,16 @@ func (u *users) identify(w http.ResponseWriter, r *http.Request) string {
 		return id
 	}
 	id := "anon-" + ids.Random(16)
+	u.setAnon(w, r, id)
+	return id
+}
+
+// setAnon gives the visitor the anonymous identity id.
+func (u *users) setAnon(w http.ResponseWriter, r *http.Request, id string) {
 	http.SetCookie(w, &http.Cookie{
 		Name: userCookie, Value: u.anons.Issue(id, time.Now()), Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteLaxMode, MaxAge: int(anonTTL.Seconds()), Secure: secure(r),
 	})
-	return id
 }
 
 // csrfCookie holds the double-submit token every form of the worker

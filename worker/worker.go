@@ -24,6 +24,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	cbmetrics "github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -92,6 +93,12 @@ type Worker struct {
 	reg          *prometheus.Registry
 	leaseSeconds *prometheus.HistogramVec
 
+	// quotaLimits are the cluster's quotas (from the master at
+	// registration; the defaults until then); quota counts what this
+	// worker's users and client addresses hold.
+	quotaLimits atomic.Pointer[wire.Quotas]
+	quota       quotas
+
 	registered atomic.Bool
 	stopping   atomic.Bool
 	period     atomic.Int64
@@ -148,7 +155,16 @@ func New(cfg Config) (*Worker, error) {
 		Help:    "Time to lease a browser, by pool kind (specific, general) and outcome.",
 		Buckets: []float64{.0001, .001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"kind", "outcome"})
+	def := wire.DefaultQuotas()
+	w.quotaLimits.Store(&def)
+	refusals := cbmetrics.QuotaRefusals()
+	for _, l := range []string{wire.QuotaBrowsersPerUser, wire.QuotaBrowsersPerIP, wire.QuotaSocketsPerBrowser, wire.QuotaSocketsPerIP} {
+		refusals.WithLabelValues(l)
+	}
+	w.quota = quotas{browserUsers: quota.NewCounter(), browserIPs: quota.NewCounter(), socketIPs: quota.NewCounter(),
+		refused: func(limit string) { refusals.WithLabelValues(limit).Inc() }}
 	w.reg = w.newMetrics()
+	w.reg.MustRegister(refusals)
 	return w, nil
 }
 
@@ -228,6 +244,10 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	}
 	w.apps.setApps(rep.Apps)
 	w.users.setRevoked(rep.Revoked)
+	if rep.Quotas != nil {
+		q := *rep.Quotas
+		w.quotaLimits.Store(&q)
+	}
 	if rep.ReportPeriod > 0 {
 		w.period.Store(rep.ReportPeriod)
 	}

@@ -105,6 +105,8 @@ type hub struct {
 	last []byte
 
 	frames *frameCounters // the worker's totals
+	// admit applies the socket quotas (Worker.admitSocket; nil = none).
+	admit func(addr string, open int) (release func(), reason string)
 }
 
 type client struct {
@@ -121,6 +123,8 @@ type client struct {
 	role     func() Role
 	readOnly atomic.Bool
 	owner    bool
+	// unquota gives back the client's place in the socket quotas.
+	unquota func()
 }
 
 func newHub(vb *vbrowser, frames *frameCounters, log zerolog.Logger) *hub {
@@ -165,10 +169,10 @@ var upgrader = websocket.Upgrader{
 // revokedReason is what a client whose access was withdrawn is told.
 const revokedReason = "The owner no longer shares this browser with you."
 
-// serve upgrades r and runs the client of user until it disconnects. role
-// gives the user's current role on the browser (the caller checked it is
-// not RoleNone).
-func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user string, role func() Role) {
+// serve upgrades r and runs the client of user, from address addr, until it
+// disconnects. role gives the user's current role on the browser (the
+// caller checked it is not RoleNone).
+func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr string, role func() Role) {
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // Upgrade already answered with an error status
@@ -183,6 +187,18 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user strin
 		h.mu.Unlock()
 		writeClosed(conn, reason, reload)
 		return
+	}
+	if h.admit != nil {
+		// Under h.mu: concurrent joins cannot overshoot the per-browser limit.
+		release, refused := h.admit(addr, len(h.clients))
+		if refused != "" {
+			h.mu.Unlock()
+			h.log.Info().Str("request_id", r.Header.Get("X-Request-Id")).Str("user", user).Str("client_ip", addr).
+				Str("reason", refused).Msg("socket refused: quota")
+			writeRefused(conn, refused)
+			return
+		}
+		c.unquota = release
 	}
 	h.clients[c] = struct{}{}
 	h.mu.Unlock()
@@ -225,6 +241,9 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user strin
 
 // leave takes a client out of the set; the last one stops the screencast.
 func (h *hub) leave(c *client) {
+	if c.unquota != nil {
+		c.unquota()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.clients, c)
@@ -511,6 +530,15 @@ func writeClosed(conn *websocket.Conn, reason, reload string) {
 	conn.SetWriteDeadline(time.Now().Add(writeWait))
 	_ = conn.WriteMessage(websocket.TextMessage, mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload}))
 	_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+	conn.Close()
+}
+
+// writeRefused tells a client it was not admitted (a quota) and closes with
+// "policy violation", so the client engine does not reconnect in a loop.
+func writeRefused(conn *websocket.Conn, reason string) {
+	conn.SetWriteDeadline(time.Now().Add(writeWait))
+	_ = conn.WriteMessage(websocket.TextMessage, mustJSON(wsMsg{T: "closed", Reason: reason}))
+	_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, "quota"))
 	conn.Close()
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
@@ -18,7 +19,7 @@ import (
 )
 
 func masterFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		dataDirFlag,
 		&cli.StringFlag{Name: "rmi", Value: "127.0.0.1:7070", Sources: cli.EnvVars("CB_RMI"),
 			Usage: "address workers and proxies connect to (use :7070 for a multi-host cluster)"},
@@ -52,7 +53,57 @@ func masterFlags() []cli.Flag {
 			Usage: "first lockout after too many failed logins; it doubles with every further failure"},
 		&cli.DurationFlag{Name: "login-max-lockout", Value: loginDefaults.MaxLockout, Sources: cli.EnvVars("CB_LOGIN_MAX_LOCKOUT"),
 			Usage: "longest lockout"},
+	}, quotaFlags()...)
+}
+
+var quotaDefaults = wire.DefaultQuotas()
+
+// quotaFlag is one --quota-<name> flag (docs/quotas.md); 0 = no limit.
+type quotaFlag struct {
+	name, usage string
+	def         int
+	field       func(q *wire.Quotas) *int
+}
+
+var quotaFlagList = []quotaFlag{
+	{wire.QuotaInstancesPerUser, "app instances one user may have open, cluster-wide", quotaDefaults.InstancesPerUser,
+		func(q *wire.Quotas) *int { return &q.InstancesPerUser }},
+	{wire.QuotaInstancesPerIP, "app instances created from one client address (IPv6: its /64) open at once, cluster-wide", quotaDefaults.InstancesPerIP,
+		func(q *wire.Quotas) *int { return &q.InstancesPerIP }},
+	{wire.QuotaBrowsersPerUser, "virtual browsers one user may own on each worker", quotaDefaults.BrowsersPerUser,
+		func(q *wire.Quotas) *int { return &q.BrowsersPerUser }},
+	{wire.QuotaBrowsersPerIP, "virtual browsers created from one client address on each worker", quotaDefaults.BrowsersPerIP,
+		func(q *wire.Quotas) *int { return &q.BrowsersPerIP }},
+	{wire.QuotaSocketsPerBrowser, "client-engine WebSockets (windows) connected to one virtual browser", quotaDefaults.SocketsPerBrowser,
+		func(q *wire.Quotas) *int { return &q.SocketsPerBrowser }},
+	{wire.QuotaSocketsPerIP, "client-engine WebSockets from one client address on each worker", quotaDefaults.SocketsPerIP,
+		func(q *wire.Quotas) *int { return &q.SocketsPerIP }},
+	{"new-identities-burst", "new anonymous identities one client address may get at once (token bucket size), cluster-wide", quotaDefaults.IdentityBurst,
+		func(q *wire.Quotas) *int { return &q.IdentityBurst }},
+	{"new-identities-per-minute", "refill rate of that bucket: new anonymous identities per minute per client address (0 = never refilled)", quotaDefaults.IdentitiesPerMinute,
+		func(q *wire.Quotas) *int { return &q.IdentitiesPerMinute }},
+}
+
+func quotaFlags() []cli.Flag {
+	out := make([]cli.Flag, 0, len(quotaFlagList))
+	for _, f := range quotaFlagList {
+		env := "CB_QUOTA_" + strings.ToUpper(strings.ReplaceAll(f.name, "-", "_"))
+		usage := f.usage
+		if !strings.HasSuffix(usage, ")") {
+			usage += " (0 = no limit)"
+		}
+		out = append(out, &cli.IntFlag{Name: "quota-" + f.name, Value: f.def, Sources: cli.EnvVars(env), Usage: usage})
 	}
+	return out
+}
+
+// quotas reads the --quota-* flags.
+func quotas(cmd *cli.Command) (wire.Quotas, error) {
+	var q wire.Quotas
+	for _, f := range quotaFlagList {
+		*f.field(&q) = int(cmd.Int("quota-" + f.name))
+	}
+	return q, master.ValidateQuotas(q)
 }
 
 var loginDefaults = master.DefaultLoginLimits()
@@ -128,6 +179,10 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 	if err != nil {
 		return nil, err
 	}
+	q, err := quotas(cmd)
+	if err != nil {
+		return nil, err
+	}
 	var appList []wire.App
 	switch src := cmd.String("apps"); src {
 	case "":
@@ -164,7 +219,7 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 		AdminAddr: pick(o.admin, "admin"), PublicAddr: cmd.String("listen"), Proxies: int(cmd.Int("proxies")),
 		ProxyCommand: append(append([]string{exe}, logArgs(cmd)...), "proxy"),
 		Balancer:     strategy, NoProjection: cmd.Bool("no-projection"),
-		ReportPeriod: cmd.Duration("report-period"), DeadAfter: cmd.Duration("dead-after"), Login: login,
+		ReportPeriod: cmd.Duration("report-period"), DeadAfter: cmd.Duration("dead-after"), Login: login, Quotas: &q,
 		Apps: appList, Logger: log, ChildOutput: os.Stderr,
 	})
 }

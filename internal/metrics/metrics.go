@@ -78,3 +78,13 @@ func RMI(n *rmi.Node) []prometheus.Collector {
 			}),
 	}
 }
+
+// QuotaRefusals is cloudbrowser_quota_refusals_total: refusals by the
+// quota that was hit (the wire.Quota* names). The master counts the
+// instance and identity quotas, each worker its browser and socket ones.
+func QuotaRefusals() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cloudbrowser_quota_refusals_total",
+		Help: "Requests refused by a per-user or per-address quota, by limit (instances-per-user, instances-per-ip, browsers-per-user, browsers-per-ip, sockets-per-browser, sockets-per-ip, new-identities-per-ip).",
+	}, []string{"limit"})
+}

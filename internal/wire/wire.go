@@ -60,6 +60,7 @@ const (
 	CodeUnauthorized    = "unauthorized"
 	CodeUnknownUser     = "unknown_user"
 	CodePoolLimit       = "pool_limit" // a browser pool's or the worker's browser limit
+	CodeQuota           = "quota"      // a per-user or per-address quota (Quotas); the message says which
 )
 
 // Error is an error with a code that survives an RMI hop.
@@ -145,6 +146,10 @@ type RegisterReply struct {
 	Revoked      []Revocation `codec:"revoked"`
 	ReportPeriod int64        `codec:"period"` // nanoseconds
 	MasterID     string       `codec:"master"`
+	// Quotas are the cluster's per-user and per-address limits; the
+	// workers enforce the browser and socket ones (nil: an older master;
+	// the worker keeps its defaults).
+	Quotas *Quotas `codec:"quotas"`
 }
 
 // Revocation ends a user's login sessions: those issued at or before
@@ -166,6 +171,9 @@ type PlaceRequest struct {
 	NoBrowser bool `codec:"nobrowser"`
 	// RequestID is the user request's id (logged by the master too).
 	RequestID string `codec:"rid"`
+	// ClientIP is the end user's address as the worker saw it, for the
+	// per-address quotas ("" = unknown: only the per-user ones apply).
+	ClientIP string `codec:"ip"`
 }
 
 // Placement is where an instance lives, and the user's browser in it.
@@ -181,6 +189,9 @@ type CreateInstance struct {
 	App        App    `codec:"app"`
 	InstanceID string `codec:"iid"`
 	Owner      string `codec:"owner"`
+	// ClientIP is the address the instance was created from; the worker
+	// keeps it so a restarted master counts the instance against it again.
+	ClientIP string `codec:"ip"`
 }
 
 // Kinds of request a proxy routes; mirrors proxy.Kind without importing it.
@@ -222,6 +233,9 @@ type InstanceInfo struct {
 	// "reader" or "reader-writer"), so landing pages can list instances
 	// shared with a user. Grants to "*" (anyone with the URL) are not here.
 	Shared map[string]string `codec:"shared" json:"shared,omitempty"`
+	// ClientIP is the address the instance was created from (per-address
+	// quota); not shown in the admin API.
+	ClientIP string `codec:"ip" json:"-"`
 }
 
 // Methods of the worker's Application Manager, which the worker exports to
@@ -235,6 +249,59 @@ const (
 	WorkerGrant             = "Grant"             // (iid, bid, principal, role string) error
 	WorkerRevokeSessions    = "RevokeSessions"    // (Revocation) error
 	WorkerBrowsers          = "Browsers"          // (iid string) ([]BrowserInfo, error)
+	// WorkerOpenBrowserFor is OpenBrowser with the client's address, for
+	// the per-address browser quota: (OpenBrowser) (browser id, error).
+	WorkerOpenBrowserFor = "OpenBrowserFor"
+)
+
+// OpenBrowser asks a worker for a user's browser in one of its instances.
+type OpenBrowser struct {
+	InstanceID string `codec:"iid"`
+	User       string `codec:"user"`
+	ClientIP   string `codec:"ip"`
+}
+
+// Methods of the master's WorkerManager object that the quotas added.
+const (
+	// WorkerManagerNewIdentity asks whether a client address may be given
+	// a new anonymous identity: (client ip string) (retry-after seconds,
+	// error); 0 = yes.
+	WorkerManagerNewIdentity = "NewIdentity"
+)
+
+// Quotas bound what one user and one client address may hold, against
+// denial of service by a single visitor (docs/quotas.md). 0 = no limit.
+// The master enforces the instance and identity quotas cluster-wide; each
+// worker enforces the browser and socket ones for itself.
+type Quotas struct {
+	InstancesPerUser  int `codec:"ipu" json:"instancesPerUser"`
+	InstancesPerIP    int `codec:"ipi" json:"instancesPerIP"`
+	BrowsersPerUser   int `codec:"bpu" json:"browsersPerUser"`
+	BrowsersPerIP     int `codec:"bpi" json:"browsersPerIP"`
+	SocketsPerBrowser int `codec:"spb" json:"socketsPerBrowser"`
+	SocketsPerIP      int `codec:"spi" json:"socketsPerIP"`
+	// New anonymous identities per client address: a token bucket of
+	// IdentityBurst tokens refilled at IdentitiesPerMinute.
+	IdentityBurst       int `codec:"idb" json:"identityBurst"`
+	IdentitiesPerMinute int `codec:"idr" json:"identitiesPerMinute"`
+}
+
+// DefaultQuotas are the quotas unless configured.
+func DefaultQuotas() Quotas {
+	return Quotas{InstancesPerUser: 10, InstancesPerIP: 50, BrowsersPerUser: 10, BrowsersPerIP: 30,
+		SocketsPerBrowser: 20, SocketsPerIP: 50, IdentityBurst: 50, IdentitiesPerMinute: 30}
+}
+
+// Quota names: the label of cloudbrowser_quota_refusals_total and the
+// flag suffix (--quota-<name>).
+const (
+	QuotaInstancesPerUser  = "instances-per-user"
+	QuotaInstancesPerIP    = "instances-per-ip"
+	QuotaBrowsersPerUser   = "browsers-per-user"
+	QuotaBrowsersPerIP     = "browsers-per-ip"
+	QuotaSocketsPerBrowser = "sockets-per-browser"
+	QuotaSocketsPerIP      = "sockets-per-ip"
+	QuotaNewIdentities     = "new-identities-per-ip"
 )
 
 // BrowserInfo describes a virtual browser.

@@ -1,0 +1,88 @@
+package master
+
+import (
+	"fmt"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+)
+
+// ValidateQuotas reports the first bad quota, naming its master flag.
+// 0 disables a limit; negative values are refused.
+func ValidateQuotas(q wire.Quotas) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{wire.QuotaInstancesPerUser, q.InstancesPerUser}, {wire.QuotaInstancesPerIP, q.InstancesPerIP},
+		{wire.QuotaBrowsersPerUser, q.BrowsersPerUser}, {wire.QuotaBrowsersPerIP, q.BrowsersPerIP},
+		{wire.QuotaSocketsPerBrowser, q.SocketsPerBrowser}, {wire.QuotaSocketsPerIP, q.SocketsPerIP},
+		{"new-identities-burst", q.IdentityBurst}, {"new-identities-per-minute", q.IdentitiesPerMinute},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("--quota-%s must be 0 (no limit) or more, got %d", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// maxIdentityKeys bounds the addresses whose identity buckets are kept.
+const maxIdentityKeys = 100_000
+
+// instanceQuotaError is the refusal of a new instance, with what the user
+// can do about it.
+func instanceQuotaError(limit string, n int) error {
+	msg := fmt.Sprintf("You already have %d app instances open, the most one user may have. "+
+		"Close some of your instances (from the application's page), then try again.", n)
+	if limit == wire.QuotaInstancesPerIP {
+		msg = fmt.Sprintf("Your network address already has %d app instances open, the most one address may have. "+
+			"Close some instances (from the application's page), then try again.", n)
+	}
+	return wire.Errorf(wire.CodeQuota, msg)
+}
+
+// countsForQuota reports whether an instance of app counts against its
+// owner's quota: the one shared instance of a singleAppInstance app is
+// nobody's in particular.
+func countsForQuota(app wire.App, ok bool) bool {
+	return !ok || app.Strategy != wire.SingleAppInstance
+}
+
+// reserveLocked takes a place for a new instance of owner created from
+// addr; on refusal it returns the quota error. The caller releases the
+// returned keys if the creation fails, or hands them to the instance.
+func (m *WorkerManager) reserveInstance(owner, addr string) (userKey, ipKey string, err error) {
+	q := m.quotas
+	ip := quota.AddrKey(addr)
+	if !m.quotaUsers.Acquire(owner, q.InstancesPerUser) {
+		m.refused(wire.QuotaInstancesPerUser)
+		return "", "", instanceQuotaError(wire.QuotaInstancesPerUser, q.InstancesPerUser)
+	}
+	if !m.quotaIPs.Acquire(ip, q.InstancesPerIP) {
+		if quota.Counted(owner, q.InstancesPerUser) {
+			m.quotaUsers.Release(owner)
+		}
+		m.refused(wire.QuotaInstancesPerIP)
+		return "", "", instanceQuotaError(wire.QuotaInstancesPerIP, q.InstancesPerIP)
+	}
+	if quota.Counted(owner, q.InstancesPerUser) {
+		userKey = owner
+	}
+	if quota.Counted(ip, q.InstancesPerIP) {
+		ipKey = ip
+	}
+	return userKey, ipKey, nil
+}
+
+// releaseInstance gives back what reserveInstance or an adopted instance
+// took.
+func (m *WorkerManager) releaseInstance(userKey, ipKey string) {
+	m.quotaUsers.Release(userKey)
+	m.quotaIPs.Release(ipKey)
+}
+
+func (m *WorkerManager) refused(limit string) {
+	if m.observeRefusal != nil {
+		m.observeRefusal(limit)
+	}
+}

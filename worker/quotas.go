@@ -1,0 +1,165 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/proxy"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+)
+
+// Quotas on a worker (docs/quotas.md). The master sends them at
+// registration; browsers and sockets are counted here, per worker: a
+// browser or a socket lives on the worker hosting its instance, and asking
+// the master for every one would put it on the path of every page and
+// socket. A user's browsers are therefore bounded by BrowsersPerUser on
+// each worker their (cluster-wide bounded) instances are on.
+type quotas struct {
+	browserUsers *quota.Counter // browsers owned, by user
+	browserIPs   *quota.Counter // browsers created, by client address
+	socketIPs    *quota.Counter // client-engine sockets open, by client address
+	refused      func(limit string)
+}
+
+// quotaError is a refusal by a quota, with the words for the user.
+type quotaError struct {
+	limit string
+	msg   string
+}
+
+func (e *quotaError) Error() string { return e.msg }
+
+func (w *Worker) limits() wire.Quotas { return *w.quotaLimits.Load() }
+
+// reserveBrowser takes a browser place for user, created from addr; release
+// gives it back (once is enough: it is idempotent).
+func (w *Worker) reserveBrowser(user, addr string) (release func(), err error) {
+	q := w.limits()
+	ip := quota.AddrKey(addr)
+	if !w.quota.browserUsers.Acquire(user, q.BrowsersPerUser) {
+		w.quota.refused(wire.QuotaBrowsersPerUser)
+		return nil, &quotaError{wire.QuotaBrowsersPerUser, fmt.Sprintf("You already have %d virtual browsers open, "+
+			"the most one user may have here. Close some of your browsers or instances (from the application's page), then try again.", q.BrowsersPerUser)}
+	}
+	uKey := ""
+	if quota.Counted(user, q.BrowsersPerUser) {
+		uKey = user
+	}
+	if !w.quota.browserIPs.Acquire(ip, q.BrowsersPerIP) {
+		w.quota.browserUsers.Release(uKey)
+		w.quota.refused(wire.QuotaBrowsersPerIP)
+		return nil, &quotaError{wire.QuotaBrowsersPerIP, fmt.Sprintf("Your network address already has %d virtual browsers open, "+
+			"the most one address may have here. Close some browsers or instances (from the application's page), then try again.", q.BrowsersPerIP)}
+	}
+	ipKey := ""
+	if quota.Counted(ip, q.BrowsersPerIP) {
+		ipKey = ip
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.quota.browserUsers.Release(uKey)
+			w.quota.browserIPs.Release(ipKey)
+		})
+	}, nil
+}
+
+// quotaPage answers a refusal by a quota: 429 saying which limit and what
+// to do, with a link to the app's page (where instances and browsers are
+// listed and closed).
+func (w *Worker) quotaPage(rw http.ResponseWriter, r *http.Request, id string, app wire.App, msg string) {
+	name := app.Name
+	if name == "" {
+		name = app.MountPoint
+	}
+	proxy.WritePage(rw, r, id, http.StatusTooManyRequests, "Limit reached", msg, "/"+app.MountPoint, "Open "+name)
+}
+
+// quotaCode turns a refusal into the master's error code, so the message
+// reaches the user through a placement.
+func quotaCode(err error) error {
+	var qe *quotaError
+	if errors.As(err, &qe) {
+		return wire.Errorf(wire.CodeQuota, qe.msg)
+	}
+	return err
+}
+
+// identify returns the visitor's id for an app without authentication. A
+// visitor without one gets a new anonymous identity, unless their address
+// has had too many lately (the master's token bucket, cluster-wide): then
+// the request is answered 429 and ok is false. Minting identities would
+// otherwise be a free way around the per-user quotas.
+func (w *Worker) identify(rw http.ResponseWriter, r *http.Request, id string, app wire.App) (string, bool) {
+	if user, rotate := w.users.loggedIn(r); user != "" {
+		if rotate {
+			w.users.login(rw, r, user)
+		}
+		return user, true
+	}
+	if user := w.users.current(r); user != "" {
+		return user, true
+	}
+	ip := clientIP(r)
+	if retry := w.newIdentityWait(r.Context(), ip); retry > 0 {
+		w.log.Info().Str("request_id", id).Str("client_ip", ip).Int64("retry_after_s", retry).Msg("new anonymous identity refused: quota")
+		rw.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+		proxy.WritePage(rw, r, id, http.StatusTooManyRequests, "Too many new visitors",
+			fmt.Sprintf("Too many new visitors came from your network address lately. Keep cookies enabled for this site "+
+				"(your identity is in a cookie), or try again in %d seconds.", retry), "/", "Home")
+		return "", false
+	}
+	user := "anon-" + ids.Random(16)
+	w.users.setAnon(rw, r, user)
+	return user, true
+}
+
+// newIdentityWait asks the master whether ip may get a new identity: 0 =
+// yes, else seconds to wait. A master that cannot be asked (down, or older)
+// does not stop visitors: the instance quotas still hold.
+func (w *Worker) newIdentityWait(ctx context.Context, ip string) int64 {
+	if w.client == nil || !w.registered.Load() {
+		return 0 // no master to ask right now: do not make visitors wait for it
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var retry int64
+	if err := w.client.Call(ctx, wire.ObjWorkerManager, wire.WorkerManagerNewIdentity, &retry, ip); err != nil {
+		if !errors.Is(err, rmi.ErrNoMethod) {
+			w.log.Warn().Err(err).Msg("could not ask the master for a new identity; allowing it")
+		}
+		return 0
+	}
+	return retry
+}
+
+// admitSocket decides whether one more client-engine socket may join a
+// browser that has open of them, from address addr. On refusal it returns
+// the reason the client is told; else a release for when it leaves.
+func (w *Worker) admitSocket(addr string, open int) (release func(), reason string) {
+	q := w.limits()
+	if n := q.SocketsPerBrowser; n > 0 && open >= n {
+		w.quota.refused(wire.QuotaSocketsPerBrowser)
+		return nil, fmt.Sprintf("This virtual browser already has %d windows connected, the most allowed. "+
+			"Close some of the windows or tabs showing it, then reload this one.", n)
+	}
+	ip := quota.AddrKey(addr)
+	if !w.quota.socketIPs.Acquire(ip, q.SocketsPerIP) {
+		w.quota.refused(wire.QuotaSocketsPerIP)
+		return nil, fmt.Sprintf("Your network address already has %d windows connected to virtual browsers here, the most allowed. "+
+			"Close some of those windows or tabs, then reload this one.", q.SocketsPerIP)
+	}
+	if !quota.Counted(ip, q.SocketsPerIP) {
+		return func() {}, ""
+	}
+	var once sync.Once
+	return func() { once.Do(func() { w.quota.socketIPs.Release(ip) }) }, ""
+}
