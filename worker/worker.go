@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	cbmetrics "github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
@@ -89,6 +90,11 @@ type Worker struct {
 	frames       frameCounters
 	reg          *prometheus.Registry
 	leaseSeconds *prometheus.HistogramVec
+
+	// hopKey verifies the proxies' X-CB-Hop signatures; metricsToken guards
+	// /metrics. Both arrive with the master's registration reply.
+	hopKey       hop.Key
+	metricsToken atomic.Pointer[string]
 
 	registered atomic.Bool
 	stopping   atomic.Bool
@@ -225,6 +231,13 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	}
 	if err := c.Call(ctx, wire.ObjWorkerManager, "Register", &rep, winfo, w.apps.list(), rmi.Export(w.apps)); err != nil {
 		return fmt.Errorf("register: %w", err)
+	}
+	if len(rep.HopKey) == 0 {
+		return errors.New("register: the master sent no hop key (it is older than this worker)")
+	}
+	w.hopKey.Set(rep.HopKey)
+	if rep.MetricsToken != "" {
+		w.metricsToken.Store(&rep.MetricsToken)
 	}
 	w.apps.setApps(rep.Apps)
 	w.users.setRevoked(rep.Revoked)
