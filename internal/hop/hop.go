@@ -60,12 +60,13 @@ func FieldsOf(r *http.Request) Fields {
 }
 
 func mac(key []byte, ts string, f Fields) []byte {
-	h := hmac.New(sha256.New, key)
 	// Header values cannot contain '\n', so the encoding is unambiguous.
+	msg := make([]byte, 0, 128+len(f.URI)+len(f.ForwardedFor))
 	for _, s := range []string{version, ts, f.Method, f.Host, f.URI, f.ForwardedFor, f.Proto} {
-		h.Write([]byte(s))
-		h.Write([]byte{'\n'})
+		msg = append(append(msg, s...), '\n')
 	}
+	h := hmac.New(sha256.New, key)
+	h.Write(msg)
 	return h.Sum(nil)
 }
 
