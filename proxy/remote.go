@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -204,7 +205,9 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.AdminAddr != "" && cfg.Admin != nil {
-		aln, err := Listen(ctx, "tcp", cfg.AdminAddr)
+		// Plain listener: each proxy's admin port is its own, never shared.
+		var lc net.ListenConfig
+		aln, err := lc.Listen(ctx, "tcp", cfg.AdminAddr)
 		if err != nil {
 			_ = srv.Close()
 			<-errc
