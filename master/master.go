@@ -13,10 +13,12 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
@@ -37,6 +39,9 @@ type Config struct {
 	// AdminToken authorizes the admin API; AuthorToken only deploying and
 	// listing applications.
 	AdminToken, AuthorToken string
+	// MetricsToken is the bearer token workers require on /metrics; ""
+	// generates one for this run.
+	MetricsToken string
 	// DataDir keeps deployed applications ("" = keep nothing).
 	DataDir string
 
@@ -117,6 +122,10 @@ type Master struct {
 	startedAt time.Time
 	metrics   *masterMetrics
 	history   *history
+	// hopKey signs the proxy-to-worker HTTP hop (internal/hop). Workers and
+	// proxies get it over their RMI session, so they need not hold the
+	// cluster secret it is derived from; derived, it survives restarts.
+	hopKey []byte
 	// adminCodec signs the dashboard's session cookies.
 	adminCodec *session.Codec
 	// embeddedRate turns the embedded proxy's request count into a rate.
@@ -183,7 +192,10 @@ func New(cfg Config) (*Master, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	m := &Master{cfg: cfg, id: "m-" + ids.Random(8)}
+	if cfg.MetricsToken == "" {
+		cfg.MetricsToken = ids.Random(32)
+	}
+	m := &Master{cfg: cfg, id: "m-" + ids.Random(8), hopKey: secret.Derive(cfg.Secret, "http-hop", hop.KeyLen)}
 	statePath := ""
 	if cfg.DataDir != "" {
 		statePath = filepath.Join(cfg.DataDir, state.FileName)
@@ -362,7 +374,14 @@ func (m *Master) onMember(ev membership.Event) {
 // port, or one proxy embedded in the master.
 func (m *Master) startProxies(ctx context.Context) error {
 	if m.cfg.Proxies == 0 {
-		ln, err := proxy.Listen(ctx, "tcp", m.cfg.PublicAddr)
+		// A plain listener, not SO_REUSEPORT: only proxy children of one
+		// master may share the public port, so a second process on it must
+		// fail instead of silently taking part of the traffic.
+		var lc net.ListenConfig
+		ln, err := lc.Listen(ctx, "tcp", m.cfg.PublicAddr)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("master: public address --listen %s is already in use (another master or proxy?): %w", m.cfg.PublicAddr, err)
+		}
 		if err != nil {
 			return fmt.Errorf("master: public listen %s: %w", m.cfg.PublicAddr, err)
 		}
@@ -370,6 +389,7 @@ func (m *Master) startProxies(ctx context.Context) error {
 		m.embedded = proxy.New(proxy.Config{
 			Router: localRouter{m}, Fallback: m.adminHandler(true),
 			Logger: m.log.With().Str("proxy", "embedded").Logger(),
+			HopKey: func() []byte { return m.hopKey },
 		})
 		m.public = &http.Server{Handler: m.embedded, ReadHeaderTimeout: 10 * time.Second}
 		m.serve(m.public, ln, "public")

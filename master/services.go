@@ -47,7 +47,8 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 		}
 	}()
 	return wire.RegisterReply{Apps: s.m.apps.List(), Revoked: s.m.accounts.Revocations(),
-		ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id, Quotas: s.m.cfg.Quotas}, nil
+		ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id, Quotas: s.m.cfg.Quotas,
+		HopKey: s.m.hopKey, MetricsToken: s.m.cfg.MetricsToken}, nil
 }
 
 // Report records a worker's load.
@@ -114,10 +115,11 @@ func (s routerService) Apps(ctx context.Context) ([]wire.App, error) {
 }
 
 // Subscribe asks for route invalidations over the calling connection; the
-// caller must have registered a wire.ObjProxy object.
-func (s routerService) Subscribe(ctx context.Context, name string) error {
+// caller must have registered a wire.ObjProxy object. The reply carries the
+// key the proxy signs relayed requests with.
+func (s routerService) Subscribe(ctx context.Context, name string) (wire.SubscribeReply, error) {
 	s.m.proxies.add(rmi.ConnFrom(ctx), name)
-	return nil
+	return wire.SubscribeReply{HopKey: s.m.hopKey}, nil
 }
 
 // ProxyReport records a proxy's counters for the dashboard.

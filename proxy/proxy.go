@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 )
 
@@ -47,6 +49,11 @@ type Config struct {
 	// TrustForwardedFor appends to an inbound X-Forwarded-For instead of
 	// replacing it. Only enable behind a trusted load balancer.
 	TrustForwardedFor bool
+	// HopKey returns the key that signs every relayed request's X-CB-Hop
+	// header (internal/hop), which workers require; nil until the master
+	// handed one over, and requests then get 503. A nil HopKey func signs
+	// nothing (benchmarks, tests with plain backends).
+	HopKey func() []byte
 	// OnWorkerUnreachable is called when a worker refuses or drops a
 	// connection before answering, so the caller can tell the master. It
 	// runs on the request goroutine and must not block.
@@ -153,6 +160,7 @@ type reqState struct {
 	target Target
 	route  Route
 	body   *bodyWatch
+	hopKey []byte // nil = do not sign
 }
 
 type stateKey struct{}
@@ -202,14 +210,25 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.routeError(w, r, id, t, err)
 		return
 	}
+	var key []byte
+	if p.cfg.HopKey != nil {
+		if key = p.cfg.HopKey(); len(key) == 0 {
+			p.st.routeErrors.Add(1)
+			p.log.Warn().Str("request_id", id).Msg("no hop key from the master yet")
+			w.Header().Set("Retry-After", "2")
+			p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable",
+				"This proxy is not yet connected to the cluster master, retry shortly.")
+			return
+		}
+	}
 	if upgrade {
-		p.serveWebSocket(w, r, id, t, route)
+		p.serveWebSocket(w, r, id, t, route, key)
 		return
 	}
 	// Only WebSocket upgrades are supported; any other Upgrade (h2c...) is
 	// dropped so ReverseProxy's own untracked upgrade path never runs.
 	r.Header.Del("Upgrade")
-	p.forward(w, r, &reqState{id: id, target: t, route: route})
+	p.forward(w, r, &reqState{id: id, target: t, route: route, hopKey: key})
 }
 
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, st *reqState) {
@@ -234,6 +253,24 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.SetXForwarded()
 	pr.Out.Header.Set("X-Request-Id", st.id)
+	host := pr.Out.Host
+	if host == "" { // the transport then sends the worker's address
+		host = pr.Out.URL.Host
+	}
+	signHop(pr.Out.Header, st.hopKey, pr.Out.Method, host, pr.Out.URL.RequestURI())
+}
+
+// signHop replaces any inbound X-CB-Hop with ours over what the worker will
+// read: the request line the transport writes and the forwarded headers set
+// above. Without a key the inbound one is still dropped.
+func signHop(h http.Header, key []byte, method, host, uri string) {
+	h.Del(hop.Header)
+	if key == nil {
+		return
+	}
+	h.Set(hop.Header, hop.Sign(key, time.Now(), hop.Fields{Method: method, Host: host, URI: uri,
+		ForwardedFor: strings.Join(h.Values("X-Forwarded-For"), ", "),
+		Proto:        strings.Join(h.Values("X-Forwarded-Proto"), ", ")}))
 }
 
 // modifyResponse keeps the proxy's X-Request-Id (already on the

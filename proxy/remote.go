@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
@@ -145,6 +147,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	}
 	defer node.Close()
 	remote := &RemoteRouter{}
+	var hopKey hop.Key // from the master, over the authenticated session
 	cache := NewCachingRouter(remote, cfg.RouteTTL)
 	if err := node.Register(wire.ObjProxy, invalidator{cache}); err != nil {
 		return fmt.Errorf("proxy: %w", err)
@@ -182,19 +185,29 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 		memberMu.Unlock()
 		// Invalidations may have been missed while disconnected.
 		cache.InvalidateAll()
-		return c.Call(ctx, wire.ObjRouter, "Subscribe", nil, cfg.Name)
+		var rep wire.SubscribeReply
+		if err := c.Call(ctx, wire.ObjRouter, "Subscribe", &rep, cfg.Name); err != nil {
+			return err
+		}
+		if len(rep.HopKey) == 0 {
+			return errors.New("proxy: the master sent no hop key (it is older than this proxy)")
+		}
+		hopKey.Set(rep.HopKey)
+		return nil
 	})
 	remote.Client = client // before serving: handlers only start after this
 	ln, err := Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("proxy: listen %s: %w", cfg.Listen, err)
 	}
-	p := New(Config{Router: cache, Logger: log})
+	p := New(Config{Router: cache, Logger: log, HopKey: hopKey.Get})
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.AdminAddr != "" && cfg.Admin != nil {
-		aln, err := Listen(ctx, "tcp", cfg.AdminAddr)
+		// Plain listener: each proxy's admin port is its own, never shared.
+		var lc net.ListenConfig
+		aln, err := lc.Listen(ctx, "tcp", cfg.AdminAddr)
 		if err != nil {
 			_ = srv.Close()
 			<-errc

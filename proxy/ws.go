@@ -81,7 +81,7 @@ var hopHeaders = []string{
 // serveWebSocket forwards an upgrade to the routed worker and, once the
 // worker agreed (101), relays raw bytes until both sides are done. The
 // Router is never consulted again for this connection.
-func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string, t Target, route Route) {
+func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string, t Target, route Route, hopKey []byte) {
 	log := p.log.With().Str("request_id", id).Str("instance", t.InstanceID).Str("worker", route.WorkerID).Logger()
 	if p.isClosing() {
 		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable", "The proxy is shutting down, retry shortly.")
@@ -102,7 +102,7 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string
 	}
 	defer p.untrack(rl)
 
-	resp, wbr, err := p.handshake(r, id, wc)
+	resp, wbr, err := p.handshake(r, id, wc, hopKey)
 	if err != nil {
 		rl.close()
 		switch {
@@ -146,7 +146,7 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string
 }
 
 // handshake sends the upgrade request to the worker and reads its answer.
-func (p *Proxy) handshake(r *http.Request, id string, wc net.Conn) (*http.Response, *bufio.Reader, error) {
+func (p *Proxy) handshake(r *http.Request, id string, wc net.Conn, hopKey []byte) (*http.Response, *bufio.Reader, error) {
 	// Abort a stalled handshake if the client leaves; after return the relay
 	// owns the connection, so the hook must be stopped first.
 	stop := context.AfterFunc(r.Context(), func() { wc.SetDeadline(time.Unix(1, 0)) })
@@ -167,6 +167,7 @@ func (p *Proxy) handshake(r *http.Request, id string, wc net.Conn) (*http.Respon
 	if uri == "" || uri[0] != '/' {
 		uri = r.URL.RequestURI() // absolute-form request line
 	}
+	signHop(h, hopKey, http.MethodGet, r.Host, uri)
 	bw := bufio.NewWriterSize(wc, 4096)
 	bw.WriteString("GET " + uri + " HTTP/1.1\r\nHost: " + r.Host + "\r\n")
 	if err := h.Write(bw); err != nil {

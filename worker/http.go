@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"html/template"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
@@ -29,13 +31,15 @@ func (w *Worker) handler() http.Handler {
 		id := r.Header.Get("X-Request-Id")
 		switch r.URL.Path {
 		case "/metrics": // proxies never forward reserved paths: only direct scrapes reach this
-			metricsH.ServeHTTP(rw, r)
+			if w.metricsAllowed(rw, r) {
+				metricsH.ServeHTTP(rw, r)
+			}
 			return
-		case "/healthz":
+		case "/healthz": // open to tooling (liveness checks); tells only the worker id
 			rw.Header().Set("Content-Type", "application/json")
 			_, _ = rw.Write([]byte(`{"status":"ok","worker":"` + w.id + `"}` + "\n"))
 			return
-		case "/readyz":
+		case "/readyz": // open like /healthz
 			rw.Header().Set("Content-Type", "application/json")
 			if !w.Ready() {
 				rw.WriteHeader(http.StatusServiceUnavailable)
@@ -50,6 +54,16 @@ func (w *Worker) handler() http.Handler {
 			_, _ = rw.Write([]byte(`{"status":"ready","worker":"` + w.id + `"}` + "\n"))
 			return
 		}
+		// Everything else comes from the cluster's proxies only; the signed
+		// hop is what makes X-Forwarded-For and -Proto believable.
+		if err := hop.Verify(w.hopKey.Get(), time.Now(), r.Header.Get(hop.Header), hop.FieldsOf(r)); err != nil {
+			w.log.Info().Str("request_id", id).Str("peer", r.RemoteAddr).Str("method", r.Method).
+				Str("reason", err.Error()).Msg("request refused: not relayed by a cluster proxy")
+			w.page(rw, r, id, http.StatusForbidden, "Forbidden",
+				"This worker only accepts requests relayed by the cluster proxies. Use the public address of the cluster.")
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), viaProxyKey{}, true))
 		t := proxy.Classify(r.Method, r.URL.EscapedPath(), isUpgrade(r))
 		switch t.Kind {
 		case proxy.KindApp:
@@ -78,6 +92,33 @@ func (w *Worker) handler() http.Handler {
 			w.page(rw, r, id, http.StatusNotFound, "Not found", "There is nothing at this address.")
 		}
 	})
+}
+
+type viaProxyKey struct{}
+
+// viaProxy reports whether r carried a valid hop signature: only then are
+// its X-Forwarded-* headers the proxy's.
+func viaProxy(r *http.Request) bool {
+	ok, _ := r.Context().Value(viaProxyKey{}).(bool)
+	return ok
+}
+
+// metricsAllowed checks the bearer token the master handed over (the
+// operator's copy is <data-dir>/metrics.token); it answers the refusal.
+func (w *Worker) metricsAllowed(rw http.ResponseWriter, r *http.Request) bool {
+	tok := w.metricsToken.Load()
+	if tok == nil {
+		rw.Header().Set("Retry-After", "5")
+		http.Error(rw, "metrics unavailable: this worker has not registered with the master yet", http.StatusServiceUnavailable)
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(*tok)) != 1 {
+		rw.Header().Set("WWW-Authenticate", `Bearer realm="cloudbrowser-metrics"`)
+		http.Error(rw, "metrics need the metrics token as a bearer token (Authorization: Bearer <metrics.token of the master's data directory>)", http.StatusUnauthorized)
+		return false
+	}
+	return true
 }
 
 func isUpgrade(r *http.Request) bool {

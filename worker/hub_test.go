@@ -118,7 +118,7 @@ func newHubFixture(t *testing.T, role Role) *hubFixture {
 	if err := w.startEgress(); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(w.handler())
+	srv := httptest.NewServer(signedHandler(w))
 	t.Cleanup(func() { srv.Close(); w.Close() })
 	app := wire.App{Name: "A", MountPoint: "app", Entry: "https://example.test/", Strategy: wire.SingleBrowserPerUser}
 	_ = w.apps.AddApplication(context.Background(), app)

@@ -98,11 +98,12 @@ func lockedMessage(seconds int64) string {
 	return fmt.Sprintf("Too many failed attempts; try again in %d %s.", seconds, unit)
 }
 
-// clientIP is the end user's address for the login limits: the last
-// X-Forwarded-For entry, the one our proxy appends (earlier ones come from
-// the client and can be forged), else the peer's address. "" = unknown.
+// clientIP is the end user's address for the login limits: on a request
+// with a valid hop signature, the last X-Forwarded-For entry, the one our
+// proxy appends (earlier ones come from the client and can be forged); else
+// the peer's address. "" = unknown.
 func clientIP(r *http.Request) string {
-	if v := r.Header.Values("X-Forwarded-For"); len(v) > 0 {
+	if v := r.Header.Values("X-Forwarded-For"); len(v) > 0 && viaProxy(r) {
 		last := v[len(v)-1]
 		if i := strings.LastIndexByte(last, ','); i >= 0 {
 			last = last[i+1:]

@@ -94,7 +94,7 @@ func (u *users) loggedIn(r *http.Request) (string, bool) {
 }
 
 func secure(r *http.Request) bool {
-	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+	return r.TLS != nil || viaProxy(r) && r.Header.Get("X-Forwarded-Proto") == "https"
 }
 
 // login starts a session for user.

@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	cbmetrics "github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
@@ -61,7 +62,7 @@ type Config struct {
 	EgressAllow  []string
 	EgressLookup func(ctx context.Context, host string) ([]netip.Addr, error)
 	Logger       zerolog.Logger
-	Version        string
+	Version      string
 }
 
 // Worker is a running worker.
@@ -98,6 +99,10 @@ type Worker struct {
 	// worker's users and client addresses hold.
 	quotaLimits atomic.Pointer[wire.Quotas]
 	quota       quotas
+	// hopKey verifies the proxies' X-CB-Hop signatures; metricsToken guards
+	// /metrics. Both arrive with the master's registration reply.
+	hopKey       hop.Key
+	metricsToken atomic.Pointer[string]
 
 	registered atomic.Bool
 	stopping   atomic.Bool
@@ -241,6 +246,13 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	}
 	if err := c.Call(ctx, wire.ObjWorkerManager, "Register", &rep, winfo, w.apps.list(), rmi.Export(w.apps)); err != nil {
 		return fmt.Errorf("register: %w", err)
+	}
+	if len(rep.HopKey) == 0 {
+		return errors.New("register: the master sent no hop key (it is older than this worker)")
+	}
+	w.hopKey.Set(rep.HopKey)
+	if rep.MetricsToken != "" {
+		w.metricsToken.Store(&rep.MetricsToken)
 	}
 	w.apps.setApps(rep.Apps)
 	w.users.setRevoked(rep.Revoked)

@@ -5,8 +5,8 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
-	"net/url"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -33,7 +34,7 @@ func newTestWorker(t *testing.T) (*Worker, *httptest.Server) {
 	if err := w.startEgress(); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(w.handler())
+	srv := httptest.NewServer(signedHandler(w))
 	t.Cleanup(func() {
 		srv.Close()
 		w.Close()
@@ -44,6 +45,19 @@ func newTestWorker(t *testing.T) (*Worker, *httptest.Server) {
 		t.Fatal(err)
 	}
 	return w, srv
+}
+
+var testHopKey = []byte("hop-key-0123456789abcdef01234567")
+
+// signedHandler is w.handler() as the cluster's proxies reach it: every
+// request arrives with a valid hop signature.
+func signedHandler(w *Worker) http.Handler {
+	w.hopKey.Set(testHopKey)
+	h := w.handler()
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		r.Header.Set(hop.Header, hop.Sign(testHopKey, time.Now(), hop.FieldsOf(r)))
+		h.ServeHTTP(rw, r)
+	})
 }
 
 func noRedirect() *http.Client {

@@ -32,7 +32,7 @@ func masterFlags() []cli.Flag {
 		&cli.StringFlag{Name: "listen", Value: ":8080", Sources: cli.EnvVars("CB_LISTEN"),
 			Usage: `public address of the reverse proxies ("" = start no proxy)`},
 		&cli.IntFlag{Name: "proxies", Value: 0, Sources: cli.EnvVars("CB_PROXIES"),
-			Usage: "number of proxy processes sharing --listen (SO_REUSEPORT); 0 embeds one proxy in the master"},
+			Usage: "number of proxy processes sharing --listen (SO_REUSEPORT); 0 embeds one proxy in the master (the port is then not shared)"},
 		&cli.StringFlag{Name: "apps", Value: "samples", Sources: cli.EnvVars("CB_APPS"),
 			Usage: `applications to deploy at start: "samples" (built in), a directory of bundles, or "" for none`},
 		&cli.StringFlag{Name: "balancer", Value: string(balance.LeastLoad), Sources: cli.EnvVars("CB_BALANCER"),
@@ -125,8 +125,8 @@ func masterCmd() *cli.Command {
 		Usage: "run the master: applications, workers, placement, routing, reverse proxies",
 		Description: `The master keeps the applications and the instance table, places new app instances
 on workers, answers the proxies' route lookups and runs the reverse proxies.
-On first start it creates <data-dir>/cluster.secret, admin.token and author.token (mode
-0600). Deployed applications are kept in <data-dir>/apps and survive restarts.`,
+On first start it creates <data-dir>/cluster.secret, admin.token, author.token and
+metrics.token (mode 0600; workers' /metrics need the last one as a bearer token). Deployed applications are kept in <data-dir>/apps and survive restarts.`,
 		Flags: masterFlags(),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			log, err := logger(cmd)
@@ -171,6 +171,10 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 	if err != nil {
 		return nil, fmt.Errorf("author token: %w", err)
 	}
+	metricsToken, err := secret.LoadOrCreate(filepath.Join(dir, "metrics.token"))
+	if err != nil {
+		return nil, fmt.Errorf("metrics token: %w", err)
+	}
 	strategy, err := balance.ParseStrategy(cmd.String("balancer"))
 	if err != nil {
 		return nil, fmt.Errorf("--balancer: %w", err)
@@ -214,7 +218,7 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 		return cmd.String(flag)
 	}
 	return master.New(master.Config{
-		Secret: sec, AdminToken: token, AuthorToken: authorToken, SecretFile: secretPath, DataDir: dir,
+		Secret: sec, AdminToken: token, AuthorToken: authorToken, MetricsToken: metricsToken, SecretFile: secretPath, DataDir: dir,
 		RMIAddr: pick(o.rmi, "rmi"), GossipAddr: pick(o.gossip, "gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
 		AdminAddr: pick(o.admin, "admin"), PublicAddr: cmd.String("listen"), Proxies: int(cmd.Int("proxies")),
 		ProxyCommand: append(append([]string{exe}, logArgs(cmd)...), "proxy"),

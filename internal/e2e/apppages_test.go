@@ -123,7 +123,9 @@ Promise.all([get("/ok/a"), get("/denied/b")]).then(function (r) { document.title
 			t.Fatalf("site hits: allowed %d, denied %d (want 1 and 0: the denied request must not leave Chromium)", okHits.Load(), deniedHits.Load())
 		}
 		st := c.mustStatus()
-		resp, err := http.Get("http://" + st.Workers[0].HTTPAddr + "/metrics")
+		req, _ := http.NewRequest("GET", "http://"+st.Workers[0].HTTPAddr+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+c.metricsToken())
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -86,7 +86,7 @@ func TestMetrics(t *testing.T) {
 	waitHTTP(t, "http://"+proxyAdmin+"/readyz", 20*time.Second)
 
 	masterURL, workerURL, proxyURL := "http://"+c.admin+"/metrics", "http://"+workerAddr+"/metrics", "http://"+proxyAdmin+"/metrics"
-	m0, w0, p0 := scrape(t, masterURL, ""), scrape(t, workerURL, ""), scrape(t, proxyURL, "")
+	m0, w0, p0 := scrape(t, masterURL, ""), scrape(t, workerURL, c.metricsToken()), scrape(t, proxyURL, "")
 	// On the public port the metrics need the admin token.
 	if resp, err := http.Get("http://" + c.public + "/metrics"); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("public /metrics without a token: %v %v", resp.Status, err)
@@ -102,7 +102,7 @@ func TestMetrics(t *testing.T) {
 	c.waitFor("a load report after the placements", 10*time.Second, func(st *wire.ClusterStatus) bool {
 		return len(st.Workers) == 1 && st.Workers[0].Load.Instances >= 3
 	})
-	m1, w1, p1 := scrape(t, masterURL, ""), scrape(t, workerURL, ""), scrape(t, proxyURL, "")
+	m1, w1, p1 := scrape(t, masterURL, ""), scrape(t, workerURL, c.metricsToken()), scrape(t, proxyURL, "")
 
 	for _, tc := range []struct {
 		name   string

@@ -54,7 +54,7 @@ func TestPools(t *testing.T) {
 	})
 	// Prometheus sees the pools too.
 	st := c.mustStatus()
-	fams := scrape(t, "http://"+st.Workers[0].HTTPAddr+"/metrics", "")
+	fams := scrape(t, "http://"+st.Workers[0].HTTPAddr+"/metrics", c.metricsToken())
 	if v := value(fams, "cloudbrowser_pool_lease_failures_total", map[string]string{"pool": "pooled", "reason": "poolMax"}); v != 1 {
 		t.Errorf("pool max failures in metrics: %v", v)
 	}

@@ -150,6 +150,17 @@ type RegisterReply struct {
 	// workers enforce the browser and socket ones (nil: an older master;
 	// the worker keeps its defaults).
 	Quotas *Quotas `codec:"quotas"`
+	// HopKey verifies the X-CB-Hop signature proxies put on every request
+	// they relay (internal/hop); the worker refuses requests without one.
+	HopKey []byte `codec:"hopkey"`
+	// MetricsToken is the bearer token the worker's /metrics requires.
+	MetricsToken string `codec:"mtoken"`
+}
+
+// SubscribeReply answers a proxy's Router.Subscribe.
+type SubscribeReply struct {
+	// HopKey signs the X-CB-Hop header of every request relayed to a worker.
+	HopKey []byte `codec:"hopkey"`
 }
 
 // Revocation ends a user's login sessions: those issued at or before

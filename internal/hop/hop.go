@@ -1,0 +1,128 @@
+// Package hop authenticates the HTTP hop from a cluster proxy to a worker.
+//
+// Workers must not believe X-Forwarded-For or X-Forwarded-Proto from just
+// anyone who can reach their port: the login limits key on the client
+// address. So every request a proxy relays carries
+//
+//	X-CB-Hop: v1.<unix seconds>.<base64url HMAC-SHA256>
+//
+// over the timestamp, method, Host, request-URI and the X-Forwarded-For and
+// X-Forwarded-Proto values the proxy set. The key comes from the master over
+// the authenticated RMI session (never read from a local file), and the
+// worker refuses requests without a valid hop.
+package hop
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Header carries the hop signature.
+const Header = "X-CB-Hop"
+
+// Window is how far a hop's timestamp may be from the worker's clock, either
+// way: it absorbs clock skew between hosts and bounds replays.
+const Window = 60 * time.Second
+
+// KeyLen is the length of hop keys.
+const KeyLen = 32
+
+const version = "v1"
+
+var (
+	ErrMissing   = errors.New("no hop signature")
+	ErrMalformed = errors.New("malformed hop signature")
+	ErrStale     = errors.New("hop signature outside the time window")
+	ErrBadMAC    = errors.New("hop signature does not match")
+	ErrNoKey     = errors.New("no hop key yet")
+)
+
+// Fields are the signed parts of a relayed request, as written on the wire.
+type Fields struct {
+	Method, Host, URI string
+	// ForwardedFor and Proto are the X-Forwarded-For and X-Forwarded-Proto
+	// values (several header lines joined with ", ").
+	ForwardedFor, Proto string
+}
+
+// FieldsOf reads the signed parts of a request received by a worker.
+func FieldsOf(r *http.Request) Fields {
+	return Fields{Method: r.Method, Host: r.Host, URI: r.RequestURI,
+		ForwardedFor: strings.Join(r.Header.Values("X-Forwarded-For"), ", "),
+		Proto:        strings.Join(r.Header.Values("X-Forwarded-Proto"), ", ")}
+}
+
+func mac(key []byte, ts string, f Fields) []byte {
+	// Header values cannot contain '\n', so the encoding is unambiguous.
+	msg := make([]byte, 0, 128+len(f.URI)+len(f.ForwardedFor))
+	for _, s := range []string{version, ts, f.Method, f.Host, f.URI, f.ForwardedFor, f.Proto} {
+		msg = append(append(msg, s...), '\n')
+	}
+	h := hmac.New(sha256.New, key)
+	h.Write(msg)
+	return h.Sum(nil)
+}
+
+// Sign returns the X-CB-Hop value for a request relayed at now.
+func Sign(key []byte, now time.Time, f Fields) string {
+	ts := strconv.FormatInt(now.Unix(), 10)
+	return version + "." + ts + "." + base64.RawURLEncoding.EncodeToString(mac(key, ts, f))
+}
+
+// Verify checks an X-CB-Hop value against the request's fields.
+func Verify(key []byte, now time.Time, value string, f Fields) error {
+	if len(key) == 0 {
+		return ErrNoKey
+	}
+	if value == "" {
+		return ErrMissing
+	}
+	v, rest, ok1 := strings.Cut(value, ".")
+	ts, sig, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || v != version {
+		return ErrMalformed
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return ErrMalformed
+	}
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || len(got) != sha256.Size {
+		return ErrMalformed
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > Window || d < -Window {
+		return ErrStale
+	}
+	if !hmac.Equal(got, mac(key, ts, f)) {
+		return ErrBadMAC
+	}
+	return nil
+}
+
+// Key holds a hop key that arrives (and may be replaced) at run time, from
+// the master. The zero value holds no key.
+type Key struct{ p atomic.Pointer[[]byte] }
+
+// Set replaces the key; an empty key is ignored (an old master sent none).
+func (k *Key) Set(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	c := append([]byte(nil), b...)
+	k.p.Store(&c)
+}
+
+// Get returns the key, or nil if none arrived yet.
+func (k *Key) Get() []byte {
+	if p := k.p.Load(); p != nil {
+		return *p
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package hop
+
+import (
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSignVerify(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	other := []byte("fedcba9876543210fedcba9876543210")
+	now := time.Unix(1_700_000_000, 0)
+	f := Fields{Method: "POST", Host: "cb.example", URI: "/secure/login?next=%2Fsecure", ForwardedFor: "203.0.113.7", Proto: "https"}
+	good := Sign(key, now, f)
+	with := func(mod func(*Fields)) Fields { g := f; mod(&g); return g }
+	for _, tc := range []struct {
+		name   string
+		key    []byte
+		at     time.Time
+		value  string
+		fields Fields
+		want   error
+	}{
+		{"valid", key, now, good, f, nil},
+		{"valid at the edge of the window", key, now.Add(Window), good, f, nil},
+		{"valid with the signer's clock ahead", key, now.Add(-Window), good, f, nil},
+		{"wrong key", other, now, good, f, ErrBadMAC},
+		{"no key", nil, now, good, f, ErrNoKey},
+		{"stale", key, now.Add(Window + time.Second), good, f, ErrStale},
+		{"from the future", key, now.Add(-Window - time.Second), good, f, ErrStale},
+		{"missing", key, now, "", f, ErrMissing},
+		{"tampered path", key, now, good, with(func(g *Fields) { g.URI = "/other/login" }), ErrBadMAC},
+		{"tampered query", key, now, good, with(func(g *Fields) { g.URI = "/secure/login?next=%2Fx" }), ErrBadMAC},
+		{"tampered forwarded-for", key, now, good, with(func(g *Fields) { g.ForwardedFor = "198.51.100.1" }), ErrBadMAC},
+		{"appended forwarded-for", key, now, good, with(func(g *Fields) { g.ForwardedFor = "198.51.100.1, 203.0.113.7" }), ErrBadMAC},
+		{"tampered proto", key, now, good, with(func(g *Fields) { g.Proto = "http" }), ErrBadMAC},
+		{"tampered method", key, now, good, with(func(g *Fields) { g.Method = "GET" }), ErrBadMAC},
+		{"tampered host", key, now, good, with(func(g *Fields) { g.Host = "evil.example" }), ErrBadMAC},
+		{"field shifted between parts", key, now, Sign(key, now, Fields{Method: "POST", Host: "cb.example\n/secure"}), Fields{Method: "POST", Host: "cb.example", URI: "/secure"}, ErrBadMAC},
+		{"other version", key, now, "v2" + strings.TrimPrefix(good, "v1"), f, ErrMalformed},
+		{"timestamp not a number", key, now, "v1.x." + strings.SplitN(good, ".", 3)[2], f, ErrMalformed},
+		{"short mac", key, now, good[:len(good)-4], f, ErrMalformed},
+		{"garbage", key, now, "hello", f, ErrMalformed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := Verify(tc.key, tc.at, tc.value, tc.fields); !errors.Is(err, tc.want) {
+				t.Fatalf("Verify = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestFieldsOf: the worker reads the request line and forwarded headers as
+// received, several header lines joined the way a proxy would not send them
+// (so an added line breaks the signature).
+func TestFieldsOf(t *testing.T) {
+	r := httptest.NewRequest("GET", "http://cb.example/a/b?x=1", nil)
+	r.Header.Add("X-Forwarded-For", "203.0.113.7")
+	r.Header.Add("X-Forwarded-For", "198.51.100.1")
+	r.Header.Set("X-Forwarded-Proto", "http")
+	got := FieldsOf(r)
+	want := Fields{Method: "GET", Host: "cb.example", URI: "http://cb.example/a/b?x=1", ForwardedFor: "203.0.113.7, 198.51.100.1", Proto: "http"}
+	if got != want {
+		t.Fatalf("FieldsOf = %+v, want %+v", got, want)
+	}
+}
+
+func TestKey(t *testing.T) {
+	var k Key
+	if k.Get() != nil {
+		t.Fatal("zero Key holds a key")
+	}
+	k.Set([]byte("abc"))
+	k.Set(nil) // ignored
+	if string(k.Get()) != "abc" {
+		t.Fatalf("Get = %q", k.Get())
+	}
+}
+
+// BenchmarkSignVerify: the cost one relayed request pays, both sides.
+func BenchmarkSignVerify(b *testing.B) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	f := Fields{Method: "GET", Host: "cb.example", URI: "/notes/a/w-abc.defghijklmno/b/bqwertyuiop1/_cb/engine.js", ForwardedFor: "203.0.113.7", Proto: "http"}
+	now := time.Now()
+	for b.Loop() {
+		if err := Verify(key, now, Sign(key, now, f), f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

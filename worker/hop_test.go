@@ -1,0 +1,80 @@
+package worker
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
+)
+
+// TestWorkerRequiresHop: only requests signed by a proxy holding the
+// master's hop key get past the worker's front door; health checks stay
+// open and /metrics takes the metrics token instead.
+func TestWorkerRequiresHop(t *testing.T) {
+	w, err := New(Config{ID: "w-hop", Secret: testSecret, Master: "127.0.0.1:1", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	h := w.handler()
+	do := func(path, hopValue, auth string) (int, string) {
+		r := httptest.NewRequest("GET", path, nil)
+		r.RequestURI = path
+		r.Header.Set("X-Forwarded-For", "203.0.113.9")
+		if hopValue != "" {
+			r.Header.Set(hop.Header, hopValue)
+		}
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code, rec.Body.String()
+	}
+	sign := func(key []byte, path string, at time.Time) string {
+		return hop.Sign(key, at, hop.Fields{Method: "GET", Host: "example.com", URI: path, ForwardedFor: "203.0.113.9"})
+	}
+	const app = "/hello"
+	otherKey := []byte("another-key-0123456789abcdef0123")
+
+	// Before registration the worker has no key: it refuses everything.
+	if code, body := do(app, sign(testHopKey, app, time.Now()), ""); code != http.StatusForbidden || !strings.Contains(body, "relayed by the cluster proxies") {
+		t.Fatalf("no key yet: %d %q", code, body)
+	}
+	if code, body := do("/metrics", "", "Bearer x"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not registered") {
+		t.Fatalf("metrics before registration: %d %q", code, body)
+	}
+	w.hopKey.Set(testHopKey)
+	tok := "metrics-token-1234"
+	w.metricsToken.Store(&tok)
+	for _, tc := range []struct {
+		name, path, hop, auth string
+		status                int
+		want                  string
+	}{
+		{"no hop", app, "", "", 403, "relayed by the cluster proxies"},
+		{"wrong key", app, sign(otherKey, app, time.Now()), "", 403, "relayed by the cluster proxies"},
+		{"stale", app, sign(testHopKey, app, time.Now().Add(-2*hop.Window)), "", 403, "Forbidden"},
+		{"signed for another path", app, sign(testHopKey, "/other", time.Now()), "", 403, "Forbidden"},
+		{"websocket without hop", app + "/a/w-hop.abcdefghijkl/b/babcdefghijk/ws", "", "", 403, "Forbidden"},
+		{"valid hop gets to the app", app, sign(testHopKey, app, time.Now()), "", 404, "no application"},
+		{"healthz stays open", "/healthz", "", "", 200, `"ok"`},
+		{"readyz stays open", "/readyz", "", "", 503, "not registered"},
+		{"metrics without token", "/metrics", "", "", 401, "metrics token"},
+		{"metrics with a hop but no token", "/metrics", sign(testHopKey, "/metrics", time.Now()), "", 401, "metrics token"},
+		{"metrics with wrong token", "/metrics", "", "Bearer nope", 401, "metrics token"},
+		{"metrics with the token", "/metrics", "", "Bearer " + tok, 200, "cloudbrowser_"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := do(tc.path, tc.hop, tc.auth)
+			if code != tc.status || !strings.Contains(body, tc.want) {
+				t.Fatalf("GET %s: %d %.200q, want %d containing %q", tc.path, code, body, tc.status, tc.want)
+			}
+		})
+	}
+}
