@@ -17,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
@@ -58,6 +59,14 @@ type Config struct {
 	ProxyCommand []string
 	// SecretFile is passed to proxy children.
 	SecretFile string
+	// PublicURL is how users reach the cluster (e.g. https://cb.example.com;
+	// "" = unknown). An https URL makes every cookie Secure and every page
+	// send Strict-Transport-Security, whatever the request looked like.
+	PublicURL string
+	// TrustForwardedProto: a TLS-terminating load balancer in front of the
+	// proxies sets X-Forwarded-Proto; the proxies pass it on and the
+	// workers and the master believe it. Only enable behind such a balancer.
+	TrustForwardedProto bool
 
 	Balancer     balance.Strategy
 	NoProjection bool
@@ -109,8 +118,14 @@ type Master struct {
 	startedAt time.Time
 	metrics   *masterMetrics
 	history   *history
-	// adminCodec signs the dashboard's session cookies.
+	// adminCodec signs the dashboard's session cookies, bound to the admin
+	// token (adminTag), so a new token ends every dashboard session.
 	adminCodec *session.Codec
+	adminTag   string
+	// ended lists logged-out sessions (user and dashboard ones).
+	ended *endedSessions
+	// scheme tells whether a request came over HTTPS.
+	scheme httpsec.Scheme
 	// embeddedRate turns the embedded proxy's request count into a rate.
 	embeddedRate rateMeter
 }
@@ -168,6 +183,10 @@ func New(cfg Config) (*Master, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	publicHTTPS, err := httpsec.PublicHTTPS(cfg.PublicURL)
+	if err != nil {
+		return nil, fmt.Errorf("master: --public-url: %w", err)
+	}
 	m := &Master{cfg: cfg, id: "m-" + ids.Random(8)}
 	statePath := ""
 	if cfg.DataDir != "" {
@@ -195,7 +214,15 @@ func New(cfg Config) (*Master, error) {
 	})
 	m.metrics = newMasterMetrics()
 	m.history = newHistory()
-	m.adminCodec = session.NewFor(cfg.Secret, "admin-session")
+	m.adminTag = session.TokenTag(cfg.Secret, cfg.AdminToken)
+	m.adminCodec = session.NewFor(cfg.Secret, "admin-session").Bound(m.adminTag)
+	m.ended = &endedSessions{st: st, now: cfg.Now, log: m.log.With().Str("component", "sessions").Logger(),
+		push: func(ctx context.Context, rev wire.SessionRevocation) {
+			ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			m.apps.push(ctx, wire.WorkerEndSession, rev)
+		}}
+	m.scheme = httpsec.Scheme{AlwaysHTTPS: publicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto}
 	m.workers.observeLookup = func(kind string, start time.Time) {
 		m.metrics.lookups.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	}
@@ -255,7 +282,7 @@ func (m *Master) Start(ctx context.Context) error {
 	for name, obj := range map[string]any{
 		wire.ObjAppManager: appService{m}, wire.ObjWorkerManager: workerService{m},
 		wire.ObjRouter: routerService{m}, wire.ObjCluster: clusterService{m},
-		wire.ObjAccounts: accountService{m.logins},
+		wire.ObjAccounts: accountService{g: m.logins, ended: m.ended},
 	} {
 		if err := node.Register(name, obj); err != nil {
 			return fmt.Errorf("master: register %s: %w", name, err)
@@ -352,6 +379,7 @@ func (m *Master) startProxies(ctx context.Context) error {
 		m.publicLn = ln
 		m.embedded = proxy.New(proxy.Config{
 			Router: localRouter{m}, Fallback: m.adminHandler(true),
+			PublicHTTPS: m.scheme.AlwaysHTTPS, TrustForwardedProto: m.scheme.TrustForwardedProto,
 			Logger: m.log.With().Str("proxy", "embedded").Logger(),
 		})
 		m.public = &http.Server{Handler: m.embedded, ReadHeaderTimeout: 10 * time.Second}
@@ -362,6 +390,12 @@ func (m *Master) startProxies(ctx context.Context) error {
 		args := append(append([]string{}, m.cfg.ProxyCommand[1:]...),
 			"--master", m.RMIAddr(), "--listen", m.cfg.PublicAddr, "--secret-file", m.cfg.SecretFile,
 			"--name", fmt.Sprintf("proxy-%d", i+1))
+		if m.cfg.PublicURL != "" {
+			args = append(args, "--public-url", m.cfg.PublicURL)
+		}
+		if m.cfg.TrustForwardedProto {
+			args = append(args, "--trust-forwarded-proto")
+		}
 		m.children = append(m.children, supervise.Start(m.ctx, m.log, supervise.Spec{
 			Name: fmt.Sprintf("proxy-%d", i+1), Path: m.cfg.ProxyCommand[0], Args: args,
 			Stdout: m.cfg.ChildOutput, Stderr: m.cfg.ChildOutput,

@@ -46,7 +46,9 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 		}
 	}()
 	return wire.RegisterReply{Apps: s.m.apps.List(), Revoked: s.m.accounts.Revocations(),
-		ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id}, nil
+		ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id,
+		EndedSessions: s.m.ended.list(), AdminTag: s.m.adminTag,
+		PublicHTTPS: s.m.scheme.AlwaysHTTPS, TrustForwardedProto: s.m.scheme.TrustForwardedProto}, nil
 }
 
 // Report records a worker's load.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 )
 
@@ -47,6 +48,11 @@ type Config struct {
 	// TrustForwardedFor appends to an inbound X-Forwarded-For instead of
 	// replacing it. Only enable behind a trusted load balancer.
 	TrustForwardedFor bool
+	// PublicHTTPS: users reach the cluster over HTTPS (--public-url
+	// https://…); TrustForwardedProto: keep the X-Forwarded-Proto of a
+	// TLS-terminating load balancer in front. Workers are told the result
+	// in X-Forwarded-Proto; the proxy's own pages send HSTS when HTTPS.
+	PublicHTTPS, TrustForwardedProto bool
 	// OnWorkerUnreachable is called when a worker refuses or drops a
 	// connection before answering, so the caller can tell the master. It
 	// runs on the request goroutine and must not block.
@@ -233,7 +239,12 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
 	}
 	pr.SetXForwarded()
+	pr.Out.Header.Set("X-Forwarded-Proto", p.scheme().Proto(pr.In))
 	pr.Out.Header.Set("X-Request-Id", st.id)
+}
+
+func (p *Proxy) scheme() httpsec.Scheme {
+	return httpsec.Scheme{AlwaysHTTPS: p.cfg.PublicHTTPS, TrustForwardedProto: p.cfg.TrustForwardedProto}
 }
 
 // modifyResponse keeps the proxy's X-Request-Id (already on the

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
@@ -26,6 +27,7 @@ func (w *Worker) handler() http.Handler {
 	metricsH := metrics.Handler(w.reg)
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		rw.Header().Set("X-CB-Worker", w.id)
+		httpsec.SetPage(rw.Header(), w.users.https(r))
 		id := r.Header.Get("X-Request-Id")
 		switch r.URL.Path {
 		case "/metrics": // proxies never forward reserved paths: only direct scrapes reach this
@@ -366,6 +368,7 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 		w.page(rw, r, id, http.StatusInternalServerError, "Internal error", "The page could not be rendered.")
 		return
 	}
+	httpsec.SetEngine(rw.Header(), w.users.https(r))
 	proxy.WriteHTML(rw, r, buf.Bytes(), "no-store")
 }
 
@@ -384,7 +387,14 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 	if !ok {
 		return
 	}
-	admin := w.users.adminViewer(r)
+	var sessions []string
+	if cl, ok := w.users.session(r); ok {
+		sessions = append(sessions, cl.ID)
+	}
+	asid, admin := w.users.adminSession(r)
+	if admin {
+		sessions = append(sessions, asid)
+	}
 	role := func() Role {
 		role := in.browserRole(b, user)
 		if role == RoleNone && admin {
@@ -396,7 +406,7 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		w.page(rw, r, id, http.StatusForbidden, "No access", "This virtual browser belongs to someone else.")
 		return
 	}
-	b.hub.serve(rw, r, w.id, user, role)
+	b.hub.serve(rw, r, w.id, user, sessions, role)
 }
 
 // redirect303 redirects with 302 for GET and 303 after a form post.

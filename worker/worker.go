@@ -228,6 +228,7 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	}
 	w.apps.setApps(rep.Apps)
 	w.users.setRevoked(rep.Revoked)
+	w.users.setCluster(rep)
 	if rep.ReportPeriod > 0 {
 		w.period.Store(rep.ReportPeriod)
 	}
