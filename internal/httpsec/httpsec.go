@@ -115,9 +115,8 @@ func joined(set map[string]bool) string {
 	return " " + strings.Join(hs, " ")
 }
 
-// EngineCSP is the client engine page's policy: it may be framed by the
-// cluster's own pages only (apps embed each other's browsers), and loads
-// nothing but its own assets and socket.
+// EngineCSP is the client engine page's policy: only same-origin pages may
+// frame it (no clickjacking of a user's virtual browser by another site).
 const EngineCSP = "frame-ancestors 'self'; base-uri 'none'; object-src 'none'"
 
 // SetPage sets the security headers of one of our pages.
@@ -145,4 +144,3 @@ func Pages(s Scheme, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
-
