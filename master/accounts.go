@@ -221,7 +221,16 @@ func (a *Accounts) Verify(name, password string) bool {
 
 // accountService is registered as wire.ObjAccounts: workers check logins,
 // under the cluster-wide login limits.
-type accountService struct{ g *loginGuard }
+type accountService struct {
+	g     *loginGuard
+	ended *endedSessions
+}
+
+// EndSession records a logout a worker saw and ends the session on every
+// worker.
+func (s accountService) EndSession(ctx context.Context, rev wire.SessionRevocation) error {
+	return s.ended.end(ctx, rev)
+}
 
 // Login checks a login; while the name or the client address is locked
 // after repeated failures it answers RetryAfter without checking.

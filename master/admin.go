@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 )
 
@@ -59,7 +60,7 @@ func (m *Master) adminHandler(public bool) http.Handler {
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})
-	return mux
+	return httpsec.Pages(m.scheme, mux)
 }
 
 func (m *Master) drain(w http.ResponseWriter, r *http.Request, on bool) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -21,14 +22,22 @@ import (
 const adminCookie = "cb_admin"
 
 // adminSession reports whether the request carries a valid dashboard
-// cookie.
+// cookie: signed under the current admin token and not logged out.
 func (m *Master) adminSession(r *http.Request) bool {
+	_, ok := m.adminClaims(r)
+	return ok
+}
+
+func (m *Master) adminClaims(r *http.Request) (session.Claims, bool) {
 	c, err := r.Cookie(adminCookie)
 	if err != nil {
-		return false
+		return session.Claims{}, false
 	}
-	user, _, ok := m.adminCodec.Check(c.Value, time.Now())
-	return ok && user == "admin"
+	cl, ok := m.adminCodec.Claims(c.Value, time.Now())
+	if !ok || cl.User != "admin" || m.ended.isEnded(cl.ID) {
+		return session.Claims{}, false
+	}
+	return cl, true
 }
 
 func (m *Master) dashboardRoutes(mux *http.ServeMux) {
@@ -56,11 +65,23 @@ func (m *Master) dashboardRoutes(mux *http.ServeMux) {
 			return
 		}
 		http.SetCookie(w, &http.Cookie{Name: adminCookie, Value: m.adminCodec.Issue("admin", time.Now()), Path: "/",
-			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"})
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: m.scheme.HTTPS(r)})
 		http.Redirect(w, r, "/admin", http.StatusSeeOther)
 	})
 	mux.HandleFunc("POST /admin/logout", func(w http.ResponseWriter, r *http.Request) {
-		http.SetCookie(w, &http.Cookie{Name: adminCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		// The cookie is a bearer value: clearing it in this browser is not
+		// enough, a copy must stop working too.
+		if cl, ok := m.adminClaims(r); ok {
+			rev := wire.SessionRevocation{ID: cl.ID, Expires: cl.Issued.Add(m.adminCodec.TTL).Unix()}
+			if err := m.ended.end(r.Context(), rev); err != nil {
+				m.log.Error().Err(err).Msg("dashboard logout: session could not be ended")
+				apiError(w, http.StatusInternalServerError, "the session could not be ended; retry")
+				return
+			}
+			m.log.Info().Str("remote", r.RemoteAddr).Msg("dashboard logout")
+		}
+		http.SetCookie(w, &http.Cookie{Name: adminCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+			SameSite: http.SameSiteStrictMode, Secure: m.scheme.HTTPS(r)})
 		http.Redirect(w, r, "/admin", http.StatusSeeOther)
 	})
 	mux.Handle("GET /api/v1/history", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
@@ -76,7 +97,8 @@ func (m *Master) adminLogin(w http.ResponseWriter, r *http.Request, msg string) 
 	if c, err := r.Cookie("cb_csrf"); err == nil && len(c.Value) == 32 {
 		tok = c.Value
 	} else {
-		http.SetCookie(w, &http.Cookie{Name: "cb_csrf", Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		http.SetCookie(w, &http.Cookie{Name: "cb_csrf", Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+			Secure: m.scheme.HTTPS(r)})
 	}
 	var buf bytes.Buffer
 	_ = web.AdminLogin.Execute(&buf, map[string]string{"CSRF": tok, "Error": msg})

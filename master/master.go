@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
@@ -64,6 +65,14 @@ type Config struct {
 	ProxyCommand []string
 	// SecretFile is passed to proxy children.
 	SecretFile string
+	// PublicURL is how users reach the cluster (e.g. https://cb.example.com;
+	// "" = unknown). An https URL makes every cookie Secure and every page
+	// send Strict-Transport-Security, whatever the request looked like.
+	PublicURL string
+	// TrustForwardedProto: a TLS-terminating load balancer in front of the
+	// proxies sets X-Forwarded-Proto; the proxies pass it on and the
+	// workers and the master believe it. Only enable behind such a balancer.
+	TrustForwardedProto bool
 
 	Balancer     balance.Strategy
 	NoProjection bool
@@ -126,8 +135,14 @@ type Master struct {
 	// proxies get it over their RMI session, so they need not hold the
 	// cluster secret it is derived from; derived, it survives restarts.
 	hopKey []byte
-	// adminCodec signs the dashboard's session cookies.
+	// adminCodec signs the dashboard's session cookies, bound to the admin
+	// token (adminTag), so a new token ends every dashboard session.
 	adminCodec *session.Codec
+	adminTag   string
+	// ended lists logged-out sessions (user and dashboard ones).
+	ended *endedSessions
+	// scheme tells whether a request came over HTTPS.
+	scheme httpsec.Scheme
 	// embeddedRate turns the embedded proxy's request count into a rate.
 	embeddedRate rateMeter
 }
@@ -192,6 +207,10 @@ func New(cfg Config) (*Master, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	publicHTTPS, err := httpsec.PublicHTTPS(cfg.PublicURL)
+	if err != nil {
+		return nil, fmt.Errorf("master: --public-url: %w", err)
+	}
 	if cfg.MetricsToken == "" {
 		cfg.MetricsToken = ids.Random(32)
 	}
@@ -223,7 +242,15 @@ func New(cfg Config) (*Master, error) {
 	m.identities = quota.NewBuckets(cfg.Quotas.IdentityBurst, cfg.Quotas.IdentitiesPerMinute, maxIdentityKeys)
 	m.metrics = newMasterMetrics()
 	m.history = newHistory()
-	m.adminCodec = session.NewFor(cfg.Secret, "admin-session")
+	m.adminTag = session.TokenTag(cfg.Secret, cfg.AdminToken)
+	m.adminCodec = session.NewFor(cfg.Secret, "admin-session").Bound(m.adminTag)
+	m.ended = &endedSessions{st: st, now: cfg.Now, log: m.log.With().Str("component", "sessions").Logger(),
+		push: func(ctx context.Context, rev wire.SessionRevocation) {
+			ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			m.apps.push(ctx, wire.WorkerEndSession, rev)
+		}}
+	m.scheme = httpsec.Scheme{AlwaysHTTPS: publicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto}
 	m.workers.observeLookup = func(kind string, start time.Time) {
 		m.metrics.lookups.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	}
@@ -284,7 +311,7 @@ func (m *Master) Start(ctx context.Context) error {
 	for name, obj := range map[string]any{
 		wire.ObjAppManager: appService{m}, wire.ObjWorkerManager: workerService{m},
 		wire.ObjRouter: routerService{m}, wire.ObjCluster: clusterService{m},
-		wire.ObjAccounts: accountService{m.logins},
+		wire.ObjAccounts: accountService{g: m.logins, ended: m.ended},
 	} {
 		if err := node.Register(name, obj); err != nil {
 			return fmt.Errorf("master: register %s: %w", name, err)
@@ -388,6 +415,7 @@ func (m *Master) startProxies(ctx context.Context) error {
 		m.publicLn = ln
 		m.embedded = proxy.New(proxy.Config{
 			Router: localRouter{m}, Fallback: m.adminHandler(true),
+			PublicHTTPS: m.scheme.AlwaysHTTPS, TrustForwardedProto: m.scheme.TrustForwardedProto,
 			Logger: m.log.With().Str("proxy", "embedded").Logger(),
 			HopKey: func() []byte { return m.hopKey },
 		})
@@ -399,6 +427,12 @@ func (m *Master) startProxies(ctx context.Context) error {
 		args := append(append([]string{}, m.cfg.ProxyCommand[1:]...),
 			"--master", m.RMIAddr(), "--listen", m.cfg.PublicAddr, "--secret-file", m.cfg.SecretFile,
 			"--name", fmt.Sprintf("proxy-%d", i+1))
+		if m.cfg.PublicURL != "" {
+			args = append(args, "--public-url", m.cfg.PublicURL)
+		}
+		if m.cfg.TrustForwardedProto {
+			args = append(args, "--trust-forwarded-proto")
+		}
 		m.children = append(m.children, supervise.Start(m.ctx, m.log, supervise.Spec{
 			Name: fmt.Sprintf("proxy-%d", i+1), Path: m.cfg.ProxyCommand[0], Args: args,
 			Stdout: m.cfg.ChildOutput, Stderr: m.cfg.ChildOutput,

@@ -48,7 +48,9 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 	}()
 	return wire.RegisterReply{Apps: s.m.apps.List(), Revoked: s.m.accounts.Revocations(),
 		ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id, Quotas: s.m.cfg.Quotas,
-		HopKey: s.m.hopKey, MetricsToken: s.m.cfg.MetricsToken}, nil
+		HopKey: s.m.hopKey, MetricsToken: s.m.cfg.MetricsToken,
+		EndedSessions: s.m.ended.list(), AdminTag: s.m.adminTag,
+		PublicHTTPS: s.m.scheme.AlwaysHTTPS, TrustForwardedProto: s.m.scheme.TrustForwardedProto}, nil
 }
 
 // Report records a worker's load.

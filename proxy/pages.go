@@ -8,11 +8,15 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 )
 
 // Pages are deliberately tiny and self-contained: they are shown when part
 // of the cluster is failing, so they must not depend on anything else.
-var errorTmpl = template.Must(template.New("error").Parse(`<!doctype html>
+var errorTmpl = template.Must(template.New("error").Parse(errorSrc))
+
+const errorSrc = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>{{.Status}} {{.Title}} · CloudBrowser</title>
 <style>body{font-family:system-ui,sans-serif;max-width:40em;margin:4em auto;padding:0 1em;color:#222}h1{font-size:1.5em}small{color:#777}</style>
@@ -23,9 +27,11 @@ var errorTmpl = template.Must(template.New("error").Parse(`<!doctype html>
 <p><a href="/">CloudBrowser home</a></p>
 <p><small>Error {{.Status}} · request id {{.RequestID}}</small></p>
 </body></html>
-`))
+`
 
-var homeTmpl = template.Must(template.New("home").Parse(`<!doctype html>
+var homeTmpl = template.Must(template.New("home").Parse(homeSrc))
+
+const homeSrc = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>CloudBrowser</title>
 <style>body{font-family:system-ui,sans-serif;max-width:40em;margin:4em auto;padding:0 1em;color:#222}li{margin:.5em 0}</style>
@@ -35,7 +41,12 @@ var homeTmpl = template.Must(template.New("home").Parse(`<!doctype html>
 {{range .}}<li><a href="/{{.MountPoint}}">{{.Name}}</a>{{if .Description}} — {{.Description}}{{end}}</li>
 {{end}}</ul>{{else}}<p>No applications are published yet.</p>{{end}}
 </body></html>
-`))
+`
+
+func init() {
+	httpsec.AllowInline(errorSrc)
+	httpsec.AllowInline(homeSrc)
+}
 
 type errorPage struct {
 	Status    int
@@ -58,6 +69,9 @@ func (p *Proxy) pageLink(w http.ResponseWriter, r *http.Request, id string, stat
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Request-Id", id)
+	if p != nil { // workers and the master set these for their own responses
+		httpsec.SetPage(h, p.scheme().HTTPS(r))
+	}
 	data := errorPage{Status: status, Title: title, Message: msg, RequestID: id, LinkURL: linkURL, LinkText: linkText}
 	var body []byte
 	switch preferredFormat(r.Header.Get("Accept")) {
@@ -134,6 +148,7 @@ func (p *Proxy) serveHome(w http.ResponseWriter, r *http.Request, id string) {
 		p.page(w, r, id, http.StatusInternalServerError, "Internal error", "The home page could not be rendered.")
 		return
 	}
+	httpsec.SetPage(w.Header(), p.scheme().HTTPS(r))
 	WriteHTML(w, r, buf.Bytes(), "no-cache")
 }
 

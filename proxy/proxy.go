@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 )
 
@@ -54,6 +55,11 @@ type Config struct {
 	// handed one over, and requests then get 503. A nil HopKey func signs
 	// nothing (benchmarks, tests with plain backends).
 	HopKey func() []byte
+	// PublicHTTPS: users reach the cluster over HTTPS (--public-url
+	// https://…); TrustForwardedProto: keep the X-Forwarded-Proto of a
+	// TLS-terminating load balancer in front. Workers are told the result
+	// in X-Forwarded-Proto; the proxy's own pages send HSTS when HTTPS.
+	PublicHTTPS, TrustForwardedProto bool
 	// OnWorkerUnreachable is called when a worker refuses or drops a
 	// connection before answering, so the caller can tell the master. It
 	// runs on the request goroutine and must not block.
@@ -252,6 +258,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
 	}
 	pr.SetXForwarded()
+	pr.Out.Header.Set("X-Forwarded-Proto", p.scheme().Proto(pr.In))
 	pr.Out.Header.Set("X-Request-Id", st.id)
 	host := pr.Out.Host
 	if host == "" { // the transport then sends the worker's address
@@ -271,6 +278,10 @@ func signHop(h http.Header, key []byte, method, host, uri string) {
 	h.Set(hop.Header, hop.Sign(key, time.Now(), hop.Fields{Method: method, Host: host, URI: uri,
 		ForwardedFor: strings.Join(h.Values("X-Forwarded-For"), ", "),
 		Proto:        strings.Join(h.Values("X-Forwarded-Proto"), ", ")}))
+}
+
+func (p *Proxy) scheme() httpsec.Scheme {
+	return httpsec.Scheme{AlwaysHTTPS: p.cfg.PublicHTTPS, TrustForwardedProto: p.cfg.TrustForwardedProto}
 }
 
 // modifyResponse keeps the proxy's X-Request-Id (already on the

@@ -108,6 +108,8 @@ type ProcessConfig struct {
 	// it gets the proxy, its route cache and whether the master is connected.
 	AdminAddr string
 	Admin     func(p *Proxy, cache *CachingRouter, node *rmi.Node, connected func() bool) http.Handler
+	// PublicHTTPS and TrustForwardedProto: see Config.
+	PublicHTTPS, TrustForwardedProto bool
 }
 
 // invalidator is the object the master calls back.
@@ -200,7 +202,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	if err != nil {
 		return fmt.Errorf("proxy: listen %s: %w", cfg.Listen, err)
 	}
-	p := New(Config{Router: cache, Logger: log, HopKey: hopKey.Get})
+	p := New(Config{Router: cache, Logger: log, HopKey: hopKey.Get, PublicHTTPS: cfg.PublicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto})
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -161,6 +161,7 @@ func (p *Proxy) handshake(r *http.Request, id string, wc net.Conn, hopKey []byte
 	h.Set("Upgrade", "websocket")
 	h.Set("X-Request-Id", id)
 	setForwarded(h, r, p.cfg.TrustForwardedFor)
+	h.Set("X-Forwarded-Proto", p.scheme().Proto(r))
 	h.Del("Content-Length") // an upgrade GET has no body; never forward one
 
 	uri := r.RequestURI

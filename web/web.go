@@ -6,6 +6,9 @@ import (
 	"embed"
 	"html/template"
 	"io/fs"
+	"strings"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 )
 
 //go:embed static
@@ -14,6 +17,18 @@ var files embed.FS
 // Static is the client engine's assets (engine.js, engine.css), served by
 // workers under /<app>/a/<instanceId>/_cb/.
 var Static, _ = fs.Sub(files, "static")
+
+// The pages' inline scripts and styles are allowed by hash in the
+// Content-Security-Policy (internal/httpsec).
+func init() {
+	_ = fs.WalkDir(files, "static", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, ".html") {
+			b, _ := files.ReadFile(path)
+			httpsec.AllowInline(string(b))
+		}
+		return nil
+	})
+}
 
 // Engine is the Browser URL's bootstrap page.
 var Engine = template.Must(template.ParseFS(files, "static/engine.html"))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
@@ -268,6 +269,34 @@ func (a *AppManager) RevokeSessions(ctx context.Context, rev wire.Revocation) er
 		}
 	}
 	a.log.Info().Str("user", rev.User).Int("sockets_closed", n).Msg("sessions revoked")
+	return nil
+}
+
+// EndSession ends one session (a logout, seen by this worker or told by
+// the master): its cookie values are refused from now on and the sockets
+// opened with it are closed.
+func (a *AppManager) EndSession(ctx context.Context, rev wire.SessionRevocation) error {
+	if !session.ValidID(rev.ID) {
+		return wire.Errorf(wire.CodeInvalid, "EndSession: invalid session id")
+	}
+	a.w.users.end(rev)
+	a.mu.RLock()
+	insts := make([]*instance, 0, len(a.instances))
+	for _, in := range a.instances {
+		insts = append(insts, in)
+	}
+	a.mu.RUnlock()
+	n := 0
+	for _, in := range insts {
+		reload := "/" + in.app.MountPoint + "/login"
+		if rev.User == "" { // a dashboard session
+			reload = "/admin"
+		}
+		for _, b := range in.browserList() {
+			n += b.hub.disconnectSession(rev.ID, "You were signed out.", reload)
+		}
+	}
+	a.log.Info().Str("user", rev.User).Int("sockets_closed", n).Msg("session ended")
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
@@ -28,6 +29,7 @@ func (w *Worker) handler() http.Handler {
 	metricsH := metrics.Handler(w.reg)
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		rw.Header().Set("X-CB-Worker", w.id)
+		httpsec.SetPage(rw.Header(), w.users.https(r))
 		id := r.Header.Get("X-Request-Id")
 		switch r.URL.Path {
 		case "/metrics": // proxies never forward reserved paths: only direct scrapes reach this
@@ -419,6 +421,7 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 		w.page(rw, r, id, http.StatusInternalServerError, "Internal error", "The page could not be rendered.")
 		return
 	}
+	httpsec.SetEngine(rw.Header(), w.users.https(r))
 	proxy.WriteHTML(rw, r, buf.Bytes(), "no-store")
 }
 
@@ -437,7 +440,14 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 	if !ok {
 		return
 	}
-	admin := w.users.adminViewer(r)
+	var sessions []string
+	if cl, ok := w.users.session(r); ok {
+		sessions = append(sessions, cl.ID)
+	}
+	asid, admin := w.users.adminSession(r)
+	if admin {
+		sessions = append(sessions, asid)
+	}
 	role := func() Role {
 		role := in.browserRole(b, user)
 		if role == RoleNone && admin {
@@ -449,7 +459,7 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		w.page(rw, r, id, http.StatusForbidden, "No access", "This virtual browser belongs to someone else.")
 		return
 	}
-	b.hub.serve(rw, r, w.id, user, clientIP(r), role)
+	b.hub.serve(rw, r, w.id, user, clientIP(r), sessions, role)
 }
 
 // redirect303 redirects with 302 for GET and 303 after a form post.

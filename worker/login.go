@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,9 @@ func (w *Worker) serveLogin(rw http.ResponseWriter, r *http.Request, id string, 
 	if action == "logout" {
 		if r.Method != http.MethodPost || !w.users.checkCSRF(r) {
 			w.page(rw, r, id, http.StatusForbidden, "Request refused", "Log out with the button of the login page.")
+			return
+		}
+		if !w.endSession(rw, r, id, app) {
 			return
 		}
 		w.users.logout(rw, r)
@@ -75,6 +79,35 @@ func (w *Worker) serveLogin(rw http.ResponseWriter, r *http.Request, id string, 
 	redirect303(rw, r, d.Next)
 }
 
+// endSession ends the request's login session on the whole cluster: this
+// worker refuses it at once, the master records it and tells every worker.
+// The cookie is a bearer value, so clearing it in this browser only would
+// leave any copy working. If the master cannot be told, the user is asked
+// to retry (their cookie is kept so the retry can name the session).
+func (w *Worker) endSession(rw http.ResponseWriter, r *http.Request, id string, app wire.App) bool {
+	cl, ok := w.users.session(r)
+	if !ok {
+		return true // nothing (left) to end
+	}
+	rev := wire.SessionRevocation{ID: cl.ID, User: cl.User, Expires: time.Now().Add(w.users.sessions.TTL).Unix()}
+	_ = w.apps.EndSession(r.Context(), rev)
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	err := w.client.Call(ctx, wire.ObjAccounts, wire.AccountsEndSession, nil, rev)
+	switch {
+	case errors.Is(err, rmi.ErrNoMethod):
+		w.log.Warn().Str("request_id", id).Msg("logout: the master cannot end sessions (older version); ended on this worker only")
+	case err != nil:
+		w.log.Warn().Str("request_id", id).Err(err).Msg("logout: the master could not be told")
+		rw.Header().Set("Retry-After", "2")
+		w.page(rw, r, id, http.StatusServiceUnavailable, "Logout unavailable",
+			"Your session could not be ended on every server right now. Please retry shortly.")
+		return false
+	}
+	w.log.Info().Str("request_id", id).Str("app", app.MountPoint).Str("user", cl.User).Msg("logged out")
+	return true
+}
+
 // checkLogin asks the master to check a login. A master older than the
 // login limits has no Login method; its Verify still answers.
 func (w *Worker) checkLogin(ctx context.Context, req wire.LoginRequest) (wire.LoginResult, error) {
@@ -119,13 +152,36 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
-// safeNext keeps post-login redirects inside the application.
+// safeNext keeps post-login redirects inside the application: next must
+// be a local path (no scheme, host, backslash, control character or
+// percent-encoded dot, slash or backslash) that, cleaned of dot segments,
+// stays under /<app>/. Anything else goes to the app's root. The cleaned
+// path is returned, so the browser follows what was checked.
 func safeNext(app wire.App, next string) string {
 	base := "/" + app.MountPoint
-	if next == base || strings.HasPrefix(next, base+"/") && !strings.Contains(next, "//") && !strings.Contains(next, "\\") {
-		return next
+	lower := strings.ToLower(next)
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || len(next) > 2048 ||
+		strings.ContainsAny(next, "\\") || strings.Contains(lower, "%2e") || strings.Contains(lower, "%2f") ||
+		strings.Contains(lower, "%5c") {
+		return base
 	}
-	return base
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return base
+	}
+	for _, c := range u.Path {
+		if c < 0x20 || c == 0x7f {
+			return base
+		}
+	}
+	p := path.Clean(u.Path)
+	if p != base && !strings.HasPrefix(p, base+"/") {
+		return base
+	}
+	if strings.HasSuffix(u.Path, "/") && p != base {
+		p += "/"
+	}
+	return (&url.URL{Path: p, RawQuery: u.RawQuery}).String()
 }
 
 // requireUser returns the user for a request to app. An app with
@@ -136,7 +192,7 @@ func (w *Worker) requireUser(rw http.ResponseWriter, r *http.Request, id string,
 	}
 	if user, rotate := w.users.loggedIn(r); user != "" {
 		if rotate {
-			w.users.login(rw, r, user)
+			w.users.renew(rw, r)
 		}
 		return user, true
 	}

@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -23,12 +25,71 @@ const sessionCookie = "cb_session"
 type users struct {
 	anons    *session.Codec // anonymous identities
 	sessions *session.Codec
-	admins   *session.Codec // the master's dashboard sessions
+	// adminsBase checks the master's dashboard sessions once bound to the
+	// admin token's tag the master gives at registration (admins).
+	adminsBase *session.Codec
+	admins     atomic.Pointer[session.Codec]
+	// scheme says whether a request came over HTTPS (from the master).
+	scheme atomic.Pointer[httpsec.Scheme]
 
 	mu sync.Mutex
 	// revoked: a user's sessions issued at or before this (Unix s) are
 	// refused (password changed, account removed), from the master.
 	revoked map[string]int64
+	// ended: logged-out session ids (user and dashboard sessions) -> when
+	// their last value expires (Unix s).
+	ended map[string]int64
+}
+
+// setCluster applies the master's settings from a registration.
+func (u *users) setCluster(rep wire.RegisterReply) {
+	u.scheme.Store(&httpsec.Scheme{AlwaysHTTPS: rep.PublicHTTPS, TrustForwardedProto: rep.TrustForwardedProto})
+	if rep.AdminTag != "" {
+		u.admins.Store(u.adminsBase.Bound(rep.AdminTag))
+	} else {
+		u.admins.Store(nil) // a master without tags: no dashboard viewers
+	}
+	u.setEnded(rep.EndedSessions)
+}
+
+// https reports whether the user's request came over HTTPS.
+func (u *users) https(r *http.Request) bool {
+	if s := u.scheme.Load(); s != nil && (s.AlwaysHTTPS || viaProxy(r)) {
+		// X-Forwarded-Proto counts only on a request our proxy signed.
+		return s.HTTPS(r)
+	}
+	return r.TLS != nil
+}
+
+// end refuses a session's values from now on (a logout).
+func (u *users) end(rev wire.SessionRevocation) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := time.Now().Unix()
+	for id, exp := range u.ended {
+		if exp <= now {
+			delete(u.ended, id)
+		}
+	}
+	u.ended[rev.ID] = max(u.ended[rev.ID], rev.Expires)
+}
+
+// setEnded replaces the ended sessions with the master's (at registration).
+func (u *users) setEnded(revs []wire.SessionRevocation) {
+	m := make(map[string]int64, len(revs))
+	for _, r := range revs {
+		m[r.ID] = max(m[r.ID], r.Expires)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.ended = m
+}
+
+func (u *users) isEnded(id string, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	exp, ok := u.ended[id]
+	return ok && now.Unix() < exp
 }
 
 // revoke refuses user's sessions issued at or before the given second.
@@ -59,12 +120,24 @@ func (u *users) isRevoked(user string, issued time.Time) bool {
 // adminViewer reports whether the request carries the admin dashboard's
 // session: admins may watch any browser, read-only.
 func (u *users) adminViewer(r *http.Request) bool {
+	_, ok := u.adminSession(r)
+	return ok
+}
+
+// adminSession returns the id of the request's valid dashboard session:
+// signed under the master's current admin token, not logged out.
+func (u *users) adminSession(r *http.Request) (string, bool) {
 	c, err := r.Cookie("cb_admin")
-	if err != nil {
-		return false
+	codec := u.admins.Load()
+	if err != nil || codec == nil {
+		return "", false
 	}
-	user, _, ok := u.admins.Check(c.Value, time.Now())
-	return ok && user == "admin"
+	now := time.Now()
+	cl, ok := codec.Claims(c.Value, now)
+	if !ok || cl.User != "admin" || u.isEnded(cl.ID, now) {
+		return "", false
+	}
+	return cl.ID, true
 }
 
 // anonTTL is how long an anonymous visitor keeps their identity (and so
@@ -74,39 +147,58 @@ const anonTTL = 365 * 24 * time.Hour
 func newUsers(clusterSecret string) *users {
 	anons := session.NewFor(clusterSecret, "anonymous-identity")
 	anons.TTL = anonTTL
-	return &users{anons: anons, sessions: session.New(clusterSecret), admins: session.NewFor(clusterSecret, "admin-session"),
-		revoked: map[string]int64{}}
+	return &users{anons: anons, sessions: session.New(clusterSecret), adminsBase: session.NewFor(clusterSecret, "admin-session"),
+		revoked: map[string]int64{}, ended: map[string]int64{}}
+}
+
+// session returns the request's valid login session: signed, unexpired,
+// not revoked with its user's sessions, not logged out.
+func (u *users) session(r *http.Request) (session.Claims, bool) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return session.Claims{}, false
+	}
+	now := time.Now()
+	cl, ok := u.sessions.Claims(c.Value, now)
+	if !ok || u.isRevoked(cl.User, cl.Issued) || u.isEnded(cl.ID, now) {
+		return session.Claims{}, false
+	}
+	return cl, true
 }
 
 // loggedIn returns the user of a valid session ("" if none) and whether the
 // session should be re-issued.
 func (u *users) loggedIn(r *http.Request) (string, bool) {
-	c, err := r.Cookie(sessionCookie)
-	if err != nil {
+	cl, ok := u.session(r)
+	if !ok {
 		return "", false
 	}
-	now := time.Now()
-	user, issued, ok := u.sessions.Parse(c.Value, now)
-	if !ok || u.isRevoked(user, issued) {
-		return "", false
-	}
-	return user, now.Sub(issued) > u.sessions.RotateAfter
+	return cl.User, time.Since(cl.Issued) > u.sessions.RotateAfter
 }
 
-func secure(r *http.Request) bool {
-	return r.TLS != nil || viaProxy(r) && r.Header.Get("X-Forwarded-Proto") == "https"
-}
-
-// login starts a session for user.
+// login starts a new session for user.
 func (u *users) login(w http.ResponseWriter, r *http.Request, user string) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: u.sessions.Issue(user, time.Now()), Path: "/",
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure(r), MaxAge: int(u.sessions.TTL.Seconds())})
+	u.setSession(w, r, u.sessions.Issue(user, time.Now()))
 }
 
-// logout ends the session in this browser.
+// renew re-issues the request's session (same id, so a logout still ends
+// the older values).
+func (u *users) renew(w http.ResponseWriter, r *http.Request) {
+	if cl, ok := u.session(r); ok {
+		u.setSession(w, r, u.sessions.IssueID(cl.User, cl.ID, time.Now()))
+	}
+}
+
+func (u *users) setSession(w http.ResponseWriter, r *http.Request, v string) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: v, Path: "/",
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: u.https(r), MaxAge: int(u.sessions.TTL.Seconds())})
+}
+
+// logout forgets the session in this browser (the caller ends it on the
+// cluster).
 func (u *users) logout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: secure(r), MaxAge: -1})
+		SameSite: http.SameSiteLaxMode, Secure: u.https(r), MaxAge: -1})
 }
 
 // current returns the logged-in user, else the anonymous visitor's id, or
@@ -131,7 +223,7 @@ func (u *users) current(r *http.Request) string {
 func (u *users) identify(w http.ResponseWriter, r *http.Request) string {
 	if user, rotate := u.loggedIn(r); user != "" {
 		if rotate {
-			u.login(w, r, user)
+			u.renew(w, r)
 		}
 		return user
 	}
@@ -147,7 +239,7 @@ func (u *users) identify(w http.ResponseWriter, r *http.Request) string {
 func (u *users) setAnon(w http.ResponseWriter, r *http.Request, id string) {
 	http.SetCookie(w, &http.Cookie{
 		Name: userCookie, Value: u.anons.Issue(id, time.Now()), Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, MaxAge: int(anonTTL.Seconds()), Secure: secure(r),
+		SameSite: http.SameSiteLaxMode, MaxAge: int(anonTTL.Seconds()), Secure: u.https(r),
 	})
 }
 
@@ -162,7 +254,7 @@ func (u *users) csrf(w http.ResponseWriter, r *http.Request) string {
 	}
 	tok := ids.Random(32)
 	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: tok, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: secure(r)})
+		SameSite: http.SameSiteStrictMode, Secure: u.https(r)})
 	return tok
 }
 

@@ -260,6 +260,7 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 		q := *rep.Quotas
 		w.quotaLimits.Store(&q)
 	}
+	w.users.setCluster(rep)
 	if rep.ReportPeriod > 0 {
 		w.period.Store(rep.ReportPeriod)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,6 +118,9 @@ type client struct {
 	done     chan struct{}
 	once     sync.Once
 	user     string
+	// sessions are the ids of the login and dashboard sessions the socket
+	// was opened with: ending one closes it.
+	sessions []string
 	// role is the user's current role on the browser; readOnly follows it,
 	// as the owner may change it while the client is connected
 	// (hub.recheck).
@@ -172,14 +176,14 @@ const revokedReason = "The owner no longer shares this browser with you."
 // serve upgrades r and runs the client of user, from address addr, until it
 // disconnects. role gives the user's current role on the browser (the
 // caller checked it is not RoleNone).
-func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr string, role func() Role) {
+func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr string, sessions []string, role func() Role) {
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // Upgrade already answered with an error status
 	}
 	conn.SetReadLimit(maxClientMessage)
 	c := &client{conn: conn, send: make(chan []byte, sendQueue), frameSig: make(chan struct{}, 1),
-		done: make(chan struct{}), user: user, role: role}
+		done: make(chan struct{}), user: user, sessions: sessions, role: role}
 	c.readOnly.Store(true)
 	h.mu.Lock()
 	if h.closed {
@@ -494,6 +498,22 @@ func (h *hub) clientsOf(user string) []*client {
 // them; it returns how many there were.
 func (h *hub) disconnect(user, reason, reload string) int {
 	cs := h.clientsOf(user)
+	msg := mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload})
+	for _, c := range cs {
+		c.end(msg)
+	}
+	return len(cs)
+}
+
+// disconnectSession closes the clients opened with session id sid, telling
+// them why; it returns how many there were.
+func (h *hub) disconnectSession(sid, reason, reload string) int {
+	var cs []*client
+	for _, c := range h.clientsOf("") {
+		if slices.Contains(c.sessions, sid) {
+			cs = append(cs, c)
+		}
+	}
 	msg := mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload})
 	for _, c := range cs {
 		c.end(msg)

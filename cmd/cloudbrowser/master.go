@@ -43,6 +43,7 @@ func masterFlags() []cli.Flag {
 			Usage: "how often workers report their load"},
 		&cli.DurationFlag{Name: "dead-after", Value: defaultDeadAfter, Sources: cli.EnvVars("CB_DEAD_AFTER"),
 			Usage: "remove a worker whose RMI connection dropped if it has not re-registered by then (gossip usually removes it sooner)"},
+		publicURLFlag(), trustForwardedProtoFlag(),
 		&cli.IntFlag{Name: "login-max-failures", Value: loginDefaults.MaxFailures, Sources: cli.EnvVars("CB_LOGIN_MAX_FAILURES"),
 			Usage: "failed logins for one user name within --login-window that lock the name"},
 		&cli.IntFlag{Name: "login-max-failures-per-ip", Value: loginDefaults.MaxFailuresPerIP, Sources: cli.EnvVars("CB_LOGIN_MAX_FAILURES_PER_IP"),
@@ -225,5 +226,18 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 		Balancer:     strategy, NoProjection: cmd.Bool("no-projection"),
 		ReportPeriod: cmd.Duration("report-period"), DeadAfter: cmd.Duration("dead-after"), Login: login, Quotas: &q,
 		Apps: appList, Logger: log, ChildOutput: os.Stderr,
+		PublicURL: cmd.String("public-url"), TrustForwardedProto: cmd.Bool("trust-forwarded-proto"),
 	})
+}
+
+// publicURLFlag and trustForwardedProtoFlag tell the cluster when users
+// come over HTTPS (HTTPS ends at a load balancer in front of the proxies).
+func publicURLFlag() cli.Flag {
+	return &cli.StringFlag{Name: "public-url", Sources: cli.EnvVars("CB_PUBLIC_URL"),
+		Usage: "how users reach the cluster, e.g. https://cb.example.com; https makes every cookie Secure and pages send HSTS"}
+}
+
+func trustForwardedProtoFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "trust-forwarded-proto", Sources: cli.EnvVars("CB_TRUST_FORWARDED_PROTO"),
+		Usage: "believe X-Forwarded-Proto from a TLS-terminating load balancer in front of the proxies (only behind one)"}
 }

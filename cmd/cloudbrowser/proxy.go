@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -33,13 +35,19 @@ handshake. Several proxies can share one --listen port (SO_REUSEPORT).`,
 				Usage: `address for /metrics, /healthz and /readyz of this proxy ("" = none; each proxy needs its own)`},
 			&cli.DurationFlag{Name: "route-ttl", Value: 0, Sources: cli.EnvVars("CB_ROUTE_TTL"),
 				Usage: "how long instance routes are cached (default 30s)"},
+			publicURLFlag(), trustForwardedProtoFlag(),
 		}, memberFlags()...),
 		Action: withSecret(func(ctx context.Context, cmd *cli.Command, log zerolog.Logger, sec string) error {
 			name := cmd.String("name")
 			if name == "" {
 				name = "proxy-" + strconv.Itoa(os.Getpid())
 			}
+			publicHTTPS, err := httpsec.PublicHTTPS(cmd.String("public-url"))
+			if err != nil {
+				return fmt.Errorf("--public-url: %w", err)
+			}
 			return proxy.RunProcess(ctx, proxy.ProcessConfig{
+				PublicHTTPS: publicHTTPS, TrustForwardedProto: cmd.Bool("trust-forwarded-proto"),
 				Name: name, Master: cmd.String("master"), Listen: cmd.String("listen"), Secret: sec,
 				GossipAddr: cmd.String("gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
 				RouteTTL: cmd.Duration("route-ttl"), Logger: log,

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	hophdr "github.com/cloudbrowser-go/cloudbrowser/internal/hop"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"io"
 	"net/http"
 	"net/url"
@@ -197,4 +199,25 @@ func tail2(b []byte) string {
 		s = s[len(s)-3000:]
 	}
 	return s
+}
+
+// signAsProxy makes u's requests carry a valid proxy hop signature, as an
+// operator's tooling holding the cluster secret could: for tests that must
+// reach one particular worker.
+func (c *cluster) signAsProxy(u *user) *user {
+	c.t.Helper()
+	sec, err := secret.Load(filepath.Join(c.dir, "data", "cluster.secret"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	u.c.Transport = hopSigner{key: secret.Derive(sec, "http-hop", hophdr.KeyLen)}
+	return u
+}
+
+type hopSigner struct{ key []byte }
+
+func (s hopSigner) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(hophdr.Header, hophdr.Sign(s.key, time.Now(), hophdr.Fields{Method: r.Method, Host: r.URL.Host, URI: r.URL.RequestURI()}))
+	return http.DefaultTransport.RoundTrip(r)
 }

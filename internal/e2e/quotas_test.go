@@ -123,7 +123,7 @@ func TestQuotas(t *testing.T) {
 				addr = w.HTTPAddr
 			}
 		}
-		fams := scrape(t, "http://"+addr+"/metrics", "")
+		fams := scrape(t, "http://"+addr+"/metrics", c.metricsToken())
 		if v := value(fams, "cloudbrowser_quota_refusals_total", map[string]string{"limit": wire.QuotaSocketsPerBrowser}); v != 1 {
 			t.Fatalf("socket refusals counted on the worker: %v", v)
 		}

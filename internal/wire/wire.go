@@ -28,7 +28,20 @@ const (
 	// AccountsVerify is the older check, kept for older workers:
 	// (user, password string) (bool, error); a locked name answers false.
 	AccountsVerify = "Verify"
+	// AccountsEndSession records a logout (worker -> master), which the
+	// master passes on to every worker: (SessionRevocation) error.
+	AccountsEndSession = "EndSession"
 )
+
+// SessionRevocation ends one session (a logout): values carrying its id
+// are refused until Expires (Unix s), when every value it had has expired.
+// User is the session's user, for logs and closing its sockets; "" for a
+// dashboard session.
+type SessionRevocation struct {
+	ID      string `codec:"id" json:"id"`
+	User    string `codec:"user" json:"user"`
+	Expires int64  `codec:"exp" json:"expires"`
+}
 
 // LoginRequest asks the master to check a password.
 type LoginRequest struct {
@@ -146,6 +159,16 @@ type RegisterReply struct {
 	Revoked      []Revocation `codec:"revoked"`
 	ReportPeriod int64        `codec:"period"` // nanoseconds
 	MasterID     string       `codec:"master"`
+	// EndedSessions: sessions logged out and not yet expired.
+	EndedSessions []SessionRevocation `codec:"ended"`
+	// AdminTag names the current admin token (session.TokenTag): the
+	// dashboard sessions workers accept are bound to it.
+	AdminTag string `codec:"atag"`
+	// PublicHTTPS: users reach the cluster over HTTPS (--public-url), so
+	// cookies are Secure and pages send HSTS. TrustForwardedProto: believe
+	// X-Forwarded-Proto from the proxies (--trust-forwarded-proto).
+	PublicHTTPS         bool `codec:"https"`
+	TrustForwardedProto bool `codec:"xfp"`
 	// Quotas are the cluster's per-user and per-address limits; the
 	// workers enforce the browser and socket ones (nil: an older master;
 	// the worker keeps its defaults).
@@ -259,6 +282,7 @@ const (
 	WorkerOpenBrowser       = "OpenBrowser"       // (iid, user string) (browser id, error)
 	WorkerGrant             = "Grant"             // (iid, bid, principal, role string) error
 	WorkerRevokeSessions    = "RevokeSessions"    // (Revocation) error
+	WorkerEndSession        = "EndSession"        // (SessionRevocation) error
 	WorkerBrowsers          = "Browsers"          // (iid string) ([]BrowserInfo, error)
 	// WorkerOpenBrowserFor is OpenBrowser with the client's address, for
 	// the per-address browser quota: (OpenBrowser) (browser id, error).
