@@ -19,6 +19,9 @@ type frameCipher struct {
 	aead cipher.AEAD // nil: plaintext (benchmarks only, see plaintextFrames)
 	ctr  uint64      // index of the next frame
 	buf  []byte      // writer: reused output buffer
+	// Scratch space kept here so it does not escape to the heap per frame.
+	nbuf [12]byte
+	hdr  [4]byte
 }
 
 // plaintextFrames turns sealing off for connections made afterwards; only
@@ -53,10 +56,9 @@ func (f *frameCipher) nonce() ([]byte, error) {
 		// 2^64 frames: unreachable in practice, but a nonce must never repeat.
 		return nil, errors.New("rmi: frame counter exhausted")
 	}
-	var n [12]byte
-	binary.BigEndian.PutUint64(n[4:], f.ctr)
+	binary.BigEndian.PutUint64(f.nbuf[4:], f.ctr)
 	f.ctr++
-	return n[:], nil
+	return f.nbuf[:], nil
 }
 
 // write seals body and writes it as one frame; the length prefix is
@@ -69,9 +71,8 @@ func (f *frameCipher) write(w *bufio.Writer, body []byte) error {
 	if err != nil {
 		return err
 	}
-	var hdr [4]byte
-	binary.BigEndian.PutUint32(hdr[:], uint32(len(body)+f.aead.Overhead()))
-	f.buf = f.aead.Seal(append(f.buf[:0], hdr[:]...), nonce, body, hdr[:])
+	binary.BigEndian.PutUint32(f.hdr[:], uint32(len(body)+f.aead.Overhead()))
+	f.buf = f.aead.Seal(append(f.buf[:0], f.hdr[:]...), nonce, body, f.hdr[:])
 	_, err = w.Write(f.buf)
 	if cap(f.buf) > 64<<10 {
 		f.buf = nil // do not pin a large frame's buffer
@@ -91,9 +92,8 @@ func (f *frameCipher) read(r io.Reader, max int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var hdr [4]byte
-	binary.BigEndian.PutUint32(hdr[:], uint32(len(body)))
-	plain, err := f.aead.Open(body[:0], nonce, body, hdr[:])
+	binary.BigEndian.PutUint32(f.hdr[:], uint32(len(body)))
+	plain, err := f.aead.Open(body[:0], nonce, body, f.hdr[:])
 	if err != nil {
 		return nil, fmt.Errorf("%w: frame %d failed authentication (tampered, replayed, reordered, reflected or not sealed)", ErrProtocol, idx)
 	}
