@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -411,6 +412,34 @@ func TestRegisterFor(t *testing.T) {
 			}
 			if !strings.Contains(logs.String(), "call refused") {
 				t.Error("refusal not logged")
+			}
+		})
+	}
+}
+
+// BenchmarkFrameSealOpen is the CPU cost of sealing and opening one frame,
+// without the network noise of BenchmarkSealing.
+func BenchmarkFrameSealOpen(b *testing.B) {
+	for _, size := range []int{64, 4 << 10, 64 << 10} {
+		b.Run(strconv.Itoa(size)+"B", func(b *testing.B) {
+			key := bytes.Repeat([]byte{7}, 32)
+			tx, _ := newFrameCipher(key)
+			rx, _ := newFrameCipher(key)
+			body := make([]byte, size)
+			var buf bytes.Buffer
+			bw := bufio.NewWriterSize(&buf, 128<<10)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				buf.Reset()
+				bw.Reset(&buf)
+				if err := tx.write(bw, body); err != nil {
+					b.Fatal(err)
+				}
+				_ = bw.Flush()
+				if _, err := rx.read(&buf, DefaultMaxFrame); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -14,7 +14,7 @@ out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 
 go test ./rmi -run='^$' \
-	-bench='^(BenchmarkTCPEchoBaseline|BenchmarkCallRoundTrip|BenchmarkCallParallel|BenchmarkCallLatency|BenchmarkSealing)$' \
+	-bench='^(BenchmarkTCPEchoBaseline|BenchmarkCallRoundTrip|BenchmarkCallParallel|BenchmarkCallLatency|BenchmarkSealing|BenchmarkFrameSealOpen)$' \
 	-benchtime="$BENCHTIME" -count="$COUNT" -benchmem | tee "$out"
 
 echo
