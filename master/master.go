@@ -61,9 +61,11 @@ type Config struct {
 	// 0 embeds one proxy in the master.
 	Proxies int
 	// ProxyCommand is the executable and leading arguments that start a
-	// proxy process; the master appends --master, --listen and --secret-file.
+	// proxy process; the master appends --master, --listen and --secret-file
+	// (<data-dir>/proxy.key).
 	ProxyCommand []string
-	// SecretFile is passed to proxy children.
+	// SecretFile is passed to proxy children when there is no DataDir to
+	// keep proxy.key in.
 	SecretFile string
 	// PublicURL is how users reach the cluster (e.g. https://cb.example.com;
 	// "" = unknown). An https URL makes every cookie Secure and every page
@@ -225,6 +227,16 @@ func New(cfg Config) (*Master, error) {
 	}
 	m.state = st
 	ok := false
+	if cfg.DataDir != "" {
+		// The role keys are derived, not state: rewritten if the cluster
+		// secret changed, so they always match what the master accepts.
+		for _, role := range []string{secret.RoleWorker, secret.RoleProxy} {
+			if err := secret.Write(m.RoleKeyFile(role), secret.RoleKey(cfg.Secret, role)); err != nil {
+				_ = st.Close()
+				return nil, fmt.Errorf("master: %s key: %w", role, err)
+			}
+		}
+	}
 	defer func() {
 		if !ok {
 			_ = st.Close() // a failed New must not keep the data directory locked
@@ -300,20 +312,30 @@ func New(cfg Config) (*Master, error) {
 // ID is the master's id.
 func (m *Master) ID() string { return m.id }
 
+// RoleKeyFile is where the master keeps the key of role (secret.RoleWorker,
+// secret.RoleProxy) for the processes of that role: <data-dir>/<role>.key,
+// or "" without a data directory.
+func (m *Master) RoleKeyFile(role string) string {
+	if m.cfg.DataDir == "" {
+		return ""
+	}
+	return filepath.Join(m.cfg.DataDir, role+".key")
+}
+
 // Start opens the listeners, joins the gossip layer and starts the proxies.
 func (m *Master) Start(ctx context.Context) error {
 	m.startedAt = time.Now()
-	node, err := rmi.New(rmi.Config{Name: m.id, Secret: []byte(m.cfg.Secret), Logger: m.log})
+	node, err := rmi.New(rmi.Config{Name: m.id, Secret: []byte(m.cfg.Secret), Logger: m.log,
+		RoleSecrets: map[string][]byte{
+			secret.RoleWorker: []byte(secret.RoleKey(m.cfg.Secret, secret.RoleWorker)),
+			secret.RoleProxy:  []byte(secret.RoleKey(m.cfg.Secret, secret.RoleProxy)),
+		}})
 	if err != nil {
 		return fmt.Errorf("master: rmi: %w", err)
 	}
 	m.node = node
-	for name, obj := range map[string]any{
-		wire.ObjAppManager: appService{m}, wire.ObjWorkerManager: workerService{m},
-		wire.ObjRouter: routerService{m}, wire.ObjCluster: clusterService{m},
-		wire.ObjAccounts: accountService{g: m.logins, ended: m.ended},
-	} {
-		if err := node.Register(name, obj); err != nil {
+	for name, svc := range serviceRoles(m) {
+		if err := node.RegisterFor(name, svc.obj, svc.roles...); err != nil {
 			return fmt.Errorf("master: register %s: %w", name, err)
 		}
 	}
@@ -370,7 +392,7 @@ func (m *Master) startGossip() error {
 	}
 	m.member, err = membership.Start(membership.Config{
 		Name: m.id, BindAddr: host, BindPort: p, Advertise: m.cfg.GossipAdvertise,
-		Key: secret.Derive(m.cfg.Secret, "gossip", 32), Label: "cloudbrowser",
+		Key: gossipKey(m.cfg.Secret), Label: "cloudbrowser",
 		Meta:   membership.Meta{Role: membership.RoleMaster, ID: m.id},
 		Logger: m.log, OnEvent: m.onMember,
 	})
@@ -423,9 +445,13 @@ func (m *Master) startProxies(ctx context.Context) error {
 		m.serve(m.public, ln, "public")
 		return nil
 	}
+	keyFile := m.RoleKeyFile(secret.RoleProxy)
+	if keyFile == "" {
+		keyFile = m.cfg.SecretFile // no data dir: the cluster secret, role still declared
+	}
 	for i := range m.cfg.Proxies {
 		args := append(append([]string{}, m.cfg.ProxyCommand[1:]...),
-			"--master", m.RMIAddr(), "--listen", m.cfg.PublicAddr, "--secret-file", m.cfg.SecretFile,
+			"--master", m.RMIAddr(), "--listen", m.cfg.PublicAddr, "--secret-file", keyFile,
 			"--name", fmt.Sprintf("proxy-%d", i+1))
 		if m.cfg.PublicURL != "" {
 			args = append(args, "--public-url", m.cfg.PublicURL)

@@ -5,12 +5,49 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
 // The types below are what the master registers on its RMI node. They are
 // thin so that only the intended methods are remotely callable.
+
+// registered is an RMI object and the roles that may call it. A peer that
+// proved the cluster secret (rmi.RoleCluster) may call everything.
+type registered struct {
+	obj   any
+	roles []string
+}
+
+// serviceRoles is who calls what: workers register and report, place
+// instances and check logins; proxies route; both read the cluster info.
+// The Application Manager is for holders of the cluster secret only.
+func serviceRoles(m *Master) map[string]registered {
+	return map[string]registered{
+		wire.ObjAppManager:    {appService{m}, nil},
+		wire.ObjWorkerManager: {workerService{m}, []string{secret.RoleWorker}},
+		wire.ObjAccounts:      {accountService{g: m.logins, ended: m.ended}, []string{secret.RoleWorker}},
+		wire.ObjRouter:        {routerService{m}, []string{secret.RoleProxy}},
+		wire.ObjCluster:       {clusterService{m}, []string{secret.RoleWorker, secret.RoleProxy}},
+	}
+}
+
+// gossipKey encrypts the memberlist traffic; workers and proxies get it
+// from Cluster.Info.
+func gossipKey(clusterSecret string) []byte { return secret.Derive(clusterSecret, "gossip", 32) }
+
+// keysFor returns the keys a role needs beyond its own role key.
+func keysFor(clusterSecret, role string) wire.ClusterKeys {
+	k := wire.ClusterKeys{Gossip: gossipKey(clusterSecret)}
+	if role == secret.RoleWorker || role == rmi.RoleCluster {
+		k.Session = session.Key(clusterSecret, "session")
+		k.AdminSession = session.Key(clusterSecret, "admin-session")
+		k.Anonymous = session.Key(clusterSecret, "anonymous-identity")
+	}
+	return k
+}
 
 // appService is registered as wire.ObjAppManager.
 type appService struct{ m *Master }
@@ -133,9 +170,14 @@ func (s routerService) ProxyReport(ctx context.Context, r wire.ProxyReport) erro
 // clusterService is registered as wire.ObjCluster.
 type clusterService struct{ m *Master }
 
-// Info tells a joining process how to reach the gossip layer.
+// Info tells a joining process how to reach the gossip layer and hands it
+// the keys of its role.
 func (s clusterService) Info(ctx context.Context) (wire.ClusterInfo, error) {
-	return wire.ClusterInfo{MasterID: s.m.id, GossipAddr: s.m.member.Addr()}, nil
+	role := ""
+	if c := rmi.ConnFrom(ctx); c != nil {
+		role = c.Role()
+	}
+	return wire.ClusterInfo{MasterID: s.m.id, GossipAddr: s.m.member.Addr(), Keys: keysFor(s.m.cfg.Secret, role)}, nil
 }
 
 // Status is the cluster status (the same as the admin API's).

@@ -95,6 +95,8 @@ type ProcessConfig struct {
 	Name   string // unique among proxies, e.g. proxy-1
 	Master string // master RMI address
 	Listen string // public address (shared with other proxies via SO_REUSEPORT)
+	// Secret is the proxy key (the master's <data-dir>/proxy.key) or the
+	// cluster secret; the proxy declares the role "proxy" either way.
 	Secret string
 	// GossipAddr is the memberlist bind address (port 0 = any).
 	GossipAddr, GossipAdvertise string
@@ -143,7 +145,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 		cfg.GossipAddr = "127.0.0.1:0"
 	}
 	log := cfg.Logger.With().Str("proxy", cfg.Name).Logger()
-	node, err := rmi.New(rmi.Config{Name: cfg.Name, Secret: []byte(cfg.Secret), Logger: log})
+	node, err := rmi.New(rmi.Config{Name: cfg.Name, Role: secret.RoleProxy, Secret: []byte(cfg.Secret), Logger: log})
 	if err != nil {
 		return fmt.Errorf("proxy: rmi: %w", err)
 	}
@@ -171,7 +173,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 		}
 		memberMu.Lock()
 		if member == nil {
-			if m, err := startMember(cfg, log); err != nil {
+			if m, err := startMember(cfg, info.Keys.Gossip, log); err != nil {
 				log.Warn().Err(err).Msg("gossip start failed")
 			} else {
 				member = m
@@ -263,14 +265,19 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	return nil
 }
 
-func startMember(cfg ProcessConfig, log zerolog.Logger) (*membership.Member, error) {
+// startMember joins the gossip layer with the key the master handed over
+// (a proxy's role key cannot derive it).
+func startMember(cfg ProcessConfig, key []byte, log zerolog.Logger) (*membership.Member, error) {
+	if len(key) != 32 { // never gossip unencrypted
+		return nil, fmt.Errorf("the master sent no gossip key (%d bytes)", len(key))
+	}
 	host, port, err := membership.ParseBind(cfg.GossipAddr)
 	if err != nil {
 		return nil, err
 	}
 	return membership.Start(membership.Config{
 		Name: cfg.Name + "-" + ids.Random(6), BindAddr: host, BindPort: port,
-		Advertise: cfg.GossipAdvertise, Key: secret.Derive(cfg.Secret, "gossip", 32), Label: "cloudbrowser",
+		Advertise: cfg.GossipAdvertise, Key: key, Label: "cloudbrowser",
 		Meta: membership.Meta{Role: membership.RoleProxy, ID: cfg.Name}, Logger: log,
 	})
 }

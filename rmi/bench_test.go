@@ -146,3 +146,55 @@ func BenchmarkTCPEchoBaseline(b *testing.B) {
 	b.ReportMetric(float64(lat[int(0.99*float64(len(lat)-1))].Nanoseconds()), "p99-ns")
 	reportRate(b)
 }
+
+// BenchmarkSealing measures what frame sealing (AES-256-GCM) costs: the same
+// calls with sealing off (protocol v1's plaintext frames) and on, in one
+// run, so scripts/bench/rmi.sh can report sealed÷plaintext.
+func BenchmarkSealing(b *testing.B) {
+	blob := make([]byte, 64<<10)
+	cases := []struct {
+		name string
+		run  func(b *testing.B, c *rmi.Conn)
+	}{
+		{"roundtrip", func(b *testing.B, c *rmi.Conn) {
+			var sum int
+			for i := 0; b.Loop(); i++ {
+				if err := c.Call(context.Background(), "master", "Add", &sum, i, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+		{"parallel", func(b *testing.B, c *rmi.Conn) {
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				var sum int
+				for i := 0; pb.Next(); i++ {
+					if err := c.Call(context.Background(), "master", "Add", &sum, i, 1); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}},
+		{"64KiB", func(b *testing.B, c *rmi.Conn) {
+			b.SetBytes(int64(len(blob)))
+			for b.Loop() {
+				if err := c.Call(context.Background(), "master", "Sink", nil, blob); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+	}
+	for _, tc := range cases {
+		for _, mode := range []string{"plaintext", "sealed"} {
+			b.Run(tc.name+"/"+mode, func(b *testing.B) {
+				rmi.SetPlaintextFrames(mode == "plaintext")
+				defer rmi.SetPlaintextFrames(false)
+				c := benchConn(b) // the mode is fixed at the handshake
+				b.ReportAllocs()
+				tc.run(b, c)
+				reportRate(b)
+			})
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -25,8 +26,11 @@ type Conn struct {
 	nc       net.Conn
 	br       *bufio.Reader
 	peer     string
+	role     string // peer's authenticated role (accepted connections)
+	cluster  bool   // peer proved the cluster secret (accepted connections)
 	log      zerolog.Logger
 	maxFrame int
+	tx, rx   *frameCipher // writer's and reader's; see seal.go
 
 	// Outgoing frames. Calls and replies go through out (bounded: a slow
 	// peer pushes back on callers). Cancels and releases go through the
@@ -66,16 +70,23 @@ func ConnFrom(ctx context.Context) *Conn {
 
 // newConn registers an authenticated connection and starts its reader and
 // writer goroutines.
-func (n *Node) newConn(nc net.Conn, br *bufio.Reader, peer string) (*Conn, error) {
+func (n *Node) newConn(nc net.Conn, br *bufio.Reader, hs hsResult) (*Conn, error) {
 	ctx, cancel := context.WithCancel(context.Background())
+	lc := n.log.With().Str("peer", hs.peer).Str("remote", nc.RemoteAddr().String())
+	if hs.role != "" {
+		lc = lc.Str("role", hs.role).Bool("cluster_secret", hs.byCluster)
+	}
 	c := &Conn{
 		n:        n,
 		nc:       nc,
 		br:       br,
-		peer:     peer,
+		peer:     hs.peer,
+		role:     hs.role,
+		cluster:  hs.byCluster,
+		tx:       hs.tx,
+		rx:       hs.rx,
 		maxFrame: n.cfg.MaxFrame,
-		log: n.log.With().Str("peer", peer).Str("remote", nc.RemoteAddr().String()).
-			Logger(),
+		log:      lc.Logger(),
 		out:      make(chan []byte, 256),
 		kick:     make(chan struct{}, 1),
 		pending:  make(map[uint64]chan *message),
@@ -102,6 +113,14 @@ func (n *Node) newConn(nc net.Conn, br *bufio.Reader, peer string) (*Conn, error
 
 // PeerName is the name the peer announced in the (authenticated) handshake.
 func (c *Conn) PeerName() string { return c.peer }
+
+// Role is the role the peer declared in the handshake and proved with that
+// role's key or the cluster secret; "" on a connection this node dialed.
+func (c *Conn) Role() string { return c.role }
+
+// ClusterSecret reports whether the peer proved the cluster secret rather
+// than a role key (accepted connections only).
+func (c *Conn) ClusterSecret() bool { return c.cluster }
 
 // RemoteAddr is the peer's network address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
@@ -177,7 +196,12 @@ func (c *Conn) fail(err error) {
 
 func (c *Conn) readLoop() {
 	for {
-		m, err := readMessage(c.br, c.maxFrame)
+		body, err := c.rx.read(c.br, c.maxFrame)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		m, err := decodeMessage(body)
 		if err != nil {
 			c.fail(err)
 			return
@@ -215,7 +239,7 @@ func (c *Conn) writeLoop() {
 		var err error
 		select {
 		case b := <-c.out:
-			err = writeFrame(bw, b)
+			err = c.tx.write(bw, b)
 		case <-c.kick:
 			err = c.writeCtrl(bw)
 		case <-c.done:
@@ -240,7 +264,7 @@ func (c *Conn) drain(bw *bufio.Writer) error {
 	for {
 		select {
 		case b := <-c.out:
-			if err := writeFrame(bw, b); err != nil {
+			if err := c.tx.write(bw, b); err != nil {
 				return err
 			}
 		case <-c.kick:
@@ -259,7 +283,7 @@ func (c *Conn) writeCtrl(bw *bufio.Writer) error {
 	c.ctrl = nil
 	c.ctrlMu.Unlock()
 	for _, b := range q {
-		if err := writeFrame(bw, b); err != nil {
+		if err := c.tx.write(bw, b); err != nil {
 			return err
 		}
 	}
@@ -562,6 +586,10 @@ func (c *Conn) invoke(ctx context.Context, m *message) (res codec.Raw, exportID 
 		}
 	} else if svc = c.n.lookup(m.Object); svc == nil {
 		return nil, 0, newCoded(CodeNoObject, ErrNoObject, "no object %q", m.Object)
+	} else if svc.roles != nil && !slices.Contains(svc.roles, c.role) {
+		c.log.Warn().Str("object", m.Object).Str("method", m.Method).Strs("allowed", svc.roles).
+			Msg("rmi: call refused: the peer's role may not call this object")
+		return nil, 0, newCoded(CodeForbidden, ErrForbidden, "role %q may not call %s.%s", c.role, m.Object, m.Method)
 	}
 	meth := svc.methods[m.Method]
 	if meth == nil {

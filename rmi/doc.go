@@ -6,12 +6,13 @@
 //
 // # Usage
 //
-//	n, _ := rmi.New(rmi.Config{Name: "master", Secret: secret, Logger: log})
-//	_ = n.Register("master", masterAPI) // methods: func(ctx, args...) (R, error) or error
+//	n, _ := rmi.New(rmi.Config{Name: "master", Secret: secret, Logger: log,
+//		RoleSecrets: map[string][]byte{"worker": workerKey}})
+//	_ = n.RegisterFor("master", masterAPI, "worker") // methods: func(ctx, args...) (R, error) or error
 //	go n.Serve(ctx, ln)
 //
 //	// on a worker:
-//	w, _ := rmi.New(rmi.Config{Name: "w-1", Secret: secret})
+//	w, _ := rmi.New(rmi.Config{Name: "w-1", Role: "worker", Secret: workerKey})
 //	_ = w.Register("worker", workerAPI) // the master can call this back
 //	cl := w.NewClient(addr, func(ctx context.Context, c *rmi.Conn) error {
 //		return c.Call(ctx, "master", "Register", nil, info, rmi.Export(appManager))
@@ -33,31 +34,64 @@
 // Ref on it fails with ErrClosed. A reference returned to a caller that
 // passed a nil reply, or whose call was cancelled, is released automatically.
 //
-// # Wire protocol (version 1)
+// # Roles
 //
-// Every frame is a 4-byte big-endian body length followed by a msgpack body
-// (github.com/hashicorp/go-msgpack/v2/codec, one shared handle: WriteExt,
-// RawToString, map[string]any for untyped maps, msgpack timestamp extension
-// for time.Time). A body longer than Config.MaxFrame (default 8 MiB; 4 KiB
-// during the handshake) or of length 0 closes the connection.
+// A dialing node declares a role (Config.Role, default RoleCluster) and
+// proves it with its Config.Secret. A server accepts, for a role, the key in
+// Config.RoleSecrets[role] or its own Secret (the cluster secret, good for
+// every role), and records the role on the connection (Conn.Role,
+// Conn.ClusterSecret). Node.RegisterFor limits a named object to some roles
+// (RoleCluster always allowed); other callers get a CodeForbidden error reply
+// (ErrForbidden) and the refusal is logged. CloudBrowser's roles are "worker"
+// and "proxy", with keys derived from the cluster secret by the master.
 //
-// Handshake (all msgpack arrays; MAC = HMAC-SHA256 with the shared secret over
-// a label and length-prefixed fields):
+// # Wire protocol (version 2)
+//
+// Every frame is a 4-byte big-endian body length followed by the body. The
+// handshake bodies are plain msgpack (github.com/hashicorp/go-msgpack/v2/codec,
+// one shared handle: WriteExt, RawToString, map[string]any for untyped maps,
+// msgpack timestamp extension for time.Time); every later body is sealed (see
+// below). A plaintext body longer than Config.MaxFrame (default 8 MiB; 4 KiB
+// during the handshake), a sealed one longer than MaxFrame+16, or a body of
+// length 0 closes the connection.
+//
+// Handshake (all msgpack arrays; MAC = HMAC-SHA256 with key K over a label and
+// length-prefixed fields; K is the client's role key or the cluster secret):
 //
 //	S->C hello  [version, serverNonce(32)]
 //	C->S client [version, clientName, clientNonce(32),
-//	             MAC("cbrmi client", version, serverNonce, clientNonce, clientName)]
+//	             MAC("cbrmi client", version, serverNonce, clientNonce, clientName, role),
+//	             role]
 //	S->C server [ok, reason, serverName,
-//	             MAC("cbrmi server", version, serverNonce, clientNonce, clientName, serverName)]
+//	             MAC("cbrmi server", version, serverNonce, clientNonce, clientName, role, serverName)]
 //
-// MACs are compared in constant time. On a bad client MAC the server answers
-// ok=false, reason="auth", logs the remote address and closes; the client
+// MACs are compared in constant time. The server tries the role's key, then
+// the cluster secret. If neither matches it answers ok=false, reason="auth",
+// logs the remote address, the client name and role and closes; the client
 // then reports ErrAuth, as it does when the server's MAC is wrong. A version
-// mismatch is refused with reason "version" (ErrProtocol). The whole
-// exchange must finish within Config.HandshakeTimeout; no call is read before
-// it succeeds.
+// mismatch is refused with reason "version" (ErrProtocol) and logged; role is
+// the last field so a version-1 client's shorter array still decodes and is
+// refused for its version, and a version-1 server's hello is refused by the
+// client. The whole exchange must finish within Config.HandshakeTimeout; no
+// call is read before it succeeds.
 //
-// After the handshake every body is the array
+// # Sealed frames
+//
+// After the handshake both sides derive two keys with HKDF-SHA256 from K,
+// salt serverNonce||clientNonce and info ("cbrmi frames client->server" or
+// "... server->client", version, clientName, role, serverName, each
+// length-prefixed): one per direction, fresh for every connection. Each body
+// is sealed with AES-256-GCM under its direction's key; the 12-byte nonce is
+// 4 zero bytes and the frame's 64-bit index in that direction (0, 1, ...);
+// the additional data is the 4-byte length prefix. A frame therefore opens
+// only at its own position, in its own direction, on its own connection:
+// tampering, truncation, replay, reordering, reflection back to the sender,
+// a frame from another connection, or a plaintext frame makes Open fail, and
+// the receiver closes the connection and logs "frame N failed
+// authentication". Neither side ever sends a frame it has not sealed, and the
+// index never wraps (the connection fails first).
+//
+// The plaintext of a sealed frame is the array
 //
 //	[kind, seq, object, ref, method, timeout, args, result, err]
 //
@@ -85,8 +119,9 @@
 // methods wait on calls back to the same peer, the connection stalls until
 // their contexts end.
 //
-// Protocol-level garbage (bad length, undecodable body, unknown kind, a
-// malformed call) closes the connection with a logged error. A well-formed
+// Protocol-level garbage (bad length, a frame that fails authentication,
+// undecodable body, unknown kind, a malformed call) closes the connection
+// with a logged error. A well-formed
 // call naming an unknown object or method, or with the wrong number or types
 // of arguments, gets an error reply (CodeNoObject, CodeNoMethod, CodeBadArgs)
 // and the connection stays up. A panic in a method is recovered, logged with
@@ -111,7 +146,8 @@
 // through TCP keep-alive or the callers' deadlines.
 //
 // The limits above guard against garbage and accidents. An authenticated peer
-// holds the cluster secret and is trusted with resources: nothing bounds the
-// export table, the number of handshakes in progress, or the memory a
-// maximal frame can decode into.
+// holds a role key or the cluster secret and is trusted with resources:
+// nothing bounds the export table, the number of handshakes in progress, or
+// the memory a maximal frame can decode into. Keys are symmetric: a holder of
+// a role key can also play the server to clients of that role.
 package rmi

@@ -28,6 +28,9 @@ var (
 	ErrPanic = errors.New("rmi: remote method panicked")
 	// ErrFrameTooLarge: a frame exceeded Config.MaxFrame.
 	ErrFrameTooLarge = errors.New("rmi: frame too large")
+	// ErrForbidden: the caller's role may not call that object
+	// (Node.RegisterFor).
+	ErrForbidden = errors.New("rmi: forbidden for this role")
 	// ErrProtocol: the peer sent something that is not valid protocol
 	// (undecodable frame, unknown kind, version mismatch).
 	ErrProtocol = errors.New("rmi: protocol error")
@@ -42,6 +45,7 @@ const (
 	CodePanic         = "rmi.panic"
 	CodeFrameTooLarge = "rmi.frame_too_large"
 	CodeEncode        = "rmi.encode"
+	CodeForbidden     = "rmi.forbidden"
 	CodeCanceled      = "rmi.canceled"
 	CodeDeadline      = "rmi.deadline"
 )
@@ -55,6 +59,7 @@ var codeErrs = map[string]error{
 	CodePanic:         ErrPanic,
 	CodeFrameTooLarge: ErrFrameTooLarge,
 	CodeEncode:        ErrBadArgs,
+	CodeForbidden:     ErrForbidden,
 	CodeCanceled:      context.Canceled,
 	CodeDeadline:      context.DeadlineExceeded,
 }

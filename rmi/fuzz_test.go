@@ -56,7 +56,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		all = append(all, fr...)
 	}
 	f.Add(all)
-	f.Add(frame(mustRaw(f, &hsClient{Version: 1, Name: "w", Nonce: make([]byte, 32), MAC: make([]byte, 32)})))
+	f.Add(frame(mustRaw(f, &hsClient{Version: protocolVersion, Name: "w", Nonce: make([]byte, 32), MAC: make([]byte, 32), Role: "worker"})))
 	f.Add([]byte{0, 0, 0, 3, 0xc1, 0xc1, 0xc1})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0, 0, 0, 0})

@@ -92,9 +92,17 @@ func mustRaw(t testing.TB, v any) codec.Raw {
 	return b
 }
 
+// rawSession is a hand-made client connection past the handshake: the
+// caller writes anything, sealed with the session's keys or not.
+type rawSession struct {
+	nc net.Conn
+	br *bufio.Reader
+	hs hsResult
+}
+
 // rawAuthed opens a TCP connection to addr and completes the handshake by
 // hand, leaving the caller free to write anything.
-func rawAuthed(t *testing.T, cn *Node, addr string) (net.Conn, *bufio.Reader) {
+func rawAuthed(t *testing.T, cn *Node, addr string) *rawSession {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -102,10 +110,32 @@ func rawAuthed(t *testing.T, cn *Node, addr string) (net.Conn, *bufio.Reader) {
 	}
 	t.Cleanup(func() { _ = nc.Close() })
 	br := bufio.NewReader(nc)
-	if _, err := cn.handshake(context.Background(), nc, br, true); err != nil {
+	hs, err := cn.handshake(context.Background(), nc, br, true)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return nc, br
+	return &rawSession{nc: nc, br: br, hs: hs}
+}
+
+// seal returns body as the next sealed frame of this session.
+func (s *rawSession) seal(t testing.TB, body []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	bw := bufio.NewWriter(&b)
+	if err := s.hs.tx.write(bw, body); err != nil {
+		t.Fatal(err)
+	}
+	_ = bw.Flush()
+	return b.Bytes()
+}
+
+// read reads and opens the next frame from the server.
+func (s *rawSession) read() (*message, error) {
+	body, err := s.hs.rx.read(s.br, DefaultMaxFrame)
+	if err != nil {
+		return nil, err
+	}
+	return decodeMessage(body)
 }
 
 func TestGarbageInput(t *testing.T) {
@@ -129,28 +159,33 @@ func TestGarbageInput(t *testing.T) {
 		name    string
 		authed  bool
 		payload []byte
+		sealed  bool // a correctly sealed frame: the garbage is inside
 	}{
-		{"random bytes before auth", false, random},
-		{"huge length before auth", false, []byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3}},
-		{"junk handshake frame", false, frame([]byte{0xc1, 0xc1, 0xc1})},
-		{"random bytes after auth", true, random},
-		{"huge length after auth", true, []byte{0x7f, 0xff, 0xff, 0xff}},
-		{"zero length", true, []byte{0, 0, 0, 0}},
-		{"junk msgpack", true, frame([]byte{0xc1, 0xde, 0xad, 0xbe, 0xef})},
-		{"not an array", true, frame(mustRaw(t, "hello"))},
-		{"truncated body", true, frame(valid[:len(valid)-1])},
-		{"trailing bytes", true, frame(append(append([]byte{}, valid...), 0x01))},
-		{"unknown kind", true, frame(mustEncode(t, &message{Kind: 99, Seq: 1}))},
-		{"call without method", true, frame(mustEncode(t, &message{Kind: kindCall, Seq: 1, Object: "master"}))},
-		{"call with name and ref", true, frame(mustEncode(t, &message{Kind: kindCall, Seq: 1, Object: "master", Ref: 3, Method: "Add"}))},
-		{"zero seq", true, frame(mustEncode(t, &message{Kind: kindReply}))},
-		{"args not raw", true, frame(mustRaw(t, []any{1, 1, "master", 0, "Add", 0, "nope", nil, nil}))},
+		{"random bytes before auth", false, random, false},
+		{"huge length before auth", false, []byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3}, false},
+		{"junk handshake frame", false, frame([]byte{0xc1, 0xc1, 0xc1}), false},
+		{"random bytes after auth", true, random, false},
+		{"huge length after auth", true, []byte{0x7f, 0xff, 0xff, 0xff}, false},
+		{"zero length", true, []byte{0, 0, 0, 0}, false},
+		{"junk msgpack", true, []byte{0xc1, 0xde, 0xad, 0xbe, 0xef}, true},
+		{"not an array", true, mustRaw(t, "hello"), true},
+		{"truncated body", true, valid[:len(valid)-1], true},
+		{"trailing bytes", true, append(append([]byte{}, valid...), 0x01), true},
+		{"unknown kind", true, mustEncode(t, &message{Kind: 99, Seq: 1}), true},
+		{"call without method", true, mustEncode(t, &message{Kind: kindCall, Seq: 1, Object: "master"}), true},
+		{"call with name and ref", true, mustEncode(t, &message{Kind: kindCall, Seq: 1, Object: "master", Ref: 3, Method: "Add"}), true},
+		{"zero seq", true, mustEncode(t, &message{Kind: kindReply}), true},
+		{"args not raw", true, mustRaw(t, []any{1, 1, "master", 0, "Add", 0, "nope", nil, nil}), true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var nc net.Conn
 			if tc.authed {
-				nc, _ = rawAuthed(t, cn, addr)
+				rs := rawAuthed(t, cn, addr)
+				nc = rs.nc
+				if tc.sealed {
+					tc.payload = rs.seal(t, tc.payload)
+				}
 			} else {
 				var err error
 				if nc, err = net.Dial("tcp", addr); err != nil {
@@ -191,7 +226,7 @@ func TestBadCallKeepsConn(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := serveInternal(t, srv)
-	nc, br := rawAuthed(t, mustNode(t, "raw", nil), addr)
+	rs := rawAuthed(t, mustNode(t, "raw", nil), addr)
 
 	tests := []struct {
 		name string
@@ -210,10 +245,10 @@ func TestBadCallKeepsConn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.call
 			m.Kind, m.Seq = kindCall, uint64(i+1)
-			if _, err := nc.Write(frame(mustEncode(t, &m))); err != nil {
+			if _, err := rs.nc.Write(rs.seal(t, mustEncode(t, &m))); err != nil {
 				t.Fatal(err)
 			}
-			r, err := readMessage(br, DefaultMaxFrame)
+			r, err := rs.read()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package rmi
 import (
 	"bufio"
 	"context"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,7 +15,8 @@ import (
 
 // protocolVersion is sent in the handshake; peers with another version are
 // refused so a mixed-version cluster fails loudly instead of misparsing.
-const protocolVersion uint8 = 1
+// Version 2 added the declared role and sealed (AEAD) frames.
+const protocolVersion uint8 = 2
 
 const (
 	nonceLen   = 32
@@ -28,13 +30,16 @@ type hsHello struct {
 	Nonce   []byte
 }
 
-// hsClient is the client's answer: its proof of the secret, name and nonce.
+// hsClient is the client's answer: its proof of the secret, name, nonce and
+// role. Role is last so a version-1 client's shorter array still decodes and
+// is refused for its version rather than as garbage.
 type hsClient struct {
 	_struct bool `codec:",toarray"` //nolint:unused // codec directive
 	Version uint8
 	Name    string
 	Nonce   []byte
 	MAC     []byte
+	Role    string
 }
 
 // hsServer is the server's verdict and, when OK, its own proof.
@@ -51,123 +56,201 @@ type hsServer struct {
 func hsMAC(secret []byte, label string, fields ...[]byte) []byte {
 	h := hmac.New(sha256.New, secret)
 	h.Write([]byte(label))
-	var l [4]byte
-	for _, f := range fields {
-		binary.BigEndian.PutUint32(l[:], uint32(len(f)))
-		h.Write(l[:])
-		h.Write(f)
-	}
+	h.Write(lenPrefixed(fields...))
 	return h.Sum(nil)
 }
 
-func clientMAC(secret, sNonce, cNonce []byte, cName string) []byte {
-	return hsMAC(secret, "cbrmi client", []byte{protocolVersion}, sNonce, cNonce, []byte(cName))
+func lenPrefixed(fields ...[]byte) []byte {
+	var b []byte
+	for _, f := range fields {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(f)))
+		b = append(b, f...)
+	}
+	return b
 }
 
-func serverMAC(secret, sNonce, cNonce []byte, cName, sName string) []byte {
-	return hsMAC(secret, "cbrmi server", []byte{protocolVersion}, sNonce, cNonce, []byte(cName), []byte(sName))
+// validRole: roles are short names chosen by the deployment ("worker").
+func validRole(s string) bool { return s != "" && len(s) <= 64 }
+
+func clientMAC(secret, sNonce, cNonce []byte, cName, role string) []byte {
+	return hsMAC(secret, "cbrmi client", []byte{protocolVersion}, sNonce, cNonce, []byte(cName), []byte(role))
+}
+
+func serverMAC(secret, sNonce, cNonce []byte, cName, role, sName string) []byte {
+	return hsMAC(secret, "cbrmi server", []byte{protocolVersion}, sNonce, cNonce, []byte(cName), []byte(role), []byte(sName))
 }
 
 func validName(s string) bool { return s != "" && len(s) <= maxNameLen }
 
-// handshake authenticates nc in either role and returns the peer's name. It
-// gives up after HandshakeTimeout or when ctx is done, whichever is first.
-// br must be the reader the connection keeps using afterwards: the peer may
-// send its first call right behind the last handshake frame.
-func (n *Node) handshake(ctx context.Context, nc net.Conn, br *bufio.Reader, client bool) (string, error) {
+// hsResult is what a successful handshake established.
+type hsResult struct {
+	peer, role string // role: the client's authenticated role (server side only)
+	byCluster  bool   // the client proved the cluster secret, not a role key
+	tx, rx     *frameCipher
+}
+
+// sessionCiphers derives the two per-direction frame keys from the key both
+// sides proved, both nonces and the authenticated names and role: a fresh
+// pair per connection, so frames of one connection mean nothing on another
+// and a frame reflected back to its sender does not open.
+func sessionCiphers(key, sNonce, cNonce []byte, cName, role, sName string, client bool) (tx, rx *frameCipher, err error) {
+	salt := append(append([]byte{}, sNonce...), cNonce...)
+	derive := func(dir string) (*frameCipher, error) {
+		info := lenPrefixed([]byte("cbrmi frames "+dir), []byte{protocolVersion}, []byte(cName), []byte(role), []byte(sName))
+		k, err := hkdf.Key(sha256.New, key, salt, string(info), 32)
+		if err != nil {
+			return nil, err
+		}
+		return newFrameCipher(k)
+	}
+	c2s, err := derive("client->server")
+	if err != nil {
+		return nil, nil, fmt.Errorf("rmi: handshake: derive keys: %w", err)
+	}
+	s2c, err := derive("server->client")
+	if err != nil {
+		return nil, nil, fmt.Errorf("rmi: handshake: derive keys: %w", err)
+	}
+	if client {
+		return c2s, s2c, nil
+	}
+	return s2c, c2s, nil
+}
+
+// handshake authenticates nc in either role and derives the connection's
+// frame keys. It gives up after HandshakeTimeout or when ctx is done,
+// whichever is first. br must be the reader the connection keeps using
+// afterwards: the peer may send its first call right behind the last
+// handshake frame.
+func (n *Node) handshake(ctx context.Context, nc net.Conn, br *bufio.Reader, client bool) (hsResult, error) {
 	deadline := time.Now().Add(n.cfg.HandshakeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	if err := nc.SetDeadline(deadline); err != nil {
-		return "", fmt.Errorf("rmi: handshake: %w", err)
+		return hsResult{}, fmt.Errorf("rmi: handshake: %w", err)
 	}
 	// Unblock reads/writes when ctx ends (e.g. node closing).
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	var (
-		peer string
-		err  error
+		res hsResult
+		err error
 	)
 	if client {
-		peer, err = n.handshakeClient(nc, br)
+		res, err = n.handshakeClient(nc, br)
 	} else {
-		peer, err = n.handshakeServer(nc, br)
+		res, err = n.handshakeServer(nc, br)
 	}
 	if !stop() {
 		// The AfterFunc ran (or is running) and may have poisoned the deadline.
 		if err == nil {
 			err = fmt.Errorf("rmi: handshake: %w", context.Cause(ctx))
 		}
-		return "", err
+		return hsResult{}, err
 	}
 	if err != nil {
-		return "", err
+		return hsResult{}, err
 	}
 	if err := nc.SetDeadline(time.Time{}); err != nil {
-		return "", fmt.Errorf("rmi: handshake: %w", err)
+		return hsResult{}, fmt.Errorf("rmi: handshake: %w", err)
 	}
-	return peer, nil
+	return res, nil
 }
 
-func (n *Node) handshakeServer(nc net.Conn, br *bufio.Reader) (string, error) {
+// clientKeys are the keys a client declaring role may prove, best first:
+// the role's own key, then the cluster secret (accepted for every role).
+func (n *Node) clientKeys(role string) [][]byte {
+	if k := n.cfg.RoleSecrets[role]; k != nil {
+		return [][]byte{k, n.cfg.Secret}
+	}
+	return [][]byte{n.cfg.Secret}
+}
+
+func (n *Node) handshakeServer(nc net.Conn, br *bufio.Reader) (hsResult, error) {
 	sNonce := make([]byte, nonceLen)
 	rand.Read(sNonce) // never fails (crypto/rand panics instead)
 	if err := hsWrite(nc, &hsHello{Version: protocolVersion, Nonce: sNonce}); err != nil {
-		return "", err
+		return hsResult{}, err
 	}
 	var hc hsClient
 	if err := hsRead(br, &hc); err != nil {
-		return "", err
+		return hsResult{}, err
 	}
 	if hc.Version != protocolVersion {
 		_ = hsWrite(nc, &hsServer{Reason: "version"})
-		return "", fmt.Errorf("%w: peer protocol version %d, want %d", ErrProtocol, hc.Version, protocolVersion)
+		return hsResult{}, fmt.Errorf("%w: peer protocol version %d, want %d (upgrade the peer)", ErrProtocol, hc.Version, protocolVersion)
 	}
-	if len(hc.Nonce) != nonceLen || !validName(hc.Name) {
-		return "", fmt.Errorf("%w: malformed handshake", ErrProtocol)
+	if len(hc.Nonce) != nonceLen || !validName(hc.Name) || !validRole(hc.Role) {
+		return hsResult{}, fmt.Errorf("%w: malformed handshake", ErrProtocol)
 	}
-	if !hmac.Equal(hc.MAC, clientMAC(n.cfg.Secret, sNonce, hc.Nonce, hc.Name)) {
+	var (
+		key       []byte
+		byCluster bool
+	)
+	keys := n.clientKeys(hc.Role)
+	for i, k := range keys {
+		if hmac.Equal(hc.MAC, clientMAC(k, sNonce, hc.Nonce, hc.Name, hc.Role)) {
+			key, byCluster = k, i == len(keys)-1
+			break
+		}
+	}
+	if key == nil {
 		// Tell the client why before closing so it reports ErrAuth, not EOF.
 		_ = hsWrite(nc, &hsServer{Reason: "auth"})
-		return "", fmt.Errorf("%w: client %q did not prove the shared secret", ErrAuth, hc.Name)
+		what := "the cluster secret"
+		if len(keys) > 1 {
+			what = "the " + hc.Role + " key or the cluster secret"
+		}
+		return hsResult{}, fmt.Errorf("%w: client %q (role %q) did not prove %s", ErrAuth, hc.Name, hc.Role, what)
 	}
-	err := hsWrite(nc, &hsServer{OK: true, Name: n.cfg.Name,
-		MAC: serverMAC(n.cfg.Secret, sNonce, hc.Nonce, hc.Name, n.cfg.Name)})
-	return hc.Name, err
+	tx, rx, err := sessionCiphers(key, sNonce, hc.Nonce, hc.Name, hc.Role, n.cfg.Name, false)
+	if err != nil {
+		return hsResult{}, err
+	}
+	err = hsWrite(nc, &hsServer{OK: true, Name: n.cfg.Name,
+		MAC: serverMAC(key, sNonce, hc.Nonce, hc.Name, hc.Role, n.cfg.Name)})
+	return hsResult{peer: hc.Name, role: hc.Role, byCluster: byCluster, tx: tx, rx: rx}, err
 }
 
-func (n *Node) handshakeClient(nc net.Conn, br *bufio.Reader) (string, error) {
+func (n *Node) handshakeClient(nc net.Conn, br *bufio.Reader) (hsResult, error) {
 	var hello hsHello
 	if err := hsRead(br, &hello); err != nil {
-		return "", err
+		return hsResult{}, err
 	}
 	if hello.Version != protocolVersion {
-		return "", fmt.Errorf("%w: server protocol version %d, want %d", ErrProtocol, hello.Version, protocolVersion)
+		return hsResult{}, fmt.Errorf("%w: server protocol version %d, want %d (upgrade the server)", ErrProtocol, hello.Version, protocolVersion)
 	}
 	if len(hello.Nonce) != nonceLen {
-		return "", fmt.Errorf("%w: malformed handshake", ErrProtocol)
+		return hsResult{}, fmt.Errorf("%w: malformed handshake", ErrProtocol)
 	}
 	cNonce := make([]byte, nonceLen)
 	rand.Read(cNonce)
-	if err := hsWrite(nc, &hsClient{Version: protocolVersion, Name: n.cfg.Name, Nonce: cNonce,
-		MAC: clientMAC(n.cfg.Secret, hello.Nonce, cNonce, n.cfg.Name)}); err != nil {
-		return "", err
+	role := n.cfg.Role
+	if err := hsWrite(nc, &hsClient{Version: protocolVersion, Name: n.cfg.Name, Nonce: cNonce, Role: role,
+		MAC: clientMAC(n.cfg.Secret, hello.Nonce, cNonce, n.cfg.Name, role)}); err != nil {
+		return hsResult{}, err
 	}
 	var hs hsServer
 	if err := hsRead(br, &hs); err != nil {
-		return "", err
+		return hsResult{}, err
 	}
 	switch {
 	case !hs.OK && hs.Reason == "auth":
-		return "", fmt.Errorf("%w: server rejected our secret", ErrAuth)
+		return hsResult{}, fmt.Errorf("%w: server rejected our key for role %q", ErrAuth, role)
+	case !hs.OK && hs.Reason == "version":
+		return hsResult{}, fmt.Errorf("%w: server refused our protocol version %d", ErrProtocol, protocolVersion)
 	case !hs.OK:
-		return "", fmt.Errorf("%w: server refused handshake: %q", ErrProtocol, hs.Reason)
+		return hsResult{}, fmt.Errorf("%w: server refused handshake: %q", ErrProtocol, hs.Reason)
 	case !validName(hs.Name):
-		return "", fmt.Errorf("%w: malformed handshake", ErrProtocol)
-	case !hmac.Equal(hs.MAC, serverMAC(n.cfg.Secret, hello.Nonce, cNonce, n.cfg.Name, hs.Name)):
-		return "", fmt.Errorf("%w: server %q did not prove the shared secret", ErrAuth, hs.Name)
+		return hsResult{}, fmt.Errorf("%w: malformed handshake", ErrProtocol)
+	case !hmac.Equal(hs.MAC, serverMAC(n.cfg.Secret, hello.Nonce, cNonce, n.cfg.Name, role, hs.Name)):
+		return hsResult{}, fmt.Errorf("%w: server %q did not prove our key", ErrAuth, hs.Name)
 	}
-	return hs.Name, nil
+	tx, rx, err := sessionCiphers(n.cfg.Secret, hello.Nonce, cNonce, n.cfg.Name, role, hs.Name, true)
+	if err != nil {
+		return hsResult{}, err
+	}
+	return hsResult{peer: hs.Name, tx: tx, rx: rx}, nil
 }
 
 func hsWrite(nc net.Conn, v any) error {

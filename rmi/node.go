@@ -18,8 +18,17 @@ type Config struct {
 	// Name is this node's identity, sent in the handshake (e.g. "master").
 	// Required, at most 256 bytes.
 	Name string
-	// Secret is the shared cluster secret; required, at least 16 bytes.
+	// Secret is the key this node proves when dialing, and the cluster
+	// secret a server accepts from a client of any role; required, at least
+	// 16 bytes.
 	Secret []byte
+	// Role is what this node declares when it dials (e.g. "worker"); the
+	// server checks it against the role's key and records it on the
+	// connection (Conn.Role). Default RoleCluster.
+	Role string
+	// RoleSecrets (servers) are the keys accepted from clients declaring a
+	// role, in addition to Secret: a role key proves that role only.
+	RoleSecrets map[string][]byte
 	// MaxFrame is the largest frame body accepted or sent; default 8 MiB.
 	// An oversized incoming frame closes the connection; an oversized
 	// outgoing call fails with ErrFrameTooLarge and the connection stays up.
@@ -32,6 +41,10 @@ type Config struct {
 	// accepted or dialed, before Dial returns. Calls over c already work.
 	OnConnect func(c *Conn)
 }
+
+// RoleCluster is the role of a client that holds the cluster secret and has
+// no narrower role. It cannot be given a role key.
+const RoleCluster = "cluster"
 
 // MinSecretLen is the shortest Config.Secret accepted.
 const MinSecretLen = 16
@@ -85,6 +98,23 @@ func New(cfg Config) (*Node, error) {
 	if !validName(cfg.Name) {
 		return nil, fmt.Errorf("rmi: node name must be 1..%d bytes", maxNameLen)
 	}
+	if cfg.Role == "" {
+		cfg.Role = RoleCluster
+	}
+	if !validRole(cfg.Role) {
+		return nil, fmt.Errorf("rmi: role must be 1..64 bytes, got %q", cfg.Role)
+	}
+	roleKeys := make(map[string][]byte, len(cfg.RoleSecrets))
+	for role, k := range cfg.RoleSecrets {
+		switch {
+		case role == RoleCluster || !validRole(role):
+			return nil, fmt.Errorf("rmi: invalid role %q for a role secret", role)
+		case len(k) < MinSecretLen:
+			return nil, fmt.Errorf("rmi: secret of role %q must be at least %d bytes, got %d", role, MinSecretLen, len(k))
+		}
+		roleKeys[role] = append([]byte(nil), k...)
+	}
+	cfg.RoleSecrets = roleKeys
 	if cfg.MaxFrame <= 0 {
 		cfg.MaxFrame = DefaultMaxFrame
 	}
@@ -179,20 +209,20 @@ func (n *Node) isClosed() bool {
 // serveConn authenticates an accepted connection and starts it.
 func (n *Node) serveConn(nc net.Conn) {
 	br := bufio.NewReaderSize(nc, 64<<10)
-	peer, err := n.handshake(n.ctx, nc, br, false)
+	hs, err := n.handshake(n.ctx, nc, br, false)
 	if err != nil {
 		_ = nc.Close()
 		ev, msg := n.log.Warn(), "rmi: handshake failed"
 		switch {
 		case n.ctx.Err() != nil: // we are closing
 			ev = n.log.Debug()
-		case errors.Is(err, ErrAuth): // someone without the secret: worth an operator's attention
+		case errors.Is(err, ErrAuth), errors.Is(err, ErrProtocol): // wrong key or version: worth an operator's attention
 			ev, msg = n.log.Error(), "rmi: handshake failed: peer rejected"
 		}
 		ev.Err(err).Str("remote", nc.RemoteAddr().String()).Msg(msg)
 		return
 	}
-	c, err := n.newConn(nc, br, peer)
+	c, err := n.newConn(nc, br, hs)
 	if err != nil {
 		_ = nc.Close()
 		return
@@ -219,12 +249,12 @@ func (n *Node) Dial(ctx context.Context, addr string) (*Conn, error) {
 		return nil, fmt.Errorf("rmi: dial %s: %w", addr, err)
 	}
 	br := bufio.NewReaderSize(nc, 64<<10)
-	peer, err := n.handshake(ctx, nc, br, true)
+	hs, err := n.handshake(ctx, nc, br, true)
 	if err != nil {
 		_ = nc.Close()
 		return nil, fmt.Errorf("rmi: dial %s: %w", addr, err)
 	}
-	c, err := n.newConn(nc, br, peer)
+	c, err := n.newConn(nc, br, hs)
 	if err != nil {
 		_ = nc.Close()
 		return nil, err

@@ -28,6 +28,7 @@ type service struct {
 	rcvr    reflect.Value
 	typ     string
 	methods map[string]*method
+	roles   []string // named objects: roles allowed to call (nil = any)
 }
 
 // methodCache avoids re-reflecting a type on every Export.
@@ -88,7 +89,18 @@ func (s *service) methodNames() []string {
 // the node (the paper's registerObj). Eligible methods are exported and have
 // the shape func(ctx context.Context, a1 T1, ..., aN TN) (R, error) or
 // func(ctx context.Context, ...) error; other methods are ignored.
-func (n *Node) Register(name string, obj any) error {
+func (n *Node) Register(name string, obj any) error { return n.register(name, obj, nil) }
+
+// RegisterFor is Register for callers of the given roles only (Conn.Role):
+// a call from a connection of another role gets a CodeForbidden error reply
+// and is logged. RoleCluster (a peer holding the cluster secret) is always
+// allowed. Objects passed by reference are not restricted: holding the
+// reference is the permission.
+func (n *Node) RegisterFor(name string, obj any, roles ...string) error {
+	return n.register(name, obj, append([]string{RoleCluster}, roles...))
+}
+
+func (n *Node) register(name string, obj any, roles []string) error {
 	if name == "" {
 		return errors.New("rmi: empty object name")
 	}
@@ -96,13 +108,14 @@ func (n *Node) Register(name string, obj any) error {
 	if err != nil {
 		return err
 	}
+	svc.roles = roles
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if _, ok := n.objects[name]; ok {
 		return fmt.Errorf("rmi: object %q already registered", name)
 	}
 	n.objects[name] = svc
-	n.log.Debug().Str("object", name).Str("type", svc.typ).Strs("methods", svc.methodNames()).Msg("rmi: registered")
+	n.log.Debug().Str("object", name).Str("type", svc.typ).Strs("methods", svc.methodNames()).Strs("roles", roles).Msg("rmi: registered")
 	return nil
 }
 

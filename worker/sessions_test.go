@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -55,19 +56,24 @@ func TestCookieFlags(t *testing.T) {
 		name       string
 		rep        wire.RegisterReply
 		proto      string
+		unsigned   bool // not relayed by a proxy (no valid hop)
 		wantSecure bool
 	}{
-		{"plain http", wire.RegisterReply{}, "", false},
-		{"forwarded proto not trusted", wire.RegisterReply{}, "https", false},
-		{"forwarded proto trusted", wire.RegisterReply{TrustForwardedProto: true}, "https", true},
-		{"trusted, but http", wire.RegisterReply{TrustForwardedProto: true}, "http", false},
-		{"public https url", wire.RegisterReply{PublicHTTPS: true}, "", true},
-		{"public https url, proto says http", wire.RegisterReply{PublicHTTPS: true}, "http", true},
+		{"plain http", wire.RegisterReply{}, "", false, false},
+		{"forwarded proto not trusted", wire.RegisterReply{}, "https", false, false},
+		{"forwarded proto trusted", wire.RegisterReply{TrustForwardedProto: true}, "https", false, true},
+		{"trusted, but not from a proxy", wire.RegisterReply{TrustForwardedProto: true}, "https", true, false},
+		{"trusted, but http", wire.RegisterReply{TrustForwardedProto: true}, "http", false, false},
+		{"public https url", wire.RegisterReply{PublicHTTPS: true}, "", false, true},
+		{"public https url, proto says http", wire.RegisterReply{PublicHTTPS: true}, "http", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := newUsers(testSecret)
 			u.setCluster(tc.rep)
 			r := httptest.NewRequest("GET", "/app", nil)
+			if !tc.unsigned {
+				r = r.WithContext(context.WithValue(r.Context(), viaProxyKey{}, true))
+			}
 			if tc.proto != "" {
 				r.Header.Set("X-Forwarded-Proto", tc.proto)
 			}

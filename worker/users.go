@@ -166,6 +166,19 @@ func (u *users) session(r *http.Request) (session.Claims, bool) {
 	return cl, true
 }
 
+// setKeys installs the session keys the master handed over (the worker's
+// own secret may be only its role key, from which they cannot be derived).
+func (u *users) setKeys(k wire.ClusterKeys) {
+	for _, x := range []struct {
+		c   *session.Codec
+		key []byte
+	}{{u.sessions, k.Session}, {u.adminsBase, k.AdminSession}, {u.anons, k.Anonymous}} {
+		if len(x.key) > 0 {
+			x.c.SetKey(x.key)
+		}
+	}
+}
+
 // loggedIn returns the user of a valid session ("" if none) and whether the
 // session should be re-issued.
 func (u *users) loggedIn(r *http.Request) (string, bool) {

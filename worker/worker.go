@@ -38,7 +38,10 @@ import (
 type Config struct {
 	// ID is the worker's id ("w-" + 8 lowercase letters/digits); empty =
 	// generated.
-	ID     string
+	ID string
+	// Secret is the worker key (the master's <data-dir>/worker.key) or the
+	// cluster secret; the worker declares the role "worker" either way and
+	// gets the session and gossip keys from the master.
 	Secret string
 	// Master is the master's RMI address.
 	Master string
@@ -211,7 +214,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 	}()
 
-	node, err := rmi.New(rmi.Config{Name: w.id, Secret: []byte(w.cfg.Secret), Logger: w.log})
+	node, err := rmi.New(rmi.Config{Name: w.id, Role: secret.RoleWorker, Secret: []byte(w.cfg.Secret), Logger: w.log})
 	if err != nil {
 		return fmt.Errorf("worker: rmi: %w", err)
 	}
@@ -234,7 +237,8 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	if w.egress != nil && info.GossipAddr != "" {
 		_ = w.egress.AddCluster(info.GossipAddr)
 	}
-	if err := w.joinGossip(ctx, info.MasterID, info.GossipAddr); err != nil {
+	w.users.setKeys(info.Keys)
+	if err := w.joinGossip(ctx, info.MasterID, info.GossipAddr, info.Keys.Gossip); err != nil {
 		// Not fatal: the master's connection watch still notices our death,
 		// only more slowly. Retried on the next reconnection.
 		w.log.Warn().Err(err).Str("gossip", info.GossipAddr).Msg("could not join the gossip layer")
@@ -282,10 +286,13 @@ func (w *Worker) gossip() *membership.Member {
 	return w.member
 }
 
-func (w *Worker) joinGossip(ctx context.Context, masterID, seed string) error {
+func (w *Worker) joinGossip(ctx context.Context, masterID, seed string, key []byte) error {
 	w.memberMu.Lock()
 	defer w.memberMu.Unlock()
 	if w.member == nil {
+		if len(key) != 32 { // never join unencrypted
+			return fmt.Errorf("the master sent no gossip key (%d bytes)", len(key))
+		}
 		host, p, err := membership.ParseBind(w.cfg.GossipAddr)
 		if err != nil {
 			return err
@@ -294,7 +301,7 @@ func (w *Worker) joinGossip(ctx context.Context, masterID, seed string) error {
 			// A restarted worker keeps its id but is a new gossip member:
 			// memberlist refuses a known name at a new address.
 			Name: w.id + "." + ids.Random(6), BindAddr: host, BindPort: p, Advertise: w.cfg.GossipAdvertise,
-			Key: secret.Derive(w.cfg.Secret, "gossip", 32), Label: "cloudbrowser",
+			Key: key, Label: "cloudbrowser", // from the master: a role key cannot derive it
 			Meta: membership.Meta{Role: membership.RoleWorker, ID: w.id}, Logger: w.log,
 		})
 		if err != nil {

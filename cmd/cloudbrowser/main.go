@@ -87,7 +87,7 @@ var dataDirFlag = &cli.StringFlag{
 
 var secretFileFlag = &cli.StringFlag{
 	Name: "secret-file", Sources: cli.EnvVars("CB_SECRET_FILE"),
-	Usage: "file holding the cluster secret (mode 0600); the master creates <data-dir>/cluster.secret by default. CB_SECRET may hold the secret itself",
+	Usage: "file holding the secret (mode 0600): the master creates <data-dir>/cluster.secret by default; workers use <data-dir>/worker.key and proxies <data-dir>/proxy.key, which the master writes (the cluster secret also works). CB_SECRET may hold the secret itself",
 }
 
 // clusterSecret reads the secret for a worker or proxy: CB_SECRET, else
@@ -101,7 +101,7 @@ func clusterSecret(cmd *cli.Command) (string, error) {
 	}
 	path := cmd.String("secret-file")
 	if path == "" {
-		return "", errors.New("--secret-file (or CB_SECRET) is required: use the master's <data-dir>/cluster.secret")
+		return "", errors.New("--secret-file (or CB_SECRET) is required: use the master's <data-dir>/worker.key for a worker, <data-dir>/proxy.key for a proxy")
 	}
 	s, err := secret.Load(path)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/supervise"
 )
 
@@ -65,8 +66,11 @@ The admin API, /healthz and /metrics are on the same address.`,
 			wctx, stopWorkers := context.WithCancel(context.Background())
 			var procs []*supervise.Process
 			for i := range n {
-				args := append(logArgs(cmd), "worker", "--master", m.RMIAddr(),
-					"--secret-file", filepath.Join(cmd.String("data-dir"), "cluster.secret"),
+				keyFile := m.RoleKeyFile(secret.RoleWorker)
+				if keyFile == "" {
+					keyFile = filepath.Join(cmd.String("data-dir"), "cluster.secret")
+				}
+				args := append(logArgs(cmd), "worker", "--master", m.RMIAddr(), "--secret-file", keyFile,
 					"--runtime", cmd.String("runtime"), "--id", "w-local"+strconv.Itoa(i+1))
 				procs = append(procs, supervise.Start(wctx, log, supervise.Spec{
 					Name: "worker-" + strconv.Itoa(i+1), Path: exe, Args: args, Stdout: os.Stderr, Stderr: os.Stderr,

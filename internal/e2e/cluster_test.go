@@ -150,7 +150,7 @@ func (c *cluster) startMaster(o clusterOpts) {
 
 func (c *cluster) startWorker(id string) *proc {
 	c.t.Helper()
-	p := c.start(id, append([]string{"worker", "--master", c.rmi, "--secret-file", filepath.Join(c.dir, "data", "cluster.secret"),
+	p := c.start(id, append([]string{"worker", "--master", c.rmi, "--secret-file", filepath.Join(c.dir, "data", "worker.key"),
 		"--id", id, "--listen", "127.0.0.1:0", "--runtime", c.runtime}, c.workerArgs...)...)
 	c.mu.Lock()
 	c.workers[id] = p

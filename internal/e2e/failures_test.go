@@ -216,7 +216,7 @@ func TestUpAndStatus(t *testing.T) {
 		t.Fatalf("status --json: %v %s", err, js)
 	}
 	// Files holding secrets are private.
-	for _, f := range []string{"cluster.secret", "admin.token"} {
+	for _, f := range []string{"cluster.secret", "admin.token", "worker.key", "proxy.key"} {
 		fi, err := os.Stat(filepath.Join(dir, f))
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v mode %v, want 0600", f, err, fi.Mode().Perm())

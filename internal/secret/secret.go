@@ -4,6 +4,7 @@
 package secret
 
 import (
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -85,4 +86,50 @@ func Derive(s, purpose string, n int) []byte {
 	m := hmac.New(sha256.New, []byte(s))
 	m.Write([]byte("cloudbrowser/" + purpose))
 	return m.Sum(nil)[:n]
+}
+
+// Role names of the processes that get their own key (RoleKey).
+const (
+	RoleWorker = "worker"
+	RoleProxy  = "proxy"
+)
+
+// RoleKey derives the key of a role (RoleWorker, RoleProxy) from the
+// cluster secret: HKDF-SHA256(secret, info "cloudbrowser role <role>"), hex
+// like a generated secret so it is stored and loaded the same way. It
+// proves that role only: the cluster secret cannot be computed from it, nor
+// another role's key.
+func RoleKey(clusterSecret, role string) string {
+	k, err := hkdf.Key(sha256.New, []byte(clusterSecret), nil, "cloudbrowser role "+role, 32)
+	if err != nil { // only for lengths HKDF cannot produce; 32 is fine
+		panic(err)
+	}
+	return hex.EncodeToString(k)
+}
+
+// Write stores s at path with mode 0600 (creating the directory 0700),
+// replacing what was there; a file that already holds s is left alone.
+func Write(path, s string) error {
+	if old, err := Load(path); err == nil && old == s {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create secret dir: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write secret file: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.WriteString(s + "\n"); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write secret file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write secret file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write secret file: %w", err)
+	}
+	return nil
 }

@@ -55,3 +55,26 @@ func TestDeriveSeparatesPurposes(t *testing.T) {
 		t.Fatal("derived keys must differ per purpose")
 	}
 }
+
+// Role keys are deterministic, distinct per role and from the secret, and
+// stored like a secret.
+func TestRoleKey(t *testing.T) {
+	const s = "0123456789abcdef0123456789abcdef"
+	w, p := RoleKey(s, RoleWorker), RoleKey(s, RoleProxy)
+	if w != RoleKey(s, RoleWorker) || w == p || w == s || len(w) != 64 {
+		t.Fatalf("worker %q proxy %q", w, p)
+	}
+	if RoleKey("another-secret-0123456789", RoleWorker) == w {
+		t.Fatal("role key does not depend on the secret")
+	}
+	path := filepath.Join(t.TempDir(), "worker.key")
+	for _, k := range []string{w, p} { // a second Write replaces
+		if err := Write(path, k); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Load(path) // refuses group/other-readable files
+		if err != nil || got != k {
+			t.Fatalf("Load = %q, %v; want %q", got, err, k)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"encoding/base64"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
@@ -27,7 +28,7 @@ const TTL = 12 * time.Hour
 
 // Codec issues and checks session values.
 type Codec struct {
-	key []byte
+	key atomic.Pointer[[]byte] // replaced by SetKey while in use
 	// TTL is how long a session lasts without being renewed.
 	TTL time.Duration
 	// RotateAfter: a session older than this is re-issued on use, so an
@@ -49,18 +50,36 @@ func New(clusterSecret string) *Codec { return NewFor(clusterSecret, "session") 
 // NewFor returns a codec for another kind of session (e.g. the admin
 // dashboard's), whose values are not valid as user sessions.
 func NewFor(clusterSecret, purpose string) *Codec {
-	return &Codec{key: secret.Derive(clusterSecret, purpose, 32), TTL: TTL, RotateAfter: time.Hour}
+	return WithKey(Key(clusterSecret, purpose))
+}
+
+// Key is the key NewFor derives for purpose, for handing to a process that
+// does not hold the cluster secret (a worker with its role key).
+func Key(clusterSecret, purpose string) []byte { return secret.Derive(clusterSecret, purpose, 32) }
+
+// WithKey returns a codec with a key from Key.
+func WithKey(key []byte) *Codec {
+	c := &Codec{TTL: TTL, RotateAfter: time.Hour}
+	c.SetKey(key)
+	return c
+}
+
+// SetKey replaces the key: a worker gets the real one from the master once
+// connected. Safe while other goroutines issue and check.
+func (c *Codec) SetKey(key []byte) {
+	k := append([]byte(nil), key...)
+	c.key.Store(&k)
 }
 
 // Bound returns a codec whose values are valid only under the same
 // binding: the dashboard binds its sessions to the admin token's tag, so a
 // new token ends every dashboard session.
 func (c *Codec) Bound(binding string) *Codec {
-	m := hmac.New(sha256.New, c.key)
+	m := hmac.New(sha256.New, *c.key.Load())
 	m.Write([]byte("binding\x00" + binding))
-	b := *c
-	b.key = m.Sum(nil)
-	return &b
+	b := &Codec{TTL: c.TTL, RotateAfter: c.RotateAfter}
+	b.SetKey(m.Sum(nil))
+	return b
 }
 
 // TokenTag names a token without revealing it (HMAC under a key derived
@@ -73,7 +92,7 @@ func TokenTag(clusterSecret, token string) string {
 }
 
 func (c *Codec) mac(payload string) string {
-	m := hmac.New(sha256.New, c.key)
+	m := hmac.New(sha256.New, *c.key.Load())
 	m.Write([]byte(payload))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }

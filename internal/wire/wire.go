@@ -251,6 +251,19 @@ type RouteReply struct {
 type ClusterInfo struct {
 	MasterID   string `codec:"master"`
 	GossipAddr string `codec:"gossip"` // host:port of the master's memberlist
+	// Keys the caller's role needs that it cannot derive from its role key,
+	// handed over the sealed, authenticated RMI session.
+	Keys ClusterKeys `codec:"keys"`
+}
+
+// ClusterKeys are keys derived from the cluster secret by the master. Each
+// role gets only the ones it uses: Gossip for workers and proxies, the
+// session keys for workers.
+type ClusterKeys struct {
+	Gossip       []byte `codec:"gossip,omitempty"`        // memberlist encryption
+	Session      []byte `codec:"session,omitempty"`       // users' login sessions
+	AdminSession []byte `codec:"admin_session,omitempty"` // the master's dashboard sessions
+	Anonymous    []byte `codec:"anonymous,omitempty"`     // anonymous visitors' identities
 }
 
 // InstanceInfo describes an app instance a worker hosts.

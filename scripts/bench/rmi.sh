@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks the rmi package over loopback TCP and prints calls/s plus p50/p99
-# round-trip latency.
+# round-trip latency, and what frame sealing costs (BenchmarkSealing: the same
+# calls with plaintext and sealed frames, as sealed÷plaintext ratios).
 #
 #   scripts/bench/rmi.sh                 # defaults: BENCHTIME=2s COUNT=3
 #   BENCHTIME=5s COUNT=5 scripts/bench/rmi.sh
@@ -13,7 +14,7 @@ out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 
 go test ./rmi -run='^$' \
-	-bench='^(BenchmarkTCPEchoBaseline|BenchmarkCallRoundTrip|BenchmarkCallParallel|BenchmarkCallLatency)$' \
+	-bench='^(BenchmarkTCPEchoBaseline|BenchmarkCallRoundTrip|BenchmarkCallParallel|BenchmarkCallLatency|BenchmarkSealing|BenchmarkFrameSealOpen)$' \
 	-benchtime="$BENCHTIME" -count="$COUNT" -benchmem | tee "$out"
 
 echo
@@ -40,5 +41,13 @@ END {
 		if (p99 != "-") p99 = sprintf("%.1fus", p99 / 1000)
 		op = median(vals[n, "ns/op"])
 		printf "%-26s %12.0f %12.0f %12s %12s %14.2f\n", n, median(vals[n, "calls/s"]), op, p50, p99, op / base
+	}
+	printf "\n%-26s %14s %14s %10s\n", "sealing cost", "plaintext ns", "sealed ns", "ratio"
+	for (n in names) {
+		if (n !~ /^BenchmarkSealing\/.*\/sealed$/) continue
+		p = n; sub(/sealed$/, "plaintext", p)
+		s = median(vals[n, "ns/op"]); q = median(vals[p, "ns/op"])
+		label = substr(n, 18); sub(/\/sealed$/, "", label)
+		printf "%-26s %14.0f %14.0f %10.2f\n", label, q, s, s / q
 	}
 }' "$out"
