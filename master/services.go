@@ -18,11 +18,20 @@ type appService struct{ m *Master }
 func (s appService) List(ctx context.Context) ([]wire.App, error) { return s.m.apps.List(), nil }
 
 // Add installs or replaces an application.
-func (s appService) Add(ctx context.Context, app wire.App) error { return s.m.apps.Add(ctx, app) }
+func (s appService) Add(ctx context.Context, app wire.App) error {
+	_, _, err := s.m.apps.Add(ctx, app, adminPrincipal)
+	return err
+}
+
+// BundleChunk is part of a large app's archive, fetched by workers (see
+// wire.AppBundleChunk).
+func (s appService) BundleChunk(ctx context.Context, mount string, version int, offset int64) ([]byte, error) {
+	return s.m.apps.chunk(mount, version, offset)
+}
 
 // Remove uninstalls an application.
 func (s appService) Remove(ctx context.Context, name string) error {
-	return s.m.apps.Remove(ctx, name)
+	return s.m.apps.Remove(ctx, name, adminPrincipal)
 }
 
 // workerService is registered as wire.ObjWorkerManager.
@@ -45,7 +54,7 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 		case <-s.m.ctx.Done():
 		}
 	}()
-	return wire.RegisterReply{Apps: s.m.apps.List(), Revoked: s.m.accounts.Revocations(),
+	return wire.RegisterReply{Apps: s.m.apps.listForWorkers(), Revoked: s.m.accounts.Revocations(),
 		ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id}, nil
 }
 

@@ -56,8 +56,10 @@ type Config struct {
 	// BundleListener, if set, serves the app bundles to the browsers (the
 	// caller opened it first to point Chromium's HostResolverRule at it).
 	BundleListener net.Listener
-	Logger         zerolog.Logger
-	Version        string
+	// MaxAppBytes refuses apps whose files total more (0 = no limit).
+	MaxAppBytes int64
+	Logger      zerolog.Logger
+	Version     string
 }
 
 // Worker is a running worker.
@@ -226,7 +228,7 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	if err := c.Call(ctx, wire.ObjWorkerManager, "Register", &rep, winfo, w.apps.list(), rmi.Export(w.apps)); err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
-	w.apps.setApps(rep.Apps)
+	w.apps.setApps(ctx, c, rep.Apps)
 	w.users.setRevoked(rep.Revoked)
 	if rep.ReportPeriod > 0 {
 		w.period.Store(rep.ReportPeriod)
