@@ -65,13 +65,20 @@ type AppManager struct {
 
 	mu        sync.RWMutex
 	apps      map[string]wire.App
+	// epoch counts registrations; touched holds the epoch in which the
+	// master last pushed or removed an app, so a registration's list
+	// (possibly older: large apps are fetched after the reply) does not
+	// undo a push that arrived meanwhile.
+	epoch   uint64
+	touched map[string]uint64
 	pools     map[string]*pool.Config // apps' specific pools (nil: general pool)
 	instances map[string]*instance
 }
 
 func newAppManager(w *Worker) *AppManager {
 	return &AppManager{w: w, log: w.log.With().Str("component", "apps").Logger(),
-		apps: map[string]wire.App{}, pools: map[string]*pool.Config{}, instances: map[string]*instance{}}
+		apps: map[string]wire.App{}, pools: map[string]*pool.Config{}, instances: map[string]*instance{},
+		touched: map[string]uint64{}}
 }
 
 // AddApplication installs or replaces an app; running instances keep the
@@ -91,6 +98,7 @@ func (a *AppManager) AddApplication(ctx context.Context, app wire.App) error {
 	a.mu.Lock()
 	old := a.pools[app.MountPoint]
 	a.apps[app.MountPoint] = app
+	a.touched[app.MountPoint] = a.epoch
 	a.pools[app.MountPoint] = pc
 	a.mu.Unlock()
 	if old != nil && (pc == nil || !reflect.DeepEqual(*old, *pc)) {
@@ -127,6 +135,7 @@ func (a *AppManager) RemoveApplication(ctx context.Context, name string) error {
 	a.mu.Lock()
 	_, ok := a.apps[name]
 	delete(a.apps, name)
+	a.touched[name] = a.epoch
 	delete(a.pools, name)
 	var doomed []*instance
 	for _, in := range a.instances {
@@ -213,9 +222,18 @@ func fetchArchive(ctx context.Context, c *rmi.Conn, app wire.App) (map[string][]
 	return b.Files, nil
 }
 
+// startRegistration begins a registration; its epoch goes to setApps.
+func (a *AppManager) startRegistration() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.epoch++
+	return a.epoch
+}
+
 // setApps replaces the app list with the master's (at registration),
-// fetching the archives of large apps over c first.
-func (a *AppManager) setApps(ctx context.Context, c *rmi.Conn, apps []wire.App) {
+// fetching the archives of large apps over c first. Apps the master pushed
+// or removed since the registration began (epoch) keep that newer state.
+func (a *AppManager) setApps(ctx context.Context, c *rmi.Conn, epoch uint64, apps []wire.App) {
 	ready := make([]wire.App, 0, len(apps))
 	for _, app := range apps {
 		full, err := a.materialize(ctx, c, app)
@@ -228,9 +246,20 @@ func (a *AppManager) setApps(ctx context.Context, c *rmi.Conn, apps []wire.App) 
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	apps0, pools0 := a.apps, a.pools
 	a.apps = make(map[string]wire.App, len(ready))
 	a.pools = make(map[string]*pool.Config, len(ready))
+	for name, e := range a.touched {
+		if e == epoch {
+			if app, ok := apps0[name]; ok {
+				a.apps[name], a.pools[name] = app, pools0[name]
+			}
+		}
+	}
 	for _, app := range ready {
+		if a.touched[app.MountPoint] == epoch {
+			continue
+		}
 		a.apps[app.MountPoint] = app
 		pc, err := appPool(app)
 		if err != nil {

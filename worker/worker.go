@@ -225,10 +225,11 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	if m := w.gossip(); m != nil {
 		winfo.Gossip = m.Name()
 	}
+	epoch := w.apps.startRegistration()
 	if err := c.Call(ctx, wire.ObjWorkerManager, "Register", &rep, winfo, w.apps.list(), rmi.Export(w.apps)); err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
-	w.apps.setApps(ctx, c, rep.Apps)
+	w.apps.setApps(ctx, c, epoch, rep.Apps)
 	w.users.setRevoked(rep.Revoked)
 	if rep.ReportPeriod > 0 {
 		w.period.Store(rep.ReportPeriod)
