@@ -63,14 +63,14 @@ type AppManager struct {
 	w   *Worker
 	log zerolog.Logger
 
-	mu        sync.RWMutex
-	apps      map[string]wire.App
+	mu   sync.RWMutex
+	apps map[string]wire.App
 	// epoch counts registrations; touched holds the epoch in which the
 	// master last pushed or removed an app, so a registration's list
 	// (possibly older: large apps are fetched after the reply) does not
 	// undo a push that arrived meanwhile.
-	epoch   uint64
-	touched map[string]uint64
+	epoch     uint64
+	touched   map[string]uint64
 	pools     map[string]*pool.Config // apps' specific pools (nil: general pool)
 	instances map[string]*instance
 }
