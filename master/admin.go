@@ -45,16 +45,22 @@ func (m *Master) adminHandler(public bool) http.Handler {
 	}))
 	mux.Handle("GET /api/v1/apps", m.auth(roleAuthor, m.listApps))
 	mux.Handle("POST /api/v1/apps", m.auth(roleAuthor, m.deploy))
-	mux.Handle("DELETE /api/v1/apps/{name}", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		m.appAction(w, r, func(ctx context.Context, name string) error { return m.apps.Remove(ctx, name) })
+	// Authors may change their own apps; the owner check is in AppManager.
+	mux.Handle("DELETE /api/v1/apps/{name}", m.auth(roleAuthor, func(w http.ResponseWriter, r *http.Request) {
+		m.appAction(w, r, func(ctx context.Context, name string) error { return m.apps.Remove(ctx, name, principalOf(r)) })
 	}))
-	mux.Handle("POST /api/v1/apps/{name}/disable", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		m.appAction(w, r, func(ctx context.Context, name string) error { return m.apps.SetDisabled(ctx, name, true) })
+	mux.Handle("POST /api/v1/apps/{name}/disable", m.auth(roleAuthor, func(w http.ResponseWriter, r *http.Request) {
+		m.appAction(w, r, func(ctx context.Context, name string) error {
+			return m.apps.SetDisabled(ctx, name, true, principalOf(r))
+		})
 	}))
-	mux.Handle("POST /api/v1/apps/{name}/enable", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		m.appAction(w, r, func(ctx context.Context, name string) error { return m.apps.SetDisabled(ctx, name, false) })
+	mux.Handle("POST /api/v1/apps/{name}/enable", m.auth(roleAuthor, func(w http.ResponseWriter, r *http.Request) {
+		m.appAction(w, r, func(ctx context.Context, name string) error {
+			return m.apps.SetDisabled(ctx, name, false, principalOf(r))
+		})
 	}))
 	m.userRoutes(mux)
+	m.authorRoutes(mux)
 	m.dashboardRoutes(mux)
 	mux.Handle("POST /api/v1/grants", m.auth(roleAdmin, m.grant))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
@@ -76,12 +82,14 @@ func (m *Master) drain(w http.ResponseWriter, r *http.Request, on bool) {
 type role int
 
 const (
-	roleAuthor role = iota // deploys and lists applications
+	roleAuthor role = iota // deploys, lists and changes their own applications
 	roleAdmin              // everything
 )
 
 // auth requires a Bearer token of at least the given role: the admin token
-// passes everywhere, the author token only where roleAuthor suffices.
+// passes everywhere, author tokens (the shared one and per-author ones)
+// only where roleAuthor suffices. The handler finds who it is with
+// principalOf.
 func (m *Master) auth(need role, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -92,7 +100,7 @@ func (m *Master) auth(need role, h http.HandlerFunc) http.Handler {
 				apiError(w, http.StatusForbidden, "missing X-CloudBrowser-Dashboard header")
 				return
 			}
-			h(w, r)
+			h(w, withPrincipal(r, adminPrincipal))
 			return
 		}
 		if !ok || got == "" {
@@ -100,19 +108,23 @@ func (m *Master) auth(need role, h http.HandlerFunc) http.Handler {
 			apiError(w, http.StatusUnauthorized, "missing token (Authorization: Bearer <token>)")
 			return
 		}
-		switch {
-		case tokenIs(got, m.cfg.AdminToken):
-		case tokenIs(got, m.cfg.AuthorToken):
-			if need > roleAuthor {
-				apiError(w, http.StatusForbidden, "the author token may only deploy and list applications; this needs the admin token")
-				return
-			}
-		default:
+		var p principal
+		if tokenIs(got, m.cfg.AdminToken) {
+			p = adminPrincipal
+		} else if tokenIs(got, m.cfg.AuthorToken) {
+			p = principal{name: sharedAuthor}
+		} else if name, ok := m.authors.byToken(got); ok {
+			p = principal{name: name}
+		} else {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cloudbrowser", error="invalid_token"`)
 			apiError(w, http.StatusUnauthorized, "invalid token")
 			return
 		}
-		h(w, r)
+		if !p.admin && need > roleAuthor {
+			apiError(w, http.StatusForbidden, "an author token may only deploy, list and change its own applications; this needs the admin token")
+			return
+		}
+		h(w, withPrincipal(r, p))
 	})
 }
 

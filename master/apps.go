@@ -2,6 +2,9 @@ package master
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
@@ -18,16 +22,42 @@ import (
 type AppManager struct {
 	log     zerolog.Logger
 	workers func() map[string]*rmi.Ref
-	store   *appStore // nil: nothing persisted (tests)
+	store   *appStore    // nil: nothing persisted (tests)
+	state   *state.Store // owners of mount points (nil: none recorded)
+	// inlineMax is the most file bytes sent to workers inside RMI frames;
+	// larger apps go as archive stubs the workers fetch by chunks (0 =
+	// defaultInlineMax).
+	inlineMax int64
 
 	deployMu sync.Mutex // serializes changes, not lookups
 
 	mu   sync.RWMutex
 	apps map[string]wire.App // by mount point
+
+	packMu sync.Mutex
+	packed map[string]packedApp // archive of the current version, large apps only
+}
+
+// defaultInlineMax keeps an app's frame well under the RMI frame limit
+// (rmi.DefaultMaxFrame, 8 MiB) whatever the encoding overhead.
+const defaultInlineMax = 4 << 20
+
+// packedApp is the tar.gz archive of one version of an app.
+type packedApp struct {
+	version int
+	data    []byte
+	sum     string // hex SHA-256
+}
+
+// PushFailure is a worker that did not take a change.
+type PushFailure struct {
+	Worker string `json:"worker"`
+	Error  string `json:"error"`
 }
 
 func newAppManager(log zerolog.Logger, workers func() map[string]*rmi.Ref) *AppManager {
-	return &AppManager{log: log.With().Str("component", "apps").Logger(), workers: workers, apps: map[string]wire.App{}}
+	return &AppManager{log: log.With().Str("component", "apps").Logger(), workers: workers,
+		apps: map[string]wire.App{}, packed: map[string]packedApp{}}
 }
 
 // Get returns the app mounted at name.
@@ -50,14 +80,16 @@ func (a *AppManager) List() []wire.App {
 	return out
 }
 
-// Add validates and installs (or replaces) an app, then pushes it to every
-// connected worker. Workers that join later get it with their registration.
-func (a *AppManager) Add(ctx context.Context, app wire.App) error {
+// Add validates and installs (or replaces) an app on behalf of by, then
+// pushes it to every connected worker. It returns the installed app and the
+// workers that did not take it: the new version stays current on the master
+// all the same, and workers that register later get it.
+func (a *AppManager) Add(ctx context.Context, app wire.App, by principal) (wire.App, []PushFailure, error) {
 	var b *bundle.Bundle
 	if _, ok := app.Files[bundle.ManifestName]; ok {
 		var err error
 		if b, err = bundle.FromFiles(app.Files); err != nil {
-			return wire.Errorf(wire.CodeInvalid, err.Error())
+			return wire.App{}, nil, wire.Errorf(wire.CodeInvalid, err.Error())
 		}
 		disabled := app.Disabled
 		app = b.App()
@@ -67,12 +99,24 @@ func (a *AppManager) Add(ctx context.Context, app wire.App) error {
 		m := bundle.Manifest{Name: app.Name, MountPoint: app.MountPoint, Description: app.Description,
 			Entry: app.Entry, Strategy: app.Strategy, Public: &app.Public}
 		if err := m.Validate(nil); err != nil {
-			return wire.Errorf(wire.CodeInvalid, err.Error())
+			return wire.App{}, nil, wire.Errorf(wire.CodeInvalid, err.Error())
 		}
 		app.Strategy = m.Strategy
 	}
 	a.deployMu.Lock() // deploys are serialized: versions stay ordered
 	defer a.deployMu.Unlock()
+	if err := a.authorize(app.MountPoint, by); err != nil {
+		return wire.App{}, nil, err
+	}
+	_, existed := a.Get(app.MountPoint)
+	if !existed {
+		// Recorded before the app is visible; a stale record of an app
+		// whose store write then failed is harmless (authorize ignores
+		// owners of mount points that hold no app).
+		if err := a.setOwner(app.MountPoint, by.name); err != nil {
+			return wire.App{}, nil, err
+		}
+	}
 	a.mu.Lock()
 	if old, ok := a.apps[app.MountPoint]; ok {
 		app.Version = old.Version + 1
@@ -83,24 +127,127 @@ func (a *AppManager) Add(ctx context.Context, app wire.App) error {
 		// Durable before visible: a deploy that was acknowledged survives a crash.
 		if err := a.store.save(b, app.Version, app.Disabled); err != nil {
 			a.mu.Unlock()
-			return err
+			return wire.App{}, nil, err
 		}
 	}
 	a.apps[app.MountPoint] = app
 	a.mu.Unlock()
-	a.log.Info().Str("app", app.MountPoint).Int("version", app.Version).Str("strategy", app.Strategy).Msg("application added")
-	a.push(ctx, wire.WorkerAddApplication, app)
-	return nil
+	a.log.Info().Str("app", app.MountPoint).Int("version", app.Version).Str("strategy", app.Strategy).Str("by", by.name).Msg("application added")
+	return app, a.pushApp(ctx, app), nil
+}
+
+// pushApp sends an app (inline or as an archive stub) to every worker.
+func (a *AppManager) pushApp(ctx context.Context, app wire.App) []PushFailure {
+	out, err := a.forWorkers(app, nil)
+	if err != nil {
+		failed := []PushFailure{}
+		for id := range a.workers() {
+			failed = append(failed, PushFailure{Worker: id, Error: err.Error()})
+		}
+		return failed
+	}
+	// Fetching a large archive takes longer than an ordinary call.
+	timeout := pushTimeout + time.Duration(out.ArchiveSize>>20)*2*time.Second
+	return a.pushWithin(ctx, timeout, wire.WorkerAddApplication, out)
+}
+
+// forWorkers is app as sent to workers: with its files, or, when they are
+// larger than what is left of *budget (nil: inlineMax), as a stub whose
+// archive the worker fetches by chunks.
+func (a *AppManager) forWorkers(app wire.App, budget *int64) (wire.App, error) {
+	left := a.inlineMax
+	if left <= 0 {
+		left = defaultInlineMax
+	}
+	if budget != nil {
+		left = *budget
+	}
+	var n int64
+	for _, f := range app.Files {
+		n += int64(len(f))
+	}
+	if n <= left {
+		if budget != nil {
+			*budget -= n
+		}
+		return app, nil
+	}
+	p, err := a.archive(app)
+	if err != nil {
+		return wire.App{}, err
+	}
+	app.Files = nil
+	app.ArchiveSize, app.ArchiveSum = int64(len(p.data)), p.sum
+	return app, nil
+}
+
+// listForWorkers is every app as sent in a registration reply: inline until
+// the frame budget is used up, stubs after.
+func (a *AppManager) listForWorkers() []wire.App {
+	budget := a.inlineMax
+	if budget <= 0 {
+		budget = defaultInlineMax
+	}
+	var out []wire.App
+	for _, app := range a.List() {
+		w, err := a.forWorkers(app, &budget)
+		if err != nil {
+			a.log.Error().Str("app", app.MountPoint).Err(err).Msg("cannot pack application for workers; left out")
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// archive packs (once per version) the tar.gz archive of app.
+func (a *AppManager) archive(app wire.App) (packedApp, error) {
+	a.packMu.Lock()
+	defer a.packMu.Unlock()
+	if p, ok := a.packed[app.MountPoint]; ok && p.version == app.Version {
+		return p, nil
+	}
+	data, err := (&bundle.Bundle{Files: app.Files}).Pack()
+	if err != nil {
+		return packedApp{}, fmt.Errorf("pack /%s: %w", app.MountPoint, err)
+	}
+	sum := sha256.Sum256(data)
+	p := packedApp{version: app.Version, data: data, sum: hex.EncodeToString(sum[:])}
+	a.packed[app.MountPoint] = p
+	return p, nil
+}
+
+// chunk is up to wire.BundleChunkSize bytes at offset of the archive of
+// version of the app at mount.
+func (a *AppManager) chunk(mount string, version int, offset int64) ([]byte, error) {
+	app, ok := a.Get(mount)
+	if !ok {
+		return nil, wire.Errorf(wire.CodeUnknownApp, "no application is mounted at /"+mount)
+	}
+	if app.Version != version {
+		return nil, wire.Errorf(wire.CodeInvalid, fmt.Sprintf("version %d of /%s is no longer current (now %d)", version, mount, app.Version))
+	}
+	p, err := a.archive(app)
+	if err != nil {
+		return nil, err
+	}
+	if offset < 0 || offset > int64(len(p.data)) {
+		return nil, wire.Errorf(wire.CodeInvalid, fmt.Sprintf("offset %d outside the %d byte archive of /%s", offset, len(p.data), mount))
+	}
+	return p.data[offset:min(offset+wire.BundleChunkSize, int64(len(p.data)))], nil
 }
 
 // SetDisabled disables or enables an app. A disabled app keeps its
 // instances running but gets no new ones.
-func (a *AppManager) SetDisabled(ctx context.Context, name string, disabled bool) error {
+func (a *AppManager) SetDisabled(ctx context.Context, name string, disabled bool, by principal) error {
 	a.deployMu.Lock()
 	defer a.deployMu.Unlock()
 	app, ok := a.Get(name)
 	if !ok {
 		return wire.Errorf(wire.CodeUnknownApp, "no application is mounted at /"+name)
+	}
+	if err := a.authorize(name, by); err != nil {
+		return err
 	}
 	if a.store != nil && app.Files != nil {
 		if err := a.store.setState(name, storeState{Version: app.Version, Disabled: disabled}); err != nil {
@@ -111,8 +258,8 @@ func (a *AppManager) SetDisabled(ctx context.Context, name string, disabled bool
 	a.mu.Lock()
 	a.apps[name] = app
 	a.mu.Unlock()
-	a.log.Info().Str("app", name).Bool("disabled", disabled).Msg("application state changed")
-	a.push(ctx, wire.WorkerAddApplication, app)
+	a.log.Info().Str("app", name).Bool("disabled", disabled).Str("by", by.name).Msg("application state changed")
+	a.pushApp(ctx, app)
 	return nil
 }
 
@@ -131,42 +278,67 @@ func (a *AppManager) loadStored() error {
 }
 
 // Remove uninstalls an app everywhere.
-func (a *AppManager) Remove(ctx context.Context, name string) error {
+func (a *AppManager) Remove(ctx context.Context, name string, by principal) error {
 	a.deployMu.Lock()
 	defer a.deployMu.Unlock()
+	if _, ok := a.Get(name); !ok {
+		return wire.Errorf(wire.CodeUnknownApp, "no application is mounted at /"+name)
+	}
+	if err := a.authorize(name, by); err != nil {
+		return err
+	}
 	a.mu.Lock()
-	_, ok := a.apps[name]
 	delete(a.apps, name)
 	var err error
-	if ok && a.store != nil {
+	if a.store != nil {
 		err = a.store.remove(name)
 	}
 	a.mu.Unlock()
-	if !ok {
-		return wire.Errorf(wire.CodeUnknownApp, "no application is mounted at /"+name)
-	}
+	a.packMu.Lock()
+	delete(a.packed, name)
+	a.packMu.Unlock()
 	if err != nil {
 		return err
 	}
-	a.log.Info().Str("app", name).Msg("application removed")
+	if err := a.setOwner(name, ""); err != nil {
+		a.log.Warn().Str("app", name).Err(err).Msg("owner record not removed")
+	}
+	a.log.Info().Str("app", name).Str("by", by.name).Msg("application removed")
 	a.push(ctx, wire.WorkerRemoveApplication, name)
 	return nil
 }
 
-// push calls method on every worker in parallel; failures are logged (a
-// worker that missed an update gets the full list when it re-registers).
-func (a *AppManager) push(ctx context.Context, method string, arg any) {
-	var wg sync.WaitGroup
+// pushTimeout bounds one ordinary call to a worker.
+const pushTimeout = 10 * time.Second
+
+// push calls method on every worker in parallel and returns the workers
+// that failed (sorted); failures are logged too. A worker that missed an
+// update gets the full list when it re-registers.
+func (a *AppManager) push(ctx context.Context, method string, arg any) []PushFailure {
+	return a.pushWithin(ctx, pushTimeout, method, arg)
+}
+
+func (a *AppManager) pushWithin(ctx context.Context, timeout time.Duration, method string, arg any) []PushFailure {
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed []PushFailure
+	)
 	for id, ref := range a.workers() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			if err := ref.Call(cctx, method, nil, arg); err != nil {
 				a.log.Warn().Str("worker", id).Str("method", method).Err(err).Msg("push to worker failed")
+				mu.Lock()
+				failed = append(failed, PushFailure{Worker: id, Error: err.Error()})
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	sort.Slice(failed, func(i, j int) bool { return failed[i].Worker < failed[j].Worker })
+	return failed
 }

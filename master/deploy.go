@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -22,7 +24,7 @@ func viewOf(a wire.App) wire.AppView {
 func (m *Master) listApps(w http.ResponseWriter, r *http.Request) {
 	out := []wire.AppView{}
 	for _, a := range m.apps.List() {
-		out = append(out, viewOf(a))
+		out = append(out, m.apps.view(a))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -52,26 +54,51 @@ func (m *Master) deploy(w http.ResponseWriter, r *http.Request) {
 	if old, ok := m.apps.Get(app.MountPoint); ok {
 		app.Disabled = old.Disabled
 	}
-	if err := m.apps.Add(r.Context(), app); err != nil {
-		apiError(w, http.StatusBadRequest, err.Error())
+	by := principalOf(r)
+	cur, failed, err := m.apps.Add(r.Context(), app, by)
+	if err != nil {
+		apiError(w, appErrorStatus(err), err.Error())
 		return
 	}
-	cur, _ := m.apps.Get(app.MountPoint)
-	m.log.Info().Str("app", cur.MountPoint).Int("version", cur.Version).Int("files", len(cur.Files)).
-		Str("request_id", r.Header.Get("X-Request-Id")).Msg("application deployed")
-	writeJSON(w, http.StatusCreated, viewOf(cur))
+	m.log.Info().Str("app", cur.MountPoint).Int("version", cur.Version).Int("files", len(cur.Files)).Str("by", by.name).
+		Int("workers_failed", len(failed)).Str("request_id", r.Header.Get("X-Request-Id")).Msg("application deployed")
+	if len(failed) > 0 {
+		// The version is current on the master (and reaches workers that
+		// register later), but the author must know it is not served
+		// everywhere yet.
+		names := make([]string, len(failed))
+		for i, f := range failed {
+			names[i] = f.Worker + ": " + f.Error
+		}
+		writeJSON(w, http.StatusBadGateway, map[string]any{"status": http.StatusBadGateway,
+			"error": fmt.Sprintf("version %d of /%s is stored on the master, but %d of %d workers did not install it: %s",
+				cur.Version, cur.MountPoint, len(failed), len(m.apps.workers()), strings.Join(names, "; ")),
+			"app": m.apps.view(cur), "failedWorkers": failed})
+		return
+	}
+	writeJSON(w, http.StatusCreated, m.apps.view(cur))
+}
+
+// appErrorStatus maps an AppManager error to an HTTP status.
+func appErrorStatus(err error) int {
+	var oe *ownerError
+	var we *wire.Error
+	switch {
+	case errors.As(err, &oe):
+		return http.StatusForbidden
+	case errors.As(err, &we) && we.Code == wire.CodeUnknownApp:
+		return http.StatusNotFound
+	case errors.As(err, &we) && we.Code == wire.CodeInvalid:
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
 }
 
 // appAction runs an admin action on one app.
 func (m *Master) appAction(w http.ResponseWriter, r *http.Request, act func(ctx context.Context, name string) error) {
 	name := r.PathValue("name")
 	if err := act(r.Context(), name); err != nil {
-		var we *wire.Error
-		if errors.As(err, &we) && we.Code == wire.CodeUnknownApp {
-			apiError(w, http.StatusNotFound, err.Error())
-			return
-		}
-		apiError(w, http.StatusInternalServerError, err.Error())
+		apiError(w, appErrorStatus(err), err.Error())
 		return
 	}
 	a, ok := m.apps.Get(name)
@@ -79,7 +106,7 @@ func (m *Master) appAction(w http.ResponseWriter, r *http.Request, act func(ctx 
 		writeJSON(w, http.StatusOK, map[string]any{"mountPoint": name, "removed": true})
 		return
 	}
-	writeJSON(w, http.StatusOK, viewOf(a))
+	writeJSON(w, http.StatusOK, m.apps.view(a))
 }
 
 // ---- accounts ----

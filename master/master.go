@@ -114,6 +114,7 @@ type Master struct {
 	member   *membership.Member
 	apps     *AppManager
 	accounts *Accounts
+	authors  *authors
 	// state is the durable state store (<data-dir>/state.db).
 	state  *state.Store
 	logins *loginGuard
@@ -248,7 +249,17 @@ func New(cfg Config) (*Master, error) {
 	m.proxies = &proxySet{log: m.log.With().Str("component", "proxies").Logger(), ctx: m.ctx, wg: &m.wg, conns: map[*rmi.Conn]string{}}
 	m.workers = NewWorkerManager(WorkerManagerConfig{
 		Logger: m.log, Balancer: m.bal, Strategy: string(cfg.Balancer),
-		Apps:         func(name string) (wire.App, bool) { return m.apps.Get(name) },
+		Apps: func(name string) (wire.App, bool) {
+			// As sent to workers (CreateInstance): large bundles as stubs.
+			app, ok := m.apps.Get(name)
+			if !ok {
+				return app, false
+			}
+			if w, err := m.apps.forWorkers(app, nil); err == nil {
+				app = w
+			}
+			return app, true
+		},
 		ReportPeriod: cfg.ReportPeriod, DeadAfter: cfg.DeadAfter, Notify: m.proxies.notify, Quotas: cfg.Quotas,
 	})
 	m.identities = quota.NewBuckets(cfg.Quotas.IdentityBurst, cfg.Quotas.IdentitiesPerMinute, maxIdentityKeys)
@@ -271,6 +282,8 @@ func New(cfg Config) (*Master, error) {
 	}
 	m.workers.observeRefusal = func(limit string) { m.metrics.refusals.WithLabelValues(limit).Inc() }
 	m.apps = newAppManager(m.log, m.workers.refs)
+	m.apps.state = st
+	m.authors = &authors{st: st}
 	accPath := ""
 	if cfg.DataDir != "" {
 		accPath = filepath.Join(cfg.DataDir, "users.json")
@@ -301,7 +314,13 @@ func New(cfg Config) (*Master, error) {
 		if _, stored := m.apps.Get(a.MountPoint); stored {
 			continue // deployed versions win over the start-up set
 		}
-		if err := m.apps.Add(m.ctx, a); err != nil {
+		if _, _, err := m.apps.Add(m.ctx, a, adminPrincipal); err != nil {
+			return nil, fmt.Errorf("master: app %q: %w", a.MountPoint, err)
+		}
+	}
+	for _, a := range cfg.Apps {
+		// Start-up apps stored before owners were recorded are the admin's.
+		if err := m.apps.claim(a.MountPoint, adminPrincipal.name); err != nil {
 			return nil, fmt.Errorf("master: app %q: %w", a.MountPoint, err)
 		}
 	}

@@ -49,11 +49,15 @@ type fakeWorker struct {
 	conn    *rmi.Conn
 	creates atomic.Int64
 	fail    atomic.Bool
+	failAdd atomic.Bool // AddApplication fails
 	mu      sync.Mutex
 	apps    map[string]wire.App
 }
 
 func (f *fakeWorker) AddApplication(ctx context.Context, app wire.App) error {
+	if f.failAdd.Load() {
+		return errors.New("disk full")
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.apps[app.MountPoint] = app

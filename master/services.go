@@ -23,10 +23,12 @@ type registered struct {
 
 // serviceRoles is who calls what: workers register and report, place
 // instances and check logins; proxies route; both read the cluster info.
-// The Application Manager is for holders of the cluster secret only.
+// The Application Manager is for holders of the cluster secret only;
+// workers fetch large bundles from Bundles.
 func serviceRoles(m *Master) map[string]registered {
 	return map[string]registered{
 		wire.ObjAppManager:    {appService{m}, nil},
+		wire.ObjBundles:       {bundleService{m}, []string{secret.RoleWorker}},
 		wire.ObjWorkerManager: {workerService{m}, []string{secret.RoleWorker}},
 		wire.ObjAccounts:      {accountService{g: m.logins, ended: m.ended}, []string{secret.RoleWorker}},
 		wire.ObjRouter:        {routerService{m}, []string{secret.RoleProxy}},
@@ -56,11 +58,23 @@ type appService struct{ m *Master }
 func (s appService) List(ctx context.Context) ([]wire.App, error) { return s.m.apps.List(), nil }
 
 // Add installs or replaces an application.
-func (s appService) Add(ctx context.Context, app wire.App) error { return s.m.apps.Add(ctx, app) }
+func (s appService) Add(ctx context.Context, app wire.App) error {
+	_, _, err := s.m.apps.Add(ctx, app, adminPrincipal)
+	return err
+}
+
+// bundleService serves large apps' archives to workers.
+type bundleService struct{ m *Master }
+
+// BundleChunk is part of a large app's archive, fetched by workers (see
+// wire.AppBundleChunk).
+func (s bundleService) BundleChunk(ctx context.Context, mount string, version int, offset int64) ([]byte, error) {
+	return s.m.apps.chunk(mount, version, offset)
+}
 
 // Remove uninstalls an application.
 func (s appService) Remove(ctx context.Context, name string) error {
-	return s.m.apps.Remove(ctx, name)
+	return s.m.apps.Remove(ctx, name, adminPrincipal)
 }
 
 // workerService is registered as wire.ObjWorkerManager.
@@ -83,7 +97,7 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 		case <-s.m.ctx.Done():
 		}
 	}()
-	return wire.RegisterReply{Apps: s.m.apps.List(), Revoked: s.m.accounts.Revocations(),
+	return wire.RegisterReply{Apps: s.m.apps.listForWorkers(), Revoked: s.m.accounts.Revocations(),
 		ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id, Quotas: s.m.cfg.Quotas,
 		HopKey: s.m.hopKey, MetricsToken: s.m.cfg.MetricsToken,
 		EndedSessions: s.m.ended.list(), AdminTag: s.m.adminTag,

@@ -1,7 +1,10 @@
 package worker
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +19,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
 )
@@ -62,15 +66,22 @@ type AppManager struct {
 	w   *Worker
 	log zerolog.Logger
 
-	mu        sync.RWMutex
-	apps      map[string]wire.App
+	mu   sync.RWMutex
+	apps map[string]wire.App
+	// epoch counts registrations; touched holds the epoch in which the
+	// master last pushed or removed an app, so a registration's list
+	// (possibly older: large apps are fetched after the reply) does not
+	// undo a push that arrived meanwhile.
+	epoch     uint64
+	touched   map[string]uint64
 	pools     map[string]*pool.Config // apps' specific pools (nil: general pool)
 	instances map[string]*instance
 }
 
 func newAppManager(w *Worker) *AppManager {
 	return &AppManager{w: w, log: w.log.With().Str("component", "apps").Logger(),
-		apps: map[string]wire.App{}, pools: map[string]*pool.Config{}, instances: map[string]*instance{}}
+		apps: map[string]wire.App{}, pools: map[string]*pool.Config{}, instances: map[string]*instance{},
+		touched: map[string]uint64{}}
 }
 
 // AddApplication installs or replaces an app; running instances keep the
@@ -79,6 +90,10 @@ func (a *AppManager) AddApplication(ctx context.Context, app wire.App) error {
 	if app.MountPoint == "" {
 		return wire.Errorf(wire.CodeInvalid, "AddApplication: app without mount point")
 	}
+	app, err := a.materialize(ctx, rmi.ConnFrom(ctx), app)
+	if err != nil {
+		return err
+	}
 	pc, err := appPool(app)
 	if err != nil {
 		return wire.Errorf(wire.CodeInvalid, "AddApplication "+app.MountPoint+": "+err.Error())
@@ -86,6 +101,7 @@ func (a *AppManager) AddApplication(ctx context.Context, app wire.App) error {
 	a.mu.Lock()
 	old := a.pools[app.MountPoint]
 	a.apps[app.MountPoint] = app
+	a.touched[app.MountPoint] = a.epoch
 	a.pools[app.MountPoint] = pc
 	a.mu.Unlock()
 	if old != nil && (pc == nil || !reflect.DeepEqual(*old, *pc)) {
@@ -122,6 +138,7 @@ func (a *AppManager) RemoveApplication(ctx context.Context, name string) error {
 	a.mu.Lock()
 	_, ok := a.apps[name]
 	delete(a.apps, name)
+	a.touched[name] = a.epoch
 	delete(a.pools, name)
 	var doomed []*instance
 	for _, in := range a.instances {
@@ -141,13 +158,111 @@ func (a *AppManager) RemoveApplication(ctx context.Context, name string) error {
 	return nil
 }
 
-// setApps replaces the app list with the master's (at registration).
-func (a *AppManager) setApps(apps []wire.App) {
+// materialize returns app with its files: a large app comes as a stub
+// (wire.App.ArchiveSize) whose archive is fetched from the master over c by
+// chunks, unless this worker already holds that version. It also applies
+// the worker's own size limit.
+func (a *AppManager) materialize(ctx context.Context, c *rmi.Conn, app wire.App) (wire.App, error) {
+	if app.ArchiveSize > 0 && app.Files == nil {
+		a.mu.RLock()
+		cur, ok := a.apps[app.MountPoint]
+		a.mu.RUnlock()
+		if ok && cur.Version == app.Version && cur.ArchiveSum == app.ArchiveSum && cur.Files != nil {
+			cur.Disabled = app.Disabled
+			return cur, nil
+		}
+		if c == nil {
+			return app, wire.Errorf(wire.CodeInvalid, "application /"+app.MountPoint+" came without its files and no master connection to fetch them")
+		}
+		files, err := fetchArchive(ctx, c, app)
+		if err != nil {
+			return app, err
+		}
+		app.Files = files
+	}
+	if lim := a.w.cfg.MaxAppBytes; lim > 0 {
+		var n int64
+		for _, f := range app.Files {
+			n += int64(len(f))
+		}
+		if n > lim {
+			return app, wire.Errorf(wire.CodeInvalid, fmt.Sprintf("application /%s is %d bytes, over this worker's --max-app-bytes %d", app.MountPoint, n, lim))
+		}
+	}
+	return app, nil
+}
+
+// maxFetch bounds a fetched archive: the master's 64 MiB of files, plus tar
+// headers and gzip overhead when they do not compress.
+const maxFetch = 96 << 20
+
+// fetchArchive downloads a large app's archive from the master chunk by
+// chunk (each well under the RMI frame limit), checks its size and SHA-256
+// and unpacks it.
+func fetchArchive(ctx context.Context, c *rmi.Conn, app wire.App) (map[string][]byte, error) {
+	if app.ArchiveSize > maxFetch {
+		return nil, wire.Errorf(wire.CodeInvalid, fmt.Sprintf("archive of /%s is %d bytes, over %d", app.MountPoint, app.ArchiveSize, maxFetch))
+	}
+	buf := make([]byte, 0, app.ArchiveSize)
+	for int64(len(buf)) < app.ArchiveSize {
+		var chunk []byte
+		if err := c.Call(ctx, wire.ObjBundles, wire.AppBundleChunk, &chunk, app.MountPoint, app.Version, int64(len(buf))); err != nil {
+			return nil, fmt.Errorf("fetching /%s version %d at byte %d: %w", app.MountPoint, app.Version, len(buf), err)
+		}
+		if len(chunk) == 0 || int64(len(buf)+len(chunk)) > app.ArchiveSize {
+			return nil, fmt.Errorf("fetching /%s version %d: archive does not match its announced size %d", app.MountPoint, app.Version, app.ArchiveSize)
+		}
+		buf = append(buf, chunk...)
+	}
+	sum := sha256.Sum256(buf)
+	if hex.EncodeToString(sum[:]) != app.ArchiveSum {
+		return nil, fmt.Errorf("fetching /%s version %d: archive checksum mismatch", app.MountPoint, app.Version)
+	}
+	b, err := bundle.Unpack(bytes.NewReader(buf), bundle.Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("fetched /%s version %d: %w", app.MountPoint, app.Version, err)
+	}
+	return b.Files, nil
+}
+
+// startRegistration begins a registration; its epoch goes to setApps.
+func (a *AppManager) startRegistration() uint64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.apps = make(map[string]wire.App, len(apps))
-	a.pools = make(map[string]*pool.Config, len(apps))
+	a.epoch++
+	return a.epoch
+}
+
+// setApps replaces the app list with the master's (at registration),
+// fetching the archives of large apps over c first. Apps the master pushed
+// or removed since the registration began (epoch) keep that newer state.
+func (a *AppManager) setApps(ctx context.Context, c *rmi.Conn, epoch uint64, apps []wire.App) {
+	ready := make([]wire.App, 0, len(apps))
 	for _, app := range apps {
+		full, err := a.materialize(ctx, c, app)
+		if err != nil {
+			// Not installed: the master's placements carry the app again.
+			a.log.Error().Str("app", app.MountPoint).Int("version", app.Version).Err(err).Msg("application not installed")
+			continue
+		}
+		ready = append(ready, full)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	apps0, pools0 := a.apps, a.pools
+	a.apps = make(map[string]wire.App, len(ready))
+	a.pools = make(map[string]*pool.Config, len(ready))
+	for name, e := range a.touched {
+		if e == epoch {
+			if app, ok := apps0[name]; ok {
+				a.apps[name], a.pools[name] = app, pools0[name]
+			}
+		}
+	}
+	for _, app := range ready {
+		if a.touched[app.MountPoint] == epoch {
+			continue
+		}
 		a.apps[app.MountPoint] = app
 		pc, err := appPool(app)
 		if err != nil {
@@ -162,6 +277,14 @@ func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance
 	wid, ok := ids.WorkerOf(req.InstanceID)
 	if !ok || wid != a.w.id {
 		return wire.Errorf(wire.CodeInvalid, fmt.Sprintf("instance id %q does not belong to worker %s", req.InstanceID, a.w.id))
+	}
+	if req.App.ArchiveSize > 0 && req.App.Files == nil {
+		// A large app this worker may not hold in this version yet.
+		app, err := a.materialize(ctx, rmi.ConnFrom(ctx), req.App)
+		if err != nil {
+			return err
+		}
+		req.App = app
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

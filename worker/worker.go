@@ -64,8 +64,10 @@ type Config struct {
 	// (internal/egress rules); EgressLookup replaces the resolver (tests).
 	EgressAllow  []string
 	EgressLookup func(ctx context.Context, host string) ([]netip.Addr, error)
-	Logger       zerolog.Logger
-	Version      string
+	// MaxAppBytes refuses apps whose files total more (0 = no limit).
+	MaxAppBytes int64
+	Logger      zerolog.Logger
+	Version     string
 }
 
 // Worker is a running worker.
@@ -248,6 +250,7 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	if m := w.gossip(); m != nil {
 		winfo.Gossip = m.Name()
 	}
+	epoch := w.apps.startRegistration()
 	if err := c.Call(ctx, wire.ObjWorkerManager, "Register", &rep, winfo, w.apps.list(), rmi.Export(w.apps)); err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
@@ -258,7 +261,7 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	if rep.MetricsToken != "" {
 		w.metricsToken.Store(&rep.MetricsToken)
 	}
-	w.apps.setApps(rep.Apps)
+	w.apps.setApps(ctx, c, epoch, rep.Apps)
 	w.users.setRevoked(rep.Revoked)
 	if rep.Quotas != nil {
 		q := *rep.Quotas

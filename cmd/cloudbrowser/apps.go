@@ -25,7 +25,10 @@ func deployCmd() *cli.Command {
 		Description: `deploy checks the bundle here first (every problem is reported with its field), packs a
 directory into a tar.gz archive, uploads it with a progress bar, and prints the deployed
 version. Redeploying a mount point creates a new version: running instances keep theirs.
-Needs the author token (<data-dir>/author.token) or the admin token.`,
+Needs an author token (<data-dir>/author.token, or one from "cloudbrowser authors add") or the
+admin token; a mount point belongs to the author who deployed it first. Symbolic links in the
+directory are packed as copies of their targets, which must be files inside the directory. The
+deploy succeeds only when every connected worker installed the new version.`,
 		Flags: apiFlags("author.token"),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() != 1 {
@@ -125,7 +128,7 @@ func (p *progress) finish() { fmt.Fprintln(p.out) }
 func appsCmd() *cli.Command {
 	action := func(verb, method, suffix string) *cli.Command {
 		return &cli.Command{
-			Name: verb, Usage: verb + " an application (admin token)", ArgsUsage: "MOUNTPOINT",
+			Name: verb, Usage: verb + " an application (admin token, or the owner's author token via --token)", ArgsUsage: "MOUNTPOINT",
 			Flags: apiFlags("admin.token"),
 			Action: func(ctx context.Context, cmd *cli.Command) error {
 				if cmd.Args().Len() != 1 {
@@ -160,13 +163,13 @@ func appsCmd() *cli.Command {
 						return err
 					}
 					tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "APP\tNAME\tSTRATEGY\tVERSION\tPUBLIC\tSTATE\tFILES")
+					fmt.Fprintln(tw, "APP\tNAME\tSTRATEGY\tVERSION\tPUBLIC\tSTATE\tFILES\tOWNER")
 					for _, a := range apps {
 						state := "enabled"
 						if a.Disabled {
 							state = "disabled"
 						}
-						fmt.Fprintf(tw, "/%s\t%s\t%s\t%d\t%v\t%s\t%d\n", a.MountPoint, a.Name, a.Strategy, a.Version, a.Public, state, a.Files)
+						fmt.Fprintf(tw, "/%s\t%s\t%s\t%d\t%v\t%s\t%d\t%s\n", a.MountPoint, a.Name, a.Strategy, a.Version, a.Public, state, a.Files, a.Owner)
 					}
 					return tw.Flush()
 				},

@@ -41,6 +41,8 @@ end users' requests to its --listen address.`,
 				Usage: "the worker's global browser limit (general pool and app-specific pools together)"},
 			&cli.IntFlag{Name: "general-pool-min", Value: 0, Sources: cli.EnvVars("CB_GENERAL_POOL_MIN"),
 				Usage: "blank browsers kept ready in the general pool"},
+			&cli.Int64Flag{Name: "max-app-bytes", Value: 0, Sources: cli.EnvVars("CB_MAX_APP_BYTES"),
+				Usage: "largest application bundle (uncompressed bytes) this worker keeps in memory; 0 = no limit of its own (the master's 64 MiB)"},
 			&cli.StringFlag{Name: "chromium", Sources: cli.EnvVars("CB_CHROMIUM"),
 				Usage: "Chromium binary (default: chromium, chromium-browser or google-chrome on PATH)"},
 			&cli.IntFlag{Name: "chromium-processes", Value: 1, Sources: cli.EnvVars("CB_CHROMIUM_PROCESSES"),
@@ -69,7 +71,7 @@ end users' requests to its --listen address.`,
 				GossipAddr: cmd.String("gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
 				Runtime: rt, Logger: log, Version: version,
 				MaxBrowsers: int(cmd.Int("max-browsers")), GeneralMin: int(cmd.Int("general-pool-min")),
-				EgressAllow: cmd.StringSlice("egress-allow"),
+				EgressAllow: cmd.StringSlice("egress-allow"), MaxAppBytes: cmd.Int64("max-app-bytes"),
 			})
 			if err != nil {
 				rt.Close()

@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -50,6 +53,19 @@ func tarGz(t *testing.T, entries ...entry) []byte {
 	return buf.Bytes()
 }
 
+// links returns n link entries l0..l<n-1> to "big" (hard) or "index.html".
+func links(n int, typ byte) []entry {
+	target := "index.html"
+	if typ == tar.TypeLink {
+		target = "big"
+	}
+	out := make([]entry, n)
+	for i := range out {
+		out[i] = entry{name: fmt.Sprintf("l%d", i), typ: typ, link: target}
+	}
+	return out
+}
+
 func TestUnpack(t *testing.T) {
 	manifest := entry{name: "app.json", data: goodManifest}
 	index := entry{name: "index.html", data: "<h1>hi</h1>"}
@@ -61,16 +77,25 @@ func TestUnpack(t *testing.T) {
 	}{
 		{"good", tarGz(t, manifest, index, entry{name: "js/a.js", data: "1"}), Limits{}, ""},
 		{"dot slash paths", tarGz(t, entry{name: "./app.json", data: goodManifest}, entry{name: "./index.html", data: "x"}), Limits{}, ""},
-		{"link inside becomes a copy", tarGz(t, manifest, index, entry{name: "alias.html", typ: tar.TypeSymlink, link: "index.html"}), Limits{}, ""},
+		// Links are refused, named, whatever their target: a link can
+		// multiply bytes past the limits (issue #11: 100 hard links to one
+		// 1 MiB file expanded a 1.9 KB upload to 106 MB).
+		{"symlink inside", tarGz(t, manifest, index, entry{name: "alias.html", typ: tar.TypeSymlink, link: "index.html"}), Limits{}, `alias.html is a symbolic link (to "index.html")`},
+		{"symlink out", tarGz(t, manifest, index, entry{name: "evil", typ: tar.TypeSymlink, link: "../../etc/passwd"}), Limits{}, "evil is a symbolic link"},
+		{"absolute symlink", tarGz(t, manifest, index, entry{name: "evil", typ: tar.TypeSymlink, link: "/etc/passwd"}), Limits{}, "evil is a symbolic link"},
+		{"hard link", tarGz(t, manifest, index, entry{name: "h", typ: tar.TypeLink, link: "index.html"}), Limits{}, `h is a hard link (to "index.html")`},
+		{"hard link to missing", tarGz(t, manifest, index, entry{name: "h", typ: tar.TypeLink, link: "nope"}), Limits{}, "h is a hard link"},
+		{"many links", tarGz(t, append([]entry{manifest, index}, links(20_000, tar.TypeSymlink)...)...), Limits{}, "l0 is a symbolic link"},
+		{"oversized via hard links", tarGz(t, append([]entry{manifest, index, {name: "big", data: strings.Repeat("x", 600)}}, links(100, tar.TypeLink)...)...), Limits{MaxTotal: 1000}, "l0 is a hard link"},
+		{"char device", tarGz(t, manifest, index, entry{name: "dev", typ: tar.TypeChar}), Limits{}, "dev is a character device"},
+		{"block device", tarGz(t, manifest, index, entry{name: "sda", typ: tar.TypeBlock}), Limits{}, "sda is a block device"},
+		{"fifo", tarGz(t, manifest, index, entry{name: "pipe", typ: tar.TypeFifo}), Limits{}, "pipe is a named pipe"},
+		{"too many files", tarGz(t, manifest, index, entry{name: "c", data: "1"}), Limits{MaxFiles: 2}, "more than 2 entries"},
+		{"directories count toward the entries", tarGz(t, manifest, index, entry{name: "d/", typ: tar.TypeDir}), Limits{MaxFiles: 2}, "more than 2 entries"},
 		{"absolute path", tarGz(t, manifest, index, entry{name: "/etc/passwd", data: "x"}), Limits{}, "absolute"},
 		{"dot dot", tarGz(t, manifest, index, entry{name: "a/../../x", data: "x"}), Limits{}, "leaves the bundle"},
-		{"symlink out", tarGz(t, manifest, index, entry{name: "evil", typ: tar.TypeSymlink, link: "../../etc/passwd"}), Limits{}, "outside the bundle"},
-		{"absolute symlink", tarGz(t, manifest, index, entry{name: "evil", typ: tar.TypeSymlink, link: "/etc/passwd"}), Limits{}, "outside the bundle"},
-		{"hard link to missing", tarGz(t, manifest, index, entry{name: "h", typ: tar.TypeLink, link: "nope"}), Limits{}, "not a file of the bundle"},
-		{"device", tarGz(t, manifest, index, entry{name: "dev", typ: tar.TypeChar}), Limits{}, "not a regular file"},
 		{"file too big", tarGz(t, manifest, index, entry{name: "big", data: strings.Repeat("x", 2000)}), Limits{MaxFileBytes: 1000}, "over the 1000 byte limit"},
 		{"total too big", tarGz(t, manifest, index, entry{name: "b1", data: strings.Repeat("x", 600)}, entry{name: "b2", data: strings.Repeat("x", 600)}), Limits{MaxTotal: 1000}, "uncompressed"},
-		{"too many files", tarGz(t, manifest, index, entry{name: "c", data: "1"}), Limits{MaxFiles: 2}, "more than 2 files"},
 		{"no manifest", tarGz(t, index), Limits{}, "no app.json"},
 		{"not gzip", []byte("hello"), Limits{}, "not gzip"},
 		{"duplicate", tarGz(t, manifest, index, index), Limits{}, "twice"},
@@ -185,5 +210,66 @@ func TestPoolValidation(t *testing.T) {
 				t.Errorf("%s: error %v does not name %s", tc.pool, err, f)
 			}
 		}
+	}
+}
+
+// TestLoadFollowsSymlinks: the CLI packs a link's target when it is a file
+// of the bundle directory and refuses, naming the link, one that leaves it.
+func TestLoadFollowsSymlinks(t *testing.T) {
+	tests := []struct {
+		name    string
+		link    string // target of <bundle>/js/alias.js
+		wantErr string // "" = packed as a copy of js/lib.js
+	}{
+		{"relative inside", "lib.js", ""},
+		{"through the root", "../js/lib.js", ""},
+		{"chain", "chain.js", ""},
+		{"outside", "../../secret.txt", `js/alias.js: symbolic link to "../../secret.txt", outside the bundle directory`},
+		{"absolute", "/etc/passwd", `js/alias.js: symbolic link to "/etc/passwd", outside the bundle directory`},
+		{"directory", "..", "only links to files are followed"},
+		{"dangling", "nope.js", `js/alias.js: symbolic link to "nope.js"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "bundle")
+			must(t, os.MkdirAll(filepath.Join(dir, "js"), 0o755))
+			must(t, os.WriteFile(filepath.Join(root, "secret.txt"), []byte("secret"), 0o600))
+			must(t, os.WriteFile(filepath.Join(dir, "app.json"), []byte(goodManifest), 0o644))
+			must(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hi"), 0o644))
+			must(t, os.WriteFile(filepath.Join(dir, "js", "lib.js"), []byte("lib"), 0o644))
+			must(t, os.Symlink("lib.js", filepath.Join(dir, "js", "chain.js")))
+			must(t, os.Symlink(tc.link, filepath.Join(dir, "js", "alias.js")))
+			for _, load := range []func() (*Bundle, error){
+				func() (*Bundle, error) { return Load(os.DirFS(dir), ".") },
+				func() (*Bundle, error) { return Load(os.DirFS(root), "bundle") },
+			} {
+				b, err := load()
+				if tc.wantErr != "" {
+					if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+						t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := string(b.Files["js/alias.js"]); got != "lib" {
+					t.Fatalf("js/alias.js = %q, want the target's bytes", got)
+				}
+				arch, err := b.Pack()
+				must(t, err)
+				if _, err := Unpack(bytes.NewReader(arch), Limits{}); err != nil {
+					t.Fatalf("the packed bundle is refused: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

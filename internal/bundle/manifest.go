@@ -294,17 +294,27 @@ func Load(fsys fs.FS, dir string) (*Bundle, error) {
 		if d.IsDir() {
 			return nil
 		}
-		if !d.Type().IsRegular() {
+		src := p // the file whose bytes are packed
+		if d.Type()&fs.ModeSymlink != 0 {
+			// Links are not packed as links (the master refuses them): the
+			// target's bytes are, if the target is a file of the bundle.
+			if src, err = resolveLink(fsys, dir, p); err != nil {
+				return err
+			}
+		} else if !d.Type().IsRegular() {
 			return fmt.Errorf("%s: not a regular file", p)
 		}
-		info, err := d.Info()
+		info, err := fs.Stat(fsys, src)
 		if err != nil {
 			return err
+		}
+		if !info.Mode().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
 		}
 		if info.Size() > MaxFileSize {
 			return fmt.Errorf("%s: %d bytes is over the %d byte limit", p, info.Size(), MaxFileSize)
 		}
-		data, err := fs.ReadFile(fsys, p)
+		data, err := fs.ReadFile(fsys, src)
 		if err != nil {
 			return err
 		}
@@ -324,6 +334,45 @@ func Load(fsys fs.FS, dir string) (*Bundle, error) {
 	}
 	b.Manifest = *m
 	return b, nil
+}
+
+// resolveLink follows the symbolic link p (and any chain of links) inside
+// fsys and returns the file it ends at, which must lie inside dir.
+func resolveLink(fsys fs.FS, dir, p string) (string, error) {
+	cur := p
+	for range 40 {
+		target, err := fs.ReadLink(fsys, cur)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", p, err)
+		}
+		if path.IsAbs(target) {
+			return "", fmt.Errorf("%s: symbolic link to %q, outside the bundle directory (absolute)", p, target)
+		}
+		next := path.Join(path.Dir(cur), target)
+		if !inside(dir, next) {
+			return "", fmt.Errorf("%s: symbolic link to %q, outside the bundle directory", p, target)
+		}
+		info, err := fs.Lstat(fsys, next)
+		if err != nil {
+			return "", fmt.Errorf("%s: symbolic link to %q: %w", p, target, err)
+		}
+		if info.Mode()&fs.ModeSymlink == 0 {
+			if info.IsDir() {
+				return "", fmt.Errorf("%s: symbolic link to the directory %q; only links to files are followed", p, target)
+			}
+			return next, nil
+		}
+		cur = next
+	}
+	return "", fmt.Errorf("%s: too many levels of symbolic links", p)
+}
+
+// inside reports whether the clean slash path p lies under dir.
+func inside(dir, p string) bool {
+	if dir == "." {
+		return p != ".." && !strings.HasPrefix(p, "../")
+	}
+	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
 // ParseManifest decodes app.json strictly: unknown fields are errors, so a

@@ -27,8 +27,8 @@ func writeBundle(t *testing.T, dir, manifest, index string) {
 func (c *cluster) cli(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	full := append(args[:1:1], append([]string{"--master", "http://" + c.admin, "--data-dir", filepath.Join(c.dir, "data")}, args[1:]...)...)
-	if args[0] == "apps" {
-		full = append([]string{"apps", args[1], "--master", "http://" + c.admin, "--data-dir", filepath.Join(c.dir, "data")}, args[2:]...)
+	if args[0] == "apps" || args[0] == "authors" {
+		full = append([]string{args[0], args[1], "--master", "http://" + c.admin, "--data-dir", filepath.Join(c.dir, "data")}, args[2:]...)
 	}
 	out, err := exec.Command(binary, full...).CombinedOutput()
 	return string(out), err
@@ -91,12 +91,13 @@ func TestDeployLifecycle(t *testing.T) {
 		t.Fatalf("instance versions: alice %d (want 1), bob %d (want 2)", v1, v2)
 	}
 
-	// The author token cannot remove; the admin token disables.
+	// Another author cannot remove the shared author's app; the admin
+	// token disables.
 	authorTok, _ := os.ReadFile(filepath.Join(c.dir, "data", "author.token"))
 	req, _ := http.NewRequest(http.MethodDelete, "http://"+c.admin+"/api/v1/apps/dep", nil)
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(authorTok)))
+	req.Header.Set("Authorization", "Bearer "+addAuthorCLI(t, c, "mallory"))
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("author removing an app: %v %v", resp.Status, err)
+		t.Fatalf("another author removing an app: %v %v", resp.Status, err)
 	}
 	if out, err := c.cli(t, "apps", "disable", "dep"); err != nil {
 		t.Fatalf("disable: %v %s", err, out)

@@ -16,6 +16,9 @@ const (
 	ObjRouter        = "Router"
 	ObjCluster       = "Cluster"
 	ObjAccounts      = "Accounts"
+	// ObjBundles serves large apps' archives to workers by chunks; apart
+	// from the Application Manager, which workers may not call.
+	ObjBundles = "Bundles"
 	// On a proxy (called back by the master over the proxy's connection).
 	ObjProxy = "Proxy"
 )
@@ -114,7 +117,21 @@ type App struct {
 	// Files of the bundle (slash paths), served to the virtual browsers by
 	// the hosting worker.
 	Files map[string][]byte `codec:"files" json:"-"`
+	// ArchiveSize and ArchiveSum (hex SHA-256) describe the bundle of an
+	// app too large for one RMI frame: the master sends it without Files
+	// and the worker fetches the tar.gz archive by chunks
+	// (Bundles.BundleChunk). 0 = Files are inline.
+	ArchiveSize int64  `codec:"asize" json:"-"`
+	ArchiveSum  string `codec:"asum" json:"-"`
 }
+
+// AppBundleChunk is the method of the master's Bundles object a worker calls to
+// fetch a large app's archive: (mount string, version int, offset int64)
+// ([]byte, error), at most BundleChunkSize bytes from offset.
+const (
+	AppBundleChunk  = "BundleChunk"
+	BundleChunkSize = 1 << 20
+)
 
 // Strategies of the paper.
 const (
@@ -433,4 +450,7 @@ type AppView struct {
 	Disabled    bool   `json:"disabled"`
 	Version     int    `json:"version"`
 	Files       int    `json:"files"`
+	// Owner is the author who deployed the mount point first ("admin" for
+	// the apps of the master's start-up set).
+	Owner string `json:"owner,omitempty"`
 }
