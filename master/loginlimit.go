@@ -4,7 +4,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
-	"net/netip"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"sync"
 	"time"
 
@@ -275,24 +275,6 @@ func (l *loginLimiter) tracked() (users, ips int) {
 	return len(l.users.keys), len(l.ips.keys)
 }
 
-// ipKey is the limiter key of a client address: IPv6 clients usually own a
-// whole /64, so that is the unit. "" = unknown or unparsable.
-func ipKey(s string) string {
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return ""
-	}
-	a = a.Unmap()
-	if a.Is4() {
-		return a.String()
-	}
-	p, err := a.Prefix(64)
-	if err != nil {
-		return ""
-	}
-	return p.String()
-}
-
 // Outcomes of a login check, for the metrics.
 const (
 	loginOK     = "ok"
@@ -312,7 +294,7 @@ type loginGuard struct {
 }
 
 func (g *loginGuard) login(ctx context.Context, req wire.LoginRequest) wire.LoginResult {
-	ip := ipKey(req.ClientIP)
+	ip := quota.AddrKey(req.ClientIP)
 	t, wait := g.lim.attempt(req.User, ip)
 	if wait > 0 {
 		// The password is not checked: a correct guess must look like any
