@@ -56,6 +56,12 @@ func (w *Worker) startEgress() error {
 		Logger: w.log, Lookup: w.cfg.EgressLookup,
 		OnBlock: func(app, reason, _ string) {
 			w.egressBlocked.WithLabelValues(app, reason).Inc()
+			w.blockedMu.Lock()
+			if w.blockedByApp == nil {
+				w.blockedByApp = map[string]uint64{}
+			}
+			w.blockedByApp[app]++
+			w.blockedMu.Unlock()
 		}})
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -91,6 +92,9 @@ type Worker struct {
 
 	egress        *egress.Guard
 	egressBlocked *prometheus.CounterVec
+	// blockedByApp feeds the load reports (the dashboard's per-app count).
+	blockedMu    sync.Mutex
+	blockedByApp map[string]uint64
 
 	memberMu sync.Mutex
 	member   *membership.Member
@@ -369,6 +373,11 @@ func (w *Worker) measure(ctx context.Context) (wire.Load, browser.Stats) {
 	}
 	l := wire.Load{Total: heap + st.PSS, GoHeap: heap, BrowserPSS: st.PSS, At: time.Now()}
 	w.apps.counts(&l)
+	w.blockedMu.Lock()
+	if len(w.blockedByApp) > 0 {
+		l.EgressBlocked = maps.Clone(w.blockedByApp)
+	}
+	w.blockedMu.Unlock()
 	return l, st
 }
 

@@ -77,9 +77,15 @@ func printStatus(out io.Writer, st *wire.ClusterStatus) {
 				counts(p.LeaseFailures), counts(p.SequenceFailures), p.AvgLeaseWaitMs)
 		}
 	}
-	fmt.Fprintln(tw, "\nAPP\tNAME\tSTRATEGY\tVERSION\tPUBLIC")
+	blocked := map[string]uint64{}
+	for _, w := range st.Workers {
+		for app, n := range w.Load.EgressBlocked {
+			blocked[app] += n
+		}
+	}
+	fmt.Fprintln(tw, "\nAPP\tNAME\tSTRATEGY\tVERSION\tPUBLIC\tEGRESS BLOCKED")
 	for _, a := range st.Apps {
-		fmt.Fprintf(tw, "/%s\t%s\t%s\t%d\t%v\n", a.MountPoint, a.Name, a.Strategy, a.Version, a.Public)
+		fmt.Fprintf(tw, "/%s\t%s\t%s\t%d\t%v\t%d\n", a.MountPoint, a.Name, a.Strategy, a.Version, a.Public, blocked[a.MountPoint])
 	}
 	fmt.Fprintln(tw, "\nINSTANCE\tAPP\tVERSION\tWORKER\tOWNER\tAGE")
 	for _, in := range st.Instances {

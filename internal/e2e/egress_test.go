@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
 // countingSite is a local service that answers CORS requests and counts
@@ -111,6 +113,14 @@ func TestEgressGuard(t *testing.T) {
 			if v := egressBlocked(t, c, "probe", reason); v < 1 {
 				t.Errorf("egress refusals for probe, %s: %v, want counted", reason, v)
 			}
+		}
+		// Admins see them per app (load reports → status, dashboard, CLI).
+		c.waitFor("probe's refusals in the status", 10*time.Second, func(st *wire.ClusterStatus) bool {
+			return len(st.Workers) == 1 && st.Workers[0].Load.EgressBlocked["probe"] > 0
+		})
+		out, err := c.cli(t, "status")
+		if err != nil || !strings.Contains(out, "EGRESS BLOCKED") {
+			t.Fatalf("status: %v %s", err, out)
 		}
 	})
 

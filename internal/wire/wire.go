@@ -166,6 +166,9 @@ type Load struct {
 	At             time.Time `codec:"at" json:"at"`
 	// Pools is the worker's pool statistics (worker/pool.ManagerStats as JSON).
 	Pools []byte `codec:"pools" json:"-"`
+	// EgressBlocked counts, per app, the requests of virtual browsers the
+	// egress guard refused since the worker started.
+	EgressBlocked map[string]uint64 `codec:"egress" json:"egressBlocked,omitempty"`
 }
 
 // RegisterReply tells a worker what the master expects of it.

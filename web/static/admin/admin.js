@@ -112,9 +112,14 @@
     }));
     var per = {};
     st.instances.forEach(function (i) { per[i.app] = per[i.app] || {}; per[i.app][i.worker] = (per[i.app][i.worker] || 0) + 1; });
+    var blocked = {};
+    st.workers.forEach(function (w) {
+      var eb = (w.load && w.load.egressBlocked) || {};
+      Object.keys(eb).forEach(function (app) { blocked[app] = (blocked[app] || 0) + eb[app]; });
+    });
     fill("apps", st.apps.map(function (a) {
       var dist = Object.keys(per[a.mountPoint] || {}).sort().map(function (w) { return w + ": " + per[a.mountPoint][w]; }).join(", ");
-      return row(["/" + a.mountPoint, a.name, a.strategy, num(a.version), a.disabled ? "disabled" : "enabled", dist || "-"]);
+      return row(["/" + a.mountPoint, a.name, a.strategy, num(a.version), a.disabled ? "disabled" : "enabled", dist || "-", num(blocked[a.mountPoint] || 0)]);
     }));
     fill("instances", st.instances.map(function (i) {
       var views = el("span", {"class": "views"});
