@@ -246,6 +246,8 @@ type CreateInstance struct {
 	// ClientIP is the address the instance was created from; the worker
 	// keeps it so a restarted master counts the instance against it again.
 	ClientIP string `codec:"ip"`
+	// Epoch is the placement's fencing token (InstanceInfo.Epoch).
+	Epoch uint64 `codec:"epoch"`
 }
 
 // Kinds of request a proxy routes; mirrors proxy.Kind without importing it.
@@ -303,6 +305,10 @@ type InstanceInfo struct {
 	// ClientIP is the address the instance was created from (per-address
 	// quota); not shown in the admin API.
 	ClientIP string `codec:"ip" json:"-"`
+	// Epoch is the placement's fencing token: the master gives every
+	// placement of an instance a larger epoch, and refuses what a worker
+	// does under an older one (docs/architecture.md, "Ownership").
+	Epoch uint64 `codec:"epoch" json:"epoch,omitempty"`
 }
 
 // Methods of the worker's Application Manager, which the worker exports to
