@@ -1,6 +1,121 @@
 package master
 
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/state"
+)
+
+// Ownership of instances is the master's decision, never a worker's guess.
+// Every placement gets an epoch (a fencing token) larger than any before it,
+// durable across master restarts. A worker that comes back after being
+// declared dead reports its instances with their epochs; the master keeps
+// one instance per strategy key and fences the others: the worker closes
+// them and tells their users where to go on. Writes a worker makes for an
+// instance (its shared state) carry the epoch and are refused when it is
+// not the current one (checkEpoch).
+
+// epochs hands out placement epochs.
+type epochs struct {
+	st *state.Store // nil = memory only
+
+	mu  sync.Mutex
+	cur uint64
+}
+
+const (
+	epochBucket = "meta"
+	epochKey    = "epoch"
+)
+
+func newEpochs(st *state.Store) (*epochs, error) {
+	e := &epochs{st: st}
+	if st != nil {
+		if _, err := st.Get(epochBucket, epochKey, &e.cur); err != nil {
+			return nil, fmt.Errorf("placement epochs: %w", err)
+		}
+	}
+	return e, nil
+}
+
+// next returns a new epoch, stored before it is used, so no epoch is ever
+// handed out twice.
+func (e *epochs) next() (uint64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := e.cur + 1
+	if e.st != nil {
+		if err := e.st.Put(epochBucket, epochKey, n); err != nil {
+			return 0, err
+		}
+	}
+	e.cur = n
+	return n, nil
+}
+
+// observe raises the counter past an epoch a worker reported (a store lost
+// or older than the cluster).
+func (e *epochs) observe(v uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if v <= e.cur {
+		return
+	}
+	if e.st != nil {
+		_ = e.st.Put(epochBucket, epochKey, v) // best effort: next() stores again
+	}
+	e.cur = v
+}
+
+// mergedReason is what users of a fenced duplicate are told.
+const mergedReason = "This app instance was replaced while its worker was unreachable; the application goes on in its current instance."
+
+// reconcileLocked decides, for an instance a registering worker reports,
+// whether the worker keeps it. It returns the fencing order, or nil to
+// adopt the instance.
+func (m *WorkerManager) reconcileLocked(workerID string, in wire.InstanceInfo, now time.Time) *wire.FencedInstance {
+	loc := "/" + in.App
+	if cur, ok := m.instances[in.ID]; ok && (cur.Worker != workerID || cur.Epoch > in.Epoch) {
+		// Placed again since, elsewhere or under a newer epoch.
+		return &wire.FencedInstance{ID: in.ID, Reason: "This app instance moved to another worker.", Location: loc}
+	}
+	app, ok := m.apps(in.App)
+	if !ok {
+		return nil // its app is gone: adopted, and closed with the app as usual
+	}
+	key := strategyKey(app, in.Owner)
+	if key == "" {
+		return nil
+	}
+	holder, taken := m.byKey[key]
+	if !taken || holder == in.ID {
+		return nil
+	}
+	// Two instances for one strategy key: the one placed while this worker
+	// was unreachable serves the users who came meanwhile, and it has the
+	// larger epoch; the returning one gives way, and its URLs say so.
+	m.lost[in.ID] = lostRec{app: in.App, at: now, mergedInto: holder}
+	return &wire.FencedInstance{ID: in.ID, Reason: mergedReason, Location: loc}
+}
+
 // checkEpoch refuses what a worker does for instance iid under a placement
-// epoch older than the current one (a fenced owner). Placeholder until the
-// fencing work lands: everything is accepted.
-func (wm *WorkerManager) checkEpoch(iid string, epoch uint64) error { return nil }
+// epoch that is not the current one (a fenced owner), or for an instance the
+// master declared lost.
+func (m *WorkerManager) checkEpoch(iid string, epoch uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in, ok := m.instances[iid]
+	if !ok {
+		if _, lost := m.lost[iid]; lost {
+			return wire.Errorf(wire.CodeInstanceLost, "instance "+iid+" is no longer owned by its worker")
+		}
+		return wire.Errorf(wire.CodeUnknownInstance, "no instance "+iid)
+	}
+	if in.Epoch != epoch {
+		return wire.Errorf(wire.CodeInstanceLost, fmt.Sprintf("instance %s: epoch %d is fenced (current %d)", iid, epoch, in.Epoch))
+	}
+	return nil
+}

@@ -247,8 +247,12 @@ func New(cfg Config) (*Master, error) {
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.bal = balance.New(balance.Options{Strategy: cfg.Balancer, Project: !cfg.NoProjection})
 	m.proxies = &proxySet{log: m.log.With().Str("component", "proxies").Logger(), ctx: m.ctx, wg: &m.wg, conns: map[*rmi.Conn]string{}}
+	ep, err := newEpochs(m.state)
+	if err != nil {
+		return nil, fmt.Errorf("master: %w", err)
+	}
 	m.workers = NewWorkerManager(WorkerManagerConfig{
-		Logger: m.log, Balancer: m.bal, Strategy: string(cfg.Balancer),
+		Logger: m.log, Balancer: m.bal, Strategy: string(cfg.Balancer), Epochs: ep,
 		Apps: func(name string) (wire.App, bool) {
 			// As sent to workers (CreateInstance): large bundles as stubs.
 			app, ok := m.apps.Get(name)

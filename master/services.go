@@ -87,7 +87,8 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 	if appMgr != nil && appMgr.Conn() != c {
 		return wire.RegisterReply{}, wire.Errorf(wire.CodeInvalid, "register: reference from another connection")
 	}
-	if err := s.m.workers.register(info, insts, appMgr); err != nil {
+	fenced, err := s.m.workers.register(info, insts, appMgr)
+	if err != nil {
 		return wire.RegisterReply{}, err
 	}
 	go func() {
@@ -97,7 +98,7 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 		case <-s.m.ctx.Done():
 		}
 	}()
-	return wire.RegisterReply{Apps: s.m.apps.listForWorkers(), Revoked: s.m.accounts.Revocations(),
+	return wire.RegisterReply{Apps: s.m.apps.listForWorkers(), Fenced: fenced, Revoked: s.m.accounts.Revocations(),
 		ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id, Quotas: s.m.cfg.Quotas,
 		HopKey: s.m.hopKey, MetricsToken: s.m.cfg.MetricsToken,
 		EndedSessions: s.m.ended.list(), AdminTag: s.m.adminTag,

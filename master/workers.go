@@ -51,6 +51,9 @@ type instanceRec struct {
 type lostRec struct {
 	app string
 	at  time.Time
+	// mergedInto: the instance gave way to this one (a duplicate of a
+	// strategy key, fenced when its worker came back).
+	mergedInto string
 }
 
 // maxTombstones bounds the tombstone table; the oldest go first.
@@ -91,7 +94,8 @@ type WorkerManager struct {
 	lost   map[string]lostRec
 	rr     uint64
 
-	sf singleflight.Group
+	sf     singleflight.Group
+	epochs *epochs
 
 	lookups, placements atomic.Uint64
 }
@@ -112,6 +116,8 @@ type WorkerManagerConfig struct {
 	Notify func(ctx context.Context, method string, arg any)
 	// Quotas: the instance quotas apply here (nil = wire.DefaultQuotas).
 	Quotas *wire.Quotas
+	// Epochs hands out placement epochs (nil = in memory only).
+	Epochs *epochs
 }
 
 // NewWorkerManager returns an empty manager.
@@ -129,7 +135,12 @@ func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
 	if cfg.Quotas != nil {
 		q = *cfg.Quotas
 	}
+	ep := cfg.Epochs
+	if ep == nil {
+		ep = &epochs{}
+	}
 	return &WorkerManager{
+		epochs: ep,
 		quotas: q, quotaUsers: quota.NewCounter(), quotaIPs: quota.NewCounter(),
 		log:       cfg.Logger.With().Str("component", "workers").Logger(),
 		bal:       cfg.Balancer,
@@ -147,16 +158,17 @@ func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
 }
 
 // register records a worker (new or reconnecting) and the instances it says
-// it hosts, which rebuilds the table after a master restart.
-func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo, ref *rmi.Ref) error {
+// it hosts, which rebuilds the table after a master restart. Instances the
+// worker no longer owns (reconcileLocked) come back as fencing orders.
+func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo, ref *rmi.Ref) ([]wire.FencedInstance, error) {
 	if !ids.ValidWorker(info.ID) {
-		return wire.Errorf(wire.CodeInvalid, fmt.Sprintf("register: invalid worker id %q", info.ID))
+		return nil, wire.Errorf(wire.CodeInvalid, fmt.Sprintf("register: invalid worker id %q", info.ID))
 	}
 	if info.HTTPAddr == "" {
-		return wire.Errorf(wire.CodeInvalid, "register: worker "+info.ID+" gave no HTTP address")
+		return nil, wire.Errorf(wire.CodeInvalid, "register: worker "+info.ID+" gave no HTTP address")
 	}
 	if ref == nil {
-		return wire.Errorf(wire.CodeInvalid, "register: worker "+info.ID+" passed no Application Manager")
+		return nil, wire.Errorf(wire.CodeInvalid, "register: worker "+info.ID+" passed no Application Manager")
 	}
 	m.mu.Lock()
 	w, ok := m.workers[info.ID]
@@ -174,14 +186,21 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 	w.info, w.ref, w.conn, w.state = info, ref, ref.Conn(), stateConnected
 	w.registered = time.Now()
 	adopted := 0
+	var fenced []wire.FencedInstance
+	now := time.Now()
 	for _, in := range insts {
 		if in.ID == "" || in.Worker != info.ID {
 			continue
 		}
-		if cur, ok := m.instances[in.ID]; ok && cur.Worker != info.ID {
-			m.log.Warn().Str("instance", in.ID).Str("worker", info.ID).Str("table_worker", cur.Worker).Msg("instance claimed by two workers; keeping the table's")
+		if f := m.reconcileLocked(info.ID, in, now); f != nil {
+			fenced = append(fenced, *f)
+			m.log.Warn().Str("instance", in.ID).Str("worker", info.ID).Uint64("epoch", in.Epoch).Msg("instance fenced: its place was taken while the worker was unreachable")
 			continue
 		}
+		if _, wasLost := m.lost[in.ID]; wasLost {
+			m.log.Info().Str("instance", in.ID).Str("worker", info.ID).Msg("instance adopted again: its worker came back")
+		}
+		m.epochs.observe(in.Epoch)
 		m.addInstanceLocked(in, "", "", false)
 		adopted++
 	}
@@ -193,8 +212,8 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 		_ = m.bal.SetDraining(info.ID, true)
 	}
 	m.log.Info().Str("worker", info.ID).Str("http", info.HTTPAddr).Str("peer", ref.Conn().RemoteAddr().String()).
-		Int("instances", adopted).Msg("worker registered")
-	return nil
+		Int("instances", adopted).Int("fenced", len(fenced)).Msg("worker registered")
+	return fenced, nil
 }
 
 // userKey names one user's instances of one app in byUser.
@@ -553,8 +572,13 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientI
 			continue
 		}
 		iid := ids.NewInstance(wid)
+		epoch, err := m.epochs.next()
+		if err != nil {
+			m.bal.Release(wid)
+			return wire.Placement{}, fmt.Errorf("placement epoch: %w", err)
+		}
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err = ref.Call(cctx, wire.WorkerCreateInstance, nil, wire.CreateInstance{App: app, InstanceID: iid, Owner: owner, ClientIP: clientIP})
+		err = ref.Call(cctx, wire.WorkerCreateInstance, nil, wire.CreateInstance{App: app, InstanceID: iid, Owner: owner, ClientIP: clientIP, Epoch: epoch})
 		cancel()
 		if err != nil {
 			m.bal.Release(wid)
@@ -572,7 +596,7 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientI
 			continue
 		}
 		m.addInstanceLocked(wire.InstanceInfo{ID: iid, App: app.MountPoint, Version: app.Version, Owner: owner, Worker: wid,
-			Created: time.Now(), ClientIP: clientIP}, qUser, qIP, true)
+			Created: time.Now(), ClientIP: clientIP, Epoch: epoch}, qUser, qIP, true)
 		if key != "" {
 			m.byKey[key] = iid // replaces an instance whose worker is unreachable
 		}
@@ -665,6 +689,9 @@ func (m *WorkerManager) route(req wire.RouteRequest) (wire.RouteReply, error) {
 		in, ok := m.instances[req.InstanceID]
 		if !ok || (req.App != "" && in.App != req.App) {
 			if l, lost := m.lost[req.InstanceID]; lost && (req.App == "" || l.app == req.App) {
+				if l.mergedInto != "" {
+					return wire.RouteReply{}, wire.Errorf(wire.CodeInstanceMerged, "instance "+req.InstanceID+" gave way to "+l.mergedInto)
+				}
 				return wire.RouteReply{}, wire.Errorf(wire.CodeInstanceLost, "instance "+req.InstanceID+" was lost with its worker")
 			}
 			return wire.RouteReply{}, wire.Errorf(wire.CodeUnknownInstance, "no instance "+req.InstanceID)

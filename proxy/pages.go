@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 )
@@ -64,7 +67,14 @@ func (p *Proxy) page(w http.ResponseWriter, r *http.Request, id string, status i
 }
 
 // pageLink is page with a suggested next step (e.g. restart the app).
+// A WebSocket handshake for something that is gone for good (404, 410) is
+// accepted instead, to say so in a "closed" message: a browser cannot read
+// the status of a refused handshake, so the client engine would otherwise
+// keep reconnecting.
 func (p *Proxy) pageLink(w http.ResponseWriter, r *http.Request, id string, status int, title, msg, linkURL, linkText string) {
+	if (status == http.StatusNotFound || status == http.StatusGone) && isWebSocketUpgrade(r) && closeSocket(w, r, msg, linkURL) {
+		return
+	}
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -169,4 +179,27 @@ func WriteHTML(w http.ResponseWriter, r *http.Request, page []byte, cacheControl
 // wherever a request fails.
 func WritePage(w http.ResponseWriter, r *http.Request, requestID string, status int, title, msg, linkURL, linkText string) {
 	(*Proxy)(nil).pageLink(w, r, requestID, status, title, msg, linkURL, linkText)
+}
+
+// closeSocket completes a WebSocket handshake only to send the client
+// engine's {"t":"closed"} notice and a close frame; false if it could not
+// upgrade (nothing was written then, unless the handshake was bad).
+func closeSocket(w http.ResponseWriter, r *http.Request, reason, reload string) bool {
+	up := websocket.Upgrader{HandshakeTimeout: 5 * time.Second,
+		// Nothing but this notice crosses the socket: any origin may read it.
+		CheckOrigin: func(*http.Request) bool { return true }}
+	conn, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return true // the upgrader answered the bad handshake itself
+	}
+	defer conn.Close()
+	_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	msg, _ := json.Marshal(map[string]string{"t": "closed", "reason": reason, "reload": reload})
+	_ = conn.WriteMessage(websocket.TextMessage, msg)
+	short := reason
+	if len(short) > 100 { // a close frame's reason is at most 123 bytes
+		short = strings.ToValidUTF8(short[:100], "")
+	}
+	_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, short))
+	return true
 }

@@ -346,8 +346,8 @@ func (p *Proxy) routeError(w http.ResponseWriter, r *http.Request, id string, t 
 			"There is no application at this address.")
 	case errors.Is(err, ErrUnknownInstance):
 		ev.Msg("unknown instance")
-		p.page(w, r, id, http.StatusNotFound, "App instance not found",
-			"This app instance does not exist (it may have been closed).")
+		p.pageLink(w, r, id, http.StatusNotFound, "App instance not found",
+			"This app instance does not exist (it may have been closed).", "/"+t.App, "Start the application again")
 	case errors.Is(err, ErrAppDisabled):
 		ev.Msg("app disabled")
 		p.page(w, r, id, http.StatusServiceUnavailable, "Application unavailable",
@@ -357,6 +357,11 @@ func (p *Proxy) routeError(w http.ResponseWriter, r *http.Request, id string, t 
 		p.pageLink(w, r, id, http.StatusGone, "App instance lost",
 			"The worker that hosted this app instance stopped, and the instance stopped with it.",
 			"/"+t.App, "Start the application again")
+	case errors.Is(err, ErrInstanceMerged):
+		ev.Msg("instance merged")
+		p.pageLink(w, r, id, http.StatusGone, "App instance replaced",
+			"While its worker was unreachable, this app instance was replaced by a new one, and it was closed when the worker came back. The application goes on in the new one.",
+			"/"+t.App, "Go to the application")
 	case errors.Is(err, ErrNoWorkers):
 		ev.Msg("no workers")
 		w.Header().Set("Retry-After", "5")

@@ -37,6 +37,8 @@ func MasterError(err error) error {
 		sentinel = ErrUnknownInstance
 	case wire.CodeInstanceLost:
 		sentinel = ErrInstanceLost
+	case wire.CodeInstanceMerged:
+		sentinel = ErrInstanceMerged
 	case wire.CodeNoWorkers:
 		sentinel = ErrNoWorkers
 	case wire.CodeUnknownWorker:

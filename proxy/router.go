@@ -43,6 +43,9 @@ var (
 	ErrAppDisabled = errors.New("application disabled")
 	// ErrInstanceLost: the instance existed but its worker died with it.
 	ErrInstanceLost = errors.New("app instance lost with its worker")
+	// ErrInstanceMerged: the instance was a duplicate of its app's (its
+	// worker came back after being declared dead) and gave way.
+	ErrInstanceMerged = errors.New("app instance merged into the current one")
 )
 
 // StaticRouter sends every routable request to one worker. It is meant for

@@ -185,6 +185,39 @@ func TestWebSocketNon101Relayed(t *testing.T) {
 	}
 }
 
+// TestWebSocketGone: a client engine's socket to something gone for good is
+// accepted only to tell it why and where to go (a browser cannot read a
+// refused handshake's status), then closed.
+func TestWebSocketGone(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		err        error
+	}{
+		{"unknown instance", "does not exist", ErrUnknownInstance},
+		{"lost", "stopped with it", ErrInstanceLost},
+		{"merged", "replaced by a new one", ErrInstanceMerged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, srv := startProxy(t, Config{Router: &fakeRouter{err: tc.err}})
+			conn, _, err := websocket.DefaultDialer.Dial(wsURL(srv.URL, wsPath), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			var m map[string]string
+			if err := conn.ReadJSON(&m); err != nil {
+				t.Fatal(err)
+			}
+			if m["t"] != "closed" || !strings.Contains(m["reason"], tc.want) || m["reload"] != "/chat" {
+				t.Fatalf("notice %v", m)
+			}
+			if _, _, err := conn.ReadMessage(); !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+				t.Fatalf("then %v, want a close frame", err)
+			}
+		})
+	}
+}
+
 func TestWebSocketErrors(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -193,7 +226,6 @@ func TestWebSocketErrors(t *testing.T) {
 		status int
 		hook   bool
 	}{
-		{"unknown instance", Route{}, ErrUnknownInstance, 404, false},
 		{"master down", Route{}, ErrMasterUnavailable, 503, false},
 		{"worker refuses", Route{WorkerID: "w-dead", Addr: refusedAddr(t)}, nil, 502, true},
 	}

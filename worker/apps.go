@@ -300,7 +300,7 @@ func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance
 	}
 	a.instances[req.InstanceID] = &instance{
 		info: wire.InstanceInfo{ID: req.InstanceID, App: app.MountPoint, Version: app.Version, Owner: req.Owner, Worker: a.w.id,
-			Created: time.Now(), ClientIP: req.ClientIP},
+			Created: time.Now(), ClientIP: req.ClientIP, Epoch: req.Epoch},
 		app: app, browsers: map[string]*vbrowser{}, byUser: map[string]string{},
 		state: map[string]json.RawMessage{}, perms: map[string]Role{},
 	}
@@ -448,6 +448,26 @@ func (a *AppManager) CloseInstance(ctx context.Context, iid string) error {
 }
 
 func (a *AppManager) closeInstance(ctx context.Context, iid, reason string) bool {
+	return a.dropInstance(ctx, iid, func(b *vbrowser) { b.close(ctx, reason) }, true)
+}
+
+// fence drops instances the master gave to someone else (this worker was
+// declared dead and another instance took their place): their clients are
+// told why and where to go, and the master is not told (it knows).
+func (a *AppManager) fence(ctx context.Context, fenced []wire.FencedInstance) {
+	for _, f := range fenced {
+		reload := f.Location
+		a.dropInstance(ctx, f.ID, func(b *vbrowser) {
+			b.hub.shutdown(f.Reason, reload)
+			b.release()
+		}, false)
+		a.log.Warn().Str("instance", f.ID).Str("reason", f.Reason).Msg("instance fenced by the master: closed")
+	}
+}
+
+// dropInstance takes an instance out and ends each of its browsers with
+// end; it reports whether the instance was here.
+func (a *AppManager) dropInstance(ctx context.Context, iid string, end func(*vbrowser), tellMaster bool) bool {
 	a.mu.Lock()
 	in, ok := a.instances[iid]
 	delete(a.instances, iid)
@@ -464,9 +484,11 @@ func (a *AppManager) closeInstance(ctx context.Context, iid, reason string) bool
 	in.browsers, in.byUser = map[string]*vbrowser{}, map[string]string{}
 	in.mu.Unlock()
 	for _, b := range bs {
-		b.close(ctx, reason)
+		end(b)
 	}
-	a.w.instanceClosed(iid)
+	if tellMaster {
+		a.w.instanceClosed(iid)
+	}
 	return true
 }
 

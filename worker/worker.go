@@ -265,6 +265,9 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	if rep.MetricsToken != "" {
 		w.metricsToken.Store(&rep.MetricsToken)
 	}
+	if len(rep.Fenced) > 0 {
+		w.apps.fence(ctx, rep.Fenced)
+	}
 	w.apps.setApps(ctx, c, epoch, rep.Apps)
 	w.users.setRevoked(rep.Revoked)
 	if rep.Quotas != nil {

@@ -70,13 +70,17 @@ const (
 	CodeAppDisabled     = "app_disabled"
 	CodeUnknownInstance = "unknown_instance"
 	CodeInstanceLost    = "instance_lost"
-	CodeNoWorkers       = "no_workers"
-	CodeUnknownWorker   = "unknown_worker"
-	CodeInvalid         = "invalid"
-	CodeUnauthorized    = "unauthorized"
-	CodeUnknownUser     = "unknown_user"
-	CodePoolLimit       = "pool_limit" // a browser pool's or the worker's browser limit
-	CodeQuota           = "quota"      // a per-user or per-address quota (Quotas); the message says which
+	// CodeInstanceMerged: a duplicate instance (its worker came back after
+	// being declared dead) was closed in favour of the one that took its
+	// place; its users go on at the app's URL.
+	CodeInstanceMerged = "instance_merged"
+	CodeNoWorkers      = "no_workers"
+	CodeUnknownWorker  = "unknown_worker"
+	CodeInvalid        = "invalid"
+	CodeUnauthorized   = "unauthorized"
+	CodeUnknownUser    = "unknown_user"
+	CodePoolLimit      = "pool_limit" // a browser pool's or the worker's browser limit
+	CodeQuota          = "quota"      // a per-user or per-address quota (Quotas); the message says which
 )
 
 // Error is an error with a code that survives an RMI hop.
@@ -171,9 +175,22 @@ type Load struct {
 	EgressBlocked map[string]uint64 `codec:"egress" json:"egressBlocked,omitempty"`
 }
 
+// FencedInstance is an instance a registering worker must drop: the master
+// declared the worker dead meanwhile and gave the instance's place to
+// another one (or placed it again elsewhere).
+type FencedInstance struct {
+	ID string `codec:"id"`
+	// Reason is told to the instance's users; Location is where they go
+	// on (the app's URL, which leads to the surviving instance).
+	Reason   string `codec:"reason"`
+	Location string `codec:"loc"`
+}
+
 // RegisterReply tells a worker what the master expects of it.
 type RegisterReply struct {
 	Apps []App `codec:"apps"`
+	// Fenced: reported instances the worker no longer owns.
+	Fenced []FencedInstance `codec:"fenced"`
 	// Revoked: login sessions the workers must refuse (recent password
 	// changes and removed accounts).
 	Revoked      []Revocation `codec:"revoked"`
