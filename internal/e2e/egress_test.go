@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -193,18 +194,24 @@ func TestEgressGuard(t *testing.T) {
 }
 
 // waitMessage reads a client engine socket until a text message of type
-// typ whose JSON contains want arrives.
+// typ whose JSON contains want arrives, within one overall deadline (screen
+// frames in between do not extend it).
 func waitMessage(t *testing.T, conn *websocket.Conn, typ, want string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		m, err := readText(t, conn)
+	_ = conn.SetReadDeadline(deadline)
+	defer conn.SetReadDeadline(time.Time{})
+	for {
+		mt, data, err := conn.ReadMessage()
 		if err != nil {
 			t.Fatalf("waiting for %s %q: %v", typ, want, err)
 		}
-		if m["t"] == typ && strings.Contains(fmt.Sprint(m), want) {
+		if mt != websocket.TextMessage {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal(data, &m) == nil && m["t"] == typ && strings.Contains(string(data), want) {
 			return
 		}
 	}
-	t.Fatalf("no %s message with %q", typ, want)
 }
