@@ -24,8 +24,8 @@ type Counters struct {
 	// Expired counts free browsers past their TTL destroyed when a lease
 	// would have taken them.
 	Expired int64 `json:"expired"`
-	Leases     int64 `json:"leases"`
-	Returns    int64 `json:"returns"`
+	Leases  int64 `json:"leases"`
+	Returns int64 `json:"returns"`
 	// CreateFailures counts browsers the runtime failed to make.
 	CreateFailures int64 `json:"createFailures"`
 	// LeaseFailures by reason (ReasonGlobalMax, ReasonPoolMax, ...).
