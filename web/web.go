@@ -60,6 +60,10 @@ type Grant struct{ Principal, Role string }
 type LandingInstance struct {
 	ID, URL, Worker, Created, Name string
 	Owner, Role                    string
+	// Share: the viewer owns it and shares it from this page
+	// (singleBrowserPerUser, whose instance URL opens a browser).
+	Share  bool
+	Grants []Grant
 }
 
 // LandingBrowser is one browser of an instance.

@@ -215,6 +215,15 @@ func (w *Worker) landing(ctx context.Context, rw http.ResponseWriter, r *http.Re
 			Worker: in.Worker, Created: in.Created.Format(time.DateTime), Name: in.Name}
 		if in.Owner != user {
 			li.Owner, li.Role = in.Owner, in.Shared[user]
+		} else if app.Strategy == wire.SingleBrowserPerUser {
+			// Its instance URL opens the owner's browser: the landing page
+			// is where the owner shares it (the paper: both landing pages
+			// manage permissions).
+			li.Share = true
+			for p, r := range in.Shared {
+				li.Grants = append(li.Grants, web.Grant{Principal: p, Role: r})
+			}
+			sort.Slice(li.Grants, func(i, j int) bool { return li.Grants[i].Principal < li.Grants[j].Principal })
 		}
 		d.Instances = append(d.Instances, li)
 	}
