@@ -120,3 +120,46 @@ func TestPoolDemoBrowsersGivenBack(t *testing.T) {
 		t.Fatalf("new browser: %v %v", m, err)
 	}
 }
+
+// TestSingleBrowserPerUserLandingShares (issue 12): the landing page of a
+// singleBrowserPerUser app lets the owner share an instance (its instance
+// URL opens the owner's browser, so the landing page is where permissions
+// are managed); others' instances have no form.
+func TestSingleBrowserPerUserLandingShares(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	apps, _ := filepath.Abs("testdata/apps")
+	c := startCluster(t, clusterOpts{proxies: 0, workers: 1, extra: []string{"--apps", apps}})
+	base := "http://" + c.public
+	alice := newUser(t, base)
+	created := alice.post("/perbrowser", alice.get("/perbrowser").body, "new-instance")
+	m := browserURL.FindStringSubmatch(created.location)
+	if m == nil {
+		t.Fatalf("new instance: %+v", created)
+	}
+	instURL := "/perbrowser/a/" + m[2]
+	land := alice.get("/perbrowser")
+	if !strings.Contains(land.body, `<form method="post" action="`+instURL+`" class="share-instance">`) || !strings.Contains(land.body, "only you can use it") {
+		t.Fatalf("no share form for alice's instance:\n%s", land.body)
+	}
+	bob := newUser(t, base)
+	if h := bob.get(instURL); h.status != http.StatusForbidden {
+		t.Fatalf("bob before the share: %+v", h)
+	}
+	if h := bob.get("/perbrowser"); strings.Contains(h.body, "share-instance") {
+		t.Fatalf("bob's landing page has a share form:\n%s", h.body)
+	}
+	// Bob cannot share alice's instance with himself.
+	if h := bob.post(instURL, bob.get("/perbrowser").body, "grant-instance", "principal", "*", "role", "reader-writer"); h.status != http.StatusForbidden {
+		t.Fatalf("bob sharing alice's instance: %+v", h)
+	}
+	shared := alice.post(instURL, land.body, "grant-instance", "principal", "*", "role", "reader-writer")
+	if shared.status != http.StatusSeeOther || shared.location != "/perbrowser" {
+		t.Fatalf("share from the landing page: %+v", shared)
+	}
+	hb := bob.get(instURL)
+	if bm := browserURL.FindStringSubmatch(hb.location); hb.status != http.StatusFound || bm == nil || bm[2] != m[2] || bm[3] == m[3] {
+		t.Fatalf("bob after the share: %+v", hb)
+	}
+}
