@@ -223,13 +223,13 @@ func (h *hub) idleFired(gen uint64) {
 	h.closed, h.reason, h.reload = true, h.idleReason, h.idleReload
 	h.idleTimer = nil
 	h.stopCastLocked()
-	done := h.castDone
+	done, idle, onIdle := h.castDone, h.idle, h.onIdle
 	h.mu.Unlock()
 	if done != nil {
 		<-done // the screencast is off the browser before it goes back
 	}
-	h.log.Debug().Dur("idle", h.idle).Msg("no client for the idle timeout: releasing")
-	h.onIdle()
+	h.log.Debug().Dur("idle", idle).Msg("no client for the idle timeout: releasing")
+	onIdle()
 }
 
 func (h *hub) count() int {
