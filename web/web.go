@@ -48,6 +48,8 @@ type LandingData struct {
 	// Owner: the viewer owns the instance and may share it.
 	Owner  bool
 	Grants []Grant
+	// Notice is shown at the top (e.g. the user's browser was released).
+	Notice string
 }
 
 // Grant is one permission shown on the instance page.
@@ -58,6 +60,10 @@ type Grant struct{ Principal, Role string }
 type LandingInstance struct {
 	ID, URL, Worker, Created, Name string
 	Owner, Role                    string
+	// Share: the viewer owns it and shares it from this page
+	// (singleBrowserPerUser, whose instance URL opens a browser).
+	Share  bool
+	Grants []Grant
 }
 
 // LandingBrowser is one browser of an instance.
@@ -93,4 +99,7 @@ type EngineData struct {
 	Base string
 	// Socket is the WebSocket path.
 	Socket string
+	// Notice is shown above the screen (e.g. the user's previous browser
+	// was released for being idle).
+	Notice string
 }

@@ -51,7 +51,7 @@ func newAPIFixture(t *testing.T) *apiFixture {
 		t.Fatal(err)
 	}
 	app := wire.App{Name: "API", MountPoint: "api1", Entry: "index.html", Strategy: wire.SingleAppInstance,
-		Files: map[string][]byte{"index.html": []byte(apiPage)}}
+		Files: map[string][]byte{"index.html": []byte(apiPage)}, BrowsersPerUser: 2} // createBrowser is tested
 	_ = w.apps.AddApplication(ctx, app)
 	f := &apiFixture{t: t, ctx: ctx, w: w, iid: "w-api.apiapiapiapi"}
 	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: f.iid}); err != nil {

@@ -35,6 +35,14 @@ type instance struct {
 	state    map[string]json.RawMessage
 	perms    map[string]Role // grants on the instance (perms.go)
 	closed   bool
+	// idle is the app's idleTimeout: a browser nobody watched this long is
+	// released (0: never).
+	idle time.Duration
+	// released remembers browsers given back for being idle (id -> owner),
+	// so their URLs lead to a new browser; noteFor marks users whose next
+	// browser here tells them the previous one was released.
+	released map[string]string
+	noteFor  map[string]bool
 }
 
 // vbrowser is a virtual browser of an instance.
@@ -52,6 +60,9 @@ type vbrowser struct {
 	// apiToken authenticates app API calls from this browser's own pages.
 	apiToken string
 	name     string // given by its owner (under subMu)
+	// notice is shown once on the owner's engine page (under subMu): the
+	// previous browser was released.
+	notice string
 	// lease is the pool lease the browser came from; closing returns it.
 	lease *pool.Lease
 	// unquota gives back the browser's places in the quotas (idempotent).
@@ -125,6 +136,19 @@ func appPool(app wire.App) (*pool.Config, error) {
 		return nil, err
 	}
 	return pc, nil
+}
+
+// appIdle is the app's idleTimeout (the default when the manifest has
+// none or cannot be read).
+func appIdle(app wire.App) time.Duration {
+	if len(app.Manifest) == 0 {
+		return bundle.DefaultIdleTimeout
+	}
+	m, err := bundle.ParseManifest(app.Manifest)
+	if err != nil {
+		return bundle.DefaultIdleTimeout
+	}
+	return m.Idle()
 }
 
 func (a *AppManager) poolConfig(name string) *pool.Config {
@@ -303,6 +327,7 @@ func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance
 			Created: time.Now(), ClientIP: req.ClientIP, Epoch: req.Epoch},
 		app: app, browsers: map[string]*vbrowser{}, byUser: map[string]string{},
 		state: map[string]json.RawMessage{}, perms: map[string]Role{},
+		idle: appIdle(app), released: map[string]string{}, noteFor: map[string]bool{},
 	}
 	a.log.Info().Str("instance", req.InstanceID).Str("app", app.MountPoint).Str("owner", req.Owner).Msg("instance created")
 	return nil
@@ -529,20 +554,37 @@ var errInstanceClosed = errors.New("app instance closed")
 // errBrowserLimit: the app's browserLimit is reached.
 var errBrowserLimit = errors.New("browser limit reached")
 
+// perUserLimit is how many browsers one user may own in an instance: the
+// manifest's browserLimit.perUser, else what the strategy says (one for
+// singleBrowserPerUser and the single-instance strategies, no cap for
+// multiInstance).
+func perUserLimit(app wire.App) int {
+	if app.BrowsersPerUser > 0 || app.Strategy == wire.MultiInstance {
+		return app.BrowsersPerUser
+	}
+	return 1
+}
+
 // checkLimitsLocked enforces the manifest's browserLimit: perInstance caps
-// the browsers of an instance, perUser the browsers one user owns in it.
+// the browsers of an instance, perUser (or the strategy's one browser per
+// user) the browsers one user owns in it.
 func (in *instance) checkLimitsLocked(user string) error {
 	if n := in.app.BrowsersPerInstance; n > 0 && len(in.browsers) >= n {
 		return fmt.Errorf("%w: this instance already has %d browsers", errBrowserLimit, n)
 	}
-	if n := in.app.BrowsersPerUser; n > 0 {
+	if n := perUserLimit(in.app); n > 0 {
 		mine := 0
 		for _, b := range in.browsers {
 			if b.owner == user {
 				mine++
 			}
 		}
-		if mine >= n {
+		switch {
+		case mine < n:
+		case n == 1 && in.app.BrowsersPerUser == 0:
+			return fmt.Errorf("%w: the %s strategy gives each user one browser in an instance, and you have it "+
+				"(the app's browserLimit.perUser allows more)", errBrowserLimit, in.app.Strategy)
+		default:
 			return fmt.Errorf("%w: you already have %d browsers in this instance", errBrowserLimit, n)
 		}
 	}
@@ -651,11 +693,6 @@ func (a *AppManager) newBrowserFrom(ctx context.Context, in *instance, user, ip 
 		vb.release()
 		return nil, errInstanceClosed
 	}
-	if err := in.checkLimitsLocked(user); err != nil { // a concurrent creation took the last place
-		in.mu.Unlock()
-		vb.release()
-		return nil, err
-	}
 	if asTheirs {
 		if bid, ok := in.byUser[user]; ok { // lost a race with the same user
 			if other, ok := in.browsers[bid]; ok {
@@ -664,11 +701,23 @@ func (a *AppManager) newBrowserFrom(ctx context.Context, in *instance, user, ip 
 				return other, nil
 			}
 		}
+	}
+	if err := in.checkLimitsLocked(user); err != nil { // a concurrent creation took the last place
+		in.mu.Unlock()
+		vb.release()
+		return nil, err
+	}
+	if asTheirs {
 		in.byUser[user] = vb.id
+	}
+	if in.noteFor[user] {
+		delete(in.noteFor, user)
+		vb.notice = releasedNotice(in.idle)
 	}
 	in.browsers[vb.id] = vb
 	in.mu.Unlock()
 	vb.hub.watch(func(err error) { a.browserEnded(in, vb, err) })
+	vb.hub.startIdle(in.idle, a.w.afterFunc, releasedReason(in.idle), reloadURL(in.app, in.info.ID), func() { a.browserIdle(in, vb) })
 	a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", user).Msg("browser created")
 	return vb, nil
 }
@@ -721,6 +770,53 @@ func (a *AppManager) browserEnded(in *instance, vb *vbrowser, err error) {
 	}
 	vb.hub.shutdown("This browser was closed.", "")
 	vb.release()
+}
+
+// maxReleased bounds an instance's memory of released browsers.
+const maxReleased = 4096
+
+// browserIdle gives back a browser nobody watched for the app's
+// idleTimeout (its hub already refuses new clients): its lease returns to
+// the pool (back sequence, or destroyed), its quota places are freed, and
+// its URL and its owner's next visit lead to a new browser with a note.
+func (a *AppManager) browserIdle(in *instance, vb *vbrowser) {
+	in.mu.Lock()
+	if in.browsers[vb.id] == vb {
+		delete(in.browsers, vb.id)
+		if in.byUser[vb.owner] == vb.id {
+			delete(in.byUser, vb.owner)
+		}
+		if len(in.released) >= maxReleased {
+			clear(in.released) // old URLs then answer 404, as a closed browser's do
+		}
+		in.released[vb.id] = vb.owner
+		if len(in.noteFor) < maxReleased {
+			in.noteFor[vb.owner] = true
+		}
+	}
+	in.mu.Unlock()
+	vb.release()
+	a.w.idleReleased.Add(1)
+	a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", vb.owner).
+		Dur("idle", in.idle).Msg("browser released: no client connected for the idle timeout")
+}
+
+// wasReleased reports whether bid was released for being idle.
+func (in *instance) wasReleased(bid string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	_, ok := in.released[bid]
+	return ok
+}
+
+// releasedReason is what a client of a released browser is told.
+func releasedReason(idle time.Duration) string {
+	return "This browser was released after " + idle.String() + " without a connected client. Open the app again for a new one."
+}
+
+// releasedNotice is shown on the user's next browser.
+func releasedNotice(idle time.Duration) string {
+	return "Your previous browser was released after " + idle.String() + " without a connection; this is a new one."
 }
 
 // reloadURL gives the user a new browser after a crash: the Application URL

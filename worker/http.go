@@ -215,6 +215,15 @@ func (w *Worker) landing(ctx context.Context, rw http.ResponseWriter, r *http.Re
 			Worker: in.Worker, Created: in.Created.Format(time.DateTime), Name: in.Name}
 		if in.Owner != user {
 			li.Owner, li.Role = in.Owner, in.Shared[user]
+		} else if app.Strategy == wire.SingleBrowserPerUser {
+			// Its instance URL opens the owner's browser: the landing page
+			// is where the owner shares it (the paper: both landing pages
+			// manage permissions).
+			li.Share = true
+			for p, r := range in.Shared {
+				li.Grants = append(li.Grants, web.Grant{Principal: p, Role: r})
+			}
+			sort.Slice(li.Grants, func(i, j int) bool { return li.Grants[i].Principal < li.Grants[j].Principal })
 		}
 		d.Instances = append(d.Instances, li)
 	}
@@ -232,6 +241,10 @@ func (w *Worker) instanceLanding(rw http.ResponseWriter, r *http.Request, id str
 	d.Owner = in.instanceRoleLocked(user) == RoleOwner
 	d.Grants = grantList(in.perms)
 	d.InstanceName = in.info.Name
+	if in.noteFor[user] {
+		delete(in.noteFor, user)
+		d.Notice = "Your browser was released after " + in.idle.String() + " without a connection. Open one of the browsers below or create a new one."
+	}
 	in.mu.Unlock()
 	for _, b := range bs {
 		role := in.browserRole(b, user)
@@ -396,6 +409,12 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	b, ok := in.browser(t.BrowserID)
+	if !ok && in.wasReleased(t.BrowserID) {
+		// Released for being idle: the strategy gives the user a new
+		// browser, whose page says the previous one was released.
+		redirect303(rw, r, reloadURL(in.app, in.info.ID))
+		return
+	}
 	if !ok {
 		w.page(rw, r, id, http.StatusNotFound, "Browser not found",
 			"This virtual browser does not exist (it may have been closed).")
@@ -411,10 +430,16 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	base := "/" + t.App + "/a/" + in.info.ID
+	notice := ""
+	if user == b.owner {
+		b.subMu.Lock()
+		notice, b.notice = b.notice, "" // shown once
+		b.subMu.Unlock()
+	}
 	var buf bytes.Buffer
 	err := web.Engine.Execute(&buf, web.EngineData{
 		App: t.App, AppName: in.app.Name, InstanceID: in.info.ID, BrowserID: t.BrowserID, Worker: w.id,
-		Base: base, Socket: base + "/b/" + t.BrowserID + "/ws",
+		Base: base, Socket: base + "/b/" + t.BrowserID + "/ws", Notice: notice,
 	})
 	if err != nil {
 		w.log.Error().Err(err).Msg("engine template")
@@ -432,6 +457,15 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		return
 	}
 	b, ok := in.browser(t.BrowserID)
+	if !ok && in.wasReleased(t.BrowserID) {
+		// A client engine cannot read an upgrade's status: it is told in
+		// the protocol, with the address that gives a new browser, and
+		// does not reconnect.
+		if conn, err := upgrader.Upgrade(rw, r, nil); err == nil {
+			writeClosed(conn, releasedReason(in.idle), reloadURL(in.app, in.info.ID))
+		}
+		return
+	}
 	if !ok {
 		w.page(rw, r, id, http.StatusNotFound, "Browser not found", "This virtual browser does not exist.")
 		return

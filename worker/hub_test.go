@@ -108,12 +108,15 @@ type hubFixture struct {
 	cookie *http.Cookie
 }
 
-func newHubFixture(t *testing.T, role Role) *hubFixture {
+func newHubFixture(t *testing.T, role Role, setup ...func(*Worker)) *hubFixture {
 	t.Helper()
 	rt := &fakeRuntime{}
 	w, err := New(Config{ID: "w-hub", Secret: testSecret, Master: "127.0.0.1:1", Runtime: rt, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range setup {
+		f(w)
 	}
 	if err := w.startEgress(); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,8 @@ func (w *Worker) newMetrics() *prometheus.Registry {
 		metrics.One("cloudbrowser_screencast_frames_dropped_total", "Frames replaced by a newer one before a slow client took them.", c,
 			func() float64 { return float64(w.frames.snapshot().Dropped) }),
 		metrics.One("cloudbrowser_input_events_total", "Input events dispatched to virtual browsers.", c, func() float64 { return float64(w.frames.inputs.Load()) }),
+		metrics.One("cloudbrowser_browsers_released_idle_total", "Virtual browsers released (given back to their pool) after the app's idleTimeout without a client.", c,
+			func() float64 { return float64(w.idleReleased.Load()) }),
 		metrics.One("cloudbrowser_input_events_ignored_total", "Input events ignored (read-only clients).", c, func() float64 { return float64(w.frames.ignored.Load()) }),
 	)
 	poolSamples := func(val func(p poolRow) float64) func() []metrics.Sample {
@@ -42,6 +44,9 @@ func (w *Worker) newMetrics() *prometheus.Registry {
 		metrics.NewFunc("cloudbrowser_pool_destroyed_total", "Browsers a pool destroyed.", c, pl, poolSamples(func(p poolRow) float64 { return float64(p.Destroyed) })),
 		metrics.NewFunc("cloudbrowser_pool_shifted_total", "Browsers shifted from the general pool into a specific pool.", c, pl, poolSamples(func(p poolRow) float64 { return float64(p.ShiftedIn) })),
 		metrics.NewFunc("cloudbrowser_pool_leases_total", "Leases served by a pool.", c, pl, poolSamples(func(p poolRow) float64 { return float64(p.Leases) })),
+		metrics.NewFunc("cloudbrowser_pool_returns_total", "Leased browsers given back to a pool.", c, pl, poolSamples(func(p poolRow) float64 { return float64(p.Returns) })),
+		metrics.NewFunc("cloudbrowser_pool_backs_total", "Back sequences that made a returned browser ready again.", c, pl, poolSamples(func(p poolRow) float64 { return float64(p.Backs) })),
+		metrics.NewFunc("cloudbrowser_pool_expired_total", "Free browsers past their TTL destroyed instead of leased.", c, pl, poolSamples(func(p poolRow) float64 { return float64(p.Expired) })),
 		metrics.NewFunc("cloudbrowser_pool_lease_failures_total", "Leases that failed, by pool and reason.", c, []string{"pool", "reason"}, func() []metrics.Sample {
 			var out []metrics.Sample
 			for _, p := range w.poolRows() {

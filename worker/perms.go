@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/web"
 )
 
@@ -291,5 +292,11 @@ func (w *Worker) serveGrant(rw http.ResponseWriter, r *http.Request, id string, 
 	w.apps.granted(r.Context(), in, b, principal, role)
 	w.log.Info().Str("request_id", id).Str("instance", in.info.ID).Str("by", user).Str("principal", principal).
 		Str("role", role.String()).Str("action", action).Msg("permission changed")
+	if in.app.Strategy == wire.SingleBrowserPerUser {
+		// Its instance URL opens the owner's browser: back to the landing
+		// page, where the instance is shared.
+		redirect303(rw, r, "/"+in.app.MountPoint)
+		return
+	}
 	redirect303(rw, r, "/"+in.app.MountPoint+"/a/"+in.info.ID)
 }

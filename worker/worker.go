@@ -113,6 +113,11 @@ type Worker struct {
 	hopKey       hop.Key
 	metricsToken atomic.Pointer[string]
 
+	// afterFunc starts idle-release countdowns (tests replace it);
+	// idleReleased counts browsers released for being idle.
+	afterFunc    afterFunc
+	idleReleased atomic.Uint64
+
 	registered atomic.Bool
 	stopping   atomic.Bool
 	period     atomic.Int64
@@ -140,7 +145,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Runtime == nil {
 		cfg.Runtime = &browser.Null{}
 	}
-	w := &Worker{cfg: cfg, id: cfg.ID, runtime: cfg.Runtime}
+	w := &Worker{cfg: cfg, id: cfg.ID, runtime: cfg.Runtime, afterFunc: realAfter}
 	w.log = cfg.Logger.With().Str("worker", w.id).Logger()
 	w.users = newUsers(cfg.Secret)
 	w.ctx, w.cancel = context.WithCancel(context.Background())

@@ -105,6 +105,19 @@ type hub struct {
 	// is not repainting gets it at once.
 	last []byte
 
+	// Idle release (issue 12): with no client for idle, the hub closes
+	// itself (under mu, so a client joining at that moment is either
+	// served, which cancels the release, or told the browser was
+	// released) and calls onIdle. idleGen invalidates a timer that fired
+	// after a client joined.
+	idle       time.Duration
+	after      afterFunc
+	idleTimer  stopper
+	idleGen    uint64
+	idleReason string
+	idleReload string
+	onIdle     func()
+
 	frames *frameCounters // the worker's totals
 	// admit applies the socket quotas (Worker.admitSocket; nil = none).
 	admit func(addr string, open int) (release func(), reason string)
@@ -158,6 +171,67 @@ func (h *hub) watch(onEnd func(err error)) {
 	}()
 }
 
+// stopper is a timer that can be stopped.
+type stopper interface{ Stop() bool }
+
+// afterFunc is time.AfterFunc (replaced in tests).
+type afterFunc func(d time.Duration, f func()) stopper
+
+func realAfter(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
+
+// startIdle turns idle release on (idle > 0) and starts the countdown:
+// a browser nobody ever connected to is released too.
+func (h *hub) startIdle(idle time.Duration, after afterFunc, reason, reload string, onIdle func()) {
+	if idle <= 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.idle, h.after, h.idleReason, h.idleReload, h.onIdle = idle, after, reason, reload, onIdle
+	if len(h.clients) == 0 {
+		h.armIdleLocked()
+	}
+}
+
+// armIdleLocked (re)starts the countdown: the last client left.
+func (h *hub) armIdleLocked() {
+	if h.idle <= 0 || h.closed {
+		return
+	}
+	h.disarmIdleLocked()
+	gen := h.idleGen
+	h.idleTimer = h.after(h.idle, func() { h.idleFired(gen) })
+}
+
+// disarmIdleLocked stops the countdown: a client joined, or the hub closed.
+func (h *hub) disarmIdleLocked() {
+	h.idleGen++
+	if h.idleTimer != nil {
+		h.idleTimer.Stop()
+		h.idleTimer = nil
+	}
+}
+
+// idleFired releases the browser if nobody joined since the countdown
+// started.
+func (h *hub) idleFired(gen uint64) {
+	h.mu.Lock()
+	if gen != h.idleGen || h.closed || len(h.clients) > 0 {
+		h.mu.Unlock()
+		return
+	}
+	h.closed, h.reason, h.reload = true, h.idleReason, h.idleReload
+	h.idleTimer = nil
+	h.stopCastLocked()
+	done, idle, onIdle := h.castDone, h.idle, h.onIdle
+	h.mu.Unlock()
+	if done != nil {
+		<-done // the screencast is off the browser before it goes back
+	}
+	h.log.Debug().Dur("idle", idle).Msg("no client for the idle timeout: releasing")
+	onIdle()
+}
+
 func (h *hub) count() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -205,6 +279,7 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr
 		c.unquota = release
 	}
 	h.clients[c] = struct{}{}
+	h.disarmIdleLocked()
 	h.mu.Unlock()
 	// The role is read once the client is in the set: a grant changed
 	// before this is seen here, one changed after it reaches the client
@@ -253,6 +328,7 @@ func (h *hub) leave(c *client) {
 	delete(h.clients, c)
 	if len(h.clients) == 0 {
 		h.stopCastLocked()
+		h.armIdleLocked()
 	}
 }
 
@@ -530,6 +606,7 @@ func (h *hub) shutdown(reason, reload string) {
 		return
 	}
 	h.closed, h.reason, h.reload = true, reason, reload
+	h.disarmIdleLocked()
 	h.stopCastLocked()
 	done := h.castDone
 	cs := make([]*client, 0, len(h.clients))

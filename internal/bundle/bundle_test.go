@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
 )
 
 const goodManifest = `{"name":"Demo","mountPoint":"demo","entry":"index.html","strategy":"multiInstance",
@@ -125,14 +128,14 @@ func TestUnpack(t *testing.T) {
 func TestValidateNamesEveryField(t *testing.T) {
 	m := Manifest{Name: "", MountPoint: "api", Entry: "ftp://x", Strategy: "x",
 		BrowserLimit: BrowserLimit{PerUser: -1, PerInstance: -2}, Viewport: Viewport{Width: 50, Height: 99999},
-		Navigation: Navigation{Allow: []string{""}}}
+		Navigation: Navigation{Allow: []string{""}}, IdleTimeout: new(sequence.Duration(time.Millisecond))}
 	err := m.Validate(nil)
 	var es Errors
 	if !errors.As(err, &es) {
 		t.Fatalf("not Errors: %v", err)
 	}
 	want := []string{"name", "mountPoint", "strategy", "entry", "browserLimit.perUser", "browserLimit.perInstance",
-		"viewport.width", "viewport.height", "navigation.allow[0]"}
+		"viewport.width", "viewport.height", "navigation.allow[0]", "idleTimeout"}
 	got := map[string]bool{}
 	for _, e := range es {
 		got[e.Field] = true
@@ -271,5 +274,36 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Issue 12: idleTimeout has a default, 0 turns release off, and a
+// malformed value names the field.
+func TestIdleTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want time.Duration
+		err  string
+	}{
+		{``, DefaultIdleTimeout, ""},
+		{`,"idleTimeout":"30s"`, 30 * time.Second, ""},
+		{`,"idleTimeout":"0"`, 0, ""},
+		{`,"idleTimeout":"10ms"`, 0, "idleTimeout"},
+		{`,"idleTimeout":"-1m"`, 0, "idleTimeout"},
+		{`,"idleTimeout":"soon"`, 0, "idleTimeout"},
+	} {
+		m, err := ParseManifest([]byte(`{"name":"A","mountPoint":"a","entry":"https://x.example/"` + tc.json + `}`))
+		if err == nil {
+			err = m.Validate(nil)
+		}
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want one naming %s", tc.json, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || m.Idle() != tc.want {
+			t.Errorf("%s: %v %v, want %v", tc.json, m.Idle(), err, tc.want)
+		}
 	}
 }

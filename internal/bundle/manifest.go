@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
@@ -42,9 +43,29 @@ type Manifest struct {
 	// Egress opts destinations back in that the egress guard refuses by
 	// default (loopback, private ranges, ...); see docs/bundles.md.
 	Egress Egress `json:"egress,omitzero"`
+	// IdleTimeout: a virtual browser with no connected client this long is
+	// released (given back to its pool). Absent: DefaultIdleTimeout; "0"
+	// keeps browsers until they are closed.
+	IdleTimeout *sequence.Duration `json:"idleTimeout,omitempty"`
 	// Pool configures an application-specific browser pool (pools issue);
 	// validated by the worker's pool package.
 	Pool json.RawMessage `json:"pool,omitempty"`
+}
+
+// DefaultIdleTimeout releases a browser nobody watched for this long when
+// the manifest says nothing (issue 12: leased browsers must come back).
+const DefaultIdleTimeout = 10 * time.Minute
+
+// MinIdleTimeout bounds idleTimeout from below (0 excepted): a browser
+// must survive a page reload.
+const MinIdleTimeout = time.Second
+
+// Idle returns the manifest's idle timeout (0: never released).
+func (m *Manifest) Idle() time.Duration {
+	if m.IdleTimeout == nil {
+		return DefaultIdleTimeout
+	}
+	return m.IdleTimeout.D()
 }
 
 // BrowserLimit caps browsers.
@@ -162,6 +183,9 @@ func (m *Manifest) Validate(files map[string]bool) error {
 	}
 	if m.BrowserLimit.PerInstance < 0 {
 		add("browserLimit.perInstance", "must not be negative")
+	}
+	if d := m.IdleTimeout; d != nil && (*d < 0 || (*d > 0 && d.D() < MinIdleTimeout)) {
+		add("idleTimeout", "%s must be at least %s (0 keeps browsers until closed)", d.D(), MinIdleTimeout)
 	}
 	for _, v := range []struct {
 		field string

@@ -200,9 +200,25 @@ func (p *pool) takeFree() *entry {
 			p.destroy(best, "crashed while free")
 			continue
 		}
+		if p.expired(best) {
+			// The TTL also holds at handout: a browser that sat free past
+			// it is not given to a user; the lease gets another free one
+			// or a new one (the slot is free again).
+			p.destroy(best, "older than its TTL at lease")
+			p.count(func(c *Counters) { c.Expired++ })
+			p.log.Info().Uint64("browser", best.id).Msg("free browser older than its TTL destroyed instead of leased")
+			p.fill(false)
+			continue
+		}
 		best.st = stLocked
 		return best
 	}
+}
+
+// expired reports whether e has lived past the pool's TTL (0: never).
+func (p *pool) expired(e *entry) bool {
+	ttl := p.cfg.TTL.D()
+	return ttl > 0 && !e.born.IsZero() && p.m.clock.Now().Sub(e.born) >= ttl
 }
 
 // lease hands a locked entry to a caller.
@@ -400,6 +416,10 @@ func (p *pool) back(e *entry) {
 			p.lost(e, "back and initialization sequences failed")
 			return
 		}
+	} else {
+		p.m.mu.Lock()
+		p.count(func(c *Counters) { c.Backs++ })
+		p.m.mu.Unlock()
 	}
 	if ttl := p.cfg.TTL.D(); ttl > 0 {
 		p.m.mu.Lock()

@@ -392,11 +392,15 @@ func TestBrowserTTLReplacementFailureKeepsBrowser(t *testing.T) {
 	e.clock.Advance(time.Hour)
 	e.f.fails = 1
 	e.ret(l)
-	if l2 := e.lease("app", c); l2.Browser() != l.Browser() {
-		t.Error("browser lost")
+	if s := e.pool("app"); s.Free != 1 || closed(l.Browser()) {
+		t.Errorf("browser lost: %+v", s.Gauges)
 	}
 	if n := e.pool("app").SequenceFailures[SeqTTL]; n != 1 {
 		t.Errorf("ttl failures %d", n)
+	}
+	// Still past its TTL when handed out (issue 12): a new one is made.
+	if l2 := e.lease("app", c); l2.Browser() == l.Browser() || !closed(l.Browser()) {
+		t.Error("the browser past its TTL was leased")
 	}
 }
 

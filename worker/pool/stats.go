@@ -18,8 +18,14 @@ type Counters struct {
 	ShiftedOut int64 `json:"shiftedOut"`
 	Recycled   int64 `json:"recycled"` // TTL replacements
 	Touches    int64 `json:"touches"`  // touch session sequences that succeeded
-	Leases     int64 `json:"leases"`
-	Returns    int64 `json:"returns"`
+	// Backs counts back sequences that succeeded (a returned browser made
+	// ready for the next user).
+	Backs int64 `json:"backs"`
+	// Expired counts free browsers past their TTL destroyed when a lease
+	// would have taken them.
+	Expired int64 `json:"expired"`
+	Leases  int64 `json:"leases"`
+	Returns int64 `json:"returns"`
 	// CreateFailures counts browsers the runtime failed to make.
 	CreateFailures int64 `json:"createFailures"`
 	// LeaseFailures by reason (ReasonGlobalMax, ReasonPoolMax, ...).
