@@ -115,6 +115,7 @@ func newHubFixture(t *testing.T, role Role) *hubFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.replica = newLocalReplica()
 	if err := w.startEgress(); err != nil {
 		t.Fatal(err)
 	}

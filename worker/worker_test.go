@@ -32,6 +32,7 @@ func newTestWorker(t *testing.T) (*Worker, *httptest.Server) {
 		t.Fatal(err)
 	}
 	if err := w.startEgress(); err != nil {
+	w.replica = newLocalReplica()
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(signedHandler(w))
