@@ -31,8 +31,8 @@ func newTestWorker(t *testing.T) (*Worker, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.startEgress(); err != nil {
 	w.replica = newLocalReplica()
+	if err := w.startEgress(); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(signedHandler(w))
