@@ -39,7 +39,9 @@ func TestInstanceStateWrites(t *testing.T) {
 		wantLen int
 		value   string // the key's stored value after the step ("" = unchanged / not checked)
 	}
-	set := func(k, v string) wire.StateWrite { return wire.StateWrite{Instance: testIID, Op: wire.StateSet, Key: k, Value: []byte(v)} }
+	set := func(k, v string) wire.StateWrite {
+		return wire.StateWrite{Instance: testIID, Op: wire.StateSet, Key: k, Value: []byte(v)}
+	}
 	app := func(k, v string, max int) wire.StateWrite {
 		return wire.StateWrite{Instance: testIID, Op: wire.StateAppend, Key: k, Value: []byte(v), Max: max}
 	}
@@ -239,4 +241,3 @@ func TestInstanceStateService(t *testing.T) {
 		t.Fatal("state kept after the instance closed")
 	}
 }
-
