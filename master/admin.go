@@ -63,6 +63,7 @@ func (m *Master) adminHandler(public bool) http.Handler {
 	m.authorRoutes(mux)
 	m.dashboardRoutes(mux)
 	mux.Handle("POST /api/v1/grants", m.auth(roleAdmin, m.grant))
+	mux.Handle("GET /api/v1/instances/{id}/state", m.auth(roleAdmin, m.instanceState))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})

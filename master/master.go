@@ -122,8 +122,10 @@ type Master struct {
 	// cluster-wide (every worker asks before minting one).
 	identities *quota.Buckets
 	workers    *WorkerManager
-	proxies    *proxySet
-	bal        *balance.Balancer
+	// istate is the instances' shared state (instancestate.go).
+	istate  *instanceStates
+	proxies *proxySet
+	bal     *balance.Balancer
 
 	admin     *http.Server
 	adminLn   net.Listener
@@ -268,6 +270,13 @@ func New(cfg Config) (*Master, error) {
 	})
 	m.identities = quota.NewBuckets(cfg.Quotas.IdentityBurst, cfg.Quotas.IdentitiesPerMinute, maxIdentityKeys)
 	m.metrics = newMasterMetrics()
+	m.istate = newInstanceStates(st, m.workers.checkEpoch)
+	m.workers.onMerged = func(iid string) {
+		if err := m.istate.drop(iid); err != nil {
+			m.log.Warn().Err(err).Str("instance", iid).Msg("dropping a fenced duplicate's state")
+		}
+	}
+	m.metrics.reg.MustRegister(m.istate.collectors()...)
 	m.history = newHistory()
 	m.adminTag = session.TokenTag(cfg.Secret, cfg.AdminToken)
 	m.adminCodec = session.NewFor(cfg.Secret, "admin-session").Bound(m.adminTag)

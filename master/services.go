@@ -33,6 +33,7 @@ func serviceRoles(m *Master) map[string]registered {
 		wire.ObjAccounts:      {accountService{g: m.logins, ended: m.ended}, []string{secret.RoleWorker}},
 		wire.ObjRouter:        {routerService{m}, []string{secret.RoleProxy}},
 		wire.ObjCluster:       {clusterService{m}, []string{secret.RoleWorker, secret.RoleProxy}},
+		wire.ObjInstanceState: {stateService{m}, []string{secret.RoleWorker}},
 	}
 }
 
@@ -145,7 +146,14 @@ func (s workerService) InstanceShared(ctx context.Context, workerID, iid, princi
 
 // InstanceClosed tells the master a worker closed one of its instances.
 func (s workerService) InstanceClosed(ctx context.Context, workerID, iid string) error {
-	return s.m.workers.instanceClosed(workerID, iid)
+	if err := s.m.workers.instanceClosed(workerID, iid); err != nil {
+		return err
+	}
+	// Closed for good: its shared state goes too.
+	if err := s.m.istate.drop(iid); err != nil {
+		s.m.log.Error().Str("instance", iid).Err(err).Msg("could not delete a closed instance's shared state")
+	}
+	return nil
 }
 
 // routerService is registered as wire.ObjRouter, for the proxies.

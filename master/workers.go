@@ -96,6 +96,8 @@ type WorkerManager struct {
 
 	sf     singleflight.Group
 	epochs *epochs
+	// onMerged is told of fenced duplicates (their stored state goes).
+	onMerged func(iid string)
 
 	lookups, placements atomic.Uint64
 }
@@ -187,6 +189,7 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 	w.registered = time.Now()
 	adopted := 0
 	var fenced []wire.FencedInstance
+	var merged []string
 	now := time.Now()
 	for _, in := range insts {
 		if in.ID == "" || in.Worker != info.ID {
@@ -194,6 +197,9 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 		}
 		if f := m.reconcileLocked(info.ID, in, now); f != nil {
 			fenced = append(fenced, *f)
+			if m.lost[in.ID].mergedInto != "" {
+				merged = append(merged, in.ID)
+			}
 			m.log.Warn().Str("instance", in.ID).Str("worker", info.ID).Uint64("epoch", in.Epoch).Msg("instance fenced: its place was taken while the worker was unreachable")
 			continue
 		}
@@ -213,6 +219,11 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 	}
 	m.log.Info().Str("worker", info.ID).Str("http", info.HTTPAddr).Str("peer", ref.Conn().RemoteAddr().String()).
 		Int("instances", adopted).Int("fenced", len(fenced)).Msg("worker registered")
+	if m.onMerged != nil {
+		for _, iid := range merged {
+			m.onMerged(iid)
+		}
+	}
 	return fenced, nil
 }
 

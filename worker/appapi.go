@@ -5,49 +5,38 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/url"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sharedstate"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/web/appapi"
 )
 
 // The in-page app API (window.cloudbrowser). Pages call a CDP binding with
 // JSON requests; the worker answers and pushes state changes by evaluating
-// window.__cbDeliver(...) in the page. The instance's shared state lives
-// here, on the worker hosting the instance (the colocation rule), so a
-// change reaches every browser of the instance in one round trip.
+// window.__cbDeliver(...) in the page. The instance's shared state is read
+// here, on the worker hosting the instance (the colocation rule), and every
+// write is stored by the master first (replica.go), so it outlives this
+// worker; the page's promise resolves only after that.
 
 // apiBinding is the binding's name.
 const apiBinding = "__cbCall"
 
-// Limits on what a page may store: the state is in the worker's memory.
+// Limits on what a page may store (internal/sharedstate; the master checks
+// them again).
 const (
-	maxStateKeys  = 1024
-	maxStateValue = 256 << 10
-	maxStateKey   = 256
+	maxStateKeys  = sharedstate.MaxKeys
+	maxStateValue = sharedstate.MaxValue
 	// maxRequest bounds what the worker parses of one call: a value plus
 	// room for the rest of the request.
 	maxRequest = maxStateValue + 4096
 )
 
-// append keeps the last max entries: defaultAppendMax when the page gives
-// none, at most maxAppendMax. The array is also trimmed from the front to
-// stay within maxStateValue, so max bounds the count and the byte limit
-// always holds.
-const (
-	defaultAppendMax = 100
-	maxAppendMax     = 10000
-)
-
-// stateSeq orders writes of shared state. It is taken under the instance's
-// lock, so per instance it follows the order of the writes; events are
-// delivered concurrently and may arrive out of order, and the page drops
-// one older than what it has already seen (see appapi.js).
-var stateSeq atomic.Uint64
+// defaultAppendMax is append's bound when the page gives none.
+const defaultAppendMax = sharedstate.DefaultAppendMax
 
 type apiRequest struct {
 	ID    int64           `json:"id"`
@@ -172,28 +161,13 @@ func (a *AppManager) apiOp(vb *vbrowser, req apiRequest) (any, error) {
 	switch req.Op {
 	case "get":
 		in.mu.Lock()
-		v := in.state[req.Key]
-		seq := stateSeq.Load()
+		v, seq := in.state[req.Key], in.seqs[req.Key]
 		in.mu.Unlock()
 		return stateRead{Value: v, Seq: seq}, nil
 	case "set":
-		if err := checkStateKey(req.Key); err != nil {
-			return nil, err
-		}
-		if len(req.Value) > maxStateValue {
-			return nil, fmt.Errorf("state value is %d bytes, over the %d byte limit", len(req.Value), maxStateValue)
-		}
-		in.mu.Lock()
-		if _, ok := in.state[req.Key]; !ok && len(in.state) >= maxStateKeys {
-			in.mu.Unlock()
-			return nil, fmt.Errorf("the instance already has %d state keys", maxStateKeys)
-		}
-		notify := in.storeState(req.Key, req.Value)
-		in.mu.Unlock()
-		notify()
-		return true, nil
+		return a.setState(in, req)
 	case "append":
-		return in.appendState(req)
+		return a.appendState(in, req)
 	case "subscribe":
 		vb.subMu.Lock()
 		vb.subs[req.Key] = true
@@ -247,90 +221,95 @@ func (a *AppManager) apiOp(vb *vbrowser, req apiRequest) (any, error) {
 	return nil, fmt.Errorf("unknown operation %q", req.Op)
 }
 
-func checkStateKey(key string) error {
-	if len(key) == 0 || len(key) > maxStateKey {
-		return fmt.Errorf("state key must be 1-%d characters", maxStateKey)
+func checkStateKey(key string) error { return sharedstate.CheckKey(key) }
+
+// setState stores a value: the master first (replicate), then here.
+func (a *AppManager) setState(in *instance, req apiRequest) (any, error) {
+	if err := checkStateKey(req.Key); err != nil {
+		return nil, err
+	}
+	if err := sharedstate.CheckValue(req.Value); err != nil {
+		return nil, err
+	}
+	v := req.Value
+	if len(v) == 0 {
+		v = json.RawMessage("null")
+	}
+	if err := in.checkNewKey(req.Key); err != nil {
+		return nil, err
+	}
+	rep, err := a.w.replicate(in, wire.StateWrite{Op: wire.StateSet, Key: req.Key, Value: v})
+	if err != nil {
+		return nil, err
+	}
+	in.applyState(req.Key, v, rep.Seq)
+	return true, nil
+}
+
+// appendState appends req.Value to the array at req.Key. The master does
+// the append (under its per-instance lock, so concurrent appends from any
+// browsers all land; set is last-writer-wins, and get-then-set from two
+// pages loses one) and answers the new array, which is applied here. It
+// answers the array's new length.
+func (a *AppManager) appendState(in *instance, req apiRequest) (any, error) {
+	if err := checkStateKey(req.Key); err != nil {
+		return nil, err
+	}
+	limit, err := sharedstate.AppendMax(req.Max)
+	if err != nil {
+		return nil, err
+	}
+	entry := req.Value
+	if len(entry) == 0 {
+		entry = json.RawMessage("null")
+	}
+	if err := sharedstate.CheckEntry(entry); err != nil {
+		return nil, err
+	}
+	if err := in.checkNewKey(req.Key); err != nil {
+		return nil, err
+	}
+	rep, err := a.w.replicate(in, wire.StateWrite{Op: wire.StateAppend, Key: req.Key, Value: entry, Max: limit})
+	if err != nil {
+		return nil, err
+	}
+	in.applyState(req.Key, rep.Value, rep.Seq)
+	return rep.Len, nil
+}
+
+// checkNewKey refuses a key beyond the instance's key limit early (the
+// master has the last word).
+func (in *instance) checkNewKey(key string) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if _, ok := in.state[key]; !ok && len(in.state) >= maxStateKeys {
+		return fmt.Errorf("the instance already has %d state keys", maxStateKeys)
 	}
 	return nil
 }
 
-// storeState stores a value, with in.mu held, and returns the function
-// that tells the subscribed browsers, to call after unlocking.
-func (in *instance) storeState(key string, v json.RawMessage) (notify func()) {
-	in.state[key] = v
-	seq := stateSeq.Add(1)
+// applyState stores a value the master acknowledged with write sequence
+// number seq, unless a later write of the key was applied already (replies
+// of concurrent writes can arrive in any order), and tells the subscribed
+// browsers.
+func (in *instance) applyState(key string, v json.RawMessage, seq uint64) {
+	in.mu.Lock()
+	if seq <= in.seqs[key] {
+		in.mu.Unlock()
+		return
+	}
+	in.state[key], in.seqs[key] = v, seq
 	var targets []*vbrowser
 	for _, b := range in.browsers {
 		if b.subscribed(key) {
 			targets = append(targets, b)
 		}
 	}
-	return func() {
-		ev := apiReply{Event: "state", Key: key, Value: v, Seq: seq}
-		for _, b := range targets {
-			go b.deliver(ev)
-		}
-	}
-}
-
-// appendState appends req.Value to the array at req.Key under the
-// instance's lock, so concurrent appends from any browsers all land (set is
-// last-writer-wins, and get-then-set from two pages loses one). It answers
-// the array's new length.
-func (in *instance) appendState(req apiRequest) (any, error) {
-	if err := checkStateKey(req.Key); err != nil {
-		return nil, err
-	}
-	limit := defaultAppendMax
-	if m := req.Max; m != nil {
-		if *m != math.Trunc(*m) || *m < 1 || *m > maxAppendMax {
-			return nil, fmt.Errorf("append max must be an integer from 1 to %d", maxAppendMax)
-		}
-		limit = int(*m)
-	}
-	entry := req.Value
-	if len(entry) == 0 {
-		entry = json.RawMessage("null")
-	}
-	if len(entry)+2 > maxStateValue { // +2: the brackets of a one-entry array
-		return nil, fmt.Errorf("appended value is %d bytes: one entry must fit the %d byte value limit", len(entry), maxStateValue-2)
-	}
-	in.mu.Lock()
-	cur, ok := in.state[req.Key]
-	if !ok && len(in.state) >= maxStateKeys {
-		in.mu.Unlock()
-		return nil, fmt.Errorf("the instance already has %d state keys", maxStateKeys)
-	}
-	var list []json.RawMessage // a missing key or null is an empty array
-	if len(cur) > 0 && json.Unmarshal(cur, &list) != nil {
-		in.mu.Unlock()
-		return nil, fmt.Errorf("state key %q holds a value that is not an array", req.Key)
-	}
-	list = append(list, entry)
-	if len(list) > limit {
-		list = list[len(list)-limit:]
-	}
-	size := 1 // "[" and "]" and a comma between entries
-	for _, e := range list {
-		size += len(e) + 1
-	}
-	for size > maxStateValue { // the last entry alone fits (checked above)
-		size -= len(list[0]) + 1
-		list = list[1:]
-	}
-	v := make(json.RawMessage, 0, size)
-	v = append(v, '[')
-	for i, e := range list {
-		if i > 0 {
-			v = append(v, ',')
-		}
-		v = append(v, e...)
-	}
-	v = append(v, ']')
-	notify := in.storeState(req.Key, v)
 	in.mu.Unlock()
-	notify()
-	return len(list), nil
+	ev := apiReply{Event: "state", Key: key, Value: v, Seq: seq}
+	for _, b := range targets {
+		go b.deliver(ev)
+	}
 }
 
 func (vb *vbrowser) subscribed(key string) bool {

@@ -47,6 +47,7 @@ func newAPIFixture(t *testing.T) *apiFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
+	w.replica = newLocalReplica()
 	if err := w.startEgress(); err != nil {
 		t.Fatal(err)
 	}

@@ -33,8 +33,10 @@ type instance struct {
 	browsers map[string]*vbrowser
 	byUser   map[string]string // user -> their browser in this instance
 	state    map[string]json.RawMessage
-	perms    map[string]Role // grants on the instance (perms.go)
-	closed   bool
+	// seqs is each state key's write sequence number, from the master.
+	seqs   map[string]uint64
+	perms  map[string]Role // grants on the instance (perms.go)
+	closed bool
 	// idle is the app's idleTimeout: a browser nobody watched this long is
 	// released (0: never).
 	idle time.Duration
@@ -43,6 +45,11 @@ type instance struct {
 	// browser here tells them the previous one was released.
 	released map[string]string
 	noteFor  map[string]bool
+
+	// w stores writes of the shared state off this worker (replica.go);
+	// writeMu orders grants and renames.
+	w       *Worker
+	writeMu sync.Mutex
 }
 
 // vbrowser is a virtual browser of an instance.
@@ -310,6 +317,15 @@ func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance
 		}
 		req.App = app
 	}
+	if _, dup := a.instance(req.InstanceID); dup {
+		return nil // a retried call: already done
+	}
+	// An id the master already holds shared state for (a re-placement)
+	// starts from that state, before anyone can use it.
+	saved, err := a.w.loadState(ctx, req.InstanceID)
+	if err != nil {
+		return err
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.w.closing() {
@@ -322,14 +338,17 @@ func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance
 	if cur, ok := a.apps[app.MountPoint]; ok && app.Files == nil {
 		app = cur
 	}
-	a.instances[req.InstanceID] = &instance{
+	in := &instance{
 		info: wire.InstanceInfo{ID: req.InstanceID, App: app.MountPoint, Version: app.Version, Owner: req.Owner, Worker: a.w.id,
 			Created: time.Now(), ClientIP: req.ClientIP, Epoch: req.Epoch},
 		app: app, browsers: map[string]*vbrowser{}, byUser: map[string]string{},
-		state: map[string]json.RawMessage{}, perms: map[string]Role{},
+		state: map[string]json.RawMessage{}, seqs: map[string]uint64{}, perms: map[string]Role{}, w: a.w,
 		idle: appIdle(app), released: map[string]string{}, noteFor: map[string]bool{},
 	}
-	a.log.Info().Str("instance", req.InstanceID).Str("app", app.MountPoint).Str("owner", req.Owner).Msg("instance created")
+	in.restore(saved)
+	a.instances[req.InstanceID] = in
+	a.log.Info().Str("instance", req.InstanceID).Str("app", app.MountPoint).Str("owner", req.Owner).
+		Bool("restored", saved.Found).Int("state_keys", len(saved.Values)).Msg("instance created")
 	return nil
 }
 
@@ -383,7 +402,9 @@ func (a *AppManager) Grant(ctx context.Context, iid, bid, principal, role string
 	}
 	var b *vbrowser
 	if bid == "" {
-		in.setGrant(principal, r)
+		if err := in.saveGrant(principal, r); err != nil {
+			return fmt.Errorf("grant: %w", err)
+		}
 	} else {
 		if b, ok = in.browser(bid); !ok {
 			return wire.Errorf(wire.CodeUnknownInstance, "no browser "+bid+" in "+iid)

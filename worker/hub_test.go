@@ -115,6 +115,7 @@ func newHubFixture(t *testing.T, role Role, setup ...func(*Worker)) *hubFixture 
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.replica = newLocalReplica()
 	for _, f := range setup {
 		f(w)
 	}

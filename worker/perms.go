@@ -117,8 +117,7 @@ func (in *instance) grantInstance(by, principal string, role Role) error {
 	if in.instanceRole(by) != RoleOwner {
 		return errNotOwner
 	}
-	in.setGrant(principal, role)
-	return nil
+	return in.saveGrant(principal, role)
 }
 
 // setGrant records a grant on the instance without checking who asks.
@@ -159,9 +158,9 @@ var errNotOwner = errors.New("only the owner can change who may use this")
 
 // granted applies a changed grant where it matters beyond the next
 // request: connected clients of the affected browsers get their new role
-// (or are disconnected when it is gone), and the master learns instance
-// grants to named users so their landing pages list the instance. b is nil
-// for a grant on the whole instance.
+// (or are disconnected when it is gone). The master learned instance grants
+// when it stored them (saveGrant), which lists the instance on the named
+// user's landing page. b is nil for a grant on the whole instance.
 func (a *AppManager) granted(ctx context.Context, in *instance, b *vbrowser, principal string, role Role) {
 	targets := []*vbrowser{b}
 	if b == nil {
@@ -169,9 +168,6 @@ func (a *AppManager) granted(ctx context.Context, in *instance, b *vbrowser, pri
 	}
 	for _, vb := range targets {
 		vb.hub.recheck()
-	}
-	if b == nil && principal != Anyone {
-		a.w.instanceShared(ctx, in.info.ID, principal, role)
 	}
 }
 
@@ -234,10 +230,10 @@ func (w *Worker) serveGrant(rw http.ResponseWriter, r *http.Request, id string, 
 				w.page(rw, r, id, http.StatusForbidden, "Not renamed", errNotOwner.Error())
 				return
 			}
-			in.mu.Lock()
-			in.info.Name = name
-			in.mu.Unlock()
-			w.instanceRenamed(in.info.ID, name)
+			if err := in.saveName(name); err != nil {
+				w.page(rw, r, id, http.StatusServiceUnavailable, "Not renamed", err.Error())
+				return
+			}
 		} else {
 			b, ok := in.browser(r.PostFormValue("browser"))
 			if !ok || b.owner != user {
@@ -283,8 +279,11 @@ func (w *Worker) serveGrant(rw http.ResponseWriter, r *http.Request, id string, 
 	}
 	if err != nil {
 		status := http.StatusBadRequest
-		if errors.Is(err, errNotOwner) {
+		switch {
+		case errors.Is(err, errNotOwner):
 			status = http.StatusForbidden
+		case errors.Is(err, errNotSaved):
+			status = http.StatusServiceUnavailable
 		}
 		w.page(rw, r, id, status, "Not shared", err.Error())
 		return

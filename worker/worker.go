@@ -86,9 +86,12 @@ type Worker struct {
 
 	node   *rmi.Node
 	client *rmi.Client
-	apps   *AppManager
-	srv    *http.Server
-	ln     net.Listener
+	// replica stores instances' shared state off this worker: the master
+	// (set by Start); unit tests may put another in.
+	replica stateReplica
+	apps    *AppManager
+	srv     *http.Server
+	ln      net.Listener
 
 	egress        *egress.Guard
 	egressBlocked *prometheus.CounterVec
@@ -232,6 +235,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.node = node
 	w.reg.MustRegister(cbmetrics.RMI(node)...)
 	w.client = node.NewClient(w.cfg.Master, w.onConnect)
+	if w.replica == nil {
+		w.replica = masterReplica{w.client}
+	}
 	w.wg.Add(1)
 	go func() { defer w.wg.Done(); w.reportLoop() }()
 	w.log.Info().Str("http", w.HTTPAddr()).Str("master", w.cfg.Master).Str("runtime", w.runtime.Name()).Msg("worker started")
@@ -399,26 +405,6 @@ func (w *Worker) instanceClosed(iid string) {
 	defer cancel()
 	if err := w.client.Call(ctx, wire.ObjWorkerManager, "InstanceClosed", nil, w.id, iid); err != nil && w.ctx.Err() == nil {
 		w.log.Warn().Str("instance", iid).Err(err).Msg("could not tell the master an instance closed")
-	}
-}
-
-// instanceRenamed tells the master an instance's new name, best effort.
-func (w *Worker) instanceRenamed(iid, name string) {
-	ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
-	defer cancel()
-	if err := w.client.Call(ctx, wire.ObjWorkerManager, "InstanceRenamed", nil, w.id, iid, name); err != nil {
-		w.log.Warn().Str("instance", iid).Err(err).Msg("could not tell the master an instance's name")
-	}
-}
-
-// instanceShared tells the master about a grant on an instance to a named
-// user (for that user's landing page), best effort: the grant itself is
-// in force on this worker already, and a re-registration resends it.
-func (w *Worker) instanceShared(ctx context.Context, iid, principal string, role Role) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := w.client.Call(ctx, wire.ObjWorkerManager, "InstanceShared", nil, w.id, iid, principal, role.String()); err != nil {
-		w.log.Warn().Str("instance", iid).Str("principal", principal).Err(err).Msg("could not tell the master about a grant")
 	}
 }
 

@@ -31,6 +31,7 @@ func newTestWorker(t *testing.T) (*Worker, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.replica = newLocalReplica()
 	if err := w.startEgress(); err != nil {
 		t.Fatal(err)
 	}

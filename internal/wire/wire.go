@@ -480,3 +480,63 @@ type AppView struct {
 	// the apps of the master's start-up set).
 	Owner string `json:"owner,omitempty"`
 }
+
+// ObjInstanceState is the master's store of instances' shared state
+// (app API set/append, instance grants and names), called by workers: a
+// write is acknowledged to the page only once the master stored it.
+const ObjInstanceState = "InstanceState"
+
+// Methods of the master's InstanceState object.
+const (
+	// StateWriteMethod stores one write: (StateWrite) (StateWriteReply, error).
+	StateWriteMethod = "Write"
+	// StateGetMethod reads an instance's stored state, a page at a time:
+	// (iid, after string) (InstanceState, error).
+	StateGetMethod = "Get"
+)
+
+// Kinds of StateWrite.
+const (
+	StateSet    = "set"    // Key = state key, Value = JSON value
+	StateAppend = "append" // Key = state key, Value = JSON entry, Max = bound
+	StateGrant  = "grant"  // Key = principal, Value = role ("none" revokes)
+	StateName   = "name"   // Value = the instance's name
+)
+
+// StateWrite is one write of an instance's shared state, made under the
+// placement epoch the writing worker holds the instance with.
+type StateWrite struct {
+	Instance string `codec:"iid"`
+	Epoch    uint64 `codec:"epoch"`
+	Op       string `codec:"op"`
+	Key      string `codec:"key"`
+	Value    []byte `codec:"value"`
+	Max      int    `codec:"max"`
+}
+
+// StateWriteReply acknowledges a stored write: its sequence number in the
+// instance (increasing with every write) and, for an append, the key's new
+// array and its length.
+type StateWriteReply struct {
+	Seq   uint64 `codec:"seq"`
+	Value []byte `codec:"value"`
+	Len   int    `codec:"len"`
+}
+
+// StateValue is a stored value with the sequence number of its last write.
+type StateValue struct {
+	Seq   uint64 `codec:"seq"`
+	Value []byte `codec:"value"`
+}
+
+// InstanceState is what the master holds of an instance (one page of its
+// values: keys after the requested one, in order; More when there are
+// others). Found is false when it holds nothing.
+type InstanceState struct {
+	Found  bool                  `codec:"found"`
+	Seq    uint64                `codec:"seq"`
+	Name   string                `codec:"name"`
+	Grants map[string]string     `codec:"grants"`
+	Values map[string]StateValue `codec:"values"`
+	More   bool                  `codec:"more"`
+}

@@ -117,6 +117,66 @@ func Each[T any](s *Store, bucket string, fn func(key string, v T)) error {
 	return errors.Join(errs...)
 }
 
+// Scan calls fn with every key of bucket after the key after (all keys
+// when after is ""), in key order, until fn returns false. raw is valid
+// only during the call.
+func (s *Store) Scan(bucket, after string, fn func(key string, raw []byte) bool) {
+	if s.db == nil {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		keys := make([]string, 0, len(s.mem[bucket]))
+		for k := range s.mem[bucket] {
+			if k > after {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if !fn(k, s.mem[bucket][k]) {
+				return
+			}
+		}
+		return
+	}
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(bucket))
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		k, v := c.Seek([]byte(after))
+		if k != nil && string(k) == after {
+			k, v = c.Next()
+		}
+		for ; k != nil; k, v = c.Next() {
+			if !fn(string(k), v) {
+				break
+			}
+		}
+		return nil
+	})
+}
+
+// DropBucket removes bucket and everything in it (nothing if absent).
+func (s *Store) DropBucket(bucket string) error {
+	if s.db == nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.mem, bucket)
+		return nil
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket([]byte(bucket)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("state: drop %s: %w", bucket, err)
+	}
+	return nil
+}
+
 // Tx is one atomic write: all its changes land together or not at all.
 type Tx interface {
 	PutRaw(bucket, key string, raw []byte) error

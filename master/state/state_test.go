@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -98,5 +99,60 @@ func TestStoreCorrupt(t *testing.T) {
 	}
 	if _, err := Open(path); err == nil {
 		t.Fatal("corrupt file opened")
+	}
+}
+
+func TestStoreScanAndDropBucket(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		path func(t *testing.T) string
+	}{
+		{"memory", func(t *testing.T) string { return "" }},
+		{"bolt", func(t *testing.T) string { return filepath.Join(t.TempDir(), FileName) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(tc.path(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for _, k := range []string{"c", "a", "b", "d"} {
+				if err := s.Put("bk", k, k); err != nil {
+					t.Fatal(err)
+				}
+			}
+			scan := func(after string, limit int) string {
+				var got []string
+				s.Scan("bk", after, func(k string, raw []byte) bool {
+					got = append(got, k+"="+string(raw))
+					return len(got) < limit
+				})
+				return strings.Join(got, ",")
+			}
+			for _, c := range []struct {
+				after string
+				limit int
+				want  string
+			}{
+				{"", 10, `a="a",b="b",c="c",d="d"`},
+				{"b", 10, `c="c",d="d"`},
+				{"bb", 10, `c="c",d="d"`},
+				{"", 2, `a="a",b="b"`},
+				{"d", 10, ``},
+			} {
+				if got := scan(c.after, c.limit); got != c.want {
+					t.Errorf("scan after %q limit %d: %s, want %s", c.after, c.limit, got, c.want)
+				}
+			}
+			if err := s.DropBucket("bk"); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.DropBucket("never there"); err != nil {
+				t.Fatal(err)
+			}
+			if got := scan("", 10); got != "" {
+				t.Fatalf("after drop: %s", got)
+			}
+		})
 	}
 }

@@ -1,0 +1,157 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+)
+
+// An instance's shared state (app API set/append, instance grants, its
+// name) is stored off this worker before a write is acknowledged: the
+// worker sends the write to the master's InstanceState object, which
+// commits it to its state store and answers the write's sequence number
+// (and an append's new array); only then does the worker apply it to its
+// copy, tell the subscribed pages and resolve the page's promise. A write
+// the master refuses or does not acknowledge in time fails, and nothing
+// changes here. Reads are served from the worker's copy.
+
+// stateReplica is where shared state is stored off the worker.
+type stateReplica interface {
+	Write(ctx context.Context, w wire.StateWrite) (wire.StateWriteReply, error)
+	Get(ctx context.Context, iid, after string) (wire.InstanceState, error)
+}
+
+// stateWriteTimeout bounds how long a page waits for the master.
+const stateWriteTimeout = 10 * time.Second
+
+// masterReplica is the master, over the worker's RMI client.
+type masterReplica struct{ c *rmi.Client }
+
+func (r masterReplica) Write(ctx context.Context, w wire.StateWrite) (wire.StateWriteReply, error) {
+	var rep wire.StateWriteReply
+	err := r.c.Call(ctx, wire.ObjInstanceState, wire.StateWriteMethod, &rep, w)
+	return rep, err
+}
+
+func (r masterReplica) Get(ctx context.Context, iid, after string) (wire.InstanceState, error) {
+	var st wire.InstanceState
+	err := r.c.Call(ctx, wire.ObjInstanceState, wire.StateGetMethod, &st, iid, after)
+	return st, err
+}
+
+// errNotSaved marks a write the master did not store.
+var errNotSaved = errors.New("shared state not saved")
+
+// errNoReplica: a worker that never started its master connection (some
+// unit tests) cannot store shared state.
+var errNoReplica = fmt.Errorf("%w: this worker has no master to store it", errNotSaved)
+
+// replicate has the master store one write of in's shared state under the
+// instance's placement epoch.
+func (w *Worker) replicate(in *instance, sw wire.StateWrite) (wire.StateWriteReply, error) {
+	if w.replica == nil {
+		return wire.StateWriteReply{}, errNoReplica
+	}
+	sw.Instance, sw.Epoch = in.info.ID, in.epoch()
+	ctx, cancel := context.WithTimeout(w.ctx, stateWriteTimeout)
+	defer cancel()
+	rep, err := w.replica.Write(ctx, sw)
+	if err == nil {
+		return rep, nil
+	}
+	var re *rmi.RemoteError
+	if errors.As(err, &re) && re.Code == wire.CodeInvalid {
+		// The write itself is wrong (a limit, not an array): the page
+		// gets the same message the worker's own checks give.
+		return rep, errors.New(re.Message)
+	}
+	if errors.As(err, &re) && !strings.HasPrefix(re.Code, "rmi.") {
+		// The master decided otherwise (a fenced epoch): its reason.
+		return rep, fmt.Errorf("%w: %s", errNotSaved, re.Message)
+	}
+	w.log.Warn().Str("instance", in.info.ID).Str("op", sw.Op).Err(err).Msg("shared-state write not acknowledged by the master")
+	return rep, fmt.Errorf("%w: the master did not acknowledge the write (%v)", errNotSaved, err)
+}
+
+// loadState reads what the master holds of an instance (a re-placement:
+// the id had a life on another worker), every page.
+func (w *Worker) loadState(ctx context.Context, iid string) (wire.InstanceState, error) {
+	if w.replica == nil {
+		return wire.InstanceState{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, stateWriteTimeout)
+	defer cancel()
+	all, err := w.replica.Get(ctx, iid, "")
+	for err == nil && all.More {
+		last := ""
+		for k := range all.Values {
+			last = max(last, k)
+		}
+		var page wire.InstanceState
+		if page, err = w.replica.Get(ctx, iid, last); err == nil {
+			for k, v := range page.Values {
+				all.Values[k] = v
+			}
+			all.More = page.More
+		}
+	}
+	if err != nil {
+		return all, fmt.Errorf("load the shared state of %s from the master: %w", iid, err)
+	}
+	return all, nil
+}
+
+// restore fills a new instance from the master's copy.
+func (in *instance) restore(st wire.InstanceState) {
+	if !st.Found {
+		return
+	}
+	in.info.Name = st.Name
+	for p, r := range st.Grants {
+		if role, err := ParseRole(r); err == nil && role != RoleNone {
+			in.perms[p] = role
+		}
+	}
+	for k, v := range st.Values {
+		in.state[k], in.seqs[k] = json.RawMessage(v.Value), v.Seq
+	}
+}
+
+// epoch is the placement epoch the instance is held under.
+func (in *instance) epoch() uint64 { return in.info.Epoch }
+
+// saveGrant has the master store a grant on the instance, then applies it.
+// Grants and names of one instance are stored one at a time (writeMu), so
+// they apply in the master's order.
+func (in *instance) saveGrant(principal string, role Role) error {
+	in.writeMu.Lock()
+	defer in.writeMu.Unlock()
+	if in.w != nil { // nil only for instances made by unit tests
+		if _, err := in.w.replicate(in, wire.StateWrite{Op: wire.StateGrant, Key: principal, Value: []byte(role.String())}); err != nil {
+			return err
+		}
+	}
+	in.setGrant(principal, role)
+	return nil
+}
+
+// saveName has the master store the instance's name, then applies it.
+func (in *instance) saveName(name string) error {
+	in.writeMu.Lock()
+	defer in.writeMu.Unlock()
+	if in.w != nil {
+		if _, err := in.w.replicate(in, wire.StateWrite{Op: wire.StateName, Value: []byte(name)}); err != nil {
+			return err
+		}
+	}
+	in.mu.Lock()
+	in.info.Name = name
+	in.mu.Unlock()
+	return nil
+}
