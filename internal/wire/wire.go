@@ -265,6 +265,15 @@ type CreateInstance struct {
 	ClientIP string `codec:"ip"`
 	// Epoch is the placement's fencing token (InstanceInfo.Epoch).
 	Epoch uint64 `codec:"epoch"`
+	// Restore: the instance is placed again after its worker died (or
+	// moves off a draining one). Its id names its first worker, not this
+	// one; its shared state and its browsers' snapshots come from the
+	// master, and its browsers keep their ids, owners and URLs.
+	Restore bool `codec:"restore"`
+	// Created is when the instance was first created (kept across moves).
+	Created time.Time `codec:"created"`
+	// Name is the instance's name, kept across moves.
+	Name string `codec:"name"`
 }
 
 // Kinds of request a proxy routes; mirrors proxy.Kind without importing it.
