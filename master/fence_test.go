@@ -31,84 +31,118 @@ func (f *fakeWorker) register(t *testing.T, m *Master, insts ...wire.InstanceInf
 }
 
 // TestStalledWorkerReconciled: a worker declared dead (a stall, not a
-// crash) comes back with its instances. One instance per strategy key
-// survives (the one placed meanwhile); the returning duplicate is fenced,
-// its URLs say where to go, its writes are refused. An instance nobody
-// replaced is adopted again.
+// crash) has its instances placed again elsewhere under the same ids and
+// new epochs; when it comes back it is told to drop them (moved), its old
+// epochs are refused, and users keep one instance per strategy key.
 func TestStalledWorkerReconciled(t *testing.T) {
 	m := startMaster(t, balance.RoundRobin)
 	a := addWorker(t, m, "w-a")
-	var room, alice, multi wire.Placement
-	var err error
-	if room, err = a.place(t, "hello", "u1"); err != nil {
+	room, err := a.place(t, "hello", "u1")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if alice, err = a.place(t, "notes", "alice"); err != nil {
+	alice, err := a.place(t, "notes", "alice")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if multi, err = a.place(t, "multi", "carol"); err != nil {
+	infos := instanceInfos(t, m)
+
+	// A stalls: declared dead with no other worker, its instances wait.
+	m.workers.dead("w-a", "test: stalled")
+	if _, err := m.workers.route(wire.RouteRequest{Kind: wire.RouteInstance, InstanceID: room.InstanceID}); code(err) != wire.CodeInstanceMoving {
+		t.Fatalf("route while no worker is live: %v, want %s", err, wire.CodeInstanceMoving)
+	}
+	// B registers: they move there, same ids, new epochs.
+	b := addWorker(t, m, "w-b")
+	waitRoute(t, b, room.InstanceID, "w-b")
+	waitRoute(t, b, alice.InstanceID, "w-b")
+	if p, err := b.place(t, "hello", "u2"); err != nil || p.InstanceID != room.InstanceID {
+		t.Fatalf("a new user of the room: %+v %v, want %s", p, err, room.InstanceID)
+	}
+	if b.creates.Load() != 2 {
+		t.Fatalf("w-b got %d creations, want the 2 moved instances", b.creates.Load())
+	}
+
+	// A resumes and registers what it still holds: all moved away.
+	rep := a.register(t, m, infos[room.InstanceID], infos[alice.InstanceID])
+	if len(rep.Fenced) != 2 {
+		t.Fatalf("fenced %+v, want both", rep.Fenced)
+	}
+	for _, f := range rep.Fenced {
+		if f.Location == "" || f.Reason == "" {
+			t.Fatalf("fencing order without a way on: %+v", f)
+		}
+		if err := m.workers.checkEpoch(f.ID, infos[f.ID].Epoch); err == nil {
+			t.Errorf("a write under the old epoch of %s was accepted", f.ID)
+		}
+	}
+	waitRoute(t, a, room.InstanceID, "w-b")
+}
+
+// TestDuplicateMerged: while a worker is only disconnected (not yet dead),
+// a user gets a new instance for a strategy key elsewhere; when the worker
+// is declared dead its instance for that key gives way instead of moving,
+// its URLs say so, and if the worker comes back it is fenced.
+func TestDuplicateMerged(t *testing.T) {
+	m := startMaster(t, balance.RoundRobin)
+	a := addWorker(t, m, "w-a")
+	old, err := a.place(t, "notes", "alice")
+	if err != nil {
 		t.Fatal(err)
 	}
-	infos := map[string]wire.InstanceInfo{}
-	st := m.Status()
-	for _, in := range st.Instances {
+	multi, err := a.place(t, "multi", "carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos := instanceInfos(t, m)
+	m.workers.mu.Lock()
+	conn := m.workers.workers["w-a"].conn // the master's end
+	m.workers.mu.Unlock()
+	m.workers.disconnected("w-a", conn)
+	b := addWorker(t, m, "w-b")
+	dup, err := b.place(t, "notes", "alice")
+	if err != nil || dup.InstanceID == old.InstanceID {
+		t.Fatalf("alice while w-a is unreachable: %+v %v", dup, err)
+	}
+	m.workers.dead("w-a", "test: no re-registration")
+	if _, err := m.workers.route(wire.RouteRequest{Kind: wire.RouteInstance, InstanceID: old.InstanceID}); code(err) != wire.CodeInstanceMerged {
+		t.Fatalf("route to the duplicate: %v, want %s", err, wire.CodeInstanceMerged)
+	}
+	waitRoute(t, b, multi.InstanceID, "w-b") // nobody replaced it: it moved
+	rep := a.register(t, m, infos[old.InstanceID])
+	if len(rep.Fenced) != 1 || rep.Fenced[0].ID != old.InstanceID || rep.Fenced[0].Reason != mergedReason {
+		t.Fatalf("fenced %+v", rep.Fenced)
+	}
+	if p, err := a.place(t, "notes", "alice"); err != nil || p.InstanceID != dup.InstanceID {
+		t.Fatalf("alice: %+v %v, want %s", p, err, dup.InstanceID)
+	}
+}
+
+func instanceInfos(t *testing.T, m *Master) map[string]wire.InstanceInfo {
+	t.Helper()
+	out := map[string]wire.InstanceInfo{}
+	for _, in := range m.Status().Instances {
 		if in.Epoch == 0 {
 			t.Fatalf("instance without an epoch: %+v", in)
 		}
-		infos[in.ID] = in
+		out[in.ID] = in
 	}
+	return out
+}
 
-	// A stalls: declared dead. Users who arrive meanwhile get new
-	// instances on B.
-	m.workers.dead("w-a", "test: stalled")
-	b := addWorker(t, m, "w-b")
-	room2, err := b.place(t, "hello", "u2")
-	if err != nil || room2.WorkerID != "w-b" {
-		t.Fatalf("new room: %+v %v", room2, err)
-	}
-	alice2, err := b.place(t, "notes", "alice")
-	if err != nil || alice2.WorkerID != "w-b" {
-		t.Fatalf("alice's new notes: %+v %v", alice2, err)
-	}
-
-	// A resumes and registers what it still holds.
-	rep := a.register(t, m, infos[room.InstanceID], infos[alice.InstanceID], infos[multi.InstanceID])
-	fenced := map[string]wire.FencedInstance{}
-	for _, f := range rep.Fenced {
-		fenced[f.ID] = f
-	}
-	for _, tc := range []struct {
-		iid, loc string
-	}{{room.InstanceID, "/hello"}, {alice.InstanceID, "/notes"}} {
-		f, ok := fenced[tc.iid]
-		if !ok || f.Location != tc.loc || f.Reason == "" {
-			t.Errorf("duplicate %s not fenced: %+v", tc.iid, rep.Fenced)
+// waitRoute waits until iid routes to worker wid.
+func waitRoute(t *testing.T, f *fakeWorker, iid, wid string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := f.route(t, wire.RouteInstance, "", iid)
+		if err == nil && r.WorkerID == wid {
+			return
 		}
-		if _, err := a.route(t, wire.RouteInstance, "", tc.iid); code(err) != wire.CodeInstanceMerged {
-			t.Errorf("route to fenced %s: %v, want %s", tc.iid, err, wire.CodeInstanceMerged)
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never routed to %s: %+v %v", iid, wid, r, err)
 		}
-		if err := m.workers.checkEpoch(tc.iid, infos[tc.iid].Epoch); err == nil {
-			t.Errorf("a write for fenced %s was accepted", tc.iid)
-		}
-	}
-	if _, ok := fenced[multi.InstanceID]; ok {
-		t.Fatalf("an instance nobody replaced was fenced: %+v", rep.Fenced)
-	}
-	if r, err := a.route(t, wire.RouteInstance, "multi", multi.InstanceID); err != nil || r.WorkerID != "w-a" {
-		t.Fatalf("re-adopted instance: %+v %v", r, err)
-	}
-	if err := m.workers.checkEpoch(multi.InstanceID, infos[multi.InstanceID].Epoch); err != nil {
-		t.Fatalf("re-adopted instance's writes refused: %v", err)
-	}
-	// Every user has one instance per strategy key: the survivors.
-	for _, tc := range []struct{ app, user, want string }{{"hello", "u1", room2.InstanceID}, {"notes", "alice", alice2.InstanceID}} {
-		if p, err := a.place(t, tc.app, tc.user); err != nil || p.InstanceID != tc.want {
-			t.Errorf("place %s for %s: %+v %v, want %s", tc.app, tc.user, p, err, tc.want)
-		}
-	}
-	// A stale epoch of a live instance is refused too.
-	if err := m.workers.checkEpoch(room2.InstanceID, 1); err == nil {
-		t.Fatal("a stale epoch was accepted")
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

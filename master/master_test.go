@@ -141,6 +141,10 @@ func code(err error) string {
 	if errors.As(err, &re) {
 		return re.Code
 	}
+	var local interface{ RMICode() string } // an in-process call
+	if errors.As(err, &local) {
+		return local.RMICode()
+	}
 	if err != nil {
 		return "error: " + err.Error()
 	}
@@ -325,22 +329,22 @@ func TestRoutesAndDeadWorkers(t *testing.T) {
 	}
 
 	// The connection drops: no placements on w-b, routes kept for the grace
-	// period, then the instance is reported lost.
+	// period, then the instance moves to the live worker (same id).
 	b.conn.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, err := a.route(t, wire.RouteInstance, "multi", onB.InstanceID)
-		if code(err) == wire.CodeInstanceLost {
+		r, err := a.route(t, wire.RouteInstance, "multi", onB.InstanceID)
+		if err == nil && r.WorkerID == "w-a" {
 			break
 		}
-		if err != nil {
-			t.Fatalf("unexpected route error while disconnected: %v", err)
+		if err != nil && code(err) != wire.CodeInstanceMoving {
+			t.Fatalf("unexpected route error while w-b is going: %v", err)
 		}
 		if p, err := a.place(t, "multi", "u"); err != nil || p.WorkerID == "w-b" {
 			t.Fatalf("placement while w-b is disconnected: %+v %v", p, err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("disconnected worker never declared dead")
+			t.Fatal("the instance of the disconnected worker never moved")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -44,6 +44,9 @@ type instanceRec struct {
 	key string // strategy key ("" for multi-instance apps)
 	// qUser and qIP are the quota keys the instance holds ("" = none).
 	qUser, qIP string
+	// moving is closed when the instance, whose worker died, has a worker
+	// again (failover.go); nil when it is not moving.
+	moving chan struct{}
 }
 
 // lostRec is a tombstone of an instance that died with its worker, so its
@@ -98,6 +101,13 @@ type WorkerManager struct {
 	epochs *epochs
 	// onMerged is told of fenced duplicates (their stored state goes).
 	onMerged func(iid string)
+	// orphans are instances of dead workers waiting to be placed again;
+	// moving is set while a round of re-placements runs (failover.go).
+	orphans map[string]struct{}
+	moving  bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	lookups, placements atomic.Uint64
 }
@@ -141,7 +151,9 @@ func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
 	if ep == nil {
 		ep = &epochs{}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &WorkerManager{
+		ctx: ctx, cancel: cancel, orphans: map[string]struct{}{},
 		epochs: ep,
 		quotas: q, quotaUsers: quota.NewCounter(), quotaIPs: quota.NewCounter(),
 		log:       cfg.Logger.With().Str("component", "workers").Logger(),
@@ -206,6 +218,11 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 		if _, wasLost := m.lost[in.ID]; wasLost {
 			m.log.Info().Str("instance", in.ID).Str("worker", info.ID).Msg("instance adopted again: its worker came back")
 		}
+		if cur, ok := m.instances[in.ID]; ok && cur.moving != nil {
+			// Back before the instance found a new home: it stays here.
+			m.settleLocked(cur)
+			m.log.Info().Str("instance", in.ID).Str("worker", info.ID).Msg("moving instance kept by its worker, which came back")
+		}
 		m.epochs.observe(in.Epoch)
 		m.addInstanceLocked(in, "", "", false)
 		adopted++
@@ -224,6 +241,7 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 			m.onMerged(iid)
 		}
 	}
+	m.kickMoves() // orphans waiting for a live worker
 	return fenced, nil
 }
 
@@ -349,9 +367,23 @@ func (m *WorkerManager) dead(id, reason string) {
 	conn := w.conn
 	delete(m.workers, id)
 	now := time.Now()
-	lost := 0
+	lost, moving := 0, 0
+	var merged []string
 	for iid, in := range m.instances {
 		if in.Worker != id {
+			continue
+		}
+		if holder := m.supersededLocked(in); holder != "" {
+			// Its strategy key went to another instance while this worker
+			// was unreachable: that one goes on, this one gives way.
+			m.removeInstanceLocked(iid)
+			m.lost[iid] = lostRec{app: in.App, at: now, mergedInto: holder}
+			merged = append(merged, iid)
+			continue
+		}
+		if _, ok := m.apps(in.App); ok {
+			m.orphanLocked(in) // placed again on a live worker (failover.go)
+			moving++
 			continue
 		}
 		m.removeInstanceLocked(iid)
@@ -361,10 +393,18 @@ func (m *WorkerManager) dead(id, reason string) {
 	m.trimLostLocked()
 	m.mu.Unlock()
 	m.bal.Remove(id)
+	if moving > 0 {
+		m.kickMoves()
+	}
+	if m.onMerged != nil {
+		for _, iid := range merged {
+			m.onMerged(iid)
+		}
+	}
 	if conn != nil {
 		conn.Close()
 	}
-	m.log.Warn().Str("worker", id).Str("reason", reason).Int("instances_lost", lost).Msg("worker removed")
+	m.log.Warn().Str("worker", id).Str("reason", reason).Int("instances_lost", lost).Int("instances_moving", moving).Msg("worker removed")
 	m.notify(context.Background(), wire.ProxyInvalidateWorker, id)
 }
 
@@ -374,6 +414,7 @@ func (m *WorkerManager) removeInstanceLocked(iid string) *instanceRec {
 		return nil
 	}
 	delete(m.instances, iid)
+	m.settleLocked(in) // a move in progress ends with it
 	m.indexRecLocked(in, false)
 	m.releaseInstance(in.qUser, in.qIP) // closing an instance frees its quota
 	if in.key != "" && m.byKey[in.key] == iid {
@@ -526,12 +567,29 @@ func (m *WorkerManager) placeInstance(ctx context.Context, req wire.PlaceRequest
 
 func (m *WorkerManager) existing(key string) (wire.Placement, bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	iid, ok := m.byKey[key]
 	if !ok {
+		m.mu.Unlock()
 		return wire.Placement{}, false
 	}
 	in := m.instances[iid]
+	if moving := in.moving; moving != nil {
+		// Its worker died and it is being placed again: wait for that
+		// rather than open a second instance for the key.
+		m.mu.Unlock()
+		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+		err := waitMoved(ctx, moving)
+		cancel()
+		if err != nil {
+			return wire.Placement{}, false
+		}
+		m.mu.Lock()
+		if m.instances[iid] != in {
+			m.mu.Unlock()
+			return wire.Placement{}, false
+		}
+	}
+	defer m.mu.Unlock()
 	if w, ok := m.workers[in.Worker]; !ok || w.state != stateConnected {
 		return wire.Placement{}, false
 	}
@@ -707,6 +765,13 @@ func (m *WorkerManager) route(req wire.RouteRequest) (wire.RouteReply, error) {
 			}
 			return wire.RouteReply{}, wire.Errorf(wire.CodeUnknownInstance, "no instance "+req.InstanceID)
 		}
+		if in.moving != nil {
+			msg := "instance " + req.InstanceID + " is being placed again: its worker stopped"
+			if len(m.workers) == 0 {
+				msg = "instance " + req.InstanceID + " waits for a worker: none is live"
+			}
+			return wire.RouteReply{}, wire.Errorf(wire.CodeInstanceMoving, msg)
+		}
 		w := m.workers[in.Worker]
 		// A disconnected worker keeps its routes until declared dead: a
 		// short RMI outage must not break live users.
@@ -811,13 +876,15 @@ func (m *WorkerManager) status(st *wire.ClusterStatus) {
 
 // close stops timers.
 func (m *WorkerManager) close() {
+	m.cancel()
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	for _, w := range m.workers {
 		if w.deadTimer != nil {
 			w.deadTimer.Stop()
 		}
 	}
+	m.mu.Unlock()
+	m.wg.Wait()
 }
 
 // workerView is a worker's state for metrics.

@@ -362,6 +362,14 @@ func (p *Proxy) routeError(w http.ResponseWriter, r *http.Request, id string, t 
 		p.pageLink(w, r, id, http.StatusGone, "App instance replaced",
 			"While its worker was unreachable, this app instance was replaced by a new one, and it was closed when the worker came back. The application goes on in the new one.",
 			"/"+t.App, "Go to the application")
+	case errors.Is(err, ErrInstanceMoving):
+		ev.Msg("instance moving")
+		w.Header().Set("Retry-After", "1")
+		msg := "The worker that hosted this app instance stopped; the instance is being restored on another worker. Reload in a moment."
+		if strings.Contains(err.Error(), "waits for a worker") {
+			msg = "The worker that hosted this app instance stopped, and no other worker is live. The instance will be restored as soon as one is."
+		}
+		p.page(w, r, id, http.StatusServiceUnavailable, "App instance moving", msg)
 	case errors.Is(err, ErrNoWorkers):
 		ev.Msg("no workers")
 		w.Header().Set("Retry-After", "5")

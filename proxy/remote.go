@@ -39,6 +39,8 @@ func MasterError(err error) error {
 		sentinel = ErrInstanceLost
 	case wire.CodeInstanceMerged:
 		sentinel = ErrInstanceMerged
+	case wire.CodeInstanceMoving:
+		sentinel = ErrInstanceMoving
 	case wire.CodeNoWorkers:
 		sentinel = ErrNoWorkers
 	case wire.CodeUnknownWorker:

@@ -46,6 +46,9 @@ var (
 	// ErrInstanceMerged: the instance was a duplicate of its app's (its
 	// worker came back after being declared dead) and gave way.
 	ErrInstanceMerged = errors.New("app instance merged into the current one")
+	// ErrInstanceMoving: the instance's worker died and the master is
+	// placing it again (or waits for a live worker); retry shortly.
+	ErrInstanceMoving = errors.New("app instance moving to another worker")
 )
 
 // StaticRouter sends every routable request to one worker. It is meant for

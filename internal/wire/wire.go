@@ -74,6 +74,9 @@ const (
 	// being declared dead) was closed in favour of the one that took its
 	// place; its users go on at the app's URL.
 	CodeInstanceMerged = "instance_merged"
+	// CodeInstanceMoving: the instance's worker died and it is being placed
+	// again (or waits for a live worker): retry shortly.
+	CodeInstanceMoving = "instance_moving"
 	CodeNoWorkers      = "no_workers"
 	CodeUnknownWorker  = "unknown_worker"
 	CodeInvalid        = "invalid"

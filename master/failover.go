@@ -1,0 +1,210 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+)
+
+// Failover. When a worker is declared dead its instances stay in the table,
+// marked as moving, and are placed again on live workers under the same id
+// and a new epoch (CreateInstance with Restore): the new worker restores
+// the shared state the master stored and the browsers from their last
+// snapshots. Routing follows the table, so the old App-instance and Browser
+// URLs keep working; while an instance moves they answer 503 (retry), and
+// with no live worker they wait until one registers. If the dead worker
+// comes back before its instances found a new home, it simply keeps them.
+
+// errNoWorkerForMove stops a round of re-placements: nothing can host them.
+var errNoWorkerForMove = errors.New("no live worker to move instances to")
+
+// orphanLocked marks an instance of a dead worker as moving.
+func (m *WorkerManager) orphanLocked(in *instanceRec) {
+	if in.moving == nil {
+		in.moving = make(chan struct{})
+	}
+	m.orphans[in.ID] = struct{}{}
+}
+
+// settleLocked ends an instance's move (placed again, adopted back, or
+// given up); waiters go on.
+func (m *WorkerManager) settleLocked(in *instanceRec) {
+	if in.moving != nil {
+		close(in.moving)
+		in.moving = nil
+	}
+	delete(m.orphans, in.ID)
+}
+
+// kickMoves starts a round of re-placements unless one runs.
+func (m *WorkerManager) kickMoves() {
+	m.mu.Lock()
+	if len(m.orphans) == 0 || m.moving || m.ctx.Err() != nil {
+		m.mu.Unlock()
+		return
+	}
+	m.moving = true
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		m.moveOrphans()
+	}()
+}
+
+// moveOrphans places every orphan again, one at a time, until none is left
+// or no worker can take them (a registration starts the next round).
+func (m *WorkerManager) moveOrphans() {
+	for {
+		m.mu.Lock()
+		var next string
+		for iid := range m.orphans {
+			next = iid
+			break
+		}
+		if next == "" || m.ctx.Err() != nil {
+			m.moving = false
+			m.mu.Unlock()
+			return
+		}
+		m.mu.Unlock()
+		t0 := time.Now()
+		wid, err := m.moveOne(m.ctx, next)
+		switch {
+		case errors.Is(err, errNoWorkerForMove):
+			m.log.Warn().Str("instance", next).Msg("no live worker: the instance waits for one")
+			m.mu.Lock()
+			m.moving = false
+			m.mu.Unlock()
+			return
+		case err != nil:
+			m.log.Warn().Err(err).Str("instance", next).Msg("moving an instance failed; retrying")
+			select {
+			case <-m.ctx.Done():
+			case <-time.After(time.Second):
+			}
+		default:
+			if wid != "" {
+				m.log.Info().Str("instance", next).Str("worker", wid).Dur("took", time.Since(t0)).Msg("instance placed again after its worker died")
+			}
+		}
+	}
+}
+
+// moveOne places orphan iid on a live worker. It returns the new worker
+// ("" if there was nothing to do).
+func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error) {
+	m.mu.Lock()
+	in, ok := m.instances[iid]
+	if !ok || in.moving == nil {
+		delete(m.orphans, iid)
+		m.mu.Unlock()
+		return "", nil
+	}
+	moving, info := in.moving, in.InstanceInfo
+	if holder := m.supersededLocked(in); holder != "" {
+		m.removeInstanceLocked(iid)
+		m.lost[iid] = lostRec{app: info.App, at: time.Now(), mergedInto: holder}
+		m.mu.Unlock()
+		if m.onMerged != nil {
+			m.onMerged(iid)
+		}
+		return "", nil
+	}
+	m.mu.Unlock()
+	app, ok := m.apps(info.App)
+	if !ok { // the app went away meanwhile: nothing to restore
+		m.mu.Lock()
+		m.removeInstanceLocked(iid)
+		m.lost[iid] = lostRec{app: info.App, at: time.Now()}
+		m.settleLocked(in)
+		m.mu.Unlock()
+		return "", nil
+	}
+	tried := map[string]bool{}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		wid, err := m.bal.Pick()
+		if err != nil {
+			return "", errNoWorkerForMove
+		}
+		if tried[wid] {
+			m.bal.Release(wid)
+			break
+		}
+		tried[wid] = true
+		m.mu.Lock()
+		var ref *rmi.Ref
+		if w, ok := m.workers[wid]; ok {
+			ref = w.ref
+		}
+		m.mu.Unlock()
+		if ref == nil {
+			m.bal.Release(wid)
+			continue
+		}
+		epoch, err := m.epochs.next()
+		if err != nil {
+			m.bal.Release(wid)
+			return "", fmt.Errorf("placement epoch: %w", err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err = ref.Call(cctx, wire.WorkerCreateInstance, nil, wire.CreateInstance{App: app, InstanceID: iid, Owner: info.Owner,
+			ClientIP: info.ClientIP, Epoch: epoch, Restore: true, Created: info.Created, Name: info.Name})
+		cancel()
+		if err != nil {
+			m.bal.Release(wid)
+			lastErr = fmt.Errorf("restore %s on %s: %w", iid, wid, err)
+			continue
+		}
+		m.mu.Lock()
+		_, alive := m.workers[wid]
+		if !alive || in.moving != moving || m.instances[iid] != in {
+			// Its old worker came back and kept it, or the new one died:
+			// drop the copy just made.
+			m.mu.Unlock()
+			if alive {
+				dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+				_ = ref.Call(dctx, wire.WorkerCloseInstance, nil, iid)
+				dcancel()
+			}
+			return "", nil
+		}
+		in.Worker, in.Epoch, in.Version = wid, epoch, app.Version
+		m.settleLocked(in)
+		m.mu.Unlock()
+		m.placements.Add(1)
+		m.notify(context.Background(), wire.ProxyInvalidate, []string{iid})
+		return wid, nil
+	}
+	if lastErr == nil {
+		lastErr = errNoWorkerForMove
+	}
+	return "", lastErr
+}
+
+// supersededLocked returns the instance that holds in's strategy key if it
+// is another one ("" otherwise).
+func (m *WorkerManager) supersededLocked(in *instanceRec) string {
+	if in.key == "" {
+		return ""
+	}
+	if holder, ok := m.byKey[in.key]; ok && holder != in.ID {
+		return holder
+	}
+	return ""
+}
+
+// waitMoved waits until in has a worker again (or ctx ends).
+func waitMoved(ctx context.Context, moving chan struct{}) error {
+	select {
+	case <-moving:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
