@@ -80,7 +80,7 @@ func (m *WorkerManager) reconcileLocked(workerID string, in wire.InstanceInfo, n
 	loc := "/" + in.App
 	if cur, ok := m.instances[in.ID]; ok && (cur.Worker != workerID || cur.Epoch > in.Epoch) {
 		// Placed again since, elsewhere or under a newer epoch.
-		return &wire.FencedInstance{ID: in.ID, Reason: "This app instance moved to another worker.", Location: loc}
+		return &wire.FencedInstance{ID: in.ID, Reason: "This app instance moved to another worker.", Location: loc, Moved: true}
 	}
 	app, ok := m.apps(in.App)
 	if !ok {

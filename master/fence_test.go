@@ -69,7 +69,7 @@ func TestStalledWorkerReconciled(t *testing.T) {
 		t.Fatalf("fenced %+v, want both", rep.Fenced)
 	}
 	for _, f := range rep.Fenced {
-		if f.Location == "" || f.Reason == "" {
+		if f.Location == "" || f.Reason == "" || !f.Moved {
 			t.Fatalf("fencing order without a way on: %+v", f)
 		}
 		if err := m.workers.checkEpoch(f.ID, infos[f.ID].Epoch); err == nil {

@@ -504,7 +504,11 @@ func (a *AppManager) fence(ctx context.Context, fenced []wire.FencedInstance) {
 	for _, f := range fenced {
 		reload := f.Location
 		a.dropInstance(ctx, f.ID, func(b *vbrowser) {
-			b.hub.shutdown(f.Reason, reload)
+			if f.Moved {
+				b.hub.moveAway(f.Reason) // its Browser URL works on the new worker
+			} else {
+				b.hub.shutdown(f.Reason, reload)
+			}
 			b.release()
 		}, false)
 		a.log.Warn().Str("instance", f.ID).Str("reason", f.Reason).Msg("instance fenced by the master: closed")

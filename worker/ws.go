@@ -26,6 +26,8 @@ import (
 //	               {"t":"pong", seq, data}
 //	               {"t":"role", readOnly}          the user's access changed
 //	               {"t":"closed", reason, reload}   reload: URL that gives a new browser
+//	               {"t":"moved", reason}            the instance moved to another worker:
+//	                                                reconnect to the same URL
 //	               {"t":"error", message}
 //	client->server {"t":"ping", seq, data}
 //	               {"t":"input", ...browser.InputEvent fields}  ignored from read-only clients
@@ -600,6 +602,18 @@ func (h *hub) disconnectSession(sid, reason, reload string) int {
 // shutdown tells every client the browser is gone and disconnects them.
 // reload is the URL that gives the user a new browser ("" = none).
 func (h *hub) shutdown(reason, reload string) {
+	h.end(mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload}), reason, reload)
+}
+
+// moveAway tells every client that the instance now lives on another
+// worker (its Browser URL stays the same) and disconnects them: the client
+// engine reconnects at once and lands there.
+func (h *hub) moveAway(reason string) {
+	h.end(mustJSON(wsMsg{T: "moved", Reason: reason}), reason, "")
+}
+
+// end closes the hub, sending msg to every client.
+func (h *hub) end(msg []byte, reason, reload string) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -614,7 +628,6 @@ func (h *hub) shutdown(reason, reload string) {
 		cs = append(cs, c)
 	}
 	h.mu.Unlock()
-	msg := mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload})
 	for _, c := range cs {
 		c.end(msg)
 	}

@@ -187,6 +187,9 @@ type FencedInstance struct {
 	// on (the app's URL, which leads to the surviving instance).
 	Reason   string `codec:"reason"`
 	Location string `codec:"loc"`
+	// Moved: the instance lives on elsewhere under the same id, so its
+	// URLs keep working (clients reconnect); otherwise it gave way.
+	Moved bool `codec:"moved"`
 }
 
 // RegisterReply tells a worker what the master expects of it.

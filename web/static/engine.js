@@ -194,6 +194,10 @@
       case "pong":
         if (pending[m.seq]) { pending[m.seq](m); delete pending[m.seq]; }
         break;
+      case "moved": // the instance lives on another worker now: same URL
+        backoff = 250;
+        setStatus("moving");
+        break;
       case "closed":
         closedForGood = true;
         setStatus("closed");
