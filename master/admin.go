@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
@@ -77,6 +78,18 @@ func (m *Master) drain(w http.ResponseWriter, r *http.Request, on bool) {
 		return
 	}
 	m.log.Info().Str("worker", id).Bool("draining", on).Msg("drain changed by admin")
+	if on && r.URL.Query().Get("migrate") == "true" {
+		// Drain with migration: its instances move now, with their users.
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Minute)
+		defer cancel()
+		res := m.workers.migrate(ctx, id)
+		status := http.StatusOK
+		if len(res.Failed) > 0 {
+			status = http.StatusMultiStatus
+		}
+		writeJSON(w, status, map[string]any{"worker": id, "draining": true, "migrated": res.Migrated, "failed": res.Failed})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"worker": id, "draining": on})
 }
 

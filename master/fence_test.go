@@ -177,3 +177,66 @@ func TestEpochsDurable(t *testing.T) {
 		t.Fatalf("after a restart: %d, want %d", n, last+11)
 	}
 }
+
+// TestLeaveMigrates: a worker that announces it stops (SIGTERM) has its
+// instances moved to another worker, under new epochs, before the answer;
+// the old worker is told to release each (its clients follow), and it is
+// removed as soon as its connection drops.
+func TestLeaveMigrates(t *testing.T) {
+	m := startMaster(t, balance.RoundRobin)
+	a := addWorker(t, m, "w-a")
+	notes, err := a.place(t, "notes", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	multi, err := a.place(t, "multi", "carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos := instanceInfos(t, m)
+	b := addWorker(t, m, "w-b")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var res wire.MigrationResult
+	if err := b.conn.Call(ctx, wire.ObjWorkerManager, "Leave", &res, "w-a"); code(err) != wire.CodeUnknownWorker {
+		t.Fatalf("w-b announced w-a's leave: %v", err)
+	}
+	if err := a.conn.Call(ctx, wire.ObjWorkerManager, "Leave", &res, "w-a"); err != nil || res.Migrated != 2 {
+		t.Fatalf("leave: %+v %v", res, err)
+	}
+	for _, iid := range []string{notes.InstanceID, multi.InstanceID} {
+		if r, err := b.route(t, wire.RouteInstance, "", iid); err != nil || r.WorkerID != "w-b" {
+			t.Fatalf("%s after the leave: %+v %v", iid, r, err)
+		}
+		if err := m.workers.checkEpoch(iid, infos[iid].Epoch); err == nil {
+			t.Fatalf("the leaving worker's epoch of %s is still accepted", iid)
+		}
+	}
+	a.mu.Lock()
+	released := len(a.released)
+	moved := released > 0 && a.released[0].Moved
+	a.mu.Unlock()
+	if released != 2 || !moved {
+		t.Fatalf("release orders: %+v", a.released)
+	}
+	if p, err := b.place(t, "notes", "alice"); err != nil || p.InstanceID != notes.InstanceID || p.WorkerID != "w-b" {
+		t.Fatalf("alice after the move: %+v %v", p, err)
+	}
+	a.conn.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		gone := true
+		for _, w := range m.Status().Workers {
+			if w.ID == "w-a" {
+				gone = false
+			}
+		}
+		if gone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker that left was not removed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

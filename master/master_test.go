@@ -50,8 +50,9 @@ type fakeWorker struct {
 	creates atomic.Int64
 	fail    atomic.Bool
 	failAdd atomic.Bool // AddApplication fails
-	mu      sync.Mutex
-	apps    map[string]wire.App
+	mu       sync.Mutex
+	apps     map[string]wire.App
+	released []wire.FencedInstance
 }
 
 func (f *fakeWorker) AddApplication(ctx context.Context, app wire.App) error {
@@ -81,6 +82,13 @@ func (f *fakeWorker) CreateInstance(ctx context.Context, req wire.CreateInstance
 }
 
 func (f *fakeWorker) CloseInstance(ctx context.Context, iid string) error { return nil }
+
+func (f *fakeWorker) ReleaseInstance(ctx context.Context, r wire.FencedInstance) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = append(f.released, r)
+	return nil
+}
 
 func (f *fakeWorker) OpenBrowser(ctx context.Context, iid, user string) (string, error) {
 	return "b" + user, nil

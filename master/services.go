@@ -106,6 +106,15 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 		PublicHTTPS: s.m.scheme.AlwaysHTTPS, TrustForwardedProto: s.m.scheme.TrustForwardedProto}, nil
 }
 
+// Leave is a worker's announcement that it stops (SIGTERM): its instances
+// migrate to other workers before it answers.
+func (s workerService) Leave(ctx context.Context, workerID string) (wire.MigrationResult, error) {
+	if err := s.m.workers.callerIs(rmi.ConnFrom(ctx), workerID); err != nil {
+		return wire.MigrationResult{}, err
+	}
+	return s.m.workers.leave(ctx, workerID)
+}
+
 // Report records a worker's load.
 func (s workerService) Report(ctx context.Context, workerID string, load wire.Load) error {
 	return s.m.workers.report(workerID, load)

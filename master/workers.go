@@ -34,6 +34,9 @@ type workerRec struct {
 	load       wire.Load
 	registered time.Time
 	draining   bool
+	// leaving: the worker announced it stops (SIGTERM); its disconnection
+	// removes it at once.
+	leaving bool
 	// deadTimer declares a disconnected worker dead if it neither comes
 	// back nor is declared dead by the gossip layer first.
 	deadTimer *time.Timer
@@ -333,6 +336,11 @@ func (m *WorkerManager) disconnected(id string, c *rmi.Conn) {
 	w.state = stateDisconnected
 	w.conn, w.ref = nil, nil
 	m.bal.Remove(id)
+	if w.leaving {
+		// It said it stops: no reason to wait for it.
+		go m.dead(id, "left")
+		return
+	}
 	w.deadTimer = time.AfterFunc(m.grace, func() { m.dead(id, "no re-registration after disconnect") })
 	m.log.Warn().Str("worker", id).Dur("grace", m.grace).Msg("worker connection lost; not placing on it")
 }

@@ -497,6 +497,13 @@ func (a *AppManager) closeInstance(ctx context.Context, iid, reason string) bool
 	return a.dropInstance(ctx, iid, func(b *vbrowser) { b.close(ctx, reason) }, true)
 }
 
+// ReleaseInstance drops an instance the master migrated to another worker:
+// its clients are sent on to the same URLs.
+func (a *AppManager) ReleaseInstance(ctx context.Context, f wire.FencedInstance) error {
+	a.fence(ctx, []wire.FencedInstance{f})
+	return nil
+}
+
 // fence drops instances the master gave to someone else (this worker was
 // declared dead and another instance took their place): their clients are
 // told why and where to go, and the master is not told (it knows).

@@ -67,8 +67,11 @@ type Config struct {
 	EgressLookup func(ctx context.Context, host string) ([]netip.Addr, error)
 	// MaxAppBytes refuses apps whose files total more (0 = no limit).
 	MaxAppBytes int64
-	Logger      zerolog.Logger
-	Version     string
+	// LeaveTimeout bounds the hand-over of the instances when the worker
+	// stops (default 60 s).
+	LeaveTimeout time.Duration
+	Logger       zerolog.Logger
+	Version      string
 }
 
 // Worker is a running worker.
@@ -156,6 +159,9 @@ func New(cfg Config) (*Worker, error) {
 	w.period.Store(int64(time.Second))
 	if cfg.MaxBrowsers <= 0 {
 		cfg.MaxBrowsers = 64
+	}
+	if cfg.LeaveTimeout <= 0 {
+		cfg.LeaveTimeout = 60 * time.Second
 	}
 	if cfg.Secrets == nil {
 		cfg.Secrets = sequence.EnvSecrets("CB_SECRET_")
@@ -418,9 +424,28 @@ func (w *Worker) place(ctx context.Context, req wire.PlaceRequest) (wire.Placeme
 // Ready reports whether the worker is registered with the master.
 func (w *Worker) Ready() bool { return w.registered.Load() && !w.stopping.Load() }
 
+// leave tells the master this worker stops, so it migrates the instances
+// elsewhere first (their clients follow) and removes the worker as soon as
+// it disconnects.
+func (w *Worker) leave() {
+	if w.client == nil || !w.registered.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.LeaveTimeout)
+	defer cancel()
+	t0 := time.Now()
+	var res wire.MigrationResult
+	if err := w.client.Call(ctx, wire.ObjWorkerManager, "Leave", &res, w.id); err != nil {
+		w.log.Warn().Err(err).Msg("could not hand the instances over before stopping")
+		return
+	}
+	w.log.Info().Int("migrated", res.Migrated).Int("failed", len(res.Failed)).Dur("took", time.Since(t0)).Msg("instances handed over before stopping")
+}
+
 // Close stops the worker: leaves the gossip layer (the master then removes
 // it at once), stops serving, closes browsers and the runtime.
 func (w *Worker) Close() error {
+	w.leave()
 	w.stopping.Store(true)
 	if m := w.gossip(); m != nil {
 		_ = m.Leave(2 * time.Second)

@@ -192,6 +192,13 @@ type FencedInstance struct {
 	Moved bool `codec:"moved"`
 }
 
+// MigrationResult says what a migration of a worker's instances did.
+type MigrationResult struct {
+	Worker   string            `codec:"worker" json:"worker"`
+	Migrated int               `codec:"migrated" json:"migrated"`
+	Failed   map[string]string `codec:"failed" json:"failed,omitempty"` // instance -> why
+}
+
 // RegisterReply tells a worker what the master expects of it.
 type RegisterReply struct {
 	Apps []App `codec:"apps"`
@@ -350,11 +357,17 @@ const (
 	WorkerRemoveApplication = "RemoveApplication" // (name string) error
 	WorkerCreateInstance    = "CreateInstance"    // (CreateInstance) error
 	WorkerCloseInstance     = "CloseInstance"     // (iid string) error
-	WorkerOpenBrowser       = "OpenBrowser"       // (iid, user string) (browser id, error)
-	WorkerGrant             = "Grant"             // (iid, bid, principal, role string) error
-	WorkerRevokeSessions    = "RevokeSessions"    // (Revocation) error
-	WorkerEndSession        = "EndSession"        // (SessionRevocation) error
-	WorkerBrowsers          = "Browsers"          // (iid string) ([]BrowserInfo, error)
+	// WorkerSnapshotInstance stores fresh snapshots of an instance's
+	// browsers at the master (before a migration): (iid string) error.
+	WorkerSnapshotInstance = "SnapshotInstance"
+	// WorkerReleaseInstance drops a migrated instance, sending its clients
+	// on to the same URLs: (FencedInstance) error.
+	WorkerReleaseInstance = "ReleaseInstance"
+	WorkerOpenBrowser     = "OpenBrowser"    // (iid, user string) (browser id, error)
+	WorkerGrant           = "Grant"          // (iid, bid, principal, role string) error
+	WorkerRevokeSessions  = "RevokeSessions" // (Revocation) error
+	WorkerEndSession      = "EndSession"     // (SessionRevocation) error
+	WorkerBrowsers        = "Browsers"       // (iid string) ([]BrowserInfo, error)
 	// WorkerOpenBrowserFor is OpenBrowser with the client's address, for
 	// the per-address browser quota: (OpenBrowser) (browser id, error).
 	WorkerOpenBrowserFor = "OpenBrowserFor"

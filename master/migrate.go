@@ -1,0 +1,160 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+)
+
+// Live migration: on a drain with migration, or when a worker leaves on
+// SIGTERM, each of its instances moves to another worker from live state.
+// The old worker snapshots its browsers; the master gives the instance a
+// new epoch (from then on the old worker's writes are refused, so nothing
+// acknowledged can be lost), the new worker restores it, routing switches,
+// and the old worker releases it, sending its clients on to the same URLs
+// ({"t":"moved"}), which they reconnect to at once.
+
+// migrate moves every instance of worker from elsewhere (the worker should
+// be draining, so nothing new lands on it meanwhile).
+func (m *WorkerManager) migrate(ctx context.Context, from string) wire.MigrationResult {
+	res := wire.MigrationResult{Worker: from, Failed: map[string]string{}}
+	m.mu.Lock()
+	var iids []string
+	for iid, in := range m.instances {
+		if in.Worker == from && in.moving == nil {
+			iids = append(iids, iid)
+		}
+	}
+	m.mu.Unlock()
+	for _, iid := range iids {
+		t0 := time.Now()
+		to, err := m.migrateOne(ctx, from, iid)
+		if err != nil {
+			res.Failed[iid] = err.Error()
+			m.log.Warn().Err(err).Str("instance", iid).Str("worker", from).Msg("migration failed; the instance stays")
+			continue
+		}
+		if to != "" {
+			res.Migrated++
+			m.log.Info().Str("instance", iid).Str("from", from).Str("to", to).Dur("took", time.Since(t0)).Msg("instance migrated")
+		}
+	}
+	return res
+}
+
+// migrateOne moves one instance; it returns the new worker ("" when there
+// was nothing to move).
+func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (string, error) {
+	m.mu.Lock()
+	in, ok := m.instances[iid]
+	src, srcOK := m.workers[from]
+	if !ok || in.Worker != from || in.moving != nil || !srcOK || src.ref == nil {
+		m.mu.Unlock()
+		return "", nil
+	}
+	oldRef, info := src.ref, in.InstanceInfo
+	m.mu.Unlock()
+	app, ok := m.apps(info.App)
+	if !ok {
+		return "", nil
+	}
+	// Fresh snapshots of the browsers, from live state (best effort: an
+	// older worker has no such method; the periodic ones remain).
+	sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
+	if err := oldRef.Call(sctx, wire.WorkerSnapshotInstance, nil, iid); err != nil && !errors.Is(err, rmi.ErrNoMethod) {
+		m.log.Warn().Err(err).Str("instance", iid).Msg("snapshot before migration failed; using the last one")
+	}
+	scancel()
+
+	wid, err := m.bal.Pick()
+	if err != nil {
+		return "", fmt.Errorf("no other worker: %w", err)
+	}
+	m.mu.Lock()
+	dst, ok := m.workers[wid]
+	var newRef *rmi.Ref
+	if ok {
+		newRef = dst.ref
+	}
+	m.mu.Unlock()
+	if wid == from || newRef == nil {
+		m.bal.Release(wid)
+		return "", errors.New("no other worker is available")
+	}
+	epoch, err := m.epochs.next()
+	if err != nil {
+		m.bal.Release(wid)
+		return "", fmt.Errorf("placement epoch: %w", err)
+	}
+	// From here on the old worker's writes are refused: the new worker
+	// starts from exactly what was acknowledged.
+	m.mu.Lock()
+	if m.instances[iid] != in || in.moving != nil {
+		m.mu.Unlock()
+		m.bal.Release(wid)
+		return "", nil
+	}
+	in.Epoch, in.moving = epoch, make(chan struct{})
+	m.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err = newRef.Call(cctx, wire.WorkerCreateInstance, nil, wire.CreateInstance{App: app, InstanceID: iid, Owner: info.Owner,
+		ClientIP: info.ClientIP, Epoch: epoch, Restore: true, Created: info.Created, Name: info.Name})
+	cancel()
+	m.mu.Lock()
+	if err != nil {
+		// It stays where it was, under its old epoch again.
+		in.Epoch = info.Epoch
+		m.settleLocked(in)
+		m.mu.Unlock()
+		m.bal.Release(wid)
+		return "", fmt.Errorf("restore on %s: %w", wid, err)
+	}
+	in.Worker, in.Version = wid, app.Version
+	m.settleLocked(in)
+	m.mu.Unlock()
+	m.placements.Add(1)
+	m.bal.Release(from)
+	m.notify(context.Background(), wire.ProxyInvalidate, []string{iid})
+	rctx, rcancel := context.WithTimeout(ctx, 15*time.Second)
+	defer rcancel()
+	if err := oldRef.Call(rctx, wire.WorkerReleaseInstance, nil, wire.FencedInstance{ID: iid,
+		Reason: "This app instance moved to another worker.", Location: "/" + info.App, Moved: true}); err != nil {
+		// Its copy is fenced anyway (epoch), and dropped at its next
+		// registration.
+		m.log.Warn().Err(err).Str("instance", iid).Str("worker", from).Msg("the old worker did not release a migrated instance")
+	}
+	return wid, nil
+}
+
+// leave is a worker's announcement that it stops (SIGTERM): no more
+// placements on it, its instances migrate, and when its connection drops it
+// is removed at once instead of after the grace period.
+func (m *WorkerManager) leave(ctx context.Context, id string) (wire.MigrationResult, error) {
+	m.mu.Lock()
+	w, ok := m.workers[id]
+	if ok {
+		w.leaving, w.draining = true, true
+	}
+	m.mu.Unlock()
+	if !ok {
+		return wire.MigrationResult{}, wire.Errorf(wire.CodeUnknownWorker, "no worker "+id)
+	}
+	_ = m.bal.SetDraining(id, true)
+	m.log.Info().Str("worker", id).Msg("worker leaving: migrating its instances")
+	return m.migrate(ctx, id), nil
+}
+
+// callerIs refuses a call about worker id made over another worker's
+// connection.
+func (m *WorkerManager) callerIs(c *rmi.Conn, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w, ok := m.workers[id]; !ok || c == nil || w.conn != c {
+		return wire.Errorf(wire.CodeUnknownWorker, "worker "+id+" is not registered on this connection")
+	}
+	return nil
+}
