@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
+)
+
+// chatUser opens /chat in a user's own Chromium and waits for the room.
+func chatUser(t *testing.T, users *chromium.Runtime, base string) (browser.Browser, string) {
+	t.Helper()
+	b := open(t, users, base+"/chat")
+	eventually(t, b, "engine live", "document.body.dataset.status", "live")
+	m := browserURL.FindStringSubmatch(strings.TrimPrefix(b.Page().URL, base))
+	if m == nil {
+		t.Fatalf("not a Browser URL: %s", b.Page().URL)
+	}
+	return b, strings.TrimPrefix(b.Page().URL, base)
+}
+
+// TestFailover: two users in the chat sample, 50 messages; kill -9 of the
+// worker hosting the room. Both users' client engines are live again on
+// the other worker, at the same Browser URLs, with all 50 messages.
+func TestFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("../../apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 2, runtime: "chromium", extra: []string{"--apps", apps}})
+	base := "http://" + c.public
+	users := userBrowsers(t)
+	alice, alicePath := chatUser(t, users, base)
+	bob, bobPath := chatUser(t, users, base)
+	iid := instanceOf(t, alicePath)
+	if instanceOf(t, bobPath) != iid {
+		t.Fatalf("two rooms: %s %s", alicePath, bobPath)
+	}
+	const n = 50
+	for i := 1; i <= n; i++ {
+		typeText(t, alice, fmt.Sprintf("m%d", i))
+		input(t, alice, browser.InputEvent{Type: browser.InputKeyDown, Key: "Enter"}, browser.InputEvent{Type: browser.InputKeyUp, Key: "Enter"})
+		eventually(t, alice, "message acknowledged", "document.title", fmt.Sprintf("Chat (%d): m%d · CloudBrowser", i, i))
+	}
+	want := fmt.Sprintf("Chat (%d): m%d · CloudBrowser", n, n)
+	eventually(t, bob, "bob sees every message", "document.title", want)
+
+	victim := instanceWorker(c.mustStatus(), iid)
+	killed := time.Now()
+	c.workers[victim].kill()
+	for _, u := range []struct {
+		b    browser.Browser
+		path string
+	}{{alice, alicePath}, {bob, bobPath}} {
+		eventually(t, u.b, "the room restored", "document.title", want)
+		eventually(t, u.b, "engine live again", "document.body.dataset.status", "live")
+		if got := strings.TrimPrefix(u.b.Page().URL, base); got != u.path {
+			t.Fatalf("the engine left its Browser URL: %s, want %s", got, u.path)
+		}
+	}
+	back := time.Since(killed)
+	st := c.mustStatus()
+	if w := instanceWorker(st, iid); w == "" || w == victim {
+		t.Fatalf("the room is on %q after %s was killed", w, victim)
+	}
+	t.Logf("kill -9 → both client engines live again with %d messages: %v", n, back)
+	if got := storedMessages(t, c, iid); len(got) != n {
+		t.Fatalf("stored %d messages, want %d", len(got), n)
+	}
+}
+
+// TestMigration: a pooldemo browser signed into the bundled site is moved
+// by a drain with migration, and survives a kill -9 afterwards, signed in
+// each time; its user's client engine follows without a reload.
+func TestMigration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("../../apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 2, runtime: "chromium", extra: []string{"--apps", apps}})
+	base := "http://" + c.public
+	users := userBrowsers(t)
+	u := open(t, users, base+"/pooldemo")
+	eventually(t, u, "engine live", "document.body.dataset.status", "live")
+	eventually(t, u, "signed in", `document.body.dataset.pageUrl.endsWith("/search.html")`, "true")
+	path := strings.TrimPrefix(u.Page().URL, base)
+	iid := instanceOf(t, path)
+	from := instanceWorker(c.mustStatus(), iid)
+
+	req, _ := http.NewRequest(http.MethodPost, "http://"+c.admin+"/api/v1/workers/"+from+"/drain?migrate=true", nil)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("drain with migration: %d", resp.StatusCode)
+	}
+	to := instanceWorker(c.mustStatus(), iid)
+	if to == from || to == "" {
+		t.Fatalf("instance on %q after migrating off %s", to, from)
+	}
+	eventually(t, u, "engine live after the move", "document.body.dataset.status", "live")
+	eventually(t, u, "still signed in after the move", `document.body.dataset.pageUrl.endsWith("/search.html")`, "true")
+	if got := strings.TrimPrefix(u.Page().URL, base); got != path {
+		t.Fatalf("the engine reloaded: %s, want %s", got, path)
+	}
+
+	c.adminPost("/api/v1/workers/" + from + "/undrain")
+	c.workers[to].kill()
+	c.waitFor("instance back after the kill", 30*time.Second, func(st *wire.ClusterStatus) bool {
+		w := instanceWorker(st, iid)
+		return w != "" && w != to
+	})
+	eventually(t, u, "engine live after the kill", "document.body.dataset.status", "live")
+	eventually(t, u, "still signed in after the kill", `document.body.dataset.pageUrl.endsWith("/search.html")`, "true")
+}
