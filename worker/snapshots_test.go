@@ -70,7 +70,11 @@ type recBrowser struct {
 
 func (r *recBrowser) rec(s string) { r.mu.Lock(); r.calls = append(r.calls, s); r.mu.Unlock() }
 
-func (r *recBrowser) steps() []string { r.mu.Lock(); defer r.mu.Unlock(); return append([]string(nil), r.calls...) }
+func (r *recBrowser) steps() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.calls...)
+}
 
 func (r *recBrowser) SetCookies(ctx context.Context, cs []browser.Cookie) error {
 	names := []string{}
