@@ -474,6 +474,18 @@ type stateView struct {
 	Name     string                   `json:"name,omitempty"`
 	Grants   map[string]string        `json:"grants,omitempty"`
 	Values   map[string]stateViewItem `json:"values"`
+	// Browsers are the instance's browser snapshots (failover), without
+	// their cookies and storage.
+	Browsers []browserView `json:"browsers"`
+}
+
+type browserView struct {
+	ID     string    `json:"id"`
+	Owner  string    `json:"owner"`
+	URL    string    `json:"url"`
+	Taken  time.Time `json:"taken"`
+	Local  int       `json:"localStorageKeys"`
+	Cookie int       `json:"cookies"`
 }
 
 type stateViewItem struct {
@@ -500,6 +512,21 @@ func (m *Master) instanceState(w http.ResponseWriter, r *http.Request) {
 	v := stateView{Instance: iid, Found: true, Seq: st.Seq, Name: st.Name, Grants: st.Grants, Values: map[string]stateViewItem{}}
 	for k, sv := range st.Values {
 		v.Values[k] = stateViewItem{Seq: sv.Seq, Value: sv.Value}
+	}
+	v.Browsers = []browserView{}
+	for after := ""; ; {
+		page, err := m.istate.browsers(iid, after)
+		if err != nil {
+			apiError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		for _, b := range page.Browsers {
+			v.Browsers = append(v.Browsers, browserView{ID: b.ID, Owner: b.Owner, URL: b.URL, Taken: b.Taken, Local: len(b.Local), Cookie: len(b.Cookies)})
+			after = b.ID
+		}
+		if !page.More || len(page.Browsers) == 0 {
+			break
+		}
 	}
 	writeJSON(w, http.StatusOK, v)
 }
