@@ -172,6 +172,14 @@ func (w *Worker) snapshotOnce(vb *vbrowser) {
 		}
 		return
 	}
+	select {
+	case <-vb.released:
+		// Given back without being closed on its own (its instance closed
+		// or moved): nothing to save, and its browser may serve someone
+		// else by now.
+		return
+	default:
+	}
 	snap := w.takeSnapshot(ctx, vb)
 	enc, _ := json.Marshal(snap)
 	vb.snap.mu.Lock()
