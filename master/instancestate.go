@@ -36,6 +36,13 @@ const (
 	stateBucketPrefix = "instance-state/"
 	stateMetaKey      = "meta"
 	stateValuePrefix  = "v/"
+	// stateBrowserPrefix keys the browser snapshots: "b/<browser id>".
+	stateBrowserPrefix = "b/"
+	// maxSnapshotBytes bounds one stored browser snapshot (the worker
+	// bounds the storage it takes to 1 MiB and the cookies to 512 KiB).
+	maxSnapshotBytes = 2 << 20
+	// maxSnapshots bounds the snapshots of one instance.
+	maxSnapshots = 1024
 	// statePageBytes bounds one Get answer, well under the RMI frame limit
 	// (one value is at most 256 KiB, so a page always holds one).
 	statePageBytes = 4 << 20
@@ -281,6 +288,98 @@ func (s *instanceStates) getAll(iid string) (wire.InstanceState, error) {
 	return all, err
 }
 
+// saveBrowser stores or removes one browser snapshot of an instance.
+func (s *instanceStates) saveBrowser(req wire.SaveBrowser) error {
+	if _, ok := ids.WorkerOf(req.Instance); !ok {
+		return invalid("browser snapshot: invalid instance id %q", req.Instance)
+	}
+	bid := req.Remove
+	if req.Snapshot != nil {
+		bid = req.Snapshot.ID
+	}
+	if !validBrowserID(bid) || (req.Snapshot != nil && req.Remove != "") {
+		return invalid("browser snapshot: one valid browser id to save or remove, not %q", bid)
+	}
+	if err := s.checkEpoch(req.Instance, req.Epoch); err != nil {
+		return err
+	}
+	mu := s.lock(req.Instance)
+	mu.Lock()
+	defer mu.Unlock()
+	bucket, key := stateBucket(req.Instance), stateBrowserPrefix+bid
+	if req.Snapshot == nil {
+		return s.st.Delete(bucket, key)
+	}
+	raw, err := json.Marshal(req.Snapshot)
+	if err != nil {
+		return invalid("browser snapshot: %v", err)
+	}
+	if len(raw) > maxSnapshotBytes {
+		return invalid("browser snapshot of %s is %d bytes, over %d", bid, len(raw), maxSnapshotBytes)
+	}
+	var had json.RawMessage
+	found, err := s.st.Get(bucket, key, &had)
+	if err != nil {
+		return err
+	}
+	if !found {
+		n := 0
+		s.st.Scan(bucket, stateBrowserPrefix, func(k string, _ []byte) bool {
+			if !strings.HasPrefix(k, stateBrowserPrefix) {
+				return false
+			}
+			n++
+			return true
+		})
+		if n >= maxSnapshots {
+			return invalid("the instance already has %d browser snapshots", maxSnapshots)
+		}
+	}
+	if err := s.st.Update(func(tx state.Tx) error { return tx.PutRaw(bucket, key, raw) }); err != nil {
+		return fmt.Errorf("browser snapshot of %s/%s not stored: %w", req.Instance, bid, err)
+	}
+	return nil
+}
+
+// validBrowserID accepts ids.NewBrowser's form (and a little more).
+func validBrowserID(bid string) bool {
+	if bid == "" || len(bid) > 40 {
+		return false
+	}
+	for _, c := range bid {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// browsers reads one page of an instance's browser snapshots: those after
+// the browser id after, in id order, up to statePageBytes.
+func (s *instanceStates) browsers(iid, after string) (wire.BrowserSnapshots, error) {
+	var out wire.BrowserSnapshots
+	size := 0
+	var scanErr error
+	s.st.Scan(stateBucket(iid), stateBrowserPrefix+after, func(k string, raw []byte) bool {
+		if !strings.HasPrefix(k, stateBrowserPrefix) {
+			return false
+		}
+		if size > 0 && size+len(raw) > statePageBytes {
+			out.More = true
+			return false
+		}
+		var b wire.BrowserSnapshot
+		if err := json.Unmarshal(raw, &b); err != nil {
+			scanErr = fmt.Errorf("browser snapshot %s/%s: %w", iid, k, err)
+			return false
+		}
+		size += len(raw)
+		out.Browsers = append(out.Browsers, b)
+		return true
+	})
+	return out, scanErr
+}
+
 // drop forgets an instance's state (it was closed for good).
 func (s *instanceStates) drop(iid string) error {
 	mu := s.lock(iid)
@@ -347,6 +446,26 @@ func (s stateService) Get(ctx context.Context, iid, after string) (wire.Instance
 	return s.m.istate.get(iid, after)
 }
 
+// SaveBrowser stores (or removes) one browser snapshot of the caller's
+// instance, with the same checks as Write: the caller hosts it, under the
+// current epoch.
+func (s stateService) SaveBrowser(ctx context.Context, req wire.SaveBrowser) error {
+	if _, err := s.m.workers.hostedBy(req.Instance, rmi.ConnFrom(ctx)); err != nil {
+		return err
+	}
+	if err := s.m.istate.saveBrowser(req); err != nil {
+		s.m.log.Debug().Str("instance", req.Instance).Err(err).Msg("browser snapshot refused")
+		return err
+	}
+	return nil
+}
+
+// Browsers reads an instance's browser snapshots, a page at a time
+// (after: the last browser id of the previous page).
+func (s stateService) Browsers(ctx context.Context, iid, after string) (wire.BrowserSnapshots, error) {
+	return s.m.istate.browsers(iid, after)
+}
+
 // stateView is the admin API's view of an instance's stored state.
 type stateView struct {
 	Instance string                   `json:"instance"`
@@ -355,6 +474,18 @@ type stateView struct {
 	Name     string                   `json:"name,omitempty"`
 	Grants   map[string]string        `json:"grants,omitempty"`
 	Values   map[string]stateViewItem `json:"values"`
+	// Browsers are the instance's browser snapshots (failover), without
+	// their cookies and storage.
+	Browsers []browserView `json:"browsers"`
+}
+
+type browserView struct {
+	ID     string    `json:"id"`
+	Owner  string    `json:"owner"`
+	URL    string    `json:"url"`
+	Taken  time.Time `json:"taken"`
+	Local  int       `json:"localStorageKeys"`
+	Cookie int       `json:"cookies"`
 }
 
 type stateViewItem struct {
@@ -381,6 +512,21 @@ func (m *Master) instanceState(w http.ResponseWriter, r *http.Request) {
 	v := stateView{Instance: iid, Found: true, Seq: st.Seq, Name: st.Name, Grants: st.Grants, Values: map[string]stateViewItem{}}
 	for k, sv := range st.Values {
 		v.Values[k] = stateViewItem{Seq: sv.Seq, Value: sv.Value}
+	}
+	v.Browsers = []browserView{}
+	for after := ""; ; {
+		page, err := m.istate.browsers(iid, after)
+		if err != nil {
+			apiError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		for _, b := range page.Browsers {
+			v.Browsers = append(v.Browsers, browserView{ID: b.ID, Owner: b.Owner, URL: b.URL, Taken: b.Taken, Local: len(b.Local), Cookie: len(b.Cookies)})
+			after = b.ID
+		}
+		if !page.More || len(page.Browsers) == 0 {
+			break
+		}
 	}
 	writeJSON(w, http.StatusOK, v)
 }

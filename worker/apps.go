@@ -45,6 +45,10 @@ type instance struct {
 	// browser here tells them the previous one was released.
 	released map[string]string
 	noteFor  map[string]bool
+	// pending are the browsers being restored from their snapshots (a
+	// re-placed instance), closed when done; pendingOwner their owners.
+	pending      map[string]chan struct{}
+	pendingOwner map[string]string
 
 	// w stores writes of the shared state off this worker (replica.go);
 	// writeMu orders grants and renames.
@@ -76,6 +80,13 @@ type vbrowser struct {
 	unquota  func()
 	released chan struct{}
 	once     sync.Once
+	// snap is its snapshot bookkeeping (snapshots.go).
+	snap snapState
+}
+
+func newVBrowser(in *instance, id, owner string) *vbrowser {
+	return &vbrowser{id: id, inst: in, owner: owner, created: time.Now(), subs: map[string]bool{}, perms: map[string]Role{},
+		apiToken: ids.Random(24)}
 }
 
 // AppManager is the worker's Application Manager. The master holds it as a
@@ -306,7 +317,8 @@ func (a *AppManager) setApps(ctx context.Context, c *rmi.Conn, epoch uint64, app
 // CreateInstance creates an instance the master placed here.
 func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance) error {
 	wid, ok := ids.WorkerOf(req.InstanceID)
-	if !ok || wid != a.w.id {
+	if !ok || wid != a.w.id && !req.Restore {
+		// Only a re-placement brings an id named after another worker.
 		return wire.Errorf(wire.CodeInvalid, fmt.Sprintf("instance id %q does not belong to worker %s", req.InstanceID, a.w.id))
 	}
 	if req.App.ArchiveSize > 0 && req.App.Files == nil {
@@ -326,6 +338,12 @@ func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance
 	if err != nil {
 		return err
 	}
+	var snaps []wire.BrowserSnapshot
+	if req.Restore {
+		if snaps, err = a.w.loadSnapshots(ctx, req.InstanceID); err != nil {
+			return err
+		}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.w.closing() {
@@ -338,17 +356,33 @@ func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance
 	if cur, ok := a.apps[app.MountPoint]; ok && app.Files == nil {
 		app = cur
 	}
+	created := time.Now()
+	if req.Restore && !req.Created.IsZero() {
+		created = req.Created
+	}
 	in := &instance{
 		info: wire.InstanceInfo{ID: req.InstanceID, App: app.MountPoint, Version: app.Version, Owner: req.Owner, Worker: a.w.id,
-			Created: time.Now(), ClientIP: req.ClientIP, Epoch: req.Epoch},
+			Created: created, ClientIP: req.ClientIP, Epoch: req.Epoch, Name: req.Name},
 		app: app, browsers: map[string]*vbrowser{}, byUser: map[string]string{},
 		state: map[string]json.RawMessage{}, seqs: map[string]uint64{}, perms: map[string]Role{}, w: a.w,
 		idle: appIdle(app), released: map[string]string{}, noteFor: map[string]bool{},
+		pending: map[string]chan struct{}{}, pendingOwner: map[string]string{},
 	}
 	in.restore(saved)
+	// The snapshotted browsers are pending from now on: requests for them
+	// (a reconnecting client engine) wait until they are back.
+	for _, s := range snaps {
+		if _, dup := in.pending[s.ID]; dup {
+			continue
+		}
+		in.pending[s.ID], in.pendingOwner[s.ID] = make(chan struct{}), s.Owner
+	}
 	a.instances[req.InstanceID] = in
-	a.log.Info().Str("instance", req.InstanceID).Str("app", app.MountPoint).Str("owner", req.Owner).
-		Bool("restored", saved.Found).Int("state_keys", len(saved.Values)).Msg("instance created")
+	if len(snaps) > 0 {
+		go a.restoreBrowsers(in, snaps)
+	}
+	a.log.Info().Str("instance", req.InstanceID).Str("app", app.MountPoint).Str("owner", req.Owner).Bool("restore", req.Restore).
+		Bool("restored", saved.Found).Int("state_keys", len(saved.Values)).Int("browsers", len(snaps)).Msg("instance created")
 	return nil
 }
 
@@ -632,6 +666,7 @@ func (a *AppManager) browserFor(ctx context.Context, in *instance, user string) 
 // browserForFrom is browserFor for a client at address ip ("" = unknown),
 // for the per-address browser quota.
 func (a *AppManager) browserForFrom(ctx context.Context, in *instance, user, ip string) (*vbrowser, error) {
+	in.awaitUserRestore(ctx, user)
 	in.mu.Lock()
 	if bid, ok := in.byUser[user]; ok {
 		if b, ok := in.browsers[bid]; ok {
@@ -653,14 +688,23 @@ func (a *AppManager) newBrowser(ctx context.Context, in *instance, user string, 
 // newBrowserFrom is newBrowser for a client at address ip ("" = unknown).
 // The browser holds a place in the user's and the address's browser quotas
 // until it is released.
-func (a *AppManager) newBrowserFrom(ctx context.Context, in *instance, user, ip string, asTheirs bool) (vb *vbrowser, err error) {
-	vb = &vbrowser{id: ids.NewBrowser(), inst: in, owner: user, created: time.Now(), subs: map[string]bool{}, perms: map[string]Role{},
-		apiToken: ids.Random(24)}
-	in.mu.Lock()
-	err = in.checkLimitsLocked(user)
-	in.mu.Unlock()
-	if err != nil {
-		return nil, err
+func (a *AppManager) newBrowserFrom(ctx context.Context, in *instance, user, ip string, asTheirs bool) (*vbrowser, error) {
+	return a.startBrowser(ctx, in, newVBrowser(in, ids.NewBrowser(), user), ip, asTheirs, nil)
+}
+
+// startBrowser leases and prepares vb's browser and adds it to the
+// instance. With a snapshot it is brought back to the snapshot's page
+// instead of the entry page (and the browser limits, which it met when
+// it was first made, are not checked again).
+func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowser, ip string, asTheirs bool, snap *wire.BrowserSnapshot) (_ *vbrowser, err error) {
+	user := vb.owner
+	if snap == nil {
+		in.mu.Lock()
+		err = in.checkLimitsLocked(user)
+		in.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 	}
 	if vb.unquota, err = a.w.reserveBrowser(user, ip); err != nil {
 		a.log.Info().Str("instance", in.info.ID).Str("user", user).Str("client_ip", ip).Err(err).Msg("browser refused: quota")
@@ -705,18 +749,29 @@ func (a *AppManager) newBrowserFrom(ctx context.Context, in *instance, user, ip 
 			lease.Return()
 			return nil, fmt.Errorf("navigation policy: %w", err)
 		}
-		if in.app.ViewportWidth > 0 && in.app.ViewportHeight > 0 {
+		if in.app.ViewportWidth > 0 && in.app.ViewportHeight > 0 && snap == nil {
 			if err := b.Input(ctx, browser.InputEvent{Type: browser.InputResize, Width: in.app.ViewportWidth, Height: in.app.ViewportHeight}); err != nil {
 				lease.Return()
 				return nil, fmt.Errorf("viewport: %w", err)
 			}
+			vb.snap.width.Store(int32(in.app.ViewportWidth))
+			vb.snap.height.Store(int32(in.app.ViewportHeight))
 		}
-		if err := b.Navigate(ctx, a.w.entryURL(in)); err != nil {
-			lease.Return()
-			return nil, fmt.Errorf("open %s: %w", in.app.Entry, err)
+		if snap == nil {
+			if err := b.Navigate(ctx, a.w.entryURL(in)); err != nil {
+				lease.Return()
+				return nil, fmt.Errorf("open %s: %w", in.app.Entry, err)
+			}
 		}
 	}
 	vb.b = b
+	if snap != nil {
+		// A pool's browser too: its cookies keep the user signed in.
+		if err := a.w.restorePage(ctx, vb, *snap); err != nil {
+			lease.Return()
+			return nil, err
+		}
+	}
 	vb.hub = newHub(vb, &a.w.frames, a.w.log)
 	vb.hub.admit = a.w.admitSocket
 	in.mu.Lock()
@@ -734,10 +789,16 @@ func (a *AppManager) newBrowserFrom(ctx context.Context, in *instance, user, ip 
 			}
 		}
 	}
-	if err := in.checkLimitsLocked(user); err != nil { // a concurrent creation took the last place
+	if snap == nil {
+		if err := in.checkLimitsLocked(user); err != nil { // a concurrent creation took the last place
+			in.mu.Unlock()
+			vb.release()
+			return nil, err
+		}
+	} else if other, ok := in.browsers[vb.id]; ok {
 		in.mu.Unlock()
 		vb.release()
-		return nil, err
+		return other, nil
 	}
 	if asTheirs {
 		in.byUser[user] = vb.id
@@ -748,7 +809,10 @@ func (a *AppManager) newBrowserFrom(ctx context.Context, in *instance, user, ip 
 	}
 	in.browsers[vb.id] = vb
 	in.mu.Unlock()
+	vb.snap.url = b.Page().URL
+	vb.hub.onPage = func(p browser.Page) { a.w.pageChanged(vb, p) }
 	vb.hub.watch(func(err error) { a.browserEnded(in, vb, err) })
+	a.w.kickSnapshot(vb)
 	vb.hub.startIdle(in.idle, a.w.afterFunc, releasedReason(in.idle), reloadURL(in.app, in.info.ID), func() { a.browserIdle(in, vb) })
 	a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", user).Msg("browser created")
 	return vb, nil
@@ -757,6 +821,7 @@ func (a *AppManager) newBrowserFrom(ctx context.Context, in *instance, user, ip 
 // closeBrowser closes one browser of an instance.
 func (a *AppManager) closeBrowser(in *instance, vb *vbrowser, reason string) {
 	in.forget(vb)
+	a.w.forgetSnapshot(vb)
 	vb.close(context.Background(), reason)
 }
 
@@ -794,6 +859,12 @@ func (in *instance) browser(bid string) (*vbrowser, bool) {
 // users are offered a new one: the instance URL creates it.
 func (a *AppManager) browserEnded(in *instance, vb *vbrowser, err error) {
 	in.forget(vb)
+	in.mu.Lock()
+	closing := in.closed // the instance's end says it all (or it moved)
+	in.mu.Unlock()
+	if !closing {
+		a.w.forgetSnapshot(vb)
+	}
 	if errors.Is(err, browser.ErrCrashed) {
 		a.log.Warn().Str("instance", in.info.ID).Str("browser", vb.id).Err(err).Msg("virtual browser crashed")
 		vb.hub.shutdown("The virtual browser crashed.", reloadURL(in.app, in.info.ID))
@@ -828,6 +899,7 @@ func (a *AppManager) browserIdle(in *instance, vb *vbrowser) {
 	}
 	in.mu.Unlock()
 	vb.release()
+	a.w.forgetSnapshot(vb)
 	a.w.idleReleased.Add(1)
 	a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", vb.owner).
 		Dur("idle", in.idle).Msg("browser released: no client connected for the idle timeout")

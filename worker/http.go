@@ -408,6 +408,7 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 	if !ok {
 		return
 	}
+	in.awaitRestore(r.Context(), t.BrowserID) // a re-placed instance's browser coming back
 	b, ok := in.browser(t.BrowserID)
 	if !ok && in.wasReleased(t.BrowserID) {
 		// Released for being idle: the strategy gives the user a new
@@ -456,6 +457,7 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 	if !ok {
 		return
 	}
+	in.awaitRestore(r.Context(), t.BrowserID) // a re-placed instance's browser coming back
 	b, ok := in.browser(t.BrowserID)
 	if !ok && in.wasReleased(t.BrowserID) {
 		// A client engine cannot read an upgrade's status: it is told in

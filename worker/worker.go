@@ -70,8 +70,12 @@ type Config struct {
 	// LeaveTimeout bounds the hand-over of the instances when the worker
 	// stops (default 60 s).
 	LeaveTimeout time.Duration
-	Logger       zerolog.Logger
-	Version      string
+	// SnapshotInterval is how often, at most, a browser something happened
+	// in is snapshotted for failover (besides right after each top-level
+	// navigation); 0 = DefaultSnapshotInterval.
+	SnapshotInterval time.Duration
+	Logger           zerolog.Logger
+	Version          string
 }
 
 // Worker is a running worker.
@@ -92,9 +96,12 @@ type Worker struct {
 	// replica stores instances' shared state off this worker: the master
 	// (set by Start); unit tests may put another in.
 	replica stateReplica
-	apps    *AppManager
-	srv     *http.Server
-	ln      net.Listener
+	// snapshots keeps browser snapshots off this worker: the master (set
+	// by Start; nil: no snapshots); unit tests may put another in.
+	snapshots snapshotStore
+	apps      *AppManager
+	srv       *http.Server
+	ln        net.Listener
 
 	egress        *egress.Guard
 	egressBlocked *prometheus.CounterVec
@@ -157,6 +164,9 @@ func New(cfg Config) (*Worker, error) {
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.apps = newAppManager(w)
 	w.period.Store(int64(time.Second))
+	if cfg.SnapshotInterval <= 0 {
+		cfg.SnapshotInterval = DefaultSnapshotInterval
+	}
 	if cfg.MaxBrowsers <= 0 {
 		cfg.MaxBrowsers = 64
 	}
@@ -244,8 +254,12 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.replica == nil {
 		w.replica = masterReplica{w.client}
 	}
-	w.wg.Add(1)
+	if w.snapshots == nil {
+		w.snapshots = masterReplica{w.client}
+	}
+	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.reportLoop() }()
+	go func() { defer w.wg.Done(); w.snapshotLoop(w.cfg.SnapshotInterval) }()
 	w.log.Info().Str("http", w.HTTPAddr()).Str("master", w.cfg.Master).Str("runtime", w.runtime.Name()).Msg("worker started")
 	return nil
 }

@@ -120,6 +120,9 @@ type hub struct {
 	idleReload string
 	onIdle     func()
 
+	// onPage is told of the browser's page changes (snapshots; nil = none).
+	onPage func(browser.Page)
+
 	frames *frameCounters // the worker's totals
 	// admit applies the socket quotas (Worker.admitSocket; nil = none).
 	admit func(addr string, open int) (release func(), reason string)
@@ -161,6 +164,9 @@ func (h *hub) watch(onEnd func(err error)) {
 		h.page = p
 		h.mu.Unlock()
 		h.broadcast(mustJSON(wsMsg{T: "page", URL: p.URL, Title: p.Title}))
+		if h.onPage != nil {
+			h.onPage(p)
+		}
 	})
 	go func() {
 		select {
@@ -365,6 +371,9 @@ func (h *hub) stopCastLocked() {
 // fanOut is the screencast sink: encode once, offer to every client.
 func (h *hub) fanOut(f browser.Frame) {
 	h.frames.produced.Add(1)
+	if h.vb != nil {
+		h.vb.snap.dirty.Store(true) // the page changed: snapshotted within the interval
+	}
 	msg := encodeFrame(f)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -474,7 +483,13 @@ func (h *hub) input(c *client, ev browser.InputEvent) {
 	h.frames.inputs.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), inputTimeout)
 	defer cancel()
-	if err := h.vb.b.Input(ctx, ev); err != nil {
+	err := h.vb.b.Input(ctx, ev)
+	h.vb.snap.dirty.Store(true) // snapshotted within the interval
+	if err == nil && ev.Type == browser.InputResize {
+		h.vb.snap.width.Store(int32(ev.Width))
+		h.vb.snap.height.Store(int32(ev.Height))
+	}
+	if err != nil {
 		if errors.Is(err, browser.ErrInvalidInput) {
 			c.enqueue(mustJSON(wsMsg{T: "error", Message: err.Error()}))
 			return

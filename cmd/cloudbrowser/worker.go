@@ -43,6 +43,8 @@ end users' requests to its --listen address.`,
 				Usage: "blank browsers kept ready in the general pool"},
 			&cli.Int64Flag{Name: "max-app-bytes", Value: 0, Sources: cli.EnvVars("CB_MAX_APP_BYTES"),
 				Usage: "largest application bundle (uncompressed bytes) this worker keeps in memory; 0 = no limit of its own (the master's 64 MiB)"},
+			&cli.DurationFlag{Name: "snapshot-interval", Value: worker.DefaultSnapshotInterval, Sources: cli.EnvVars("CB_SNAPSHOT_INTERVAL"),
+				Usage: "how often, at most, a browser in use is snapshotted at the master for failover (also after each navigation)"},
 			&cli.StringFlag{Name: "chromium", Sources: cli.EnvVars("CB_CHROMIUM"),
 				Usage: "Chromium binary (default: chromium, chromium-browser or google-chrome on PATH)"},
 			&cli.IntFlag{Name: "chromium-processes", Value: 1, Sources: cli.EnvVars("CB_CHROMIUM_PROCESSES"),
@@ -58,6 +60,9 @@ end users' requests to its --listen address.`,
 			if n := cmd.Int("max-browsers"); n < 1 {
 				return fmt.Errorf("--max-browsers must be at least 1, got %d", n)
 			}
+			if d := cmd.Duration("snapshot-interval"); d < 100*time.Millisecond {
+				return fmt.Errorf("--snapshot-interval must be at least 100ms, got %s", d)
+			}
 			if n := cmd.Int("general-pool-min"); n < 0 || n > cmd.Int("max-browsers") {
 				return fmt.Errorf("--general-pool-min must be between 0 and --max-browsers, got %d", n)
 			}
@@ -72,6 +77,7 @@ end users' requests to its --listen address.`,
 				Runtime: rt, Logger: log, Version: version,
 				MaxBrowsers: int(cmd.Int("max-browsers")), GeneralMin: int(cmd.Int("general-pool-min")),
 				EgressAllow: cmd.StringSlice("egress-allow"), MaxAppBytes: cmd.Int64("max-app-bytes"),
+				SnapshotInterval: cmd.Duration("snapshot-interval"),
 			})
 			if err != nil {
 				rt.Close()

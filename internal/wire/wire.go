@@ -568,3 +568,65 @@ type InstanceState struct {
 	Values map[string]StateValue `codec:"values"`
 	More   bool                  `codec:"more"`
 }
+
+// Methods of the master's InstanceState object for browser snapshots.
+const (
+	// StateSaveBrowserMethod stores or removes one browser's snapshot:
+	// (SaveBrowser) error.
+	StateSaveBrowserMethod = "SaveBrowser"
+	// StateBrowsersMethod reads an instance's browser snapshots, a page at
+	// a time: (iid, after string) (BrowserSnapshots, error).
+	StateBrowsersMethod = "Browsers"
+)
+
+// SnapshotCookie is a cookie of a browser snapshot.
+type SnapshotCookie struct {
+	Name     string    `codec:"n" json:"name"`
+	Value    string    `codec:"v" json:"value"`
+	Domain   string    `codec:"d" json:"domain"`
+	Path     string    `codec:"p" json:"path"`
+	Expires  time.Time `codec:"e" json:"expires,omitzero"`
+	HTTPOnly bool      `codec:"h" json:"httpOnly,omitempty"`
+	Secure   bool      `codec:"s" json:"secure,omitempty"`
+	SameSite string    `codec:"ss" json:"sameSite,omitempty"`
+}
+
+// BrowserSnapshot is what a worker saves of one virtual browser, so that a
+// re-placed instance recreates it: its identity and grants, and the page
+// as of the snapshot (URL, viewport, cookies, the storage of the page's
+// origin). In-page JavaScript state is not in it.
+type BrowserSnapshot struct {
+	ID      string    `codec:"id" json:"id"`
+	Owner   string    `codec:"owner" json:"owner"`
+	Created time.Time `codec:"created" json:"created"`
+	Name    string    `codec:"name" json:"name,omitempty"`
+	// Theirs: the browser is its owner's browser of the instance (the
+	// strategy sends them back to it).
+	Theirs bool              `codec:"theirs" json:"theirs,omitempty"`
+	Perms  map[string]string `codec:"perms" json:"perms,omitempty"`
+	URL    string            `codec:"url" json:"url"`
+	Width  int               `codec:"w" json:"width,omitempty"`
+	Height int               `codec:"h" json:"height,omitempty"`
+	// Origin is the page's origin, whose storage Local and Session hold.
+	Origin  string            `codec:"origin" json:"origin,omitempty"`
+	Local   map[string]string `codec:"local" json:"local,omitempty"`
+	Session map[string]string `codec:"session" json:"session,omitempty"`
+	Cookies []SnapshotCookie  `codec:"cookies" json:"cookies,omitempty"`
+	Taken   time.Time         `codec:"taken" json:"taken"`
+}
+
+// SaveBrowser stores a browser's snapshot (Snapshot set) or removes it
+// (Remove: the browser is gone), under the instance's placement epoch.
+type SaveBrowser struct {
+	Instance string           `codec:"iid"`
+	Epoch    uint64           `codec:"epoch"`
+	Snapshot *BrowserSnapshot `codec:"snap"`
+	Remove   string           `codec:"remove"`
+}
+
+// BrowserSnapshots is one page of an instance's browser snapshots, in
+// browser id order (More when there are others after the last).
+type BrowserSnapshots struct {
+	Browsers []BrowserSnapshot `codec:"browsers"`
+	More     bool              `codec:"more"`
+}

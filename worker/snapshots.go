@@ -1,0 +1,520 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// Browser snapshots (issue 12, failover): every virtual browser's page is
+// saved at the master, so that when this worker dies the instance placed
+// again elsewhere recreates it with the same id, owner, grants, URL,
+// viewport, cookies and the storage of the page's origin. A browser is
+// snapshotted right after it is made, after each top-level navigation, and
+// at most every Config.SnapshotInterval while something happens in it
+// (input, repaints). Snapshots run off the input path, one at a time per
+// browser; one that equals the last one sent is not sent again.
+
+// DefaultSnapshotInterval is the default Config.SnapshotInterval.
+const DefaultSnapshotInterval = 5 * time.Second
+
+// Bounds on what one snapshot takes.
+const (
+	// maxSnapshotStorage bounds the localStorage and sessionStorage
+	// entries (keys and values, in characters) of one browser; entries
+	// beyond it are left out, with a log line.
+	maxSnapshotStorage = 1 << 20
+	// maxSnapshotCookies bounds the cookies (names and values) kept.
+	maxSnapshotCookies = 512 << 10
+	// snapshotTimeout bounds taking and sending one snapshot.
+	snapshotTimeout = 10 * time.Second
+	// restoreTimeout bounds recreating one browser.
+	restoreTimeout = 45 * time.Second
+	// restoreParallel browsers of an instance are recreated at a time.
+	restoreParallel = 4
+)
+
+// snapshotStore is where snapshots are kept: the master.
+type snapshotStore interface {
+	SaveBrowser(ctx context.Context, req wire.SaveBrowser) error
+	Browsers(ctx context.Context, iid, after string) (wire.BrowserSnapshots, error)
+}
+
+func (r masterReplica) SaveBrowser(ctx context.Context, req wire.SaveBrowser) error {
+	return r.c.Call(ctx, wire.ObjInstanceState, wire.StateSaveBrowserMethod, nil, req)
+}
+
+func (r masterReplica) Browsers(ctx context.Context, iid, after string) (wire.BrowserSnapshots, error) {
+	var out wire.BrowserSnapshots
+	err := r.c.Call(ctx, wire.ObjInstanceState, wire.StateBrowsersMethod, &out, iid, after)
+	return out, err
+}
+
+// snapState is a browser's snapshot bookkeeping.
+type snapState struct {
+	// dirty: something happened since the last snapshot.
+	dirty atomic.Bool
+	// width and height are the viewport as last set (CSS pixels).
+	width, height atomic.Int32
+
+	mu      sync.Mutex
+	running bool // a snapshot goroutine runs for this browser
+	again   bool // asked again while running
+	gone    bool // the browser closed: its snapshot is to be removed
+	url     string
+	last    []byte // the last snapshot sent (without its time)
+}
+
+// pageChanged: a top-level navigation is snapshotted at once.
+func (w *Worker) pageChanged(vb *vbrowser, p browser.Page) {
+	vb.snap.mu.Lock()
+	moved := p.URL != vb.snap.url
+	vb.snap.url = p.URL
+	vb.snap.mu.Unlock()
+	vb.snap.dirty.Store(true)
+	if moved {
+		w.kickSnapshot(vb)
+	}
+}
+
+// forgetSnapshot removes a closed browser's snapshot (after any snapshot
+// of it still in flight).
+func (w *Worker) forgetSnapshot(vb *vbrowser) {
+	vb.snap.mu.Lock()
+	vb.snap.gone = true
+	vb.snap.mu.Unlock()
+	w.kickSnapshot(vb)
+}
+
+// kickSnapshot snapshots vb now, or right after the snapshot running.
+func (w *Worker) kickSnapshot(vb *vbrowser) {
+	if w.snapshots == nil {
+		return
+	}
+	s := &vb.snap
+	s.mu.Lock()
+	if s.running {
+		s.again = true
+		s.mu.Unlock()
+		return
+	}
+	s.running = true
+	s.mu.Unlock()
+	go func() {
+		for {
+			s.dirty.Store(false)
+			w.snapshotOnce(vb)
+			s.mu.Lock()
+			if !s.again || w.ctx.Err() != nil {
+				s.running = false
+				s.mu.Unlock()
+				return
+			}
+			s.again = false
+			s.mu.Unlock()
+		}
+	}()
+}
+
+// snapshotLoop snapshots the browsers something happened in, every
+// interval, until the worker stops.
+func (w *Worker) snapshotLoop(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-t.C:
+		}
+		w.apps.mu.RLock()
+		insts := make([]*instance, 0, len(w.apps.instances))
+		for _, in := range w.apps.instances {
+			insts = append(insts, in)
+		}
+		w.apps.mu.RUnlock()
+		for _, in := range insts {
+			for _, vb := range in.browserList() {
+				if vb.snap.dirty.Load() {
+					w.kickSnapshot(vb)
+				}
+			}
+		}
+	}
+}
+
+// snapshotOnce takes and sends one snapshot of vb (or removes it).
+func (w *Worker) snapshotOnce(vb *vbrowser) {
+	ctx, cancel := context.WithTimeout(w.ctx, snapshotTimeout)
+	defer cancel()
+	in := vb.inst
+	req := wire.SaveBrowser{Instance: in.info.ID, Epoch: in.epoch()}
+	vb.snap.mu.Lock()
+	gone, sent := vb.snap.gone, vb.snap.last != nil
+	vb.snap.mu.Unlock()
+	if gone {
+		if !sent {
+			return
+		}
+		req.Remove = vb.id
+		if err := w.snapshots.SaveBrowser(ctx, req); err != nil {
+			w.log.Debug().Str("instance", in.info.ID).Str("browser", vb.id).Err(err).Msg("browser snapshot not removed")
+		}
+		return
+	}
+	select {
+	case <-vb.released:
+		// Given back without being closed on its own (its instance closed
+		// or moved): nothing to save, and its browser may serve someone
+		// else by now.
+		return
+	default:
+	}
+	snap := w.takeSnapshot(ctx, vb)
+	enc, _ := json.Marshal(snap)
+	vb.snap.mu.Lock()
+	same := bytes.Equal(enc, vb.snap.last)
+	vb.snap.mu.Unlock()
+	if same {
+		return
+	}
+	snap.Taken = time.Now()
+	req.Snapshot = &snap
+	if err := w.snapshots.SaveBrowser(ctx, req); err != nil {
+		w.log.Debug().Str("instance", in.info.ID).Str("browser", vb.id).Err(err).Msg("browser snapshot not saved")
+		return
+	}
+	vb.snap.mu.Lock()
+	vb.snap.last = enc
+	vb.snap.mu.Unlock()
+}
+
+// storageScript reads the current page's origin and its localStorage and
+// sessionStorage, at most limit characters of keys and values (entries
+// beyond are left out and counted).
+const storageScript = `(() => {
+  const lim = %d, out = {origin: location.origin, local: {}, session: {}, skipped: 0};
+  let n = 0;
+  const take = (name, dst) => {
+    let st;
+    try { st = window[name]; if (!st) return; } catch (e) { return; }
+    for (let i = 0; i < st.length; i++) {
+      const k = st.key(i), v = st.getItem(k);
+      if (k === null || v === null) continue;
+      const s = k.length + v.length;
+      if (n + s > lim) { out.skipped++; continue; }
+      n += s; dst[k] = v;
+    }
+  };
+  take("localStorage", out.local);
+  take("sessionStorage", out.session);
+  return out;
+})()`
+
+type pageStorage struct {
+	Origin  string            `json:"origin"`
+	Local   map[string]string `json:"local"`
+	Session map[string]string `json:"session"`
+	Skipped int               `json:"skipped"`
+}
+
+// webOrigin reports origins whose storage is kept (http and https pages).
+func webOrigin(o string) bool {
+	return strings.HasPrefix(o, "http://") || strings.HasPrefix(o, "https://")
+}
+
+// takeSnapshot reads vb's state. What cannot be read (Evaluate with the
+// Null runtime, a page that is loading) is left out.
+func (w *Worker) takeSnapshot(ctx context.Context, vb *vbrowser) wire.BrowserSnapshot {
+	in := vb.inst
+	s := wire.BrowserSnapshot{ID: vb.id, Owner: vb.owner, Created: vb.created, URL: vb.b.Page().URL,
+		Width: int(vb.snap.width.Load()), Height: int(vb.snap.height.Load())}
+	in.mu.Lock()
+	s.Theirs = in.byUser[vb.owner] == vb.id
+	in.mu.Unlock()
+	vb.subMu.Lock()
+	s.Name = vb.name
+	for p, r := range vb.perms {
+		if s.Perms == nil {
+			s.Perms = map[string]string{}
+		}
+		s.Perms[p] = r.String()
+	}
+	vb.subMu.Unlock()
+	log := w.log.With().Str("instance", in.info.ID).Str("browser", vb.id).Logger()
+	var st pageStorage
+	if err := vb.b.Evaluate(ctx, fmt.Sprintf(storageScript, maxSnapshotStorage), &st); err != nil {
+		log.Debug().Err(err).Msg("snapshot: page storage not read")
+	} else if webOrigin(st.Origin) {
+		// The page runs this script's globals: check the bound again.
+		n := 0
+		for _, m := range []map[string]string{st.Local, st.Session} {
+			for k, v := range m {
+				if n += len(k) + len(v); n > 2*maxSnapshotStorage {
+					delete(m, k)
+					st.Skipped++
+				}
+			}
+		}
+		if st.Skipped > 0 {
+			log.Warn().Int("skipped", st.Skipped).Int("limit", maxSnapshotStorage).Msg("snapshot: storage entries over the limit left out")
+		}
+		s.Origin, s.Local, s.Session = st.Origin, nonEmpty(st.Local), nonEmpty(st.Session)
+	}
+	cookies, err := vb.b.Cookies(ctx)
+	if err != nil {
+		log.Debug().Err(err).Msg("snapshot: cookies not read")
+	}
+	n, skipped := 0, 0
+	for _, c := range cookies {
+		if n += len(c.Name) + len(c.Value) + len(c.Domain) + len(c.Path); n > maxSnapshotCookies {
+			skipped++
+			continue
+		}
+		s.Cookies = append(s.Cookies, wire.SnapshotCookie{Name: c.Name, Value: c.Value, Domain: c.Domain, Path: c.Path,
+			Expires: c.Expires, HTTPOnly: c.HTTPOnly, Secure: c.Secure, SameSite: c.SameSite})
+	}
+	if skipped > 0 {
+		log.Warn().Int("skipped", skipped).Int("limit", maxSnapshotCookies).Msg("snapshot: cookies over the limit left out")
+	}
+	return s
+}
+
+func nonEmpty(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// restoreStorageScript replaces the storage of the page's origin with a
+// snapshot's, if the page is at that origin; it answers whether it did.
+const restoreStorageScript = `((origin, local, session) => {
+  if (location.origin !== origin) return false;
+  const put = (st, m) => { st.clear(); for (const k of Object.keys(m)) st.setItem(k, m[k]); };
+  put(localStorage, local);
+  put(sessionStorage, session);
+  return true;
+})(%s, %s, %s)`
+
+// restorePage brings a new browser to a snapshot's page: cookies first
+// (so the first request is already signed in), the viewport, the URL,
+// then the origin's storage and a reload so the page's scripts see it.
+// Storage that cannot be put back is logged, not fatal.
+func (w *Worker) restorePage(ctx context.Context, vb *vbrowser, s wire.BrowserSnapshot) error {
+	b := vb.b
+	if len(s.Cookies) > 0 {
+		cs := make([]browser.Cookie, 0, len(s.Cookies))
+		for _, c := range s.Cookies {
+			cs = append(cs, browser.Cookie{Name: c.Name, Value: c.Value, Domain: c.Domain, Path: c.Path,
+				Expires: c.Expires, HTTPOnly: c.HTTPOnly, Secure: c.Secure, SameSite: c.SameSite})
+		}
+		if err := b.SetCookies(ctx, cs); err != nil {
+			return fmt.Errorf("restore cookies: %w", err)
+		}
+	}
+	if s.Width > 0 && s.Height > 0 {
+		if err := b.Input(ctx, browser.InputEvent{Type: browser.InputResize, Width: s.Width, Height: s.Height}); err != nil {
+			return fmt.Errorf("restore the viewport: %w", err)
+		}
+		vb.snap.width.Store(int32(s.Width))
+		vb.snap.height.Store(int32(s.Height))
+	}
+	if s.URL == "" || s.URL == "about:blank" {
+		return nil
+	}
+	if err := b.Navigate(ctx, s.URL); err != nil {
+		return fmt.Errorf("restore the page %s: %w", s.URL, err)
+	}
+	if len(s.Local)+len(s.Session) == 0 || !webOrigin(s.Origin) {
+		return nil
+	}
+	enc := func(v any) string { j, _ := json.Marshal(v); return string(j) }
+	local, session := s.Local, s.Session
+	if local == nil {
+		local = map[string]string{}
+	}
+	if session == nil {
+		session = map[string]string{}
+	}
+	var done bool
+	if err := b.Evaluate(ctx, fmt.Sprintf(restoreStorageScript, enc(s.Origin), enc(local), enc(session)), &done); err != nil || !done {
+		w.log.Warn().Str("browser", vb.id).Str("origin", s.Origin).Bool("at_origin", done).Err(err).Msg("restore: page storage not restored")
+		return nil
+	}
+	// Reload so the page's scripts start from the restored storage. A URL
+	// with a fragment would not reload by navigating to it again.
+	if u, err := url.Parse(s.URL); err == nil && u.Fragment == "" && !strings.HasSuffix(s.URL, "#") {
+		err = b.Navigate(ctx, s.URL)
+		if err != nil {
+			return fmt.Errorf("reload %s: %w", s.URL, err)
+		}
+		return nil
+	}
+	if err := b.Input(ctx, browser.InputEvent{Type: browser.InputReload}); err != nil {
+		return fmt.Errorf("reload %s: %w", s.URL, err)
+	}
+	return nil
+}
+
+// loadSnapshots reads an instance's browser snapshots from the master.
+func (w *Worker) loadSnapshots(ctx context.Context, iid string) ([]wire.BrowserSnapshot, error) {
+	if w.snapshots == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, stateWriteTimeout)
+	defer cancel()
+	var out []wire.BrowserSnapshot
+	after := ""
+	for {
+		page, err := w.snapshots.Browsers(ctx, iid, after)
+		if err != nil {
+			return nil, fmt.Errorf("load the browser snapshots of %s: %w", iid, err)
+		}
+		out = append(out, page.Browsers...)
+		if !page.More || len(page.Browsers) == 0 {
+			return out, nil
+		}
+		after = page.Browsers[len(page.Browsers)-1].ID
+	}
+}
+
+// restoreBrowsers recreates a re-placed instance's browsers from their
+// snapshots, a few at a time. Requests for one of them wait until it is
+// back (instance.awaitRestore). One that fails is logged and left out:
+// its users get a new browser through the strategy.
+func (a *AppManager) restoreBrowsers(in *instance, snaps []wire.BrowserSnapshot) {
+	sem := make(chan struct{}, restoreParallel)
+	var wg sync.WaitGroup
+	for _, s := range snaps {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			defer in.restored(s.ID)
+			ctx, cancel := context.WithTimeout(a.w.ctx, restoreTimeout)
+			defer cancel()
+			t0 := time.Now()
+			vb, err := a.restoreBrowser(ctx, in, s)
+			if err != nil {
+				a.log.Warn().Str("instance", in.info.ID).Str("browser", s.ID).Str("user", s.Owner).Err(err).Msg("browser not restored")
+				return
+			}
+			a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", vb.owner).Str("url", s.URL).
+				Dur("took", time.Since(t0)).Msg("browser restored from its snapshot")
+		}()
+	}
+	wg.Wait()
+}
+
+// restoreBrowser recreates one browser from its snapshot.
+func (a *AppManager) restoreBrowser(ctx context.Context, in *instance, s wire.BrowserSnapshot) (*vbrowser, error) {
+	if !validBrowserID(s.ID) {
+		return nil, fmt.Errorf("snapshot with an invalid browser id %q", s.ID)
+	}
+	created := s.Created
+	if created.IsZero() {
+		created = time.Now()
+	}
+	vb := newVBrowser(in, s.ID, s.Owner)
+	vb.created, vb.name = created, s.Name
+	for p, r := range s.Perms {
+		if role, err := ParseRole(r); err == nil && role != RoleNone && role < RoleOwner && validPrincipal(p) {
+			vb.perms[p] = role
+		}
+	}
+	got, err := a.startBrowser(ctx, in, vb, "", s.Theirs, &s)
+	if err == nil && got != vb {
+		return nil, errors.New("a browser with this id already exists")
+	}
+	return got, err
+}
+
+// validBrowserID accepts ids.NewBrowser's form (and a little more): it
+// goes into URLs.
+func validBrowserID(bid string) bool {
+	if bid == "" || len(bid) > 40 {
+		return false
+	}
+	for _, c := range bid {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// restored marks a pending browser as done (restored or not).
+func (in *instance) restored(bid string) {
+	in.mu.Lock()
+	ch, ok := in.pending[bid]
+	delete(in.pending, bid)
+	in.mu.Unlock()
+	if ok {
+		close(ch)
+	}
+}
+
+// awaitRestore waits until bid, if it is being restored, is done.
+func (in *instance) awaitRestore(ctx context.Context, bid string) {
+	in.mu.Lock()
+	ch, ok := in.pending[bid]
+	in.mu.Unlock()
+	if !ok {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+}
+
+// awaitUserRestore waits for the browsers of user being restored, so the
+// strategy finds their restored browser instead of making another.
+func (in *instance) awaitUserRestore(ctx context.Context, user string) {
+	in.mu.Lock()
+	var chs []chan struct{}
+	for bid, ch := range in.pending {
+		if in.pendingOwner[bid] == user {
+			chs = append(chs, ch)
+		}
+	}
+	in.mu.Unlock()
+	for _, ch := range chs {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// SnapshotInstance saves fresh snapshots of every browser of an instance
+// at the master, from live state (the master asks before migrating it).
+func (a *AppManager) SnapshotInstance(ctx context.Context, iid string) error {
+	in, ok := a.instance(iid)
+	if !ok {
+		return wire.Errorf(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
+	}
+	if a.w.snapshots == nil {
+		return nil
+	}
+	for _, vb := range in.browserList() {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		a.w.snapshotOnce(vb)
+	}
+	return nil
+}

@@ -1,0 +1,307 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// memSnapshots is the master's snapshot store, in memory.
+type memSnapshots struct {
+	mu    sync.Mutex
+	snaps map[string]map[string]wire.BrowserSnapshot // iid -> bid -> snapshot
+	saves int
+}
+
+func newMemSnapshots() *memSnapshots {
+	return &memSnapshots{snaps: map[string]map[string]wire.BrowserSnapshot{}}
+}
+
+func (m *memSnapshots) SaveBrowser(ctx context.Context, req wire.SaveBrowser) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.snaps[req.Instance] == nil {
+		m.snaps[req.Instance] = map[string]wire.BrowserSnapshot{}
+	}
+	if req.Snapshot == nil {
+		delete(m.snaps[req.Instance], req.Remove)
+		return nil
+	}
+	m.saves++
+	m.snaps[req.Instance][req.Snapshot.ID] = *req.Snapshot
+	return nil
+}
+
+func (m *memSnapshots) Browsers(ctx context.Context, iid, after string) (wire.BrowserSnapshots, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out wire.BrowserSnapshots
+	for _, s := range m.snaps[iid] {
+		out.Browsers = append(out.Browsers, s)
+	}
+	return out, nil
+}
+
+func (m *memSnapshots) get(iid, bid string) (wire.BrowserSnapshot, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.snaps[iid][bid]
+	return s, ok
+}
+
+// recBrowser records the restore steps made on it; its page storage is
+// that of a page at https://example.test.
+type recBrowser struct {
+	browser.Browser // Null for the rest
+	mu              sync.Mutex
+	calls           []string
+}
+
+func (r *recBrowser) rec(s string) { r.mu.Lock(); r.calls = append(r.calls, s); r.mu.Unlock() }
+
+func (r *recBrowser) steps() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.calls...)
+}
+
+func (r *recBrowser) SetCookies(ctx context.Context, cs []browser.Cookie) error {
+	names := []string{}
+	for _, c := range cs {
+		if c.Name == "fail" {
+			return errors.New("cookie refused")
+		}
+		names = append(names, c.Name+"="+c.Value)
+	}
+	r.rec("cookies " + strings.Join(names, ","))
+	return r.Browser.SetCookies(ctx, cs)
+}
+
+func (r *recBrowser) Input(ctx context.Context, ev browser.InputEvent) error {
+	r.rec(fmt.Sprintf("input %s %dx%d", ev.Type, ev.Width, ev.Height))
+	return r.Browser.Input(ctx, ev)
+}
+
+func (r *recBrowser) Navigate(ctx context.Context, url string) error {
+	r.rec("navigate " + url)
+	return r.Browser.Navigate(ctx, url)
+}
+
+func (r *recBrowser) Evaluate(ctx context.Context, expr string, out any) error {
+	var v any
+	switch {
+	case strings.Contains(expr, "location.origin !== origin"):
+		r.rec("storage " + expr[strings.LastIndex(expr, "})(")+3:len(expr)-1])
+		v = true
+	case strings.Contains(expr, "skipped"):
+		v = pageStorage{Origin: "https://example.test", Local: map[string]string{"theme": "dark"}}
+	default:
+		return errors.New("unsupported")
+	}
+	j, _ := json.Marshal(v)
+	return json.Unmarshal(j, out)
+}
+
+type recRuntime struct {
+	browser.Null
+	mu  sync.Mutex
+	all []*recBrowser
+}
+
+func (r *recRuntime) NewBrowser(ctx context.Context, opts browser.Options) (browser.Browser, error) {
+	b, err := r.Null.NewBrowser(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	rb := &recBrowser{Browser: b}
+	r.mu.Lock()
+	r.all = append(r.all, rb)
+	r.mu.Unlock()
+	return rb, nil
+}
+
+// snapWorker is a worker (Null-based runtime, no master) with in-memory
+// state and snapshot stores, and one app.
+func snapWorker(t *testing.T, id string, snaps *memSnapshots, interval time.Duration) (*Worker, wire.App) {
+	t.Helper()
+	w, err := New(Config{ID: id, Secret: testSecret, Master: "127.0.0.1:1", Runtime: &recRuntime{}, Logger: zerolog.Nop(), SnapshotInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.replica, w.snapshots = newLocalReplica(), snaps
+	if err := w.startEgress(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	app := wire.App{Name: "A", MountPoint: "app", Entry: "https://example.test/", Strategy: wire.MultiInstance}
+	if err := w.apps.AddApplication(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+	return w, app
+}
+
+// A re-placed instance (Restore, an id named after a dead worker) keeps
+// its creation time, name, owner and epoch, and gets every snapshotted
+// browser back with the same id, owner, grants and name, restored in
+// order: cookies, viewport, URL, storage, reload. A browser that cannot
+// be restored is left out without failing the instance. Without Restore
+// a foreign id is still refused.
+func TestRestoreRecreatesBrowsers(t *testing.T) {
+	snaps := newMemSnapshots()
+	iid := "w-old.restorerestore"
+	created := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	page := "https://example.test/room?x=1"
+	for _, s := range []wire.BrowserSnapshot{
+		{ID: "b1", Owner: "alice", Theirs: true, Name: "main", Perms: map[string]string{"bob": "reader"}, URL: page,
+			Width: 900, Height: 700, Origin: "https://example.test", Local: map[string]string{"theme": "dark"},
+			Session: map[string]string{"tab": "2"}, Cookies: []wire.SnapshotCookie{{Name: "sid", Value: "s3cr3t", Domain: "example.test", Path: "/"}}},
+		{ID: "b2", Owner: "bob", URL: "https://example.test/other"},
+		{ID: "b3", Owner: "carol", URL: page, Cookies: []wire.SnapshotCookie{{Name: "fail", Value: "x", Domain: "example.test", Path: "/"}}},
+	} {
+		_ = snaps.SaveBrowser(context.Background(), wire.SaveBrowser{Instance: iid, Snapshot: &s})
+	}
+	w, app := snapWorker(t, "w-new", snaps, time.Hour)
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		name    string
+		req     wire.CreateInstance
+		refused bool
+	}{
+		{"foreign id without restore", wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice", Epoch: 9}, true},
+		{"malformed id with restore", wire.CreateInstance{App: app, InstanceID: "nonsense", Restore: true}, true},
+		{"foreign id with restore", wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice", Epoch: 9, Restore: true, Created: created, Name: "the room"}, false},
+	} {
+		err := w.apps.CreateInstance(ctx, tc.req)
+		if tc.refused != (err != nil) {
+			t.Fatalf("%s: error %v", tc.name, err)
+		}
+		if tc.refused && !strings.Contains(err.Error(), "does not belong to worker w-new") {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+	}
+	in, ok := w.apps.instance(iid)
+	if !ok {
+		t.Fatal("restored instance missing")
+	}
+	for _, bid := range []string{"b1", "b2", "b3"} {
+		in.awaitRestore(ctx, bid)
+	}
+	if in.info.Created != created || in.info.Name != "the room" || in.info.Owner != "alice" || in.info.Epoch != 9 || in.info.Worker != "w-new" {
+		t.Fatalf("instance info: %+v", in.info)
+	}
+	b1, ok := in.browser("b1")
+	if !ok || b1.owner != "alice" || b1.name != "main" || b1.perms["bob"] != RoleReader || in.byUser["alice"] != "b1" {
+		t.Fatalf("b1: %+v", b1)
+	}
+	if b2, ok := in.browser("b2"); !ok || b2.owner != "bob" || in.byUser["bob"] != "" {
+		t.Fatalf("b2: %+v (byUser %v)", b2, in.byUser)
+	}
+	if _, ok := in.browser("b3"); ok {
+		t.Fatal("b3, whose cookies failed, was kept")
+	}
+	want := []string{
+		"cookies sid=s3cr3t",
+		"input resize 900x700",
+		"navigate " + page,
+		`storage "https://example.test", {"theme":"dark"}, {"tab":"2"}`,
+		"navigate " + page,
+	}
+	if got := b1.b.(*recBrowser).steps(); !reflect.DeepEqual(got[len(got)-len(want):], want) {
+		t.Fatalf("b1's restore steps:\n%s\nwant them to end with\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if b1.b.Page().URL != page {
+		t.Fatalf("b1 at %q", b1.b.Page().URL)
+	}
+	cs, _ := b1.b.Cookies(ctx)
+	if len(cs) != 1 || cs[0].Value != "s3cr3t" {
+		t.Fatalf("b1's cookies: %+v", cs)
+	}
+	// The strategy finds alice's restored browser rather than making one.
+	if b, err := w.apps.browserFor(ctx, in, "alice"); err != nil || b.id != "b1" {
+		t.Fatalf("alice's browser: %v %v", b, err)
+	}
+	// A retried call changes nothing.
+	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice", Epoch: 9, Restore: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(in.browserList()); n != 2 {
+		t.Fatalf("%d browsers after a retried restore, want 2", n)
+	}
+}
+
+// A browser is snapshotted when it is made and after each navigation,
+// with its owner, grants, viewport, cookies and storage; a closed
+// browser's snapshot is removed.
+func TestSnapshotsSavedAndRemoved(t *testing.T) {
+	snaps := newMemSnapshots()
+	w, app := snapWorker(t, "w-snap", snaps, time.Hour)
+	ctx := context.Background()
+	iid := "w-snap.snapsnapsnap"
+	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice", Epoch: 4}); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := w.apps.instance(iid)
+	vb, err := w.apps.browserFor(ctx, in, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { s, ok := snaps.get(iid, vb.id); return ok && s.URL == "https://example.test/" })
+	vb.setGrant("bob", RoleReaderWriter)
+	_ = vb.b.SetCookies(ctx, []browser.Cookie{{Name: "sid", Value: "1", Domain: "example.test", Path: "/"}})
+	if err := vb.b.Navigate(ctx, "https://example.test/next"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { s, _ := snaps.get(iid, vb.id); return s.URL == "https://example.test/next" })
+	s, _ := snaps.get(iid, vb.id)
+	if s.Owner != "alice" || !s.Theirs || s.Perms["bob"] != "reader-writer" || s.Origin != "https://example.test" ||
+		s.Local["theme"] != "dark" || len(s.Cookies) != 1 || s.Cookies[0].Value != "1" || s.Taken.IsZero() {
+		t.Fatalf("snapshot: %+v", s)
+	}
+	w.apps.closeBrowser(in, vb, "test")
+	waitFor(t, func() bool { _, ok := snaps.get(iid, vb.id); return !ok })
+}
+
+// Input marks a browser for the periodic snapshot; an unchanged browser
+// is not sent again.
+func TestSnapshotInterval(t *testing.T) {
+	snaps := newMemSnapshots()
+	w, app := snapWorker(t, "w-tick", snaps, 20*time.Millisecond)
+	w.wg.Add(1)
+	go func() { defer w.wg.Done(); w.snapshotLoop(w.cfg.SnapshotInterval) }()
+	ctx := context.Background()
+	iid := "w-tick.ticktickticktick"
+	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := w.apps.instance(iid)
+	vb, err := w.apps.browserFor(ctx, in, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, ok := snaps.get(iid, vb.id); return ok })
+	vb.hub.input(&client{owner: true}, browser.InputEvent{Type: browser.InputResize, Width: 640, Height: 480})
+	waitFor(t, func() bool { s, _ := snaps.get(iid, vb.id); return s.Width == 640 && s.Height == 480 })
+	snaps.mu.Lock()
+	n := snaps.saves
+	snaps.mu.Unlock()
+	vb.snap.dirty.Store(true)
+	waitFor(t, func() bool { return !vb.snap.dirty.Load() }) // the tick took it
+	waitFor(t, func() bool { vb.snap.mu.Lock(); defer vb.snap.mu.Unlock(); return !vb.snap.running })
+	snaps.mu.Lock()
+	defer snaps.mu.Unlock()
+	if snaps.saves != n {
+		t.Fatalf("an unchanged snapshot was sent again (%d saves, was %d)", snaps.saves, n)
+	}
+}
