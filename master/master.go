@@ -556,9 +556,15 @@ func (m *Master) Status() wire.ClusterStatus {
 	return st
 }
 
+// BeginShutdown tells the master the whole cluster is stopping (cloudbrowser
+// up on Ctrl-C): workers that leave now keep their instances instead of
+// migrating them to workers that are about to stop too.
+func (m *Master) BeginShutdown() { m.workers.stopping.Store(true) }
+
 // Close stops the master: proxies first (so users get answers until the
 // end), then the gossip layer (leaving gracefully) and RMI.
 func (m *Master) Close() error {
+	m.BeginShutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if m.public != nil {

@@ -134,6 +134,10 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 // placements on it, its instances migrate, and when its connection drops it
 // is removed at once instead of after the grace period.
 func (m *WorkerManager) leave(ctx context.Context, id string) (wire.MigrationResult, error) {
+	if m.stopping.Load() {
+		// The whole cluster stops: nowhere to move to.
+		return wire.MigrationResult{Worker: id}, nil
+	}
 	m.mu.Lock()
 	w, ok := m.workers[id]
 	if ok {

@@ -108,6 +108,9 @@ type WorkerManager struct {
 	// moving is set while a round of re-placements runs (failover.go).
 	orphans map[string]struct{}
 	moving  bool
+	// stopping: the cluster is shutting down; leaving workers keep their
+	// instances (there is nowhere to move them).
+	stopping atomic.Bool
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup

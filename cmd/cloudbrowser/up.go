@@ -84,6 +84,7 @@ The admin API, /healthz and /metrics are on the same address.`,
 				url, filepath.Join(cmd.String("data-dir"), "admin.token"), url)
 			<-ctx.Done()
 			log.Info().Msg("stopping")
+			m.BeginShutdown()
 			stopWorkers()
 			for _, p := range procs {
 				<-p.Done()

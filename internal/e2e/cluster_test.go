@@ -182,7 +182,11 @@ func (c *cluster) shutdown() {
 	c.mu.Lock()
 	procs := append([]*proc(nil), c.procs...)
 	c.mu.Unlock()
-	// Workers first, then the master (which stops its proxies).
+	// The master first (it stops its proxies), so stopping workers do not
+	// hand their instances to each other; then the rest, newest first.
+	if c.master != nil && !c.master.exited() {
+		c.master.stop()
+	}
 	for i := len(procs) - 1; i >= 0; i-- {
 		if !procs[i].exited() {
 			procs[i].stop()
