@@ -33,6 +33,7 @@ func (m *WorkerManager) orphanLocked(in *instanceRec) {
 // settleLocked ends an instance's move (placed again, adopted back, or
 // given up); waiters go on.
 func (m *WorkerManager) settleLocked(in *instanceRec) {
+	in.migrating = false
 	if in.moving != nil {
 		close(in.moving)
 		in.moving = nil

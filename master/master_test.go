@@ -44,12 +44,12 @@ func startMaster(t *testing.T, strategy balance.Strategy) *Master {
 
 // fakeWorker is a worker's Application Manager reached over real RMI.
 type fakeWorker struct {
-	id      string
-	node    *rmi.Node
-	conn    *rmi.Conn
-	creates atomic.Int64
-	fail    atomic.Bool
-	failAdd atomic.Bool // AddApplication fails
+	id       string
+	node     *rmi.Node
+	conn     *rmi.Conn
+	creates  atomic.Int64
+	fail     atomic.Bool
+	failAdd  atomic.Bool // AddApplication fails
 	mu       sync.Mutex
 	apps     map[string]wire.App
 	released []wire.FencedInstance

@@ -98,11 +98,11 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 		m.bal.Release(wid)
 		return "", nil
 	}
-	in.Epoch, in.moving = epoch, make(chan struct{})
+	in.Epoch, in.moving, in.migrating = epoch, make(chan struct{}), true
 	m.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	err = newRef.Call(cctx, wire.WorkerCreateInstance, nil, wire.CreateInstance{App: app, InstanceID: iid, Owner: info.Owner,
-		ClientIP: info.ClientIP, Epoch: epoch, Restore: true, Created: info.Created, Name: info.Name})
+		ClientIP: info.ClientIP, Epoch: epoch, Restore: true, WaitBrowsers: true, Created: info.Created, Name: info.Name})
 	cancel()
 	m.mu.Lock()
 	if err != nil {

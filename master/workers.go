@@ -50,6 +50,9 @@ type instanceRec struct {
 	// moving is closed when the instance, whose worker died, has a worker
 	// again (failover.go); nil when it is not moving.
 	moving chan struct{}
+	// migrating: a live migration (migrate.go); its old worker serves the
+	// routes until the switch.
+	migrating bool
 }
 
 // lostRec is a tombstone of an instance that died with its worker, so its
@@ -111,9 +114,9 @@ type WorkerManager struct {
 	// stopping: the cluster is shutting down; leaving workers keep their
 	// instances (there is nowhere to move them).
 	stopping atomic.Bool
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 
 	lookups, placements atomic.Uint64
 }
@@ -776,7 +779,7 @@ func (m *WorkerManager) route(req wire.RouteRequest) (wire.RouteReply, error) {
 			}
 			return wire.RouteReply{}, wire.Errorf(wire.CodeUnknownInstance, "no instance "+req.InstanceID)
 		}
-		if in.moving != nil {
+		if in.moving != nil && !in.migrating {
 			msg := "instance " + req.InstanceID + " is being placed again: its worker stopped"
 			if len(m.workers) == 0 {
 				msg = "instance " + req.InstanceID + " waits for a worker: none is live"

@@ -316,41 +316,58 @@ func (a *AppManager) setApps(ctx context.Context, c *rmi.Conn, epoch uint64, app
 
 // CreateInstance creates an instance the master placed here.
 func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance) error {
+	restored, err := a.createInstance(ctx, req)
+	if err != nil || !req.WaitBrowsers || restored == nil {
+		return err
+	}
+	// A live migration: the old copy serves until the browsers are back
+	// here, so the users move to ready browsers.
+	select {
+	case <-restored:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("restoring the browsers of %s: %w", req.InstanceID, ctx.Err())
+	}
+}
+
+// createInstance creates (or restores) an instance; restored, when not
+// nil, is closed once its browsers are restored.
+func (a *AppManager) createInstance(ctx context.Context, req wire.CreateInstance) (restored <-chan struct{}, err error) {
 	wid, ok := ids.WorkerOf(req.InstanceID)
 	if !ok || wid != a.w.id && !req.Restore {
 		// Only a re-placement brings an id named after another worker.
-		return wire.Errorf(wire.CodeInvalid, fmt.Sprintf("instance id %q does not belong to worker %s", req.InstanceID, a.w.id))
+		return nil, wire.Errorf(wire.CodeInvalid, fmt.Sprintf("instance id %q does not belong to worker %s", req.InstanceID, a.w.id))
 	}
 	if req.App.ArchiveSize > 0 && req.App.Files == nil {
 		// A large app this worker may not hold in this version yet.
 		app, err := a.materialize(ctx, rmi.ConnFrom(ctx), req.App)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		req.App = app
 	}
 	if _, dup := a.instance(req.InstanceID); dup {
-		return nil // a retried call: already done
+		return nil, nil // a retried call: already done
 	}
 	// An id the master already holds shared state for (a re-placement)
 	// starts from that state, before anyone can use it.
 	saved, err := a.w.loadState(ctx, req.InstanceID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var snaps []wire.BrowserSnapshot
 	if req.Restore {
 		if snaps, err = a.w.loadSnapshots(ctx, req.InstanceID); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.w.closing() {
-		return wire.Errorf(wire.CodeNoWorkers, "worker "+a.w.id+" is shutting down")
+		return nil, wire.Errorf(wire.CodeNoWorkers, "worker "+a.w.id+" is shutting down")
 	}
 	if _, dup := a.instances[req.InstanceID]; dup {
-		return nil // a retried call: already done
+		return nil, nil // a retried call: already done
 	}
 	app := req.App
 	if cur, ok := a.apps[app.MountPoint]; ok && app.Files == nil {
@@ -378,12 +395,20 @@ func (a *AppManager) CreateInstance(ctx context.Context, req wire.CreateInstance
 		in.pending[s.ID], in.pendingOwner[s.ID] = make(chan struct{}), s.Owner
 	}
 	a.instances[req.InstanceID] = in
+	var done chan struct{}
 	if len(snaps) > 0 {
-		go a.restoreBrowsers(in, snaps)
+		done = make(chan struct{})
+		go func() {
+			defer close(done)
+			a.restoreBrowsers(in, snaps)
+		}()
 	}
 	a.log.Info().Str("instance", req.InstanceID).Str("app", app.MountPoint).Str("owner", req.Owner).Bool("restore", req.Restore).
 		Bool("restored", saved.Found).Int("state_keys", len(saved.Values)).Int("browsers", len(snaps)).Msg("instance created")
-	return nil
+	if done == nil {
+		return nil, nil
+	}
+	return done, nil
 }
 
 // OpenBrowser returns the user's browser in a local instance, creating it

@@ -72,12 +72,13 @@ func (p *proc) kill() {
 	<-p.done
 }
 
-// stop sends SIGTERM and waits (SIGKILL after 15 s).
+// stop sends SIGTERM and waits (SIGKILL after 60 s: a worker hands its
+// instances over before it exits).
 func (p *proc) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(15 * time.Second):
+	case <-time.After(60 * time.Second):
 		p.kill()
 	}
 }

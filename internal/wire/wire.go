@@ -283,6 +283,9 @@ type CreateInstance struct {
 	// one; its shared state and its browsers' snapshots come from the
 	// master, and its browsers keep their ids, owners and URLs.
 	Restore bool `codec:"restore"`
+	// WaitBrowsers: answer only once the browsers are restored (a live
+	// migration, whose old copy serves meanwhile).
+	WaitBrowsers bool `codec:"waitb"`
 	// Created is when the instance was first created (kept across moves).
 	Created time.Time `codec:"created"`
 	// Name is the instance's name, kept across moves.
