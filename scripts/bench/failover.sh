@@ -10,10 +10,10 @@ cd "$(dirname "$0")/../.."
 RUNS=${RUNS:-5}
 out=$(go test ./internal/e2e -run '^TestFailover$' -count "$RUNS" -v 2>&1 | grep 'both client engines live again' || true)
 echo "$out"
-echo "$out" | sed -E 's/.*messages: ([0-9.]+)(ms|s)$/\1 \2/' | awk '
-  { v = ($2 == "ms") ? $1 / 1000 : $1; a[NR] = v }
+echo "$out" | sed -E 's/.*messages: ([0-9.]+)(ms|s)$/\1 \2/' | awk '{ print ($2 == "ms") ? $1 / 1000 : $1 }' | sort -n | awk '
+  { a[NR] = $1 }
   END {
     if (NR == 0) { print "no runs"; exit 1 }
-    n = asort(a); p50 = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    printf "runs %d  p50 %.2f s  max %.2f s\n", n, p50, a[n]
+    p50 = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
+    printf "runs %d  p50 %.2f s  max %.2f s\n", NR, p50, a[NR]
   }'
