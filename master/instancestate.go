@@ -297,7 +297,7 @@ func (s *instanceStates) saveBrowser(req wire.SaveBrowser) error {
 	if req.Snapshot != nil {
 		bid = req.Snapshot.ID
 	}
-	if !validBrowserID(bid) || (req.Snapshot != nil && req.Remove != "") {
+	if !ids.ValidBrowser(bid) || (req.Snapshot != nil && req.Remove != "") {
 		return invalid("browser snapshot: one valid browser id to save or remove, not %q", bid)
 	}
 	if err := s.checkEpoch(req.Instance, req.Epoch); err != nil {
@@ -339,19 +339,6 @@ func (s *instanceStates) saveBrowser(req wire.SaveBrowser) error {
 		return fmt.Errorf("browser snapshot of %s/%s not stored: %w", req.Instance, bid, err)
 	}
 	return nil
-}
-
-// validBrowserID accepts ids.NewBrowser's form (and a little more).
-func validBrowserID(bid string) bool {
-	if bid == "" || len(bid) > 40 {
-		return false
-	}
-	for _, c := range bid {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // browsers reads one page of an instance's browser snapshots: those after

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"net/url"
 	"strings"
 	"sync"
@@ -420,7 +421,7 @@ func (a *AppManager) restoreBrowsers(in *instance, snaps []wire.BrowserSnapshot)
 
 // restoreBrowser recreates one browser from its snapshot.
 func (a *AppManager) restoreBrowser(ctx context.Context, in *instance, s wire.BrowserSnapshot) (*vbrowser, error) {
-	if !validBrowserID(s.ID) {
+	if !ids.ValidBrowser(s.ID) {
 		return nil, fmt.Errorf("snapshot with an invalid browser id %q", s.ID)
 	}
 	created := s.Created
@@ -439,20 +440,6 @@ func (a *AppManager) restoreBrowser(ctx context.Context, in *instance, s wire.Br
 		return nil, errors.New("a browser with this id already exists")
 	}
 	return got, err
-}
-
-// validBrowserID accepts ids.NewBrowser's form (and a little more): it
-// goes into URLs.
-func validBrowserID(bid string) bool {
-	if bid == "" || len(bid) > 40 {
-		return false
-	}
-	for _, c := range bid {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // restored marks a pending browser as done (restored or not).

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
+	"maps"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,7 +24,7 @@ func TestPoolDemoBrowsersGivenBack(t *testing.T) {
 		t.Skip("starts processes and Chromium")
 	}
 	needChromium(t)
-	apps, _ := filepath.Abs("testdata/giveback")
+	apps := sampleWith(t, "pooldemo", map[string]any{"idleTimeout": "2s"})
 	c := startCluster(t, clusterOpts{proxies: 0, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
 	base := "http://" + c.public
 
@@ -162,4 +165,32 @@ func TestSingleBrowserPerUserLandingShares(t *testing.T) {
 	if bm := browserURL.FindStringSubmatch(hb.location); hb.status != http.StatusFound || bm == nil || bm[2] != m[2] || bm[3] == m[3] {
 		t.Fatalf("bob after the share: %+v", hb)
 	}
+}
+
+// sampleWith copies a sample app into a directory of its own with some
+// manifest fields changed, for --apps.
+func sampleWith(t *testing.T, name string, fields map[string]any) string {
+	t.Helper()
+	src, _ := filepath.Abs(filepath.Join("../../apps", name))
+	dir := filepath.Join(t.TempDir(), "apps")
+	dst := filepath.Join(dir, name)
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dst, "app.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	maps.Copy(m, fields)
+	if raw, err = json.MarshalIndent(m, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "app.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -33,6 +33,20 @@ func NewInstance(workerID string) string { return workerID + "." + Random(12) }
 // NewBrowser returns a browser id.
 func NewBrowser() string { return "b" + Random(11) }
 
+// ValidBrowser accepts NewBrowser's form (and a little more): browser ids
+// go into URLs and storage keys.
+func ValidBrowser(bid string) bool {
+	if bid == "" || len(bid) > 40 {
+		return false
+	}
+	for _, c := range bid {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // WorkerOf extracts the worker id encoded in an instance id.
 func WorkerOf(instanceID string) (string, bool) {
 	w, rest, ok := strings.Cut(instanceID, ".")
