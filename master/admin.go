@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
 // adminHandler serves the master's HTTP endpoints. With the embedded proxy
@@ -74,7 +76,12 @@ func (m *Master) adminHandler(public bool) http.Handler {
 func (m *Master) drain(w http.ResponseWriter, r *http.Request, on bool) {
 	id := r.PathValue("id")
 	if err := m.workers.setDraining(id, on); err != nil {
-		apiError(w, http.StatusNotFound, err.Error())
+		status := http.StatusInternalServerError // the flag could not be stored
+		var we *wire.Error
+		if errors.As(err, &we) && we.Code == wire.CodeUnknownWorker {
+			status = http.StatusNotFound
+		}
+		apiError(w, status, err.Error())
 		return
 	}
 	m.log.Info().Str("worker", id).Bool("draining", on).Msg("drain changed by admin")

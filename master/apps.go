@@ -132,6 +132,11 @@ func (a *AppManager) Add(ctx context.Context, app wire.App, by principal) (wire.
 	}
 	a.apps[app.MountPoint] = app
 	a.mu.Unlock()
+	if err := a.setDeleted(app.MountPoint, false, by); err != nil {
+		// The app is deployed all the same; at worst a restart leaves the
+		// start-up set's version of it out.
+		a.log.Warn().Err(err).Str("app", app.MountPoint).Msg("deletion record not cleared")
+	}
 	a.log.Info().Str("app", app.MountPoint).Int("version", app.Version).Str("strategy", app.Strategy).Str("by", by.name).Msg("application added")
 	return app, a.pushApp(ctx, app), nil
 }
@@ -287,6 +292,11 @@ func (a *AppManager) Remove(ctx context.Context, name string, by principal) erro
 	if err := a.authorize(name, by); err != nil {
 		return err
 	}
+	// Recorded first: a deletion that was acknowledged is not undone by
+	// the start-up set (--apps) at the next start.
+	if err := a.setDeleted(name, true, by); err != nil {
+		return err
+	}
 	a.mu.Lock()
 	delete(a.apps, name)
 	var err error
@@ -306,6 +316,41 @@ func (a *AppManager) Remove(ctx context.Context, name string, by principal) erro
 	a.log.Info().Str("app", name).Str("by", by.name).Msg("application removed")
 	a.push(ctx, wire.WorkerRemoveApplication, name)
 	return nil
+}
+
+// deletedAppsBucket holds the mount points an admin or author deleted, so
+// the start-up set (--apps) does not deploy them again; an explicit deploy
+// of the mount point clears its record.
+const deletedAppsBucket = "deleted-apps"
+
+// deletedApp is one deletion.
+type deletedApp struct {
+	At time.Time `json:"at"`
+	By string    `json:"by"`
+}
+
+// setDeleted records (on) or clears the deletion of mount.
+func (a *AppManager) setDeleted(mount string, on bool, by principal) error {
+	if a.state == nil {
+		return nil
+	}
+	if !on {
+		return a.state.Delete(deletedAppsBucket, mount)
+	}
+	return a.state.Put(deletedAppsBucket, mount, deletedApp{At: time.Now().UTC(), By: by.name})
+}
+
+// deleted reports whether mount was deleted and not deployed since.
+func (a *AppManager) deleted(mount string) bool {
+	if a.state == nil {
+		return false
+	}
+	var rec deletedApp
+	ok, err := a.state.Get(deletedAppsBucket, mount, &rec)
+	if err != nil {
+		a.log.Warn().Err(err).Str("app", mount).Msg("reading the deletion record")
+	}
+	return ok
 }
 
 // pushTimeout bounds one ordinary call to a worker.

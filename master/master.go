@@ -254,7 +254,7 @@ func New(cfg Config) (*Master, error) {
 		return nil, fmt.Errorf("master: %w", err)
 	}
 	m.workers = NewWorkerManager(WorkerManagerConfig{
-		Logger: m.log, Balancer: m.bal, Strategy: string(cfg.Balancer), Epochs: ep,
+		Logger: m.log, Balancer: m.bal, Strategy: string(cfg.Balancer), Epochs: ep, State: st,
 		Apps: func(name string) (wire.App, bool) {
 			// As sent to workers (CreateInstance): large bundles as stubs.
 			app, ok := m.apps.Get(name)
@@ -323,7 +323,14 @@ func New(cfg Config) (*Master, error) {
 			m.log.Error().Err(err).Msg("some stored applications could not be loaded")
 		}
 	}
+	var startup []wire.App
 	for _, a := range cfg.Apps {
+		if m.apps.deleted(a.MountPoint) {
+			// Deleted through the API: it stays deleted until deployed again.
+			m.log.Info().Str("app", a.MountPoint).Msg("start-up app left out: it was deleted")
+			continue
+		}
+		startup = append(startup, a)
 		if _, stored := m.apps.Get(a.MountPoint); stored {
 			continue // deployed versions win over the start-up set
 		}
@@ -331,7 +338,7 @@ func New(cfg Config) (*Master, error) {
 			return nil, fmt.Errorf("master: app %q: %w", a.MountPoint, err)
 		}
 	}
-	for _, a := range cfg.Apps {
+	for _, a := range startup {
 		// Start-up apps stored before owners were recorded are the admin's.
 		if err := m.apps.claim(a.MountPoint, adminPrincipal.name); err != nil {
 			return nil, fmt.Errorf("master: app %q: %w", a.MountPoint, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
+	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
@@ -105,6 +106,9 @@ type WorkerManager struct {
 
 	sf     singleflight.Group
 	epochs *epochs
+	state  *state.Store // drain flags (nil: not kept)
+	// drainMu orders admin drains, store write included.
+	drainMu sync.Mutex
 	// onMerged is told of fenced duplicates (their stored state goes).
 	onMerged func(iid string)
 	// orphans are instances of dead workers waiting to be placed again;
@@ -139,6 +143,19 @@ type WorkerManagerConfig struct {
 	Quotas *wire.Quotas
 	// Epochs hands out placement epochs (nil = in memory only).
 	Epochs *epochs
+	// State keeps the admin's drain flags across master restarts (nil =
+	// not kept).
+	State *state.Store
+}
+
+// drainedBucket holds the workers an admin drained, by worker id. Only
+// admin drains are kept: a leaving worker (SIGTERM) is draining too, but
+// that ends with its process.
+const drainedBucket = "drained"
+
+// drainedRecord is one admin drain.
+type drainedRecord struct {
+	At time.Time `json:"at"`
 }
 
 // NewWorkerManager returns an empty manager.
@@ -163,7 +180,7 @@ func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &WorkerManager{
 		ctx: ctx, cancel: cancel, orphans: map[string]struct{}{},
-		epochs: ep,
+		epochs: ep, state: cfg.State,
 		quotas: q, quotaUsers: quota.NewCounter(), quotaIPs: quota.NewCounter(),
 		log:       cfg.Logger.With().Str("component", "workers").Logger(),
 		bal:       cfg.Balancer,
@@ -199,7 +216,9 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 		w.conn.Close() // a stale connection of the same worker
 	}
 	if !ok {
-		w = &workerRec{}
+		// New to this master (or to this run of it): an admin's drain
+		// outlives both.
+		w = &workerRec{draining: m.drainedStored(info.ID)}
 		m.workers[info.ID] = w
 	}
 	if w.deadTimer != nil {
@@ -822,19 +841,51 @@ func (m *WorkerManager) peek() (wire.RouteReply, error) {
 	return wire.RouteReply{WorkerID: best.ID, Addr: m.workers[best.ID].info.HTTPAddr}, nil
 }
 
-// setDraining marks a worker (not) eligible for new instances.
+// setDraining marks a worker (not) eligible for new instances, on an
+// admin's order: the flag is stored, so it survives master restarts and
+// applies when the worker registers again. Undraining a worker that is not
+// registered clears its stored flag (a drained worker that went away).
 func (m *WorkerManager) setDraining(id string, on bool) error {
+	// drainMu, not m.mu, over the store write: routing waits on m.mu.
+	m.drainMu.Lock()
+	defer m.drainMu.Unlock()
 	m.mu.Lock()
-	w, ok := m.workers[id]
-	if ok {
+	_, ok := m.workers[id]
+	m.mu.Unlock()
+	if !ok && (on || !m.drainedStored(id)) {
+		return wire.Errorf(wire.CodeUnknownWorker, "no worker "+id)
+	}
+	if m.state != nil {
+		var err error
+		if on {
+			err = m.state.Put(drainedBucket, id, drainedRecord{At: time.Now().UTC()})
+		} else {
+			err = m.state.Delete(drainedBucket, id)
+		}
+		if err != nil {
+			return fmt.Errorf("drain flag of worker %s: %w", id, err)
+		}
+	}
+	m.mu.Lock()
+	if w, ok := m.workers[id]; ok {
 		w.draining = on
 	}
 	m.mu.Unlock()
-	if !ok {
-		return wire.Errorf(wire.CodeUnknownWorker, "no worker "+id)
-	}
 	_ = m.bal.SetDraining(id, on) // unknown to the balancer while disconnected
 	return nil
+}
+
+// drainedStored reports whether an admin drain of worker id is stored.
+func (m *WorkerManager) drainedStored(id string) bool {
+	if m.state == nil {
+		return false
+	}
+	var rec drainedRecord
+	ok, err := m.state.Get(drainedBucket, id, &rec)
+	if err != nil {
+		m.log.Warn().Err(err).Str("worker", id).Msg("reading the stored drain flag")
+	}
+	return ok
 }
 
 // host returns the worker hosting an instance and its Application Manager
