@@ -1,6 +1,7 @@
 package master
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,17 +53,20 @@ func loadAccounts(path string, now func() time.Time) (*Accounts, error) {
 		return a, nil
 	}
 	a.revokedPath = filepath.Join(filepath.Dir(path), "revoked.json")
-	if err := readJSONFile(path, &a.users); err != nil {
+	if err := readJSONFile(path, &a.users, "every account is lost"); err != nil {
 		return nil, fmt.Errorf("accounts: %w", err)
 	}
-	if err := readJSONFile(a.revokedPath, &a.revoked); err != nil {
+	if err := readJSONFile(a.revokedPath, &a.revoked, "revoked sessions stay valid until they expire"); err != nil {
 		return nil, fmt.Errorf("accounts: %w", err)
 	}
 	return a, nil
 }
 
-// readJSONFile decodes path into v; a missing file leaves v as it is.
-func readJSONFile(path string, v any) error {
+// readJSONFile decodes path into v; a missing file leaves v as it is. An
+// empty or malformed file (written by an older version that did not sync,
+// or damaged on disk) is named with how to recover; lose is what deleting
+// it costs.
+func readJSONFile(path string, v any, lose string) error {
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -70,8 +74,11 @@ func readJSONFile(path string, v any) error {
 	if err != nil {
 		return err
 	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return fmt.Errorf("%s is empty (a crash while it was written?): restore it from a backup, or delete it (%s)", path, lose)
+	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s is corrupt (%v): restore it from a backup, or delete it (%s)", path, err, lose)
 	}
 	return nil
 }

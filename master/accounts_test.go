@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +76,36 @@ func TestAccountRevocations(t *testing.T) {
 	}
 	if _, err := loadAccounts(filepath.Join(dir, "users.json"), clock); err == nil {
 		t.Fatal("a corrupt revoked.json was accepted")
+	}
+}
+
+// TestAccountsDamagedFiles: an empty or corrupt accounts or revocations
+// file stops the master with an error naming the file and the way out.
+func TestAccountsDamagedFiles(t *testing.T) {
+	for _, tc := range []struct {
+		file, content, want string
+	}{
+		{"users.json", "", "is empty"},
+		{"users.json", "\x00\x00\x00", "is corrupt"},
+		{"users.json", `{"bob":`, "is corrupt"},
+		{"revoked.json", "", "is empty"},
+		{"revoked.json", "{not json", "is corrupt"},
+	} {
+		t.Run(tc.file+"/"+tc.want, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, tc.file)
+			if err := os.WriteFile(p, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := loadAccounts(filepath.Join(dir, "users.json"), time.Now)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range []string{p, tc.want, "restore it from a backup", "delete it"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
 	}
 }

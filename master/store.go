@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/atomicfile"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
@@ -33,30 +34,16 @@ type storeState struct {
 
 func (s *appStore) appDir(mount string) string { return filepath.Join(s.dir, mount) }
 
+// writeAtomic replaces path durably: temp file, fsync, rename, directory
+// fsync.
 func writeAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteFile(path, data, 0o600)
 }
 
 // save stores version v of a bundle and makes it current.
 func (s *appStore) save(b *bundle.Bundle, v int, disabled bool) error {
 	dir := s.appDir(b.Manifest.MountPoint)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := atomicfile.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("app store: %w", err)
 	}
 	arch, err := b.Pack()
@@ -103,6 +90,10 @@ func (s *appStore) setState(mount string, st storeState) error {
 
 func (s *appStore) remove(mount string) error {
 	if err := os.RemoveAll(s.appDir(mount)); err != nil {
+		return fmt.Errorf("app store: %w", err)
+	}
+	// Make the removal durable, or a crash could bring the app back.
+	if err := atomicfile.SyncDir(s.dir); err != nil {
 		return fmt.Errorf("app store: %w", err)
 	}
 	return nil

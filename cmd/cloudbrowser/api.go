@@ -34,11 +34,15 @@ type apiClient struct {
 func newAPIClient(cmd *cli.Command, tokenFile string) (*apiClient, error) {
 	token := cmd.String("token")
 	if token == "" {
-		b, err := os.ReadFile(filepath.Join(cmd.String("data-dir"), tokenFile))
+		path := filepath.Join(cmd.String("data-dir"), tokenFile)
+		b, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("--token not given and the token could not be read: %w", err)
 		}
 		token = strings.TrimSpace(string(b))
+		if token == "" {
+			return nil, fmt.Errorf("--token not given and %s is empty: restore it from a backup, or delete it and restart the master to generate a new one", path)
+		}
 	}
 	base := strings.TrimRight(cmd.String("master"), "/")
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {

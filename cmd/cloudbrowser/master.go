@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -161,6 +162,9 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 	}
 	secretPath := filepath.Join(dir, "cluster.secret")
 	sec, err := secret.LoadOrCreate(secretPath)
+	if errors.Is(err, secret.ErrDamaged) {
+		return nil, fmt.Errorf("cluster secret: %w (a new secret changes worker.key and proxy.key: workers and proxies started on their own then need the new ones)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cluster secret: %w", err)
 	}

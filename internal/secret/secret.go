@@ -15,22 +15,34 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/atomicfile"
 )
 
 // MinLen is the shortest secret accepted, in bytes.
 const MinLen = 16
 
+// ErrDamaged marks a secret file that exists but is empty or corrupt,
+// typically after a crash while it was written by an older version.
+var ErrDamaged = errors.New("damaged secret file")
+
 // LoadOrCreate returns the hex secret stored at path, creating a random one
-// (32 bytes) with mode 0600 if the file does not exist.
+// (32 bytes) with mode 0600 if the file does not exist. The file appears
+// complete or not at all (atomicfile.CreateExclusive), so a crash at first
+// start cannot leave an empty one; an empty or corrupt file found anyway is
+// reported with how to recover.
 func LoadOrCreate(path string) (string, error) {
 	s, err := Load(path)
 	if err == nil {
 		return s, nil
 	}
+	if errors.Is(err, ErrDamaged) {
+		return "", fmt.Errorf("%w: restore it from a backup, or delete it to have a new one generated at the next start", err)
+	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := atomicfile.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", fmt.Errorf("create secret dir: %w", err)
 	}
 	b := make([]byte, 32)
@@ -38,21 +50,18 @@ func LoadOrCreate(path string) (string, error) {
 		return "", fmt.Errorf("generate secret: %w", err)
 	}
 	s = hex.EncodeToString(b)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err = atomicfile.CreateExclusive(path, []byte(s+"\n"), 0o600)
 	if errors.Is(err, fs.ErrExist) { // lost a race with another process: use theirs
 		return Load(path)
 	}
 	if err != nil {
 		return "", fmt.Errorf("create secret file: %w", err)
 	}
-	if _, err := f.WriteString(s + "\n"); err != nil {
-		f.Close()
-		return "", fmt.Errorf("write secret file: %w", err)
-	}
-	return s, f.Close()
+	return s, nil
 }
 
-// Load reads a secret file and refuses files others can read.
+// Load reads a secret file and refuses files others can read. An empty or
+// corrupt file gives an error matching ErrDamaged that names it.
 func Load(path string) (string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -66,16 +75,25 @@ func Load(path string) (string, error) {
 		return "", fmt.Errorf("secret file: %w", err)
 	}
 	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("secret file %s is empty (a crash while it was written?): %w", path, ErrDamaged)
+	}
 	if err := Check(s); err != nil {
-		return "", fmt.Errorf("secret file %s: %w", path, err)
+		return "", fmt.Errorf("secret file %s is corrupt (%v): %w", path, err, ErrDamaged)
 	}
 	return s, nil
 }
 
-// Check validates a secret given in configuration.
+// Check validates a secret given in configuration: long enough, one line
+// of printable characters (a torn write often leaves NUL bytes).
 func Check(s string) error {
 	if len(s) < MinLen {
 		return fmt.Errorf("secret is %d bytes, need at least %d", len(s), MinLen)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return fmt.Errorf("secret has a control character (byte %#02x at %d)", c, i)
+		}
 	}
 	return nil
 }
@@ -108,27 +126,16 @@ func RoleKey(clusterSecret, role string) string {
 }
 
 // Write stores s at path with mode 0600 (creating the directory 0700),
-// replacing what was there; a file that already holds s is left alone.
+// replacing what was there atomically and durably; a file that already
+// holds s is left alone.
 func Write(path, s string) error {
 	if old, err := Load(path); err == nil && old == s {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := atomicfile.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("create secret dir: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write secret file: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.WriteString(s + "\n"); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write secret file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write secret file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write secret file: %w", err)
 	}
 	return nil

@@ -2,8 +2,11 @@ package secret
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -76,5 +79,73 @@ func TestRoleKey(t *testing.T) {
 		if err != nil || got != k {
 			t.Fatalf("Load = %q, %v; want %q", got, err, k)
 		}
+	}
+}
+
+// An empty or corrupt secret or token file (e.g. left by a crash at first
+// start) is refused with an error naming it and saying how to recover, and
+// is not replaced behind the operator's back.
+func TestLoadOrCreateDamaged(t *testing.T) {
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"empty", "", "is empty"},
+		{"blank", " \n", "is empty"},
+		{"zeros", string(make([]byte, 64)), "is corrupt"},
+		{"short", "abc\n", "is corrupt"},
+		{"torn", "0123456789abcdef\x00\x00\x00\x00", "is corrupt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, file := range []string{"cluster.secret", "admin.token", "metrics.token"} {
+				p := filepath.Join(t.TempDir(), file)
+				if err := os.WriteFile(p, []byte(tc.content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				_, err := LoadOrCreate(p)
+				if err == nil {
+					t.Fatal("damaged file accepted")
+				}
+				msg := err.Error()
+				for _, w := range []string{p, tc.want, "restore it from a backup", "delete it"} {
+					if !strings.Contains(msg, w) {
+						t.Errorf("error %q lacks %q", msg, w)
+					}
+				}
+				if !errors.Is(err, ErrDamaged) {
+					t.Errorf("error %v is not ErrDamaged", err)
+				}
+				if b, _ := os.ReadFile(p); string(b) != tc.content {
+					t.Errorf("file changed to %q", b)
+				}
+			}
+		})
+	}
+}
+
+// LoadOrCreate leaves no temporary file and a complete secret; concurrent
+// first starts agree on one secret.
+func TestLoadOrCreateRace(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "cluster.secret")
+	got := make([]string, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			s, err := LoadOrCreate(p)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = s
+		})
+	}
+	wg.Wait()
+	for _, s := range got {
+		if s != got[0] || len(s) != 64 {
+			t.Fatalf("secrets differ: %q", got)
+		}
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("dir holds %d entries, want only the secret", len(ents))
 	}
 }

@@ -156,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		changed: make(chan struct{}),
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	removeStaleDirs(r.log)
+	removeStaleDirs(os.TempDir(), r.log)
 
 	// Start all processes in parallel; a start error fails New, since it
 	// most likely means a broken binary or flags.
@@ -191,20 +191,80 @@ const tempPrefix = "cloudbrowser-chromium-"
 
 func profileDir(dir string) string { return filepath.Join(dir, "profile") }
 
-// removeStaleDirs removes temporary dirs that a killed worker left behind:
-// older than a minute (so not one being set up) and used by no process.
-func removeStaleDirs(log zerolog.Logger) {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*"))
+// A Chromium's temporary dir is named tempPrefix+<owner>-<random>, where
+// owner is the ownerTag of the process that runs it. The owner is in the
+// name, not in a file, so a dir is never seen without it.
+//
+// ownDirs holds the dirs this process made and has not removed yet, so a
+// runtime starting next to another (tests, or two runtimes in one
+// process) leaves the other's alone; dirsMu also covers the gap between
+// creating a dir and recording it.
+var (
+	dirsMu  sync.Mutex
+	ownDirs = map[string]bool{}
+)
+
+// makeDir creates and records a temporary dir for a Chromium.
+func makeDir() (string, error) {
+	dirsMu.Lock()
+	defer dirsMu.Unlock()
+	dir, err := os.MkdirTemp("", tempPrefix+selfTag()+"-")
+	if err == nil {
+		ownDirs[dir] = true
+	}
+	return dir, err
+}
+
+// dropDir kills what is left of dir's Chromium and removes the dir.
+func dropDir(dir string) error {
+	killLeftovers(leftoverArgs(dir)...)
+	err := removeAllRetry(dir)
+	dirsMu.Lock()
+	delete(ownDirs, dir)
+	dirsMu.Unlock()
+	return err
+}
+
+// removeStaleDirs removes every temporary dir under base that a dead
+// worker left behind, whatever its age: a dir whose owner process is gone
+// (a worker killed with SIGKILL, or an earlier process that had our pid),
+// after killing any Chromium child still using it. Dirs of live owners are
+// kept; so are dirs of an older version (no owner in the name) while a
+// live process uses them.
+func removeStaleDirs(base string, log zerolog.Logger) {
+	dirs, _ := filepath.Glob(filepath.Join(base, tempPrefix+"*"))
 	if len(dirs) == 0 {
 		return
 	}
-	live := liveUserDataDirs()
+	procs, err := readProcs()
+	if err != nil {
+		log.Warn().Err(err).Msg("no process table: stale chromium dirs kept")
+		return
+	}
+	live := liveArgs(procs)
+	dirsMu.Lock()
+	defer dirsMu.Unlock()
 	for _, dir := range dirs {
 		fi, err := os.Stat(dir)
-		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < time.Minute || live[profileDir(dir)] {
+		if err != nil || !fi.IsDir() || ownDirs[dir] {
 			continue
 		}
-		if err := os.RemoveAll(dir); err != nil {
+		used := slices.ContainsFunc(leftoverArgs(dir), func(a string) bool { return live[a] })
+		name := strings.TrimPrefix(filepath.Base(dir), tempPrefix)
+		tag, _, hasOwner := strings.Cut(name, "-")
+		pid, start, ok := parseOwnerTag(tag)
+		switch {
+		case hasOwner && ok:
+			if p, alive := procs[pid]; alive && p.state != 'Z' && p.start == start && ownerTag(pid, start) != selfTag() {
+				continue // a live worker's
+			}
+			if used {
+				killLeftovers(leftoverArgs(dir)...)
+			}
+		case used:
+			continue // an older version's, in use
+		}
+		if err := removeAllRetry(dir); err != nil {
 			log.Warn().Err(err).Str("dir", dir).Msg("removing stale chromium dir")
 			continue
 		}
@@ -355,7 +415,7 @@ func (r *Runtime) Name() string { return "chromium" }
 
 // start launches one Chromium for s.
 func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
-	dir, err := os.MkdirTemp("", tempPrefix)
+	dir, err := makeDir()
 	if err != nil {
 		return nil, fmt.Errorf("chromium: profile dir: %w", err)
 	}
@@ -388,8 +448,7 @@ func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
 	if err != nil {
 		rootCancel()
 		allocCancel()
-		killLeftovers(leftoverArgs(dir)...)
-		_ = removeAllRetry(dir)
+		_ = dropDir(dir)
 		return nil, fmt.Errorf("chromium: start %s: %w", r.path, err)
 	}
 	c := chromedp.FromContext(rootCtx)
@@ -544,8 +603,7 @@ func (r *Runtime) retire(p *process, closing bool) {
 func (r *Runtime) stop(p *process) {
 	p.rootCancel() // kills the process and waits for it
 	p.allocCancel()
-	killLeftovers(leftoverArgs(p.dir)...)
-	if err := removeAllRetry(p.dir); err != nil {
+	if err := dropDir(p.dir); err != nil {
 		r.log.Warn().Err(err).Str("dir", p.dir).Msg("chromium profile not removed")
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -19,7 +21,8 @@ var procDir = "/proc"
 // procStat is what Stats and cleanup need from /proc/<pid>/stat.
 type procStat struct {
 	pid, ppid int
-	state     byte // R, S, D, Z, ...
+	state     byte   // R, S, D, Z, ...
+	start     uint64 // start time in clock ticks since boot; 0 if not read
 }
 
 // parseStat parses /proc/<pid>/stat. The command name is in parentheses and
@@ -43,7 +46,11 @@ func parseStat(b []byte) (procStat, error) {
 	if err != nil {
 		return procStat{}, fmt.Errorf("proc stat ppid: %w", err)
 	}
-	return procStat{pid: pid, ppid: ppid, state: f[0][0]}, nil
+	st := procStat{pid: pid, ppid: ppid, state: f[0][0]}
+	if len(f) >= 20 { // field 22, starttime: tells a pid's reuse apart
+		st.start, _ = strconv.ParseUint(string(f[19]), 10, 64)
+	}
+	return st, nil
 }
 
 // readProcs reads every process's stat. Processes that exit while we read
@@ -206,29 +213,51 @@ func removeAllRetry(dir string) error {
 	return err
 }
 
-// liveUserDataDirs returns the --user-data-dir of every live process.
-func liveUserDataDirs() map[string]bool {
-	dirs := map[string]bool{}
-	procs, err := readProcs()
-	if err != nil {
-		return dirs
-	}
-	const flag = "--user-data-dir="
+// liveArgs returns the command-line arguments of every live process but
+// us (NUL- or space-separated, see cmdlineHas).
+func liveArgs(procs map[int]procStat) map[string]bool {
+	args := map[string]bool{}
+	self := os.Getpid()
 	for pid, p := range procs {
-		if p.state == 'Z' {
+		if p.state == 'Z' || pid == self {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(pid), "cmdline"))
 		if err != nil {
 			continue
 		}
-		// Arguments are NUL-separated, or space-separated where Chromium
-		// rewrote its argv; the runtime's dirs contain neither.
 		for _, arg := range bytes.FieldsFunc(b, func(r rune) bool { return r == 0 || r == ' ' }) {
-			if v, ok := bytes.CutPrefix(arg, []byte(flag)); ok {
-				dirs[string(v)] = true
-			}
+			args[string(arg)] = true
 		}
 	}
-	return dirs
+	return args
 }
+
+// ownerTag names a process for as long as it lives: pid and start time,
+// so a reused pid is not taken for the old process.
+func ownerTag(pid int, start uint64) string { return fmt.Sprintf("%d.%d", pid, start) }
+
+// parseOwnerTag is the inverse of ownerTag.
+func parseOwnerTag(tag string) (pid int, start uint64, ok bool) {
+	p, st, found := strings.Cut(tag, ".")
+	if !found {
+		return 0, 0, false
+	}
+	pid, err := strconv.Atoi(p)
+	if err != nil || pid <= 0 {
+		return 0, 0, false
+	}
+	start, err = strconv.ParseUint(st, 10, 64)
+	return pid, start, err == nil
+}
+
+// selfTag is ownerTag of this process.
+var selfTag = sync.OnceValue(func() string {
+	var start uint64
+	if b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(os.Getpid()), "stat")); err == nil {
+		if st, err := parseStat(b); err == nil {
+			start = st.start
+		}
+	}
+	return ownerTag(os.Getpid(), start)
+})

@@ -45,14 +45,14 @@ Shared_Clean:      10000 kB
 
 func TestTree(t *testing.T) {
 	procs := map[int]procStat{
-		1:  {1, 0, 'S'},
-		10: {10, 1, 'S'},  // chromium main
-		11: {11, 10, 'S'}, // zygote
-		12: {12, 11, 'S'}, // renderer
-		13: {13, 11, 'Z'}, // exited renderer
-		14: {14, 10, 'S'}, // utility
-		20: {20, 1, 'S'},  // unrelated
-		21: {21, 20, 'S'},
+		1:  {pid: 1, ppid: 0, state: 'S'},
+		10: {pid: 10, ppid: 1, state: 'S'},  // chromium main
+		11: {pid: 11, ppid: 10, state: 'S'}, // zygote
+		12: {pid: 12, ppid: 11, state: 'S'}, // renderer
+		13: {pid: 13, ppid: 11, state: 'Z'}, // exited renderer
+		14: {pid: 14, ppid: 10, state: 'S'}, // utility
+		20: {pid: 20, ppid: 1, state: 'S'},  // unrelated
+		21: {pid: 21, ppid: 20, state: 'S'},
 	}
 	got := tree(procs, 10)
 	slices.Sort(got)
@@ -133,38 +133,117 @@ func TestProcSelf(t *testing.T) {
 	}
 }
 
+// shellProc starts a shell that waits on its stdin (no child process) with
+// extra arguments on its command line, and returns it running.
+func shellProc(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sh", append([]string{"-c", "read x", "sh"}, args...)...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// tagOf is the ownerTag of a live process.
+func tagOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := parseStat(b)
+	if err != nil || st.start == 0 {
+		t.Fatalf("stat of %d: %+v %v", pid, st, err)
+	}
+	return ownerTag(pid, st.start)
+}
+
+// TestRemoveStaleDirs: at startup every dir of a dead owner goes, however
+// young, and with it any process still using it; dirs of live owners and
+// of this process's runtimes stay.
 func TestRemoveStaleDirs(t *testing.T) {
+	if _, err := readProcs(); err != nil {
+		t.Skip("no /proc:", err)
+	}
 	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
-	old := time.Now().Add(-time.Hour)
-	mk := func(name string, mtime time.Time) string {
+	mk := func(name string) string {
 		d := filepath.Join(tmp, tempPrefix+name)
 		if err := os.MkdirAll(profileDir(d), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		os.Chtimes(d, mtime, mtime)
 		return d
 	}
-	stale, fresh, inUse := mk("stale", old), mk("fresh", time.Now()), mk("inuse", old)
-	other := filepath.Join(tmp, "unrelated")
-	os.Mkdir(other, 0o700)
-	os.Chtimes(other, old, old)
-
-	// A process that names inUse's profile on its command line.
-	cmd := exec.Command("sh", "-c", "sleep 60; true", "--user-data-dir="+profileDir(inUse))
-	if err := cmd.Start(); err != nil {
+	// A process that has exited: its pid and start time name a dead owner.
+	done := exec.Command("true")
+	if err := done.Run(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	deadTag := ownerTag(done.Process.Pid, 12345)
+	alive := shellProc(t)
+	pid, start, _ := parseOwnerTag(selfTag())
 
-	removeStaleDirs(zerolog.Nop())
+	deadFresh := mk(deadTag + "-1")                     // a worker killed a second ago
+	deadUsed := mk(deadTag + "-2")                      // ... whose Chromium child lives on
+	liveOwner := mk(tagOf(t, alive.Process.Pid) + "-3") // another worker, running
+	reused := mk(ownerTag(pid, start+1) + "-4")         // an earlier process with our pid
+	legacy := mk("123456")                              // an older version's, unused
+	legacyUsed := mk("654321")                          // an older version's, in use
+	other := filepath.Join(tmp, "unrelated")
+	os.Mkdir(other, 0o700)
+	mine := mk(selfTag() + "-5") // a runtime of this process
+	dirsMu.Lock()
+	ownDirs[mine] = true
+	dirsMu.Unlock()
+	t.Cleanup(func() { dirsMu.Lock(); delete(ownDirs, mine); dirsMu.Unlock() })
+
+	orphan := shellProc(t, "--user-data-dir="+profileDir(deadUsed))
+	shellProc(t, "--user-data-dir="+profileDir(legacyUsed))
+
+	removeStaleDirs(tmp, zerolog.Nop())
 	for _, c := range []struct {
 		dir  string
 		gone bool
-	}{{stale, true}, {fresh, false}, {inUse, false}, {other, false}} {
+	}{
+		{deadFresh, true}, {deadUsed, true}, {reused, true}, {legacy, true},
+		{liveOwner, false}, {legacyUsed, false}, {other, false}, {mine, false},
+	} {
 		_, err := os.Stat(c.dir)
 		if gone := os.IsNotExist(err); gone != c.gone {
-			t.Errorf("%s: gone=%v, want %v", c.dir, gone, c.gone)
+			t.Errorf("%s: gone=%v, want %v", filepath.Base(c.dir), gone, c.gone)
+		}
+	}
+	// The orphan was killed: Wait returns (the cleanup's Kill is then a no-op).
+	waited := make(chan error, 1)
+	go func() { waited <- orphan.Wait() }()
+	select {
+	case <-waited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the process using a dead owner's dir was not killed")
+	}
+}
+
+func TestOwnerTag(t *testing.T) {
+	for _, tc := range []struct {
+		tag   string
+		pid   int
+		start uint64
+		ok    bool
+	}{
+		{"12.345", 12, 345, true},
+		{ownerTag(7, 0), 7, 0, true},
+		{"12", 0, 0, false},
+		{"x.1", 0, 0, false},
+		{"0.1", 0, 0, false},
+		{"1.x", 0, 0, false},
+	} {
+		pid, start, ok := parseOwnerTag(tc.tag)
+		if ok != tc.ok || ok && (pid != tc.pid || start != tc.start) {
+			t.Errorf("%q: %d %d %v", tc.tag, pid, start, ok)
 		}
 	}
 }
