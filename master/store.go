@@ -92,8 +92,9 @@ func (s *appStore) remove(mount string) error {
 	if err := os.RemoveAll(s.appDir(mount)); err != nil {
 		return fmt.Errorf("app store: %w", err)
 	}
-	// Make the removal durable, or a crash could bring the app back.
-	if err := atomicfile.SyncDir(s.dir); err != nil {
+	// Make the removal durable, or a crash could bring the app back. No
+	// store directory: nothing was ever stored, nothing to sync.
+	if err := atomicfile.SyncDir(s.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("app store: %w", err)
 	}
 	return nil
