@@ -345,12 +345,7 @@ func (a *AppManager) deleted(mount string) bool {
 	if a.state == nil {
 		return false
 	}
-	var rec deletedApp
-	ok, err := a.state.Get(deletedAppsBucket, mount, &rec)
-	if err != nil {
-		a.log.Warn().Err(err).Str("app", mount).Msg("reading the deletion record")
-	}
-	return ok
+	return a.state.Has(deletedAppsBucket, mount)
 }
 
 // pushTimeout bounds one ordinary call to a worker.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
 // Failover. When a worker is declared dead its instances stay in the table,
@@ -108,12 +107,9 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 	}
 	moving, info := in.moving, in.InstanceInfo
 	if holder := m.supersededLocked(in); holder != "" {
-		m.removeInstanceLocked(iid)
-		m.lost[iid] = lostRec{app: info.App, at: time.Now(), mergedInto: holder}
+		m.giveWayLocked(in, holder, time.Now())
 		m.mu.Unlock()
-		if m.onMerged != nil {
-			m.onMerged(iid)
-		}
+		m.dropMerged([]string{iid})
 		return "", nil
 	}
 	m.mu.Unlock()
@@ -138,12 +134,7 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 			break
 		}
 		tried[wid] = true
-		m.mu.Lock()
-		var ref *rmi.Ref
-		if w, ok := m.workers[wid]; ok {
-			ref = w.ref
-		}
-		m.mu.Unlock()
+		ref := m.refOf(wid)
 		if ref == nil {
 			m.bal.Release(wid)
 			continue
@@ -154,8 +145,7 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 			return "", fmt.Errorf("placement epoch: %w", err)
 		}
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		err = ref.Call(cctx, wire.WorkerCreateInstance, nil, wire.CreateInstance{App: app, InstanceID: iid, Owner: info.Owner,
-			ClientIP: info.ClientIP, Epoch: epoch, Restore: true, Created: info.Created, Name: info.Name})
+		err = ref.Call(cctx, wire.WorkerCreateInstance, nil, restoreRequest(app, info, epoch))
 		cancel()
 		if err != nil {
 			m.bal.Release(wid)
@@ -186,6 +176,30 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 		lastErr = errNoWorkerForMove
 	}
 	return "", lastErr
+}
+
+// restoreRequest places instance info again under epoch, from the state
+// and browser snapshots the master keeps.
+func restoreRequest(app wire.App, info wire.InstanceInfo, epoch uint64) wire.CreateInstance {
+	return wire.CreateInstance{App: app, InstanceID: info.ID, Owner: info.Owner, ClientIP: info.ClientIP,
+		Epoch: epoch, Restore: true, Created: info.Created, Name: info.Name}
+}
+
+// giveWayLocked closes an instance in favour of holder, the one that took
+// its strategy key: its URLs say so (410 replaced).
+func (m *WorkerManager) giveWayLocked(in *instanceRec, holder string, now time.Time) {
+	m.removeInstanceLocked(in.ID)
+	m.lost[in.ID] = lostRec{app: in.App, at: now, mergedInto: holder}
+}
+
+// dropMerged forgets the stored state of instances that gave way.
+func (m *WorkerManager) dropMerged(iids []string) {
+	if m.onMerged == nil {
+		return
+	}
+	for _, iid := range iids {
+		m.onMerged(iid)
+	}
 }
 
 // supersededLocked returns the instance that holds in's strategy key if it

@@ -385,7 +385,7 @@ func (m *WorkerManager) hostedBy(iid string, c *rmi.Conn) (string, error) {
 	if !ok {
 		return "", wire.Errorf(wire.CodeUnknownInstance, "instance "+iid+" is not in the master's table")
 	}
-	if w, ok := m.workers[in.Worker]; !ok || c == nil || w.conn != c {
+	if !m.connIsLocked(in.Worker, c) {
 		return "", wire.Errorf(wire.CodeUnknownInstance, "instance "+iid+" is hosted by "+in.Worker+", not by the caller")
 	}
 	return in.Worker, nil

@@ -74,13 +74,7 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 	if err != nil {
 		return "", fmt.Errorf("no other worker: %w", err)
 	}
-	m.mu.Lock()
-	dst, ok := m.workers[wid]
-	var newRef *rmi.Ref
-	if ok {
-		newRef = dst.ref
-	}
-	m.mu.Unlock()
+	newRef := m.refOf(wid)
 	if wid == from || newRef == nil {
 		m.bal.Release(wid)
 		return "", errors.New("no other worker is available")
@@ -101,8 +95,9 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 	in.Epoch, in.moving, in.migrating = epoch, make(chan struct{}), true
 	m.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = newRef.Call(cctx, wire.WorkerCreateInstance, nil, wire.CreateInstance{App: app, InstanceID: iid, Owner: info.Owner,
-		ClientIP: info.ClientIP, Epoch: epoch, Restore: true, WaitBrowsers: true, Created: info.Created, Name: info.Name})
+	req := restoreRequest(app, info, epoch)
+	req.WaitBrowsers = true // the old copy serves until the browsers are back
+	err = newRef.Call(cctx, wire.WorkerCreateInstance, nil, req)
 	cancel()
 	m.mu.Lock()
 	if err != nil {
@@ -157,7 +152,7 @@ func (m *WorkerManager) leave(ctx context.Context, id string) (wire.MigrationRes
 func (m *WorkerManager) callerIs(c *rmi.Conn, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if w, ok := m.workers[id]; !ok || c == nil || w.conn != c {
+	if !m.connIsLocked(id, c) {
 		return wire.Errorf(wire.CodeUnknownWorker, "worker "+id+" is not registered on this connection")
 	}
 	return nil

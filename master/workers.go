@@ -264,11 +264,7 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 	}
 	m.log.Info().Str("worker", info.ID).Str("http", info.HTTPAddr).Str("peer", ref.Conn().RemoteAddr().String()).
 		Int("instances", adopted).Int("fenced", len(fenced)).Msg("worker registered")
-	if m.onMerged != nil {
-		for _, iid := range merged {
-			m.onMerged(iid)
-		}
-	}
+	m.dropMerged(merged)
 	m.kickMoves() // orphans waiting for a live worker
 	return fenced, nil
 }
@@ -409,8 +405,7 @@ func (m *WorkerManager) dead(id, reason string) {
 		if holder := m.supersededLocked(in); holder != "" {
 			// Its strategy key went to another instance while this worker
 			// was unreachable: that one goes on, this one gives way.
-			m.removeInstanceLocked(iid)
-			m.lost[iid] = lostRec{app: in.App, at: now, mergedInto: holder}
+			m.giveWayLocked(in, holder, now)
 			merged = append(merged, iid)
 			continue
 		}
@@ -429,11 +424,7 @@ func (m *WorkerManager) dead(id, reason string) {
 	if moving > 0 {
 		m.kickMoves()
 	}
-	if m.onMerged != nil {
-		for _, iid := range merged {
-			m.onMerged(iid)
-		}
-	}
+	m.dropMerged(merged)
 	if conn != nil {
 		conn.Close()
 	}
@@ -532,12 +523,7 @@ func (m *WorkerManager) place(ctx context.Context, req wire.PlaceRequest) (p wir
 	if err != nil || req.NoBrowser {
 		return p, err
 	}
-	m.mu.Lock()
-	var ref *rmi.Ref
-	if w, ok := m.workers[p.WorkerID]; ok {
-		ref = w.ref
-	}
-	m.mu.Unlock()
+	ref := m.refOf(p.WorkerID)
 	if ref == nil {
 		return wire.Placement{}, wire.Errorf(wire.CodeNoWorkers, "worker "+p.WorkerID+" is not connected")
 	}
@@ -661,13 +647,7 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientI
 			break
 		}
 		tried[wid] = true
-		m.mu.Lock()
-		w, ok := m.workers[wid]
-		var ref *rmi.Ref
-		if ok {
-			ref = w.ref
-		}
-		m.mu.Unlock()
+		ref := m.refOf(wid)
 		if ref == nil {
 			m.bal.Release(wid)
 			lastErr = wire.Errorf(wire.CodeNoWorkers, "worker "+wid+" is not connected")
@@ -880,12 +860,23 @@ func (m *WorkerManager) drainedStored(id string) bool {
 	if m.state == nil {
 		return false
 	}
-	var rec drainedRecord
-	ok, err := m.state.Get(drainedBucket, id, &rec)
-	if err != nil {
-		m.log.Warn().Err(err).Str("worker", id).Msg("reading the stored drain flag")
+	return m.state.Has(drainedBucket, id)
+}
+
+// refOf is worker wid's Application Manager (nil: unknown or disconnected).
+func (m *WorkerManager) refOf(wid string) *rmi.Ref {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w, ok := m.workers[wid]; ok {
+		return w.ref
 	}
-	return ok
+	return nil
+}
+
+// connIsLocked reports whether c is worker id's current connection.
+func (m *WorkerManager) connIsLocked(id string, c *rmi.Conn) bool {
+	w, ok := m.workers[id]
+	return ok && c != nil && w.conn == c
 }
 
 // host returns the worker hosting an instance and its Application Manager

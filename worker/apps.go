@@ -159,14 +159,10 @@ func appPool(app wire.App) (*pool.Config, error) {
 // appIdle is the app's idleTimeout (the default when the manifest has
 // none or cannot be read).
 func appIdle(app wire.App) time.Duration {
-	if len(app.Manifest) == 0 {
-		return bundle.DefaultIdleTimeout
+	if m := manifestOf(app); m != nil {
+		return m.Idle()
 	}
-	m, err := bundle.ParseManifest(app.Manifest)
-	if err != nil {
-		return bundle.DefaultIdleTimeout
-	}
-	return m.Idle()
+	return bundle.DefaultIdleTimeout
 }
 
 func (a *AppManager) poolConfig(name string) *pool.Config {

@@ -42,7 +42,7 @@ func (w *Worker) startEgress() error {
 	}
 	var cluster []string
 	if w.ln != nil {
-		cluster = append(cluster, anyHostPort(w.ln.Addr().String()))
+		cluster = append(cluster, w.ln.Addr().String()) // a local address: every local address (AddCluster)
 	}
 	if w.cfg.Master != "" {
 		cluster = append(cluster, w.cfg.Master)
@@ -68,19 +68,6 @@ func (w *Worker) startEgress() error {
 	}
 	w.egress = g
 	return nil
-}
-
-// anyHostPort turns a listener address into "host:port" refused on every
-// local address when it is a wildcard or loopback bind.
-func anyHostPort(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() || ip.IsLoopback() {
-		return ":" + port
-	}
-	return addr
 }
 
 // browserOptions are the options of a new browser of app ("" = the
@@ -119,8 +106,8 @@ func (w *Worker) tenant(app string) *egress.Tenant {
 	t := &egress.Tenant{App: app, Internal: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w.serveBundle(rw, r, app)
 	})}
-	if a, ok := w.apps.app(app); ok && len(a.Manifest) > 0 {
-		if m, err := bundle.ParseManifest(a.Manifest); err == nil {
+	if a, ok := w.apps.app(app); ok {
+		if m := manifestOf(a); m != nil {
 			// Validated at deploy; a rule that fails now is skipped.
 			for _, s := range m.Egress.Allow {
 				if r, err := egress.ParseRule(s); err == nil {
@@ -189,11 +176,21 @@ func (w *Worker) serveFile(rw http.ResponseWriter, r *http.Request, app wire.App
 // client engine (manifest navigation.clientNavigate); then only http and
 // https addresses, still under the app's navigation and egress policies.
 func clientNavigate(app wire.App) bool {
+	m := manifestOf(app)
+	return m != nil && m.Navigation.ClientNavigate
+}
+
+// manifestOf is app's parsed manifest, nil when it has none or it does not
+// parse (it was validated at deploy: the caller keeps its default).
+func manifestOf(app wire.App) *bundle.Manifest {
 	if len(app.Manifest) == 0 {
-		return false
+		return nil
 	}
 	m, err := bundle.ParseManifest(app.Manifest)
-	return err == nil && m.Navigation.ClientNavigate
+	if err != nil {
+		return nil
+	}
+	return m
 }
 
 // webURL reports an http or https URL.
@@ -207,11 +204,8 @@ func webURL(raw string) bool {
 // internal origin is always allowed. Patterns match the URL in canonical
 // form (canonicalURL), never the text as written.
 func (w *Worker) navigationPolicy(app wire.App) func(string) bool {
-	if len(app.Manifest) == 0 {
-		return nil
-	}
-	m, err := bundle.ParseManifest(app.Manifest)
-	if err != nil || len(m.Navigation.Allow)+len(m.Navigation.Deny) == 0 {
+	m := manifestOf(app)
+	if m == nil || len(m.Navigation.Allow)+len(m.Navigation.Deny) == 0 {
 		return nil
 	}
 	compile := func(ps []string) []*regexp.Regexp {

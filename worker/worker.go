@@ -350,7 +350,7 @@ func (w *Worker) joinGossip(ctx context.Context, masterID, seed string, key []by
 		}
 		w.member = m
 		if w.egress != nil {
-			_ = w.egress.AddCluster(anyHostPort(m.Addr()))
+			_ = w.egress.AddCluster(m.Addr())
 		}
 	}
 	if w.member.Alive(masterID) {

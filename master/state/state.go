@@ -86,6 +86,15 @@ func (s *Store) Get(bucket, key string, v any) (bool, error) {
 	return true, nil
 }
 
+// Has reports whether bucket/key exists (a flag kept by its presence).
+func (s *Store) Has(bucket, key string) bool {
+	found := false
+	s.view(func(get func(b, k string) []byte, _ func(b string) map[string][]byte) {
+		found = get(bucket, key) != nil
+	})
+	return found
+}
+
 // Delete removes bucket/key (nothing if absent).
 func (s *Store) Delete(bucket, key string) error {
 	return s.Update(func(tx Tx) error { return tx.Delete(bucket, key) })

@@ -37,6 +37,9 @@ func TestStore(t *testing.T) {
 			if ok, _ := s.Get("b", "missing", &r); ok {
 				t.Fatal("missing key found")
 			}
+			if !s.Has("b", "k") || s.Has("b", "missing") || s.Has("nobucket", "k") {
+				t.Fatal("Has disagrees with Get")
+			}
 			// A failing transaction changes nothing.
 			boom := errors.New("boom")
 			err = s.Update(func(tx Tx) error {
