@@ -271,21 +271,7 @@ func (s *instanceStates) get(iid, after string) (wire.InstanceState, error) {
 
 // getAll reads every page.
 func (s *instanceStates) getAll(iid string) (wire.InstanceState, error) {
-	all, err := s.get(iid, "")
-	for err == nil && all.More {
-		last := ""
-		for k := range all.Values {
-			last = max(last, k)
-		}
-		var page wire.InstanceState
-		if page, err = s.get(iid, last); err == nil {
-			for k, v := range page.Values {
-				all.Values[k] = v
-			}
-			all.More = page.More
-		}
-	}
-	return all, err
+	return wire.AllState(func(after string) (wire.InstanceState, error) { return s.get(iid, after) })
 }
 
 // saveBrowser stores or removes one browser snapshot of an instance.

@@ -87,20 +87,7 @@ func (w *Worker) loadState(ctx context.Context, iid string) (wire.InstanceState,
 	}
 	ctx, cancel := context.WithTimeout(ctx, stateWriteTimeout)
 	defer cancel()
-	all, err := w.replica.Get(ctx, iid, "")
-	for err == nil && all.More {
-		last := ""
-		for k := range all.Values {
-			last = max(last, k)
-		}
-		var page wire.InstanceState
-		if page, err = w.replica.Get(ctx, iid, last); err == nil {
-			for k, v := range page.Values {
-				all.Values[k] = v
-			}
-			all.More = page.More
-		}
-	}
+	all, err := wire.AllState(func(after string) (wire.InstanceState, error) { return w.replica.Get(ctx, iid, after) })
 	if err != nil {
 		return all, fmt.Errorf("load the shared state of %s from the master: %w", iid, err)
 	}

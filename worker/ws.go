@@ -652,18 +652,20 @@ func (h *hub) end(msg []byte, reason, reload string) {
 }
 
 func writeClosed(conn *websocket.Conn, reason, reload string) {
-	conn.SetWriteDeadline(time.Now().Add(writeWait))
-	_ = conn.WriteMessage(websocket.TextMessage, mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload}))
-	_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
-	conn.Close()
+	endWith(conn, wsMsg{T: "closed", Reason: reason, Reload: reload}, websocket.CloseNormalClosure, "")
 }
 
 // writeRefused tells a client it was not admitted (a quota) and closes with
 // "policy violation", so the client engine does not reconnect in a loop.
 func writeRefused(conn *websocket.Conn, reason string) {
+	endWith(conn, wsMsg{T: "closed", Reason: reason}, websocket.ClosePolicyViolation, "quota")
+}
+
+// endWith sends a last message and a close frame, then closes conn.
+func endWith(conn *websocket.Conn, m wsMsg, code int, text string) {
 	conn.SetWriteDeadline(time.Now().Add(writeWait))
-	_ = conn.WriteMessage(websocket.TextMessage, mustJSON(wsMsg{T: "closed", Reason: reason}))
-	_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, "quota"))
+	_ = conn.WriteMessage(websocket.TextMessage, mustJSON(m))
+	_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(code, text))
 	conn.Close()
 }
 

@@ -572,6 +572,26 @@ type InstanceState struct {
 	More   bool                  `codec:"more"`
 }
 
+// AllState reads every page of an instance's state: get returns the page of
+// values after a key ("" = the first page).
+func AllState(get func(after string) (InstanceState, error)) (InstanceState, error) {
+	all, err := get("")
+	for err == nil && all.More {
+		last := ""
+		for k := range all.Values {
+			last = max(last, k)
+		}
+		var page InstanceState
+		if page, err = get(last); err == nil {
+			for k, v := range page.Values {
+				all.Values[k] = v
+			}
+			all.More = page.More
+		}
+	}
+	return all, err
+}
+
 // Methods of the master's InstanceState object for browser snapshots.
 const (
 	// StateSaveBrowserMethod stores or removes one browser's snapshot:
