@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 )
 
@@ -28,6 +30,7 @@ func main() {
 	worker := flag.String("worker", "", "worker host:port")
 	cache := flag.Bool("cache", true, "wrap the router in a CachingRouter (as in production)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile here until exit")
+	signHops := flag.Bool("hop", true, "sign every relayed request (X-CB-Hop), as in production")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -48,7 +51,15 @@ func main() {
 		router = proxy.NewCachingRouter(router, time.Minute)
 	}
 	logger := zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
-	p := proxy.New(proxy.Config{Router: router, Logger: logger})
+	cfg := proxy.Config{Router: router, Logger: logger}
+	if *signHops {
+		key := make([]byte, hop.KeyLen)
+		if _, err := rand.Read(key); err != nil {
+			log.Fatal(err)
+		}
+		cfg.HopKey = func() []byte { return key }
+	}
+	p := proxy.New(cfg)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
