@@ -23,4 +23,4 @@ for i in $(seq 1 100); do
 	sleep 0.2
 done
 [ -n "$WORKER" ] || { log "no worker registered"; cat "$TMP/up.log" >&2; exit 1; }
-"$TMP/bin/inputlatency" -public "http://127.0.0.1:$PORT" -worker "$WORKER" -n "$N"
+"$TMP/bin/inputlatency" -public "http://127.0.0.1:$PORT" -worker "$WORKER" -secret-file "$TMP/data/cluster.secret" -n "$N"

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -18,6 +19,9 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 )
 
 func main() {
@@ -25,7 +29,15 @@ func main() {
 	worker := flag.String("worker", "", "the worker's HTTP address (host:port) for the direct run")
 	app := flag.String("app", "typing", "app mount point (an input at 20..320 x 40..80)")
 	n := flag.Int("n", 200, "key presses per run")
+	secretFile := flag.String("secret-file", "", "the cluster secret: the direct run signs its handshake as a proxy would (workers refuse unsigned requests)")
 	flag.Parse()
+	if *secretFile != "" {
+		sec, err := secret.Load(*secretFile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		hopKey = secret.Derive(sec, "http-hop", hop.KeyLen)
+	}
 	if err := run(*public, *worker, *app, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "inputlatency:", err)
 		os.Exit(1)
@@ -82,10 +94,17 @@ func run(public, worker, app string, n int) error {
 
 type msg map[string]any
 
+// hopKey signs the direct run's handshake (-secret-file).
+var hopKey []byte
+
 func measure(host, path string, cookies []*http.Cookie, n int) ([]time.Duration, float64, error) {
 	h := http.Header{"Origin": {"http://" + host}}
 	for _, ck := range cookies {
 		h.Add("Cookie", ck.String())
+	}
+	if hopKey != nil {
+		// Proxies sign what they relay; straight to a worker, the tool does.
+		h.Set(hop.Header, hop.Sign(hopKey, time.Now(), hop.Fields{Method: http.MethodGet, Host: host, URI: path + "/ws"}))
 	}
 	conn, _, err := websocket.DefaultDialer.Dial("ws://"+host+path+"/ws", h)
 	if err != nil {
