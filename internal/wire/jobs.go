@@ -1,0 +1,155 @@
+package wire
+
+// Jobs: browser work done by the cluster without a person watching (issue
+// #14; docs/jobs.md). The master owns the queue (master/jobs) and pushes one
+// attempt at a time to a worker with a free job slot; the worker runs it in
+// a leased browser (worker/jobs), reports JobWorking every ReportEvery while
+// it runs and JobDone once at the end.
+
+// Objects and methods.
+const (
+	// ObjJobQueue is on the master, called by workers:
+	//   Working(JobProgress) error   — the attempt still runs (lease renewal)
+	//   Done(JobOutcome) error       — the attempt ended (success or not)
+	ObjJobQueue  = "JobQueue"
+	JobWorkingFn = "Working"
+	JobDoneFn    = "Done"
+	// RunJob is a method of the worker's Application Manager reference
+	// (the one it registers with): (JobRun) error. It answers at once: nil
+	// = accepted (the worker will report), else refused (no free slot,
+	// unknown app...) and the job stays queued.
+	RunJobFn = "RunJob"
+	// CancelJobFn stops a running attempt on the worker: (id string, attempt int) error.
+	CancelJobFn = "CancelJob"
+)
+
+// Job kinds.
+const (
+	JobRender = "render"
+	JobCheck  = "check"
+)
+
+// Render formats.
+const (
+	FormatPNG  = "png"
+	FormatJPEG = "jpeg"
+	FormatPDF  = "pdf"
+	FormatHTML = "html" // serialized DOM after load
+	FormatText = "text" // document.body.innerText
+)
+
+// Job states (the url-server document's QUEUED → WORKING → DONE, plus the
+// ends a user can see).
+const (
+	JobQueued     = "queued"
+	JobWorking    = "working"
+	JobDone       = "done"
+	JobFailed     = "failed"
+	JobDisallowed = "disallowed"
+	JobCancelled  = "cancelled"
+)
+
+// Check outcomes (the url-checker document's states).
+const (
+	CheckOK          = "ok"
+	CheckChanged     = "changed"
+	CheckUnavailable = "unavailable"
+	CheckError       = "error"
+)
+
+// JobSpec is what a client asks for. Durations are milliseconds so the
+// JSON API and msgpack agree without custom codecs.
+type JobSpec struct {
+	Kind string `codec:"kind" json:"kind"`
+	URL  string `codec:"url" json:"url"`
+	// App names the app whose specific pool lends the browser (logged in by
+	// the pool's init sequence) and whose navigation policy applies; ""
+	// uses the general pool.
+	App string `codec:"app" json:"app,omitempty"`
+	// User is who submitted the job (the API principal); it is part of the
+	// cache key of renders made in a logged-in pool.
+	User string `codec:"user" json:"user,omitempty"`
+
+	// Render options.
+	Format   string `codec:"fmt" json:"format,omitempty"`
+	Width    int    `codec:"w" json:"width,omitempty"`
+	Height   int    `codec:"h" json:"height,omitempty"`
+	FullPage bool   `codec:"full" json:"fullPage,omitempty"`
+	Quality  int    `codec:"q" json:"quality,omitempty"` // jpeg 1..100
+
+	// Wait after load: a CSS selector to appear, network idle, and/or a
+	// fixed delay; all that are set apply, in that order.
+	WaitSelector    string `codec:"wsel" json:"waitSelector,omitempty"`
+	WaitNetworkIdle bool   `codec:"widle" json:"waitNetworkIdle,omitempty"`
+	WaitDelayMs     int64  `codec:"wdelay" json:"waitDelayMs,omitempty"`
+	// TimeoutMs bounds one attempt (navigation, waits and capture).
+	TimeoutMs int64 `codec:"timeout" json:"timeoutMs,omitempty"`
+
+	// IgnoreRobots lets an explicitly requested render fetch a URL that
+	// robots.txt disallows; refused for checks and monitors.
+	IgnoreRobots bool `codec:"norobots" json:"ignoreRobots,omitempty"`
+	// MaxAgeMs: a render cached for longer is stale (0 = the default).
+	MaxAgeMs int64 `codec:"maxage" json:"maxAgeMs,omitempty"`
+	// NoCache: render even when a fresh result is cached.
+	NoCache bool `codec:"nocache" json:"noCache,omitempty"`
+
+	// PrevHash is the content hash of the previous check of the same URL
+	// (a monitor's), so the worker can say "changed".
+	PrevHash string `codec:"prev" json:"-"`
+	// MaxBytes bounds the result; larger results fail the job.
+	MaxBytes int64 `codec:"max" json:"-"`
+}
+
+// JobRun is one attempt the master hands to a worker.
+type JobRun struct {
+	ID      string  `codec:"id"`
+	Attempt int     `codec:"attempt"`
+	Spec    JobSpec `codec:"spec"`
+	// ReportEveryMs is how often the worker sends JobWorking; the master
+	// gives the attempt up after about twice that without news.
+	ReportEveryMs int64 `codec:"every"`
+	// Epoch is the master's incarnation; a worker drops reports for runs
+	// of an older master only by their ids (the master ignores unknown ones).
+	MasterID string `codec:"master"`
+}
+
+// JobProgress is a worker's WORKING report.
+type JobProgress struct {
+	ID      string `codec:"id"`
+	Attempt int    `codec:"attempt"`
+}
+
+// JobTimings are the steps of one attempt, in milliseconds.
+type JobTimings struct {
+	LeaseMs    int64 `codec:"lease" json:"leaseMs"`
+	NavigateMs int64 `codec:"nav" json:"navigateMs"`
+	WaitMs     int64 `codec:"wait" json:"waitMs"`
+	CaptureMs  int64 `codec:"capture" json:"captureMs"`
+	TotalMs    int64 `codec:"total" json:"totalMs"`
+}
+
+// JobOutcome is a worker's DONE report for one attempt.
+type JobOutcome struct {
+	ID      string `codec:"id"`
+	Attempt int    `codec:"attempt"`
+	// Err is why the attempt failed ("" = it produced a result). Permanent
+	// failures (result too large, refused by the navigation policy, invalid
+	// selector) are not retried.
+	Err       string `codec:"err,omitempty"`
+	Permanent bool   `codec:"perm,omitempty"`
+
+	// What the page said.
+	Status   int    `codec:"status"` // HTTP status of the main document (0 = none)
+	FinalURL string `codec:"final"`
+	Title    string `codec:"title"`
+	// Hash is the hex SHA-256 of the page's text (checks) or of Body.
+	Hash string `codec:"hash"`
+	// Check is the check's state (CheckOK...) and Reason why.
+	Check  string `codec:"check,omitempty"`
+	Reason string `codec:"reason,omitempty"`
+
+	// Body is a render's bytes; ContentType says what they are.
+	Body        []byte     `codec:"body,omitempty"`
+	ContentType string     `codec:"ctype,omitempty"`
+	Timings     JobTimings `codec:"timings"`
+}
