@@ -140,6 +140,9 @@ type Master struct {
 	// proxies get it over their RMI session, so they need not hold the
 	// cluster secret it is derived from; derived, it survives restarts.
 	hopKey []byte
+	// portKey proves to processes about to share the public port that its
+	// proxies are of this cluster (proxy.ListenShared).
+	portKey []byte
 	// adminCodec signs the dashboard's session cookies, bound to the admin
 	// token (adminTag), so a new token ends every dashboard session.
 	adminCodec *session.Codec
@@ -219,7 +222,8 @@ func New(cfg Config) (*Master, error) {
 	if cfg.MetricsToken == "" {
 		cfg.MetricsToken = ids.Random(32)
 	}
-	m := &Master{cfg: cfg, id: "m-" + ids.Random(8), hopKey: secret.Derive(cfg.Secret, "http-hop", hop.KeyLen)}
+	m := &Master{cfg: cfg, id: "m-" + ids.Random(8), hopKey: secret.Derive(cfg.Secret, "http-hop", hop.KeyLen),
+		portKey: portKey(cfg.Secret)}
 	statePath := ""
 	if cfg.DataDir != "" {
 		statePath = filepath.Join(cfg.DataDir, state.FileName)
@@ -478,32 +482,13 @@ func (m *Master) startProxies(ctx context.Context) error {
 			Router: localRouter{m}, Fallback: m.adminHandler(true),
 			PublicHTTPS: m.scheme.AlwaysHTTPS, TrustForwardedProto: m.scheme.TrustForwardedProto,
 			Logger: m.log.With().Str("proxy", "embedded").Logger(),
-			HopKey: func() []byte { return m.hopKey },
+			HopKey: func() []byte { return m.hopKey }, PortKey: func() []byte { return m.portKey },
 		})
 		m.public = &http.Server{Handler: m.embedded, ReadHeaderTimeout: 10 * time.Second}
 		m.serve(m.public, ln, "public")
 		return nil
 	}
-	keyFile := m.RoleKeyFile(secret.RoleProxy)
-	if keyFile == "" {
-		keyFile = m.cfg.SecretFile // no data dir: the cluster secret, role still declared
-	}
-	for i := range m.cfg.Proxies {
-		args := append(append([]string{}, m.cfg.ProxyCommand[1:]...),
-			"--master", m.RMIAddr(), "--listen", m.cfg.PublicAddr, "--secret-file", keyFile,
-			"--name", fmt.Sprintf("proxy-%d", i+1))
-		if m.cfg.PublicURL != "" {
-			args = append(args, "--public-url", m.cfg.PublicURL)
-		}
-		if m.cfg.TrustForwardedProto {
-			args = append(args, "--trust-forwarded-proto")
-		}
-		m.children = append(m.children, supervise.Start(m.ctx, m.log, supervise.Spec{
-			Name: fmt.Sprintf("proxy-%d", i+1), Path: m.cfg.ProxyCommand[0], Args: args,
-			Stdout: m.cfg.ChildOutput, Stderr: m.cfg.ChildOutput,
-		}))
-	}
-	return nil
+	return m.startProxyProcs(ctx)
 }
 
 // ProxyPids returns the pids of the proxy child processes (0 = restarting).
@@ -582,6 +567,7 @@ func (m *Master) Close() error {
 	for _, c := range m.children {
 		<-c.Done()
 	}
+	m.forgetProxies()
 	if m.admin != nil {
 		_ = m.admin.Shutdown(ctx)
 	}

@@ -190,7 +190,7 @@ func (s routerService) Apps(ctx context.Context) ([]wire.App, error) {
 // key the proxy signs relayed requests with.
 func (s routerService) Subscribe(ctx context.Context, name string) (wire.SubscribeReply, error) {
 	s.m.proxies.add(rmi.ConnFrom(ctx), name)
-	return wire.SubscribeReply{HopKey: s.m.hopKey}, nil
+	return wire.SubscribeReply{HopKey: s.m.hopKey, PortKey: s.m.portKey}, nil
 }
 
 // ProxyReport records a proxy's counters for the dashboard.

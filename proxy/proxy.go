@@ -55,6 +55,10 @@ type Config struct {
 	// handed one over, and requests then get 503. A nil HopKey func signs
 	// nothing (benchmarks, tests with plain backends).
 	HopKey func() []byte
+	// PortKey returns the cluster's port key, with which the proxy proves
+	// to a process about to share its public port that both belong to one
+	// cluster (ListenShared). nil or empty: no proof is given.
+	PortKey func() []byte
 	// PublicHTTPS: users reach the cluster over HTTPS (--public-url
 	// https://…); TrustForwardedProto: keep the X-Forwarded-Proto of a
 	// TLS-terminating load balancer in front. Workers are told the result
@@ -186,6 +190,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Set("X-Request-Id", id)
 	w.Header().Set("X-Request-Id", id)
 
+	if servePortProof(w, r, p.cfg.PortKey) {
+		return
+	}
 	upgrade := isWebSocketUpgrade(r)
 	t := Classify(r.Method, r.URL.EscapedPath(), upgrade)
 	switch t.Kind {

@@ -74,12 +74,37 @@ func AppLinksOf(apps []wire.App) []AppLink {
 }
 
 // RemoteRouter asks the master over RMI.
-type RemoteRouter struct{ Client *rmi.Client }
+type RemoteRouter struct {
+	Client *rmi.Client
+	// ConnectWait is how long a question waits for a connection to the
+	// master when there is none (default DefaultConnectWait): while the
+	// master is down, users get the "unavailable" page quickly instead of
+	// after the whole route timeout.
+	ConnectWait time.Duration
+}
+
+// DefaultConnectWait bounds the wait for a master connection per request.
+const DefaultConnectWait = 500 * time.Millisecond
+
+// call waits at most ConnectWait for a connection, then calls.
+func (r *RemoteRouter) call(ctx context.Context, method string, reply any, args ...any) error {
+	wait := r.ConnectWait
+	if wait <= 0 {
+		wait = DefaultConnectWait
+	}
+	cctx, cancel := context.WithTimeout(ctx, wait)
+	c, err := r.Client.Conn(cctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	return c.Call(ctx, wire.ObjRouter, method, reply, args...)
+}
 
 // Route implements Router.
 func (r *RemoteRouter) Route(ctx context.Context, t Target) (Route, error) {
 	var rep wire.RouteReply
-	if err := r.Client.Call(ctx, wire.ObjRouter, "Route", &rep, RouteRequestFor(t)); err != nil {
+	if err := r.call(ctx, "Route", &rep, RouteRequestFor(t)); err != nil {
 		return Route{}, MasterError(err)
 	}
 	return Route{WorkerID: rep.WorkerID, Addr: rep.Addr}, nil
@@ -88,7 +113,7 @@ func (r *RemoteRouter) Route(ctx context.Context, t Target) (Route, error) {
 // Apps implements Router.
 func (r *RemoteRouter) Apps(ctx context.Context) ([]AppLink, error) {
 	var apps []wire.App
-	if err := r.Client.Call(ctx, wire.ObjRouter, "Apps", &apps); err != nil {
+	if err := r.call(ctx, "Apps", &apps); err != nil {
 		return nil, MasterError(err)
 	}
 	return AppLinksOf(apps), nil
@@ -155,7 +180,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	}
 	defer node.Close()
 	remote := &RemoteRouter{}
-	var hopKey hop.Key // from the master, over the authenticated session
+	var hopKey, portKey hop.Key // from the master, over the authenticated session
 	cache := NewCachingRouter(remote, cfg.RouteTTL)
 	if err := node.Register(wire.ObjProxy, invalidator{cache}); err != nil {
 		return fmt.Errorf("proxy: %w", err)
@@ -201,17 +226,29 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 			return errors.New("proxy: the master sent no hop key (it is older than this proxy)")
 		}
 		hopKey.Set(rep.HopKey)
+		portKey.Set(rep.PortKey)
 		return nil
 	})
 	remote.Client = client // before serving: handlers only start after this
-	ln, err := Listen(ctx, "tcp", cfg.Listen)
+	// The port key comes from the master: only then can this proxy tell
+	// its cluster's proxies on the public port from anybody else's.
+	if err := waitMaster(ctx, client, cfg.Master, log); err != nil {
+		return err
+	}
+	ln, err := ListenShared(ctx, cfg.Listen, portKey.Get())
 	if err != nil {
 		return fmt.Errorf("proxy: listen %s: %w", cfg.Listen, err)
 	}
-	p := New(Config{Router: cache, Logger: log, HopKey: hopKey.Get, PublicHTTPS: cfg.PublicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto})
+	p := New(Config{Router: cache, Logger: log, HopKey: hopKey.Get, PortKey: portKey.Get,
+		PublicHTTPS: cfg.PublicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto})
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if err := VerifyShared(ctx, cfg.Listen, portKey.Get()); err != nil {
+		_ = srv.Close()
+		<-errc
+		return fmt.Errorf("proxy: listen %s: %w", cfg.Listen, err)
+	}
 	if cfg.AdminAddr != "" && cfg.Admin != nil {
 		// Plain listener: each proxy's admin port is its own, never shared.
 		var lc net.ListenConfig
@@ -267,6 +304,23 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	_ = p.Shutdown(sctx)
 	<-errc
 	return nil
+}
+
+// waitMaster blocks until the first connection to the master (which hands
+// over the keys) or ctx ends, saying every few seconds that it waits.
+func waitMaster(ctx context.Context, client *rmi.Client, addr string, log zerolog.Logger) error {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := client.Conn(wctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("proxy: waiting for the master at %s: %w", addr, ctx.Err())
+		}
+		log.Warn().Str("master", addr).Msg("waiting for the master before serving the public port")
+	}
 }
 
 // startMember joins the gossip layer with the key the master handed over

@@ -3,7 +3,9 @@ package proxy
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -37,5 +39,34 @@ func TestMasterError(t *testing.T) {
 	re := &rmi.RemoteError{Code: "rmi.panic", Message: "boom"}
 	if got := MasterError(re); errors.Is(got, ErrMasterUnavailable) || !errors.As(got, &re) {
 		t.Fatalf("MasterError(panic) = %v", got)
+	}
+}
+
+// TestRemoteRouterFailsFastWithoutMaster: with no master connection, a
+// question waits ConnectWait, not the caller's whole deadline, so users
+// get the "unavailable" page at once during an outage.
+func TestRemoteRouterFailsFastWithoutMaster(t *testing.T) {
+	node, err := rmi.New(rmi.Config{Name: "p", Secret: []byte("0123456789abcdef0123456789abcdef")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // released at once: nobody answers there
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	r := &RemoteRouter{Client: node.NewClient(addr, nil)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := r.Route(ctx, Target{Kind: KindApp, App: "hello"}); !errors.Is(err, ErrMasterUnavailable) {
+		t.Fatalf("Route = %v, want ErrMasterUnavailable", err)
+	}
+	if _, err := r.Apps(ctx); !errors.Is(err, ErrMasterUnavailable) {
+		t.Fatalf("Apps = %v, want ErrMasterUnavailable", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the router waited for the caller's whole deadline")
 	}
 }

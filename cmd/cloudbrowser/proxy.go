@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
@@ -22,7 +24,9 @@ func proxyCmd() *cli.Command {
 		Usage: "run a reverse proxy that routes end users' requests to workers",
 		Description: `A proxy asks the master where each request goes (caching instance routes, which the
 master invalidates) and forwards it; WebSockets are relayed as raw bytes after the
-handshake. Several proxies can share one --listen port (SO_REUSEPORT).`,
+handshake. Several proxies of one cluster can share one --listen port (SO_REUSEPORT):
+before binding, a proxy asks whoever serves the port to prove it is of the same
+cluster, and refuses to start otherwise.`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "master", Value: "127.0.0.1:7070", Sources: cli.EnvVars("CB_MASTER"),
 				Usage: "the master's RMI address"},
@@ -38,6 +42,10 @@ handshake. Several proxies can share one --listen port (SO_REUSEPORT).`,
 			publicURLFlag(), trustForwardedProtoFlag(),
 		}, memberFlags()...),
 		Action: withSecret(func(ctx context.Context, cmd *cli.Command, log zerolog.Logger, sec string) error {
+			// A proxy started by the master outlives it (docs/architecture.md);
+			// its logs then go to a closed pipe or terminal, which must not
+			// kill it (Go exits on SIGPIPE for stdout/stderr by default).
+			signal.Ignore(syscall.SIGPIPE)
 			name := cmd.String("name")
 			if name == "" {
 				name = "proxy-" + strconv.Itoa(os.Getpid())

@@ -193,6 +193,7 @@ func (c *cluster) shutdown() {
 			procs[i].stop()
 		}
 	}
+	killProxies(c.public) // proxies outlive a killed master
 	if c.t.Failed() {
 		for _, p := range procs {
 			c.t.Logf("---- log of %s (tail) ----\n%s", p.name, tail(p.log.Name(), 60))

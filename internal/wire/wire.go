@@ -234,6 +234,9 @@ type RegisterReply struct {
 type SubscribeReply struct {
 	// HopKey signs the X-CB-Hop header of every request relayed to a worker.
 	HopKey []byte `codec:"hopkey"`
+	// PortKey proves to a process about to share the public port
+	// (SO_REUSEPORT) that the proxies already there are of this cluster.
+	PortKey []byte `codec:"portkey"`
 }
 
 // Revocation ends a user's login sessions: those issued at or before

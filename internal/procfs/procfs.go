@@ -1,0 +1,92 @@
+// Package procfs reads what the cluster needs to know about a process from
+// Linux's /proc: whether a pid is still the process we started (its start
+// time tells a reused pid apart) and with which arguments.
+package procfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Dir is the proc file system's mount point (tests point it elsewhere).
+var Dir = "/proc"
+
+// ErrNoProcess means the pid does not exist (or /proc is not available).
+var ErrNoProcess = errors.New("procfs: no such process")
+
+// Stat is the part of /proc/<pid>/stat we use.
+type Stat struct {
+	Pid, PPid int
+	// State is the one-letter state: R, S, D, Z (zombie), X (dead), ...
+	State byte
+	// Start is the start time in clock ticks after boot (field 22): with
+	// the pid it names one process for the life of the machine.
+	Start uint64
+}
+
+// Alive reports whether the process runs (exists and is not a zombie).
+func (s Stat) Alive() bool { return s.State != 'Z' && s.State != 'X' }
+
+// ReadStat reads /proc/<pid>/stat.
+func ReadStat(pid int) (Stat, error) {
+	b, err := os.ReadFile(filepath.Join(Dir, strconv.Itoa(pid), "stat"))
+	if errors.Is(err, os.ErrNotExist) {
+		return Stat{}, fmt.Errorf("%w: %d", ErrNoProcess, pid)
+	}
+	if err != nil {
+		return Stat{}, fmt.Errorf("procfs: %w", err)
+	}
+	return ParseStat(b)
+}
+
+// ParseStat parses a stat line. The command (field 2) may contain spaces
+// and parentheses, so fields are counted after its last ')'.
+func ParseStat(b []byte) (Stat, error) {
+	open := bytes.IndexByte(b, '(')
+	end := bytes.LastIndexByte(b, ')')
+	if open < 1 || end < open {
+		return Stat{}, fmt.Errorf("procfs: stat %q: no command", b)
+	}
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(b[:open])))
+	if err != nil {
+		return Stat{}, fmt.Errorf("procfs: stat pid: %w", err)
+	}
+	f := bytes.Fields(b[end+1:])
+	if len(f) < 20 || len(f[0]) != 1 {
+		return Stat{}, fmt.Errorf("procfs: stat %q: short", b)
+	}
+	ppid, err := strconv.Atoi(string(f[1]))
+	if err != nil {
+		return Stat{}, fmt.Errorf("procfs: stat ppid: %w", err)
+	}
+	start, err := strconv.ParseUint(string(f[19]), 10, 64)
+	if err != nil {
+		return Stat{}, fmt.Errorf("procfs: stat starttime: %w", err)
+	}
+	return Stat{Pid: pid, PPid: ppid, State: f[0][0], Start: start}, nil
+}
+
+// Cmdline returns the process's arguments (argv).
+func Cmdline(pid int) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(Dir, strconv.Itoa(pid), "cmdline"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %d", ErrNoProcess, pid)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("procfs: %w", err)
+	}
+	b = bytes.TrimSuffix(b, []byte{0})
+	if len(b) == 0 {
+		return nil, nil
+	}
+	parts := bytes.Split(b, []byte{0})
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = string(p)
+	}
+	return out, nil
+}

@@ -1,0 +1,156 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// The public port is shared with SO_REUSEPORT by the proxies of one
+// cluster. The kernel lets any process of the same user join such a port,
+// so before binding, a process asks whoever already listens there to prove
+// it belongs to the same cluster: it sends a nonce and expects an HMAC of
+// it under the cluster's port key. A listener that cannot prove it (another
+// cluster, another program) makes the new process refuse to start.
+
+// PortProofPath is where proxies answer the proof (a reserved first
+// segment, so never an app's).
+const PortProofPath = "/_cb/port-proof"
+
+const (
+	portNonceHeader = "X-Cloudbrowser-Port-Nonce"
+	portProofHeader = "X-Cloudbrowser-Port-Proof"
+)
+
+// ErrForeignListener: the port is served by something that is not part of
+// this cluster.
+var ErrForeignListener = errors.New("the public port is already served by another cluster or program")
+
+func portProof(key []byte, nonce string) string {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte("cloudbrowser-port-proof\x00"))
+	h.Write([]byte(nonce))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// servePortProof answers a probe; false if r is not one (or no key yet).
+func servePortProof(w http.ResponseWriter, r *http.Request, key func() []byte) bool {
+	if key == nil || r.URL.Path != PortProofPath {
+		return false
+	}
+	nonce := r.Header.Get(portNonceHeader)
+	k := key()
+	if len(nonce) < 16 || len(nonce) > 128 || len(k) == 0 {
+		http.Error(w, "no proof", http.StatusBadRequest)
+		return true
+	}
+	w.Header().Set(portProofHeader, portProof(k, nonce))
+	w.WriteHeader(http.StatusNoContent)
+	return true
+}
+
+// dialAddr turns a listen address into one to dial (":8080" → loopback).
+func dialAddr(listen string) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1" // a wildcard listener (dual-stack for "::") answers here
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// ProbePort checks who serves listen now. nil: nobody, or a process that
+// proved it is of the cluster whose port key is key. ErrForeignListener
+// (wrapped, with what answered) otherwise.
+func ProbePort(ctx context.Context, listen string, key []byte) error {
+	addr, err := dialAddr(listen)
+	if err != nil {
+		return fmt.Errorf("proxy: listen address %q: %w", listen, err)
+	}
+	if _, port, _ := net.SplitHostPort(addr); port == "0" {
+		return nil // a fresh port each time: nobody to share with
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" && ctx.Err() == nil {
+			return nil // refused: nobody listens
+		}
+		return fmt.Errorf("proxy: probing %s: %w", addr, err)
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	nonce := hex.EncodeToString(b)
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+PortProofPath, nil)
+	req.Header.Set(portNonceHeader, nonce)
+	req.Close = true
+	if err := req.Write(conn); err != nil {
+		return fmt.Errorf("proxy: probing %s: %w", addr, err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return fmt.Errorf("%w: %s accepts connections but does not speak HTTP (%v)", ErrForeignListener, addr, err)
+	}
+	resp.Body.Close()
+	got := resp.Header.Get(portProofHeader)
+	if got == "" {
+		return fmt.Errorf("%w: %s answered %s without a CloudBrowser port proof (another program?)", ErrForeignListener, addr, resp.Status)
+	}
+	if !hmac.Equal([]byte(got), []byte(portProof(key, nonce))) {
+		return fmt.Errorf("%w: %s is a CloudBrowser proxy of another cluster (different cluster secret)", ErrForeignListener, addr)
+	}
+	return nil
+}
+
+// postBindProbes is how many times a proxy re-probes right after binding:
+// two processes of different clusters that probed at the same moment both
+// found the port free; each probe lands on a random listener, so a few
+// catch the other one.
+const postBindProbes = 4
+
+// ListenShared binds listen with SO_REUSEPORT for the proxies of one
+// cluster: it refuses (ErrForeignListener) when the port is already served
+// by anything that cannot prove it holds the same port key, and re-checks
+// right after binding.
+func ListenShared(ctx context.Context, listen string, key []byte) (net.Listener, error) {
+	if len(key) == 0 {
+		return nil, errors.New("proxy: no port key (the master sends it; is it older than this proxy?)")
+	}
+	if err := ProbePort(ctx, listen, key); err != nil {
+		return nil, err
+	}
+	ln, err := Listen(ctx, "tcp", listen)
+	if err != nil {
+		return nil, err
+	}
+	return ln, nil
+}
+
+// VerifyShared re-probes a port this process already serves (with srv
+// answering proofs), closing nothing itself; the caller stops serving on
+// error.
+func VerifyShared(ctx context.Context, listen string, key []byte) error {
+	for range postBindProbes {
+		if err := ProbePort(ctx, listen, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
