@@ -31,6 +31,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
 )
@@ -58,6 +59,9 @@ type Config struct {
 	// specific pools together; default 64). GeneralMin blank browsers are
 	// kept ready in the general pool (default 0).
 	MaxBrowsers, GeneralMin int
+	// JobSlots is how many render and check jobs run at once (0 =
+	// jobs.SlotsFor(MaxBrowsers)).
+	JobSlots int
 	// Secrets resolves ${secret:NAME} in pool sequences (default: the
 	// environment variable CB_SECRET_<NAME>).
 	Secrets sequence.Secrets
@@ -86,6 +90,7 @@ type Worker struct {
 	runtime browser.Runtime
 	pools   *pool.Manager
 	users   *users
+	jobs    *jobs.Executor
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -203,6 +208,9 @@ func New(cfg Config) (*Worker, error) {
 		refused: func(limit string) { refusals.WithLabelValues(limit).Inc() }}
 	w.reg = w.newMetrics()
 	w.reg.MustRegister(refusals)
+	var jobMetrics []prometheus.Collector
+	w.jobs, jobMetrics = w.newJobs(cfg.JobSlots)
+	w.reg.MustRegister(jobMetrics...)
 	return w, nil
 }
 
@@ -281,7 +289,7 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 		w.log.Warn().Err(err).Str("gossip", info.GossipAddr).Msg("could not join the gossip layer")
 	}
 	var rep wire.RegisterReply
-	winfo := wire.WorkerInfo{ID: w.id, HTTPAddr: w.HTTPAddr(), Version: w.cfg.Version}
+	winfo := wire.WorkerInfo{ID: w.id, HTTPAddr: w.HTTPAddr(), Version: w.cfg.Version, JobSlots: w.jobs.Stats().Slots}
 	if m := w.gossip(); m != nil {
 		winfo.Gossip = m.Name()
 	}
@@ -407,6 +415,8 @@ func (w *Worker) measure(ctx context.Context) (wire.Load, browser.Stats) {
 	}
 	l := wire.Load{Total: heap + st.PSS, GoHeap: heap, BrowserPSS: st.PSS, At: time.Now()}
 	w.apps.counts(&l)
+	js := w.jobs.Stats()
+	l.JobSlots, l.JobsRunning = js.Slots, js.Used
 	w.blockedMu.Lock()
 	if len(w.blockedByApp) > 0 {
 		l.EgressBlocked = maps.Clone(w.blockedByApp)
@@ -469,6 +479,9 @@ func (w *Worker) Close() error {
 	if w.srv != nil {
 		_ = w.srv.Shutdown(ctx)
 	}
+	// Running job attempts end first (their Done tells the master to
+	// queue them again) while the master connection is still up.
+	_ = w.jobs.Close(ctx)
 	w.registered.Store(false)
 	w.cancel()
 	w.apps.closeAll(ctx)

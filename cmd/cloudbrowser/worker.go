@@ -39,6 +39,8 @@ end users' requests to its --listen address.`,
 				Usage: `virtual browser runtime: "chromium", or "none" (keeps page state, renders nothing; for tests)`},
 			&cli.IntFlag{Name: "max-browsers", Value: 64, Sources: cli.EnvVars("CB_MAX_BROWSERS"),
 				Usage: "the worker's global browser limit (general pool and app-specific pools together)"},
+			&cli.IntFlag{Name: "job-slots", Value: 0, Sources: cli.EnvVars("CB_JOB_SLOTS"),
+				Usage: "render and check jobs this worker runs at once (0 = a quarter of --max-browsers, at least 1)"},
 			&cli.IntFlag{Name: "general-pool-min", Value: 0, Sources: cli.EnvVars("CB_GENERAL_POOL_MIN"),
 				Usage: "blank browsers kept ready in the general pool"},
 			&cli.Int64Flag{Name: "max-app-bytes", Value: 0, Sources: cli.EnvVars("CB_MAX_APP_BYTES"),
@@ -66,6 +68,9 @@ end users' requests to its --listen address.`,
 			if n := cmd.Int("general-pool-min"); n < 0 || n > cmd.Int("max-browsers") {
 				return fmt.Errorf("--general-pool-min must be between 0 and --max-browsers, got %d", n)
 			}
+			if n := cmd.Int("job-slots"); n < 0 || n > cmd.Int("max-browsers") {
+				return fmt.Errorf("--job-slots must be between 0 and --max-browsers, got %d", n)
+			}
 			rt, err := newRuntime(ctx, cmd, log)
 			if err != nil {
 				return err
@@ -78,6 +83,7 @@ end users' requests to its --listen address.`,
 				MaxBrowsers: int(cmd.Int("max-browsers")), GeneralMin: int(cmd.Int("general-pool-min")),
 				EgressAllow: cmd.StringSlice("egress-allow"), MaxAppBytes: cmd.Int64("max-app-bytes"),
 				SnapshotInterval: cmd.Duration("snapshot-interval"),
+				JobSlots:         int(cmd.Int("job-slots")),
 			})
 			if err != nil {
 				rt.Close()

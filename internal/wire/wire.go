@@ -154,6 +154,8 @@ type WorkerInfo struct {
 	HTTPAddr string `codec:"http" json:"httpAddr"` // host:port proxies forward to
 	Gossip   string `codec:"gossip" json:"gossip"` // memberlist node name
 	Version  string `codec:"version" json:"version"`
+	// JobSlots is how many jobs the worker runs at once (issue #14).
+	JobSlots int `codec:"jslots,omitempty" json:"jobSlots,omitempty"`
 }
 
 // Load is one load report. Total is what the balancer compares.
@@ -176,6 +178,10 @@ type Load struct {
 	// EgressBlocked counts, per app, the requests of virtual browsers the
 	// egress guard refused since the worker started.
 	EgressBlocked map[string]uint64 `codec:"egress" json:"egressBlocked,omitempty"`
+	// JobSlots and JobsRunning are the worker's job slots and how many
+	// of them run an attempt (issue #14).
+	JobSlots    int `codec:"jslots,omitempty" json:"jobSlots,omitempty"`
+	JobsRunning int `codec:"jrun,omitempty" json:"jobsRunning,omitempty"`
 }
 
 // FencedInstance is an instance a registering worker must drop: the master

@@ -198,6 +198,108 @@ type Browser interface {
 	Err() error
 	// Close disposes the browser; it is idempotent.
 	Close(ctx context.Context) error
+	// Load navigates to url (under the navigation policy, like Navigate),
+	// waits for the load event, then for what opts ask, and says what the
+	// page is: the main document's HTTP status (the final response after
+	// redirects), the final URL and the title. A site that cannot be
+	// reached (DNS, refused connection, TLS, the egress guard) fails with
+	// an *UnreachableError; a policy refusal wraps ErrBlocked; an invalid
+	// WaitSelector wraps ErrInvalidSelector. One Load per browser at a
+	// time (others wait).
+	Load(ctx context.Context, url string, opts LoadOptions) (LoadResult, error)
+	// Capture renders what the page shows: an image of the viewport or the
+	// whole page, or a PDF.
+	Capture(ctx context.Context, opts CaptureOptions) ([]byte, error)
+}
+
+// LoadOptions say what Load waits for after the load event, in this order.
+type LoadOptions struct {
+	// WaitSelector: a CSS selector that must match an element.
+	WaitSelector string
+	// WaitNetworkIdle: no request in flight for NetworkIdleQuiet.
+	WaitNetworkIdle bool
+	// WaitDelay: a fixed pause at the end.
+	WaitDelay time.Duration
+}
+
+// NetworkIdleQuiet is how long the network must stay quiet for
+// LoadOptions.WaitNetworkIdle.
+const NetworkIdleQuiet = 500 * time.Millisecond
+
+// LoadResult is what Load found.
+type LoadResult struct {
+	// Status is the HTTP status of the main document's final response (0
+	// when it had none, e.g. a data: URL).
+	Status   int
+	FinalURL string
+	Title    string
+	// Navigate is the time until the load event; Wait the time of the
+	// waits of LoadOptions after it.
+	Navigate, Wait time.Duration
+}
+
+// Capture formats (the same words as wire's render formats).
+const (
+	CapturePNG  = "png"
+	CaptureJPEG = "jpeg"
+	CapturePDF  = "pdf"
+)
+
+// MaxCaptureHeight bounds a full-page image, in CSS pixels: a page that
+// grows without end must not make an image of gigabytes.
+const MaxCaptureHeight = 16384
+
+// CaptureOptions choose what Capture renders.
+type CaptureOptions struct {
+	Format string // CapturePNG (default), CaptureJPEG or CapturePDF
+	// Quality of a JPEG, 1..100 (0 = 80).
+	Quality int
+	// FullPage captures the whole scrollable page (up to
+	// MaxCaptureHeight), not only the viewport. PDFs are always whole.
+	FullPage bool
+}
+
+// ErrUnreachable is wrapped by Load's errors for sites that could not be
+// reached.
+var ErrUnreachable = errors.New("browser: site unreachable")
+
+// ErrInvalidSelector is wrapped by Load's error for a WaitSelector the
+// browser cannot parse.
+var ErrInvalidSelector = errors.New("browser: invalid CSS selector")
+
+// UnreachableError says why Load could not reach a site, in words a user
+// understands ("connection refused", "DNS lookup failed", "blocked by
+// egress guard").
+type UnreachableError struct {
+	URL    string
+	Reason string
+}
+
+func (e *UnreachableError) Error() string {
+	return "browser: load " + e.URL + ": " + e.Reason
+}
+
+// Unwrap makes errors.Is(err, ErrUnreachable) true.
+func (e *UnreachableError) Unwrap() error { return ErrUnreachable }
+
+// NetErrorReason turns a Chromium network error ("net::ERR_CONNECTION_REFUSED")
+// into UnreachableError.Reason words ("connection refused").
+func NetErrorReason(text string) string {
+	code := strings.TrimPrefix(strings.TrimSpace(text), "net::")
+	switch code {
+	case "ERR_NAME_NOT_RESOLVED":
+		return "DNS lookup failed"
+	case "ERR_TUNNEL_CONNECTION_FAILED":
+		// An https:// site through the egress proxy: the guard refused
+		// the tunnel or could not connect.
+		return "blocked by egress guard or unreachable (tunnel refused)"
+	case "ERR_BLOCKED_BY_CLIENT":
+		return "blocked by the navigation policy"
+	}
+	if !strings.HasPrefix(code, "ERR_") {
+		return text
+	}
+	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(code, "ERR_"), "_", " "))
 }
 
 // Runtime creates virtual browsers.

@@ -330,3 +330,20 @@ func (b *nullBrowser) size() (int, int) {
 	defer b.mu.Unlock()
 	return b.width, b.height
 }
+
+// Load implements Browser: it navigates like Navigate (policy included) and
+// reports the URL only; nothing is fetched, so Status is 0.
+func (b *nullBrowser) Load(ctx context.Context, url string, _ LoadOptions) (LoadResult, error) {
+	if err := b.Navigate(ctx, url); err != nil {
+		return LoadResult{}, err
+	}
+	return LoadResult{FinalURL: url}, nil
+}
+
+// Capture implements Browser: the null runtime renders nothing.
+func (b *nullBrowser) Capture(context.Context, CaptureOptions) ([]byte, error) {
+	if b.closed() {
+		return nil, ErrClosed
+	}
+	return nil, fmt.Errorf("browser: the null runtime renders nothing: %w", errors.ErrUnsupported)
+}

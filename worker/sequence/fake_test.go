@@ -61,6 +61,17 @@ func (b *fakeBrowser) Install(context.Context, string, map[string]func(string)) 
 func (b *fakeBrowser) SetPolicy(context.Context, func(string) bool) error { return nil }
 func (b *fakeBrowser) Egress() browser.Egress                             { return nil }
 
+func (b *fakeBrowser) Load(ctx context.Context, url string, _ browser.LoadOptions) (browser.LoadResult, error) {
+	if err := b.Navigate(ctx, url); err != nil {
+		return browser.LoadResult{}, err
+	}
+	return browser.LoadResult{Status: 200, FinalURL: url}, nil
+}
+
+func (b *fakeBrowser) Capture(context.Context, browser.CaptureOptions) ([]byte, error) {
+	return nil, errors.ErrUnsupported
+}
+
 func (b *fakeBrowser) Navigate(ctx context.Context, url string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

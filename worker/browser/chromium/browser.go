@@ -112,6 +112,11 @@ type cbrowser struct {
 	dropped    int
 	callWake   chan struct{} // cap 1
 
+	// lw follows the Load in progress (nil otherwise); loadMu lets one
+	// Load run at a time.
+	lw     *loadWatch
+	loadMu sync.Mutex
+
 	screencasting atomic.Bool
 	frameSeq      atomic.Uint64
 
@@ -326,6 +331,9 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 func (b *cbrowser) onEvent(ev any) {
 	b.mu.Lock()
 	old := b.page
+	if b.lw != nil {
+		b.lw.see(ev, b.mainFrame)
+	}
 	switch ev := ev.(type) {
 	case *page.EventFrameNavigated:
 		if ev.Frame.ParentID == "" {
@@ -698,7 +706,7 @@ func (b *cbrowser) navigate(ctx context.Context, url string) error {
 			// The document or a redirect of it was denied.
 			return fmt.Errorf("%s: %s: %w", shortURL(url), res.ErrorText, browser.ErrBlocked)
 		}
-		return fmt.Errorf("%s: %s", url, res.ErrorText)
+		return &navFailed{url: url, text: res.ErrorText}
 	}
 	if res.LoaderID == "" || res.IsDownload {
 		return nil // same-document navigation, or no document at all

@@ -1,0 +1,123 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/jobs"
+)
+
+// Jobs (issue #14): the master pushes attempts through the Application
+// Manager's RunJob; worker/jobs runs them in pooled browsers and reports
+// to the master's JobQueue.
+
+// RunJob takes one job attempt if a job slot is free (RMI, from the
+// master). It answers at once; the attempt reports Working and Done to the
+// master's wire.ObjJobQueue.
+func (a *AppManager) RunJob(ctx context.Context, run wire.JobRun) error {
+	if err := a.w.jobs.Start(run); err != nil {
+		return fmt.Errorf("worker %s: %w", a.w.id, err)
+	}
+	return nil
+}
+
+// CancelJob stops a running attempt (RMI, from the master); no Done follows.
+func (a *AppManager) CancelJob(ctx context.Context, id string, attempt int) error {
+	return a.w.jobs.Cancel(id, attempt)
+}
+
+// jobLeaser lends the executor browsers the way instances get them: the
+// app's specific pool when it has one, else a blank general browser given
+// the app's egress rules and navigation policy.
+type jobLeaser struct{ w *Worker }
+
+func (l jobLeaser) Lease(ctx context.Context, app string) (jobs.Lease, error) {
+	w := l.w
+	var policy func(string) bool
+	if app != "" {
+		a, ok := w.apps.app(app)
+		if !ok {
+			return nil, fmt.Errorf("app %q is not deployed on this worker: %w", app, jobs.ErrPermanent)
+		}
+		policy = w.navigationPolicy(a)
+	}
+	pc := w.apps.poolConfig(app)
+	if app == "" {
+		pc = nil
+	}
+	t0 := time.Now()
+	lease, err := w.pools.Lease(ctx, app, pc)
+	outcome := "ok"
+	if err != nil {
+		outcome = "failed"
+	}
+	w.leaseSeconds.WithLabelValues("job", outcome).Observe(time.Since(t0).Seconds())
+	if err != nil {
+		return nil, err
+	}
+	if !lease.Specific() {
+		b := lease.Browser()
+		w.assignEgress(b, app)
+		if err := b.SetPolicy(ctx, policy); err != nil {
+			lease.Return()
+			return nil, fmt.Errorf("navigation policy: %w", err)
+		}
+	}
+	return lease, nil
+}
+
+// jobReporter sends the executor's reports over the master connection.
+type jobReporter struct{ w *Worker }
+
+var errNoMaster = errors.New("not connected to the master")
+
+func (r jobReporter) Working(ctx context.Context, p wire.JobProgress) error {
+	if r.w.client == nil {
+		return errNoMaster
+	}
+	return r.w.client.Call(ctx, wire.ObjJobQueue, wire.JobWorkingFn, nil, p)
+}
+
+func (r jobReporter) Done(ctx context.Context, o wire.JobOutcome) error {
+	if r.w.client == nil {
+		return errNoMaster
+	}
+	return r.w.client.Call(ctx, wire.ObjJobQueue, wire.JobDoneFn, nil, o)
+}
+
+// newJobs makes the worker's executor and its metrics.
+func (w *Worker) newJobs(slots int) (*jobs.Executor, []prometheus.Collector) {
+	if slots <= 0 {
+		slots = jobs.SlotsFor(w.cfg.MaxBrowsers)
+	}
+	total := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cloudbrowser_worker_jobs_total",
+		Help: "Job attempts this worker ended, by kind (render, check) and result (ok, changed, unavailable, error, done, failed, cancelled).",
+	}, []string{"kind", "result"})
+	e := jobs.New(jobs.Config{
+		Slots:  slots,
+		Logger: w.log,
+		OnEnd:  func(kind, result string) { total.WithLabelValues(kind, result).Inc() },
+	}, jobLeaser{w}, jobReporter{w})
+	slotsDesc := prometheus.NewDesc("cloudbrowser_worker_job_slots", "Job slots of this worker, by state (used, free).", []string{"state"}, nil)
+	return e, []prometheus.Collector{total, slotCollector{e, slotsDesc}}
+}
+
+// slotCollector exports the executor's slots.
+type slotCollector struct {
+	e    *jobs.Executor
+	desc *prometheus.Desc
+}
+
+func (c slotCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c slotCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.e.Stats()
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(s.Used), "used")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(s.Free), "free")
+}

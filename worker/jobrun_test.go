@@ -1,0 +1,167 @@
+package worker
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// jobRuntime's browsers load every page as a 200 saying "hello".
+type jobRuntime struct{ browser.Null }
+
+type jobBrowser struct{ browser.Browser }
+
+func (r *jobRuntime) NewBrowser(ctx context.Context, opts browser.Options) (browser.Browser, error) {
+	b, err := r.Null.NewBrowser(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return jobBrowser{b}, nil
+}
+
+func (b jobBrowser) Load(ctx context.Context, url string, opts browser.LoadOptions) (browser.LoadResult, error) {
+	res, err := b.Browser.Load(ctx, url, opts)
+	res.Status, res.Title = 200, "hello page"
+	return res, err
+}
+
+func (b jobBrowser) Evaluate(ctx context.Context, expr string, out any) error {
+	*(out.(*string)) = "hello"
+	return nil
+}
+
+// jobQueue is the master's JobQueue as the worker reaches it over RMI.
+type jobQueue struct {
+	mu      sync.Mutex
+	working int
+	done    []wire.JobOutcome
+}
+
+func (q *jobQueue) Working(ctx context.Context, p wire.JobProgress) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.working++
+	return nil
+}
+
+func (q *jobQueue) Done(ctx context.Context, o wire.JobOutcome) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.done = append(q.done, o)
+	return nil
+}
+
+func (q *jobQueue) outcomes() []wire.JobOutcome {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]wire.JobOutcome(nil), q.done...)
+}
+
+// TestRunJob: the Application Manager's RunJob runs an attempt in a pooled
+// browser and the worker reports its outcome to the master's JobQueue over
+// RMI; a job for an app that is not deployed fails permanently; the load
+// report carries the job slots.
+func TestRunJob(t *testing.T) {
+	ctx := context.Background()
+	master, err := rmi.New(rmi.Config{Name: "master", Secret: []byte(testSecret), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &jobQueue{}
+	if err := master.Register(wire.ObjJobQueue, q); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveCtx, stop := context.WithCancel(ctx)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = master.Serve(serveCtx, ln) }()
+	defer func() { stop(); master.Close(); <-served }()
+
+	w, err := New(Config{ID: "w-test", Secret: testSecret, Master: ln.Addr().String(), Logger: zerolog.Nop(),
+		Runtime: &jobRuntime{}, MaxBrowsers: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := rmi.New(rmi.Config{Name: "w-test", Role: secret.RoleWorker, Secret: []byte(testSecret), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.node, w.client = node, node.NewClient(ln.Addr().String(), nil)
+	defer w.Close()
+
+	if s := w.jobs.Stats(); s.Slots != 2 {
+		t.Fatalf("job slots %d, want 8/4 = 2", s.Slots)
+	}
+	if l := w.load(ctx); l.JobSlots != 2 || l.JobsRunning != 0 {
+		t.Fatalf("load report jobs %d/%d", l.JobsRunning, l.JobSlots)
+	}
+	err = w.apps.RunJob(ctx, wire.JobRun{ID: "j1", Attempt: 1, ReportEveryMs: 1000,
+		Spec: wire.JobSpec{Kind: wire.JobCheck, URL: "https://example.com/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.apps.RunJob(ctx, wire.JobRun{ID: "j2", Attempt: 1, ReportEveryMs: 1000,
+		Spec: wire.JobSpec{Kind: wire.JobCheck, URL: "https://example.com/", App: "nope"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(q.outcomes()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("outcomes so far: %+v", q.outcomes())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	byID := map[string]wire.JobOutcome{}
+	for _, o := range q.outcomes() {
+		byID[o.ID] = o
+	}
+	if o := byID["j1"]; o.Err != "" || o.Check != wire.CheckOK || o.Status != 200 || o.Title != "hello page" || o.Hash == "" {
+		t.Fatalf("j1 outcome %+v", o)
+	}
+	if o := byID["j2"]; !o.Permanent || !strings.Contains(o.Err, `app "nope" is not deployed`) {
+		t.Fatalf("j2 outcome %+v", o)
+	}
+	for w.jobs.Stats().Used > 0 { // the slot is freed right after Done
+		if time.Now().After(deadline) {
+			t.Fatal("job slots not freed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mfs, err := w.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "," + l.GetName() + "=" + l.GetValue()
+			}
+			seen[name] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	if seen["cloudbrowser_worker_jobs_total,kind=check,result=ok"] != 1 || seen["cloudbrowser_worker_jobs_total,kind=check,result=failed"] != 1 {
+		t.Fatalf("jobs_total metrics: %v", seen)
+	}
+	if v, ok := seen["cloudbrowser_worker_job_slots,state=free"]; !ok || v != 2 {
+		t.Fatalf("job_slots free = %v (present %v)", v, ok)
+	}
+	if err := w.apps.CancelJob(ctx, "j1", 1); err != nil {
+		t.Fatalf("cancel of an ended attempt: %v", err)
+	}
+}

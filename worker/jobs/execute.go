@@ -1,0 +1,236 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// Page expressions of the html and text formats and of a check's hash.
+const (
+	htmlExpr = `(() => { const d = document.doctype ? new XMLSerializer().serializeToString(document.doctype) + "\n" : ""; return d + document.documentElement.outerHTML; })()`
+	textExpr = `document.body ? document.body.innerText : ""`
+)
+
+// contentTypes of the render formats.
+var contentTypes = map[string]string{
+	wire.FormatPNG:  "image/png",
+	wire.FormatJPEG: "image/jpeg",
+	wire.FormatPDF:  "application/pdf",
+	wire.FormatHTML: "text/html; charset=utf-8",
+	wire.FormatText: "text/plain; charset=utf-8",
+}
+
+// execute runs one attempt and says how it went; it never panics on a bad
+// spec (the master validated it, but a worker must not trust that).
+func (e *Executor) execute(ctx context.Context, run wire.JobRun) (out wire.JobOutcome) {
+	spec := run.Spec
+	out = wire.JobOutcome{ID: run.ID, Attempt: run.Attempt}
+	start := e.cfg.Now()
+	defer func() { out.Timings.TotalMs = ms(e.cfg.Now().Sub(start)) }()
+	fail := func(permanent bool, format string, args ...any) wire.JobOutcome {
+		return failed(&out, permanent, format, args...)
+	}
+	switch spec.Kind {
+	case wire.JobCheck:
+	case wire.JobRender:
+		if _, ok := contentTypes[formatOf(spec)]; !ok {
+			return fail(true, "unknown render format %q", spec.Format)
+		}
+	default:
+		return fail(true, "unknown job kind %q", spec.Kind)
+	}
+	if spec.URL == "" {
+		return fail(true, "no URL")
+	}
+	timeout := e.cfg.Timeout
+	if spec.TimeoutMs > 0 {
+		timeout = time.Duration(spec.TimeoutMs) * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("timed out after %s", timeout))
+	defer cancel()
+	// stopped says why ctx ended ("" = it did not): a worker-side end
+	// (cancel, shutdown) fails the attempt, a timeout is the site's doing.
+	stopped := func() (reason string, timedOut bool) {
+		if ctx.Err() == nil {
+			return "", false
+		}
+		cause := context.Cause(ctx)
+		return cause.Error(), !errors.Is(cause, errCancelled) && !errors.Is(cause, errClosing)
+	}
+
+	t := e.cfg.Now()
+	lease, err := e.leaser.Lease(ctx, spec.App)
+	out.Timings.LeaseMs = ms(e.cfg.Now().Sub(t))
+	if err != nil {
+		if why, _ := stopped(); why != "" {
+			return fail(false, "lease a browser: %s", why)
+		}
+		return fail(errors.Is(err, ErrPermanent), "lease a browser: %v", err)
+	}
+	defer lease.Return()
+	b := lease.Browser()
+
+	if spec.Width > 0 && spec.Height > 0 {
+		if err := b.Input(ctx, browser.InputEvent{Type: browser.InputResize, Width: spec.Width, Height: spec.Height}); err != nil {
+			if errors.Is(err, browser.ErrInvalidInput) {
+				return fail(true, "viewport %dx%d: %v", spec.Width, spec.Height, err)
+			}
+			return fail(false, "viewport: %v", err)
+		}
+	}
+
+	res, err := b.Load(ctx, spec.URL, browser.LoadOptions{
+		WaitSelector:    spec.WaitSelector,
+		WaitNetworkIdle: spec.WaitNetworkIdle,
+		WaitDelay:       time.Duration(spec.WaitDelayMs) * time.Millisecond,
+	})
+	out.Status, out.FinalURL, out.Title = res.Status, res.FinalURL, res.Title
+	out.Timings.NavigateMs, out.Timings.WaitMs = ms(res.Navigate), ms(res.Wait)
+	if err != nil {
+		return e.loadFailed(spec, out, err, stopped)
+	}
+	if spec.Kind == wire.JobCheck {
+		return e.check(ctx, b, spec, out, stopped)
+	}
+	return e.render(ctx, b, spec, out, stopped)
+}
+
+type stoppedFn = func() (reason string, timedOut bool)
+
+// failed makes out a failed attempt.
+func failed(out *wire.JobOutcome, permanent bool, format string, args ...any) wire.JobOutcome {
+	out.Err, out.Permanent = fmt.Sprintf(format, args...), permanent
+	out.Body, out.ContentType, out.Hash = nil, "", ""
+	return *out
+}
+
+// loadFailed sorts a Load error: the site's fault is a check's
+// "unavailable" (a result) and a render's failure; the policy's refusal is
+// permanent; the worker's fault (crash, cancel) is retried.
+func (e *Executor) loadFailed(spec wire.JobSpec, out wire.JobOutcome, err error, stopped stoppedFn) wire.JobOutcome {
+	fail := func(permanent bool, format string, args ...any) wire.JobOutcome {
+		return failed(&out, permanent, format, args...)
+	}
+	var ue *browser.UnreachableError
+	why, timedOut := stopped()
+	switch {
+	case why != "" && !timedOut:
+		return fail(false, "load %s: %s", spec.URL, why)
+	case errors.Is(err, browser.ErrBlocked):
+		return fail(true, "refused by the navigation policy: %s", spec.URL)
+	case errors.Is(err, browser.ErrInvalidSelector):
+		return fail(true, "waitSelector: %v", err)
+	case errors.Is(err, browser.ErrCrashed), errors.Is(err, browser.ErrClosed):
+		return fail(false, "browser failed: %v", err)
+	case errors.As(err, &ue), timedOut:
+		reason := why
+		if ue != nil {
+			reason = ue.Reason
+		}
+		if spec.Kind == wire.JobCheck {
+			out.Check, out.Reason = wire.CheckUnavailable, reason
+			return out
+		}
+		// The guard's verdict does not change on a retry.
+		permanent := ue != nil && ue.Reason == "blocked by egress guard"
+		return fail(permanent, "%s unavailable: %s", spec.URL, reason)
+	}
+	if spec.Kind == wire.JobCheck {
+		out.Check, out.Reason = wire.CheckError, err.Error()
+		return out
+	}
+	return fail(false, "load %s: %v", spec.URL, err)
+}
+
+// check sets a check's state from the status and the page text's hash.
+func (e *Executor) check(ctx context.Context, b browser.Browser, spec wire.JobSpec, out wire.JobOutcome, stopped stoppedFn) wire.JobOutcome {
+	fail := func(permanent bool, format string, args ...any) wire.JobOutcome {
+		return failed(&out, permanent, format, args...)
+	}
+	switch {
+	case out.Status >= 400:
+		out.Check, out.Reason = wire.CheckUnavailable, fmt.Sprintf("HTTP %d", out.Status)
+		return out
+	case out.Status < 200:
+		out.Check, out.Reason = wire.CheckError, fmt.Sprintf("no HTTP status for the page (%d)", out.Status)
+		return out
+	}
+	t := e.cfg.Now()
+	var text string
+	err := b.Evaluate(ctx, textExpr, &text)
+	out.Timings.CaptureMs = ms(e.cfg.Now().Sub(t))
+	if err != nil {
+		if why, timedOut := stopped(); why != "" {
+			if timedOut {
+				out.Check, out.Reason = wire.CheckUnavailable, why
+				return out
+			}
+			return fail(false, "read the page text: %s", why)
+		}
+		if errors.Is(err, browser.ErrCrashed) || errors.Is(err, browser.ErrClosed) {
+			return fail(false, "browser failed: %v", err)
+		}
+		out.Check, out.Reason = wire.CheckError, "read the page text: "+err.Error()
+		return out
+	}
+	out.Hash = hash([]byte(text))
+	out.Check = wire.CheckOK
+	if spec.PrevHash != "" && spec.PrevHash != out.Hash {
+		out.Check, out.Reason = wire.CheckChanged, "content changed"
+	}
+	return out
+}
+
+// render captures the page in the spec's format.
+func (e *Executor) render(ctx context.Context, b browser.Browser, spec wire.JobSpec, out wire.JobOutcome, stopped stoppedFn) wire.JobOutcome {
+	fail := func(permanent bool, format string, args ...any) wire.JobOutcome {
+		return failed(&out, permanent, format, args...)
+	}
+	format := formatOf(spec)
+	t := e.cfg.Now()
+	var body []byte
+	var err error
+	switch format {
+	case wire.FormatHTML, wire.FormatText:
+		expr := htmlExpr
+		if format == wire.FormatText {
+			expr = textExpr
+		}
+		var s string
+		err = b.Evaluate(ctx, expr, &s)
+		body = []byte(s)
+	default:
+		body, err = b.Capture(ctx, browser.CaptureOptions{Format: format, Quality: spec.Quality, FullPage: spec.FullPage})
+	}
+	out.Timings.CaptureMs = ms(e.cfg.Now().Sub(t))
+	if err != nil {
+		if why, _ := stopped(); why != "" {
+			return fail(false, "capture %s: %s", format, why)
+		}
+		return fail(errors.Is(err, errors.ErrUnsupported), "capture %s: %v", format, err)
+	}
+	limit := e.cfg.MaxResultBytes
+	if spec.MaxBytes > 0 && spec.MaxBytes < limit {
+		limit = spec.MaxBytes
+	}
+	if int64(len(body)) > limit {
+		return fail(true, "result too large: %d bytes, the limit is %d bytes", len(body), limit)
+	}
+	out.Body, out.ContentType, out.Hash = body, contentTypes[format], hash(body)
+	return out
+}
+
+// formatOf is the spec's render format (png by default).
+func formatOf(spec wire.JobSpec) string {
+	if spec.Format == "" {
+		return wire.FormatPNG
+	}
+	return spec.Format
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
