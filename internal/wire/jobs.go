@@ -153,3 +153,46 @@ type JobOutcome struct {
 	ContentType string     `codec:"ctype,omitempty"`
 	Timings     JobTimings `codec:"timings"`
 }
+
+// JobsStatus is the jobs side of ClusterStatus (status CLI, dashboard).
+type JobsStatus struct {
+	// Workers' job slots.
+	Workers []JobSlots `json:"workers"`
+	// Queued jobs by class (host queues), plus "leftover".
+	Queued  map[string]int `json:"queued"`
+	Working int            `json:"working"`
+	// Outcomes counts finished jobs by end state since the master started.
+	Outcomes map[string]int64 `json:"outcomes"`
+	// Monitors by state ("" = not checked yet).
+	Monitors map[string]int `json:"monitors"`
+	// Changes are the latest monitor state changes, newest first.
+	Changes []MonitorChange `json:"changes"`
+	Cache   CacheStatus     `json:"cache"`
+}
+
+// JobSlots are one worker's job slots.
+type JobSlots struct {
+	Worker string `json:"worker"`
+	Slots  int    `json:"slots"`
+	Used   int    `json:"used"`
+	Free   int    `json:"free"`
+}
+
+// MonitorChange is one monitor state change.
+type MonitorChange struct {
+	Monitor string `json:"monitor"`
+	URL     string `json:"url"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Reason  string `json:"reason,omitempty"`
+	At      string `json:"at"` // RFC 3339
+}
+
+// CacheStatus are the render cache's figures.
+type CacheStatus struct {
+	Entries   int64 `json:"entries"`
+	Bytes     int64 `json:"bytes"`
+	Hits      int64 `json:"hits"`
+	Misses    int64 `json:"misses"`
+	Evictions int64 `json:"evictions"`
+}

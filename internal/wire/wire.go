@@ -462,8 +462,10 @@ type ClusterStatus struct {
 	RouteLookups uint64         `json:"routeLookups"`
 	Placements   uint64         `json:"placements"`
 	Proxies      []ProxyStatus  `json:"proxies"`
-	Extra        map[string]any `json:"extra,omitempty"`
-	At           time.Time      `json:"at"`
+	// Jobs: slots, queues, outcomes, monitors and the render cache.
+	Jobs  *JobsStatus    `json:"jobs,omitempty"`
+	Extra map[string]any `json:"extra,omitempty"`
+	At    time.Time      `json:"at"`
 }
 
 // WorkerStatus is one worker in ClusterStatus.
