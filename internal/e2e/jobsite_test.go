@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// jobSite is a local web site served on several loopback ports, each port
+// one "host" as the job queue sees it. It counts, per host, the page
+// requests in flight (and their peak) and when each started, so a test can
+// assert the queue's politeness limits were never exceeded.
+type jobSite struct {
+	t     *testing.T
+	hosts []*siteHost
+}
+
+type siteHost struct {
+	addr  string // 127.0.0.1:port
+	delay time.Duration
+
+	mu       sync.Mutex
+	inFlight int
+	peak     int
+	starts   []time.Time
+	served   map[string]int // path -> requests
+	status   map[string]int // path -> forced status
+	robots   string
+}
+
+func newJobSite(t *testing.T, hosts int, delay time.Duration) *jobSite {
+	s := &jobSite{t: t}
+	for range hosts {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &siteHost{addr: ln.Addr().String(), delay: delay, served: map[string]int{}, status: map[string]int{}}
+		srv := &http.Server{Handler: h}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		s.hosts = append(s.hosts, h)
+	}
+	return s
+}
+
+// egressArgs are the worker flags that let virtual browsers reach the site.
+func (s *jobSite) egressArgs() []string {
+	var out []string
+	for _, h := range s.hosts {
+		out = append(out, "--egress-allow", h.addr)
+	}
+	return out
+}
+
+func (h *siteHost) url(path string) string { return "http://" + h.addr + path }
+
+func (h *siteHost) setStatus(path string, code int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.status[path] = code
+}
+
+func (h *siteHost) setRobots(body string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.robots = body
+}
+
+func (h *siteHost) count(path string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.served[path]
+}
+
+// ServeHTTP: /robots.txt (not counted), /page/<name> (counted: the
+// document a job's browser loads), anything else 404 (favicon).
+func (h *siteHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/robots.txt" {
+		h.mu.Lock()
+		body := h.robots
+		h.mu.Unlock()
+		if body == "" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(body))
+		return
+	}
+	if !strings.HasPrefix(r.URL.Path, "/page/") {
+		http.NotFound(w, r)
+		return
+	}
+	h.mu.Lock()
+	h.inFlight++
+	h.peak = max(h.peak, h.inFlight)
+	h.starts = append(h.starts, time.Now())
+	h.served[r.URL.Path]++
+	code := h.status[r.URL.Path]
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.inFlight--
+		h.mu.Unlock()
+	}()
+	time.Sleep(h.delay)
+	if code == 0 {
+		code = http.StatusOK
+	}
+	name := strings.TrimPrefix(r.URL.Path, "/page/")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, "<!doctype html><title>Page %s</title><body><h1 id=\"h\">Page %s on %s</h1><p style=\"height:1500px\">tall</p></body>", name, name, h.addr)
+}
+
+// maxStartsPerWindow is the most page requests that started within any
+// window of length d.
+func (h *siteHost) maxStartsPerWindow(d time.Duration) int {
+	h.mu.Lock()
+	starts := slices.Clone(h.starts)
+	h.mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	best, lo := 0, 0
+	for hi := range starts {
+		for starts[hi].Sub(starts[lo]) >= d {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return best
+}
+
+func (h *siteHost) peakInFlight() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.peak
+}
