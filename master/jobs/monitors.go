@@ -25,7 +25,8 @@ func (q *Queue) AddMonitor(ctx context.Context, spec wire.JobSpec, every time.Du
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.now()
-	m := &Monitor{ID: newID(now), Spec: spec, IntervalMs: every.Milliseconds(), Created: now, NextRun: now}
+	q.seq++
+	m := &Monitor{ID: newID(now, q.seq), Spec: spec, IntervalMs: every.Milliseconds(), Created: now, NextRun: now}
 	if err := q.write(&change{monitors: []*Monitor{m}}); err != nil {
 		return Monitor{}, err
 	}

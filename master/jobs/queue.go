@@ -372,7 +372,7 @@ func (q *Queue) submit(ctx context.Context, specs []wire.JobSpec, mon *Monitor) 
 	for _, p := range preps {
 		j := p.job
 		q.seq++
-		j.ID, j.Seq, j.Created = newID(now), q.seq, now
+		j.ID, j.Seq, j.Created = newID(now, q.seq), q.seq, now
 		if mon != nil {
 			j.Monitor = mon.ID
 		}

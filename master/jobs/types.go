@@ -140,10 +140,11 @@ func attemptReasons(j *Job) string {
 
 // newID makes a random, URL-safe id that sorts by creation time (base32hex
 // keeps byte order), so listing by key lists oldest first.
-func newID(now time.Time) string {
+// seq orders the ids made in one millisecond.
+func newID(now time.Time, seq uint64) string {
 	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
-	_, _ = rand.Read(b[6:])
+	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16|seq&0xffff)
+	_, _ = rand.Read(b[8:])
 	return strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
