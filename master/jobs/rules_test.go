@@ -129,7 +129,7 @@ Disallow: /page$
 		{star, "/search?q=cats", false},
 		{star, "/search", true},
 		{ParseRobots([]byte("User-agent: OtherBot\nDisallow: /\n"), UserAgentToken), "/x", true}, // no group for us
-		{ParseRobots([]byte("User-agent: *\nDisallow:\n"), UserAgentToken), "/x", true},            // empty Disallow
+		{ParseRobots([]byte("User-agent: *\nDisallow:\n"), UserAgentToken), "/x", true},          // empty Disallow
 		{ParseRobots([]byte("User-agent: *\nDisallow: /\nAllow: /$\n"), UserAgentToken), "/", true},
 		{ParseRobots([]byte("User-agent: *\nDisallow: /\nAllow: /$\n"), UserAgentToken), "/x", false},
 		{ParseRobots([]byte("user-agent: *\ndisallow: /x\nallow: /x\n"), UserAgentToken), "/x", true}, // tie: allow

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -163,7 +164,7 @@ func (b *budget) allows(l Limits, now time.Time) (time.Time, bool) {
 	}
 	if l.StartsPerSec > 0 {
 		// GCRA: a token bucket of Burst tokens refilled at StartsPerSec.
-		emit := time.Duration(float64(time.Second) / l.StartsPerSec)
+		emit := emitInterval(l.StartsPerSec)
 		burst := max(l.Burst, 1)
 		if t := b.tat.Add(-time.Duration(burst-1) * emit); t.After(at) {
 			at = t
@@ -175,11 +176,17 @@ func (b *budget) allows(l Limits, now time.Time) (time.Time, bool) {
 	return now, true
 }
 
+// emitInterval is 1/rate rounded up to the nanosecond, so rate starts
+// never fit in one second by rounding (3/s: 333333334 ns apart).
+func emitInterval(rate float64) time.Duration {
+	return time.Duration(math.Ceil(float64(time.Second) / rate))
+}
+
 func (b *budget) take(l Limits, now time.Time) {
 	b.running++
 	b.last = now
 	if l.StartsPerSec > 0 {
-		emit := time.Duration(float64(time.Second) / l.StartsPerSec)
+		emit := emitInterval(l.StartsPerSec)
 		if b.tat.Before(now) {
 			b.tat = now
 		}
