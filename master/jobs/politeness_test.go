@@ -25,8 +25,8 @@ type PolitenessHost struct {
 
 // PolitenessResult is what one simulated run measured, per host and overall.
 type PolitenessResult struct {
-	PeakConcurrent []int         // the most attempts running at once
-	MaxStartsInSec []int         // the most starts in any one-second window [t, t+1s)
+	PeakConcurrent []int // the most attempts running at once
+	MaxStartsInSec []int // the most starts in any one-second window [t, t+1s)
 	Total          []time.Duration
 	Ideal          []time.Duration // the ideal schedule for the host's limits
 	Makespan       time.Duration

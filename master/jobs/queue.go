@@ -61,6 +61,8 @@ type Queue struct {
 	wake       time.Time // earliest time a class blocked by its limits may start
 	outcomes   map[string]int64
 	shrunk     bool // a host queue lost a job since the last refill
+
+	maxInterval time.Duration // the longest class interval (budget cleanup)
 }
 
 type hostQueue struct {
@@ -112,6 +114,12 @@ func New(cfg Config, st *state.Store) (*Queue, error) {
 		budgets: map[string]*budget{}, workers: map[string]*worker{}, waiters: map[string][]chan struct{}{},
 		monitors: map[string]*Monitor{}, outcomes: map[string]int64{}}
 	q.m.q = q
+	q.maxInterval = cfg.Defaults.Interval
+	for _, r := range cfg.Classes {
+		if r.Limits != nil {
+			q.maxInterval = max(q.maxInterval, r.Limits.Interval)
+		}
+	}
 	if cfg.Robots == nil {
 		cfg.Robots = defaultRobotsFetcher(q.addrAllowed)
 		q.cfg.Robots = cfg.Robots

@@ -329,9 +329,6 @@ func (q *Queue) launch(ctx context.Context, ls []launch) int {
 func (q *Queue) releaseLocked(j *Job) {
 	if b := q.budgets[j.Budget]; b != nil {
 		b.running--
-		if b.running <= 0 && !b.tat.After(q.now()) && b.last.Add(time.Hour).Before(q.now()) {
-			delete(q.budgets, j.Budget)
-		}
 	}
 	if w := q.workers[j.Worker]; w != nil && w.used > 0 {
 		w.used--
@@ -522,6 +519,13 @@ func (q *Queue) sweep() {
 		q.finished = q.finished[1:]
 	}
 	q.commit(ch)
+	// Budgets nobody uses and whose limits no longer hold anything back
+	// are forgotten, so the map stays as small as the active sites.
+	for k, b := range q.budgets {
+		if b.running <= 0 && !b.tat.After(now) && now.Sub(b.last) > q.maxInterval {
+			delete(q.budgets, k)
+		}
+	}
 }
 
 // NextWake is when Tick has something to do next without any report or
