@@ -264,22 +264,27 @@ func (c *robotsCache) load(ctx context.Context, e *robotsEntry, scheme, hostport
 // dialer refuses the addresses jobs may not reach (the decision is made on
 // the address connected to, so DNS cannot rebind it elsewhere).
 func defaultRobotsFetcher(allowed func(host string, ip netip.Addr, port int) (bool, string)) RobotsFetcher {
-	dialer := &net.Dialer{Timeout: 5 * time.Second}
-	dialer.Control = func(network, address string, _ syscall.RawConn) error {
-		ap, err := netip.ParseAddrPort(address)
-		if err != nil {
-			return err
-		}
-		if ok, why := allowed("", ap.Addr(), int(ap.Port())); !ok {
-			return fmt.Errorf("address %s refused: %s", ap, why)
-		}
-		return nil
+	// The dialer is made per connection so its check knows the host name
+	// (AllowAddrs may name hosts) as well as the address connected to.
+	dial := func(ctx context.Context, network, hostport string) (net.Conn, error) {
+		host, _, _ := net.SplitHostPort(hostport)
+		d := &net.Dialer{Timeout: 5 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return err
+			}
+			if ok, why := allowed(host, ap.Addr(), int(ap.Port())); !ok {
+				return fmt.Errorf("address %s refused: %s", ap, why)
+			}
+			return nil
+		}}
+		return d.DialContext(ctx, network, hostport)
 	}
 	client := &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
 			Proxy:                 nil,
-			DialContext:           dialer.DialContext,
+			DialContext:           dial,
 			TLSHandshakeTimeout:   5 * time.Second,
 			ResponseHeaderTimeout: 5 * time.Second,
 			MaxIdleConnsPerHost:   1,

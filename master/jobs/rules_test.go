@@ -3,6 +3,9 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -431,5 +434,25 @@ func TestMetrics(t *testing.T) {
 	s := e.q.Stats()
 	if s.Outcomes[wire.JobDone] != 1 || s.Working != 1 || s.Queued["leftover"] != 0 {
 		t.Fatalf("stats = %+v", s)
+	}
+}
+
+// The default fetcher reaches an address AllowAddrs names, and reads it.
+func TestDefaultRobotsFetcherAllowed(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/robots.txt" || r.Header.Get("User-Agent") != UserAgentToken {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, "User-agent: *\nDisallow: /x\n")
+	}))
+	defer srv.Close()
+	hp := strings.TrimPrefix(srv.URL, "http://")
+	e := newEnv(t, func(c *Config) { c.AllowAddrs = []string{hp}; c.Robots = nil })
+	if j := e.check(srv.URL + "/x"); j.State != wire.JobDisallowed || j.Disallow != DisallowRobots {
+		t.Fatalf("/x: %s %s %q", j.State, j.Disallow, j.Reason)
+	}
+	if j := e.check(srv.URL + "/y"); j.State != wire.JobQueued {
+		t.Fatalf("/y: %s %q", j.State, j.Reason)
 	}
 }

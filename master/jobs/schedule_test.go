@@ -42,6 +42,8 @@ func TestPickWorker(t *testing.T) {
 // Per-class concurrency: at most Concurrent attempts of one class run.
 func TestClassConcurrency(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Defaults = Limits{Concurrent: 2} })
+	// The runner is called outside the queue's lock: it may call back.
+	e.runner.onRun = func(string, wire.JobRun) { _ = e.q.Stats() }
 	e.q.SetWorker("w1", 10)
 	for i := range 5 {
 		e.check(hostURL("a.test", i))
