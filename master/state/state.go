@@ -86,6 +86,24 @@ func (s *Store) Get(bucket, key string, v any) (bool, error) {
 	return true, nil
 }
 
+// GetRaw returns a copy of the raw bytes stored under bucket/key (for
+// values that are not JSON, such as job results) and whether they existed.
+func (s *Store) GetRaw(bucket, key string) ([]byte, bool) {
+	var raw []byte
+	found := false
+	s.view(func(get func(b, k string) []byte, _ func(b string) map[string][]byte) {
+		if r := get(bucket, key); r != nil {
+			raw, found = slices.Clone(r), true
+		}
+	})
+	return raw, found
+}
+
+// PutRaw stores raw bytes under bucket/key as one transaction.
+func (s *Store) PutRaw(bucket, key string, raw []byte) error {
+	return s.Update(func(tx Tx) error { return tx.PutRaw(bucket, key, raw) })
+}
+
 // Has reports whether bucket/key exists (a flag kept by its presence).
 func (s *Store) Has(bucket, key string) bool {
 	found := false

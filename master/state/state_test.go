@@ -159,3 +159,27 @@ func TestStoreScanAndDropBucket(t *testing.T) {
 		})
 	}
 }
+
+func TestStoreRaw(t *testing.T) {
+	for _, path := range []string{"", filepath.Join(t.TempDir(), FileName)} {
+		s, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := s.GetRaw("r", "k"); ok {
+			t.Fatal("missing raw key found")
+		}
+		if err := s.PutRaw("r", "k", []byte{0, 1, 2}); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := s.GetRaw("r", "k")
+		if !ok || string(got) != "\x00\x01\x02" {
+			t.Fatalf("raw = %v %v", got, ok)
+		}
+		got[0] = 9 // a copy: the store is unchanged
+		if again, _ := s.GetRaw("r", "k"); again[0] != 0 {
+			t.Fatal("GetRaw returned the store's own bytes")
+		}
+		s.Close()
+	}
+}

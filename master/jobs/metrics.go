@@ -1,0 +1,60 @@
+package jobs
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the queue's Prometheus collectors (Collectors).
+type metrics struct {
+	q     *Queue
+	total *prometheus.CounterVec
+	wait  prometheus.Histogram
+	run   prometheus.Histogram
+
+	queuedDesc, slotsDesc *prometheus.Desc
+}
+
+func newMetrics() *metrics {
+	buckets := []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600}
+	return &metrics{
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloudbrowser_jobs_total",
+			Help: "Jobs that reached an end state, by kind and outcome (done, failed, disallowed, cancelled)."}, []string{"kind", "outcome"}),
+		wait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cloudbrowser_job_wait_seconds",
+			Help: "Time from a job's submission to its first attempt's start.", Buckets: buckets}),
+		run: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cloudbrowser_job_run_seconds",
+			Help: "Duration of job attempts, from hand-over to the worker's report (or loss).", Buckets: buckets}),
+		queuedDesc: prometheus.NewDesc("cloudbrowser_jobs_queued",
+			"Queued jobs by class: the classes holding a host slot, the rest as \"leftover\".", []string{"class"}, nil),
+		slotsDesc: prometheus.NewDesc("cloudbrowser_job_slots",
+			"Job slots of each worker, used and free.", []string{"worker", "state"}, nil),
+	}
+}
+
+// Collectors returns the queue's Prometheus collectors for the master's
+// registry: cloudbrowser_jobs_total{kind,outcome},
+// cloudbrowser_jobs_queued{class}, cloudbrowser_job_slots{worker,state},
+// cloudbrowser_job_wait_seconds and cloudbrowser_job_run_seconds.
+func (q *Queue) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{q.m.total, q.m.wait, q.m.run, gauges{q.m}}
+}
+
+// gauges reads the queue's current figures at scrape time. Their label
+// sets stay bounded: at most QueueCount classes plus "leftover", and the
+// registered workers.
+type gauges struct{ m *metrics }
+
+func (g gauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.m.queuedDesc
+	ch <- g.m.slotsDesc
+}
+
+func (g gauges) Collect(ch chan<- prometheus.Metric) {
+	s := g.m.q.Stats()
+	for class, n := range s.Queued {
+		ch <- prometheus.MustNewConstMetric(g.m.queuedDesc, prometheus.GaugeValue, float64(n), class)
+	}
+	for _, w := range s.Workers {
+		ch <- prometheus.MustNewConstMetric(g.m.slotsDesc, prometheus.GaugeValue, float64(w.Used), w.ID, "used")
+		ch <- prometheus.MustNewConstMetric(g.m.slotsDesc, prometheus.GaugeValue, float64(w.Free), w.ID, "free")
+	}
+}
