@@ -143,6 +143,7 @@ func (m *WorkerManager) leave(ctx context.Context, id string) (wire.MigrationRes
 		return wire.MigrationResult{}, wire.Errorf(wire.CodeUnknownWorker, "no worker "+id)
 	}
 	_ = m.bal.SetDraining(id, true)
+	m.publishSlots(id)
 	m.log.Info().Str("worker", id).Msg("worker leaving: migrating its instances")
 	return m.migrate(ctx, id), nil
 }

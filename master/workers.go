@@ -123,6 +123,9 @@ type WorkerManager struct {
 	wg       sync.WaitGroup
 
 	lookups, placements atomic.Uint64
+
+	jobSlots func(id string, slots int)
+	jobsGone func(id string)
 }
 
 // WorkerManagerConfig configures a WorkerManager.
@@ -146,6 +149,11 @@ type WorkerManagerConfig struct {
 	// State keeps the admin's drain flags across master restarts (nil =
 	// not kept).
 	State *state.Store
+	// JobSlots is told how many job slots a worker offers now (0: none,
+	// while it is disconnected, draining or leaving) and Gone when it is
+	// removed (its running jobs are queued again). nil = no jobs.
+	JobSlots func(id string, slots int)
+	JobsGone func(id string)
 }
 
 // drainedBucket holds the workers an admin drained, by worker id. Only
@@ -194,7 +202,31 @@ func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
 		byKey:     map[string]string{},
 		byUser:    map[userKey]map[string]struct{}{},
 		lost:      map[string]lostRec{},
+		jobSlots:  cfg.JobSlots,
+		jobsGone:  cfg.JobsGone,
 	}
+}
+
+// offerLocked is how many job slots worker w offers the queue now.
+func offerLocked(w *workerRec) int {
+	if w == nil || w.state != stateConnected || w.draining || w.leaving {
+		return 0
+	}
+	if w.load.JobSlots > 0 {
+		return w.load.JobSlots
+	}
+	return w.info.JobSlots
+}
+
+// publishSlots tells the job queue what worker id offers (outside m.mu).
+func (m *WorkerManager) publishSlots(id string) {
+	if m.jobSlots == nil {
+		return
+	}
+	m.mu.Lock()
+	n := offerLocked(m.workers[id])
+	m.mu.Unlock()
+	m.jobSlots(id, n)
 }
 
 // register records a worker (new or reconnecting) and the instances it says
@@ -266,6 +298,7 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 		Int("instances", adopted).Int("fenced", len(fenced)).Msg("worker registered")
 	m.dropMerged(merged)
 	m.kickMoves() // orphans waiting for a live worker
+	m.publishSlots(info.ID)
 	return fenced, nil
 }
 
@@ -357,6 +390,9 @@ func (m *WorkerManager) disconnected(id string, c *rmi.Conn) {
 	w.state = stateDisconnected
 	w.conn, w.ref = nil, nil
 	m.bal.Remove(id)
+	if m.jobSlots != nil {
+		go m.jobSlots(id, 0)
+	}
 	if w.leaving {
 		// It said it stops: no reason to wait for it.
 		go m.dead(id, "left")
@@ -428,6 +464,9 @@ func (m *WorkerManager) dead(id, reason string) {
 	if conn != nil {
 		conn.Close()
 	}
+	if m.jobsGone != nil {
+		m.jobsGone(id)
+	}
 	m.log.Warn().Str("worker", id).Str("reason", reason).Int("instances_lost", lost).Int("instances_moving", moving).Msg("worker removed")
 	m.notify(context.Background(), wire.ProxyInvalidateWorker, id)
 }
@@ -469,12 +508,17 @@ func (m *WorkerManager) trimLostLocked() {
 func (m *WorkerManager) report(id string, l wire.Load) error {
 	m.mu.Lock()
 	w, ok := m.workers[id]
+	slotsChanged := false
 	if ok {
+		slotsChanged = w.load.JobSlots != l.JobSlots
 		w.load = l
 	}
 	m.mu.Unlock()
 	if !ok {
 		return wire.Errorf(wire.CodeUnknownWorker, "report from unregistered worker "+id)
+	}
+	if slotsChanged {
+		m.publishSlots(id)
 	}
 	if err := m.bal.Report(id, l.Total, l.Instances); err != nil && !errors.Is(err, balance.ErrUnknownWorker) {
 		return fmt.Errorf("report: %w", err)
@@ -852,6 +896,7 @@ func (m *WorkerManager) setDraining(id string, on bool) error {
 	}
 	m.mu.Unlock()
 	_ = m.bal.SetDraining(id, on) // unknown to the balancer while disconnected
+	m.publishSlots(id)
 	return nil
 }
 

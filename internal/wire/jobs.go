@@ -98,6 +98,11 @@ type JobSpec struct {
 	PrevHash string `codec:"prev" json:"-"`
 	// MaxBytes bounds the result; larger results fail the job.
 	MaxBytes int64 `codec:"max" json:"-"`
+
+	// CacheSig and CacheHolder tie a render to the result cache's
+	// reservation it fills (set by the master, never by clients).
+	CacheSig    string `codec:"csig" json:"cacheSig,omitempty"`
+	CacheHolder string `codec:"cholder" json:"cacheHolder,omitempty"`
 }
 
 // JobRun is one attempt the master hands to a worker.

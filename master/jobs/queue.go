@@ -713,3 +713,31 @@ func (q *Queue) removeQueuedLocked(j *Job) {
 		}
 	}
 }
+
+// Record stores a job that is done without running (a render answered from
+// the result cache): listed, shown and with its result like any other, and
+// counted as done. out's Body is the result.
+func (q *Queue) Record(ctx context.Context, spec wire.JobSpec, out wire.JobOutcome) (Job, error) {
+	if err := Validate(spec); err != nil {
+		return Job{}, err
+	}
+	spec = normalize(spec, q.cfg.MaxResultBytes)
+	body := out.Body
+	if body == nil {
+		body = []byte{}
+	}
+	out.Body = nil
+	q.mu.Lock()
+	now := q.now()
+	q.seq++
+	j := &Job{ID: newID(now, q.seq), Seq: q.seq, Spec: spec, Created: now, Started: now, Result: &out}
+	ch := &change{}
+	q.finishLocked(j, wire.JobDone, "", body, ch)
+	if err := q.write(ch); err != nil {
+		q.mu.Unlock()
+		return Job{}, err
+	}
+	q.mu.Unlock()
+	q.after(ctx, ch)
+	return j.clone(), nil
+}
