@@ -64,6 +64,7 @@ func (m *Master) adminHandler(public bool) http.Handler {
 	}))
 	m.userRoutes(mux)
 	m.authorRoutes(mux)
+	m.jobRoutes(mux)
 	m.dashboardRoutes(mux)
 	mux.Handle("POST /api/v1/grants", m.auth(roleAdmin, m.grant))
 	mux.Handle("GET /api/v1/instances/{id}/state", m.auth(roleAdmin, m.instanceState))
@@ -103,7 +104,8 @@ func (m *Master) drain(w http.ResponseWriter, r *http.Request, on bool) {
 type role int
 
 const (
-	roleAuthor role = iota // deploys, lists and changes their own applications
+	roleJobs   role = iota // submits and reads jobs, renders and monitors
+	roleAuthor             // deploys, lists and changes their own applications (and jobs)
 	roleAdmin              // everything
 )
 
@@ -134,11 +136,17 @@ func (m *Master) auth(need role, h http.HandlerFunc) http.Handler {
 			p = adminPrincipal
 		} else if tokenIs(got, m.cfg.AuthorToken) {
 			p = principal{name: sharedAuthor}
+		} else if tokenIs(got, m.cfg.JobsToken) {
+			p = principal{name: jobsPrincipal, jobsOnly: true}
 		} else if name, ok := m.authors.byToken(got); ok {
 			p = principal{name: name}
 		} else {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cloudbrowser", error="invalid_token"`)
 			apiError(w, http.StatusUnauthorized, "invalid token")
+			return
+		}
+		if p.jobsOnly && need > roleJobs {
+			apiError(w, http.StatusForbidden, "the jobs token may only submit and read jobs, renders and monitors")
 			return
 		}
 		if !p.admin && need > roleAuthor {

@@ -21,7 +21,12 @@ import (
 type principal struct {
 	name  string
 	admin bool
+	// jobsOnly: the jobs token, which may only use the jobs API.
+	jobsOnly bool
 }
+
+// jobsPrincipal is who the jobs token acts as.
+const jobsPrincipal = "jobs"
 
 // adminPrincipal is the admin token, the dashboard's session and the
 // master itself (its start-up apps).

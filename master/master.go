@@ -28,6 +28,8 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/supervise"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
+	"github.com/cloudbrowser-go/cloudbrowser/master/jobs"
+	"github.com/cloudbrowser-go/cloudbrowser/master/rendercache"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -92,6 +94,15 @@ type Config struct {
 	// time.Now; tests).
 	Now func() time.Time
 
+	// Jobs configures the job queue (docs/jobs.md); Runner, Policy, hooks
+	// and the store are the master's. RenderCache configures the render
+	// result cache (its Store is the master's).
+	Jobs        jobs.Config
+	RenderCache rendercache.Config
+	// JobsToken may submit and read jobs, renders and monitors, nothing
+	// else ("" = only admin and author tokens may).
+	JobsToken string
+
 	Apps   []wire.App
 	Logger zerolog.Logger
 	// ChildOutput receives the proxy children's stdout and stderr (their
@@ -140,6 +151,8 @@ type Master struct {
 	// proxies get it over their RMI session, so they need not hold the
 	// cluster secret it is derived from; derived, it survives restarts.
 	hopKey []byte
+	// jobs: queue, render cache and API (jobapi.go).
+	jobs *jobsSide
 	// portKey proves to processes about to share the public port that its
 	// proxies are of this cluster (proxy.ListenShared).
 	portKey []byte
@@ -298,6 +311,11 @@ func New(cfg Config) (*Master, error) {
 		m.metrics.placements.WithLabelValues(strategy, outcome).Inc()
 	}
 	m.workers.observeRefusal = func(limit string) { m.metrics.refusals.WithLabelValues(limit).Inc() }
+	if err := m.startJobs(); err != nil {
+		return nil, err
+	}
+	m.workers.jobSlots = m.jobs.q.SetWorker
+	m.workers.jobsGone = func(id string) { m.jobs.q.RemoveWorker(m.ctx, id) }
 	m.apps = newAppManager(m.log, m.workers.refs)
 	m.apps.state = st
 	m.authors = &authors{st: st}
@@ -539,6 +557,7 @@ func (m *Master) Status() wire.ClusterStatus {
 		}
 	}
 	st.Proxies = m.proxies.status()
+	st.Jobs = m.jobsStatus()
 	if m.embedded != nil {
 		ps := m.embedded.Stats()
 		rate := m.embeddedRate.observe(ps.Requests, time.Now())

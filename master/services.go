@@ -34,6 +34,7 @@ func serviceRoles(m *Master) map[string]registered {
 		wire.ObjRouter:        {routerService{m}, []string{secret.RoleProxy}},
 		wire.ObjCluster:       {clusterService{m}, []string{secret.RoleWorker, secret.RoleProxy}},
 		wire.ObjInstanceState: {stateService{m}, []string{secret.RoleWorker}},
+		wire.ObjJobQueue:      {jobQueueService{m}, []string{secret.RoleWorker}},
 	}
 }
 

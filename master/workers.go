@@ -1017,3 +1017,15 @@ func (m *WorkerManager) instanceCount() int {
 	defer m.mu.Unlock()
 	return len(m.instances)
 }
+
+// workerOf is the worker registered on connection c.
+func (m *WorkerManager) workerOf(c *rmi.Conn) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, w := range m.workers {
+		if w.conn == c && c != nil {
+			return id, nil
+		}
+	}
+	return "", wire.Errorf(wire.CodeUnknownWorker, "no worker is registered on this connection")
+}

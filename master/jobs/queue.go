@@ -741,3 +741,17 @@ func (q *Queue) Record(ctx context.Context, spec wire.JobSpec, out wire.JobOutco
 	q.after(ctx, ch)
 	return j.clone(), nil
 }
+
+// ListAll returns every job in one of states (for reconciling after a
+// restart; unpaged).
+func (q *Queue) ListAll(states ...string) []Job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []Job
+	for _, j := range q.active {
+		if slices.Contains(states, j.State) {
+			out = append(out, j.clone())
+		}
+	}
+	return out
+}
