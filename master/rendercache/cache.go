@@ -84,9 +84,11 @@ type Config struct {
 	// DefaultMaxAge: an entry older than this is stale unless the request
 	// says otherwise. Default 1h.
 	DefaultMaxAge time.Duration
-	// MaxKeep: the sweep removes entries older than this whatever their
-	// use (a request's max age above it cannot be met). Default 24h, at
-	// least DefaultMaxAge.
+	// MaxKeep: the sweep removes entries older than this however much
+	// they are used: the longest max age a request can get. Default 30
+	// days, at least DefaultMaxAge. Entries stale under DefaultMaxAge but
+	// younger than MaxKeep stay for requests with a longer max age and
+	// for stale-while-revalidate, until unused or evicted.
 	MaxKeep time.Duration
 	// UnusedAfter: the sweep removes entries not read for this long.
 	// Default 7 days.
@@ -114,7 +116,7 @@ func (c *Config) defaults() {
 		c.DefaultMaxAge = time.Hour
 	}
 	if c.MaxKeep <= 0 {
-		c.MaxKeep = 24 * time.Hour
+		c.MaxKeep = 30 * 24 * time.Hour
 	}
 	c.MaxKeep = max(c.MaxKeep, c.DefaultMaxAge)
 	if c.UnusedAfter <= 0 {
