@@ -733,3 +733,7 @@ func metricValue(t testing.TB, c prometheus.Collector) float64 {
 	}
 	return m.Gauge.GetValue()
 }
+
+func specFor(i int) wire.JobSpec {
+	return wire.JobSpec{Kind: wire.JobRender, URL: fmt.Sprintf("https://example.com/page/%d", i), Format: wire.FormatPNG}
+}
