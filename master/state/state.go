@@ -206,6 +206,7 @@ func (s *Store) DropBucket(bucket string) error {
 
 // Tx is one atomic write: all its changes land together or not at all.
 type Tx interface {
+	ReadTx
 	PutRaw(bucket, key string, raw []byte) error
 	Put(bucket, key string, v any) error
 	Delete(bucket, key string) error
@@ -216,7 +217,7 @@ func (s *Store) Update(fn func(Tx) error) error {
 	if s.db == nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		t := &memTx{staged: map[string]map[string][]byte{}}
+		t := &memTx{staged: map[string]map[string][]byte{}, mem: s.mem}
 		if err := fn(t); err != nil {
 			return err
 		}
@@ -239,6 +240,29 @@ func (s *Store) Update(fn func(Tx) error) error {
 	}
 	return nil
 }
+
+// ReadTx reads one consistent snapshot of the store.
+type ReadTx interface {
+	// GetRaw returns bucket/key's raw value (nil if absent), as seen by this
+	// transaction (in an Update, including its own earlier writes). The
+	// slice is valid only during the transaction and must not be modified.
+	GetRaw(bucket, key string) []byte
+}
+
+// View runs fn in one read transaction: every GetRaw sees the same
+// snapshot, so records written together are read together (never half of
+// an Update). fn's error is returned as is.
+func (s *Store) View(fn func(ReadTx) error) error {
+	var err error
+	s.view(func(get func(b, k string) []byte, _ func(b string) map[string][]byte) {
+		err = fn(readTx(get))
+	})
+	return err
+}
+
+type readTx func(b, k string) []byte
+
+func (r readTx) GetRaw(bucket, key string) []byte { return r(bucket, key) }
 
 func (s *Store) view(fn func(get func(b, k string) []byte, all func(b string) map[string][]byte)) {
 	if s.db == nil {
@@ -267,6 +291,13 @@ func (s *Store) view(fn func(get func(b, k string) []byte, all func(b string) ma
 
 type boltTx struct{ tx *bolt.Tx }
 
+func (t boltTx) GetRaw(bucket, key string) []byte {
+	if b := t.tx.Bucket([]byte(bucket)); b != nil {
+		return b.Get([]byte(key))
+	}
+	return nil
+}
+
 func (t boltTx) PutRaw(bucket, key string, raw []byte) error {
 	b, err := t.tx.CreateBucketIfNotExists([]byte(bucket))
 	if err != nil {
@@ -291,7 +322,17 @@ func (t boltTx) Delete(bucket, key string) error {
 }
 
 // memTx stages changes (nil = delete) until fn returns without error.
-type memTx struct{ staged map[string]map[string][]byte }
+type memTx struct {
+	staged map[string]map[string][]byte
+	mem    map[string]map[string][]byte // committed values (Store.mu held)
+}
+
+func (t *memTx) GetRaw(bucket, key string) []byte {
+	if v, ok := t.staged[bucket][key]; ok {
+		return v // nil = deleted in this transaction
+	}
+	return t.mem[bucket][key]
+}
 
 func (t *memTx) PutRaw(bucket, key string, raw []byte) error {
 	if t.staged[bucket] == nil {

@@ -183,3 +183,43 @@ func TestStoreRaw(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestStoreRawReads: a write transaction reads its own writes and a View
+// sees records written together, together.
+func TestStoreRawReads(t *testing.T) {
+	for _, path := range []string{"", filepath.Join(t.TempDir(), FileName)} {
+		s, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Update(func(tx Tx) error {
+			if tx.GetRaw("b", "k") != nil {
+				t.Errorf("%q: absent key read as present", path)
+			}
+			if err := tx.PutRaw("b", "k", []byte("v1")); err != nil {
+				return err
+			}
+			if got := string(tx.GetRaw("b", "k")); got != "v1" {
+				t.Errorf("%q: own write read as %q", path, got)
+			}
+			if err := tx.PutRaw("b", "k2", []byte("w1")); err != nil {
+				return err
+			}
+			if err := tx.Delete("b", "k2"); err != nil {
+				return err
+			}
+			if tx.GetRaw("b", "k2") != nil {
+				t.Errorf("%q: own delete read as present", path)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if err := s.View(func(tx ReadTx) error { got = string(tx.GetRaw("b", "k")); return nil }); err != nil || got != "v1" {
+			t.Fatalf("%q: view = %q %v", path, got, err)
+		}
+		s.Close()
+	}
+}
