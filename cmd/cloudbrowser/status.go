@@ -20,7 +20,7 @@ import (
 func statusCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "show the cluster: workers, applications, instances",
+		Usage: "show the cluster: workers, applications, instances, jobs",
 		Flags: append(apiFlags("admin.token"),
 			&cli.BoolFlag{Name: "json", Usage: "print the raw JSON status"}),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
