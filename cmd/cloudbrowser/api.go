@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,8 +54,10 @@ func newAPIClient(cmd *cli.Command, tokenFile string) (*apiClient, error) {
 
 // apiError is the master's JSON error answer.
 type apiError struct {
-	Status   int    `json:"status"`
-	Error    string `json:"error"`
+	Status int    `json:"status"`
+	Error  string `json:"error"`
+	// Field names the request field the error is about (jobs API).
+	Field    string `json:"field"`
 	Problems []struct {
 		Field   string `json:"field"`
 		Message string `json:"message"`
@@ -63,9 +66,22 @@ type apiError struct {
 
 // do sends a request and decodes a 2xx JSON answer into out (if not nil).
 func (c *apiClient) do(ctx context.Context, method, path string, body io.Reader, contentType string, out any) error {
+	raw, _, err := c.send(ctx, method, path, body, contentType)
+	if err != nil || out == nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("unexpected answer from the master: %w", err)
+	}
+	return nil
+}
+
+// send sends a request and returns a 2xx answer's body and headers; any
+// other answer is an error carrying the master's message.
+func (c *apiClient) send(ctx context.Context, method, path string, body io.Reader, contentType string) ([]byte, *http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
-		return fmt.Errorf("--master %q: %w", c.base, err)
+		return nil, nil, fmt.Errorf("--master %q: %w", c.base, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	if contentType != "" {
@@ -73,29 +89,38 @@ func (c *apiClient) do(ctx context.Context, method, path string, body io.Reader,
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("asking the master at %s: %w", c.base, err)
+		return nil, nil, fmt.Errorf("asking the master at %s: %w", c.base, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("reading the master's answer: %w", err)
+		return nil, nil, fmt.Errorf("reading the master's answer: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
-		var e apiError
-		if json.Unmarshal(raw, &e) != nil || e.Error == "" {
-			return fmt.Errorf("master answered %s: %s", resp.Status, strings.TrimSpace(string(raw)))
+		return nil, resp, answerError(resp, raw)
+	}
+	return raw, resp, nil
+}
+
+// answerError turns a non-2xx answer into an error with the master's
+// message, the field it names and when to retry.
+func answerError(resp *http.Response, raw []byte) error {
+	var e apiError
+	if json.Unmarshal(raw, &e) != nil || e.Error == "" {
+		return fmt.Errorf("master answered %s: %s", resp.Status, strings.TrimSpace(string(raw)))
+	}
+	msg := fmt.Sprintf("master answered %s: %s", resp.Status, e.Error)
+	if e.Field != "" {
+		msg += fmt.Sprintf(" (field %q)", e.Field)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		if _, err := strconv.Atoi(ra); err == nil {
+			ra += "s" // seconds, else an HTTP date
 		}
-		msg := fmt.Sprintf("master answered %s: %s", resp.Status, e.Error)
-		for _, p := range e.Problems {
-			msg += fmt.Sprintf("\n  %s: %s", p.Field, p.Message)
-		}
-		return fmt.Errorf("%s", msg)
+		msg += fmt.Sprintf(" (retry after %s)", ra)
 	}
-	if out == nil {
-		return nil
+	for _, p := range e.Problems {
+		msg += fmt.Sprintf("\n  %s: %s", p.Field, p.Message)
 	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("unexpected answer from the master: %w", err)
-	}
-	return nil
+	return fmt.Errorf("%s", msg)
 }

@@ -52,7 +52,8 @@ Every flag can also be set with the environment variable shown in its help.`,
 			_, err := logger(cmd)
 			return ctx, err
 		},
-		Commands: []*cli.Command{masterCmd(), workerCmd(), proxyCmd(), upCmd(), statusCmd(), deployCmd(), appsCmd(), authorsCmd(), usersCmd(), shareCmd()},
+		Commands: []*cli.Command{masterCmd(), workerCmd(), proxyCmd(), upCmd(), statusCmd(), deployCmd(), appsCmd(), authorsCmd(), usersCmd(), shareCmd(),
+			renderCmd(), jobsCmd(), monitorCmd(), cacheCmd()},
 	}
 }
 

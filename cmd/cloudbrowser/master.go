@@ -55,7 +55,7 @@ func masterFlags() []cli.Flag {
 			Usage: "first lockout after too many failed logins; it doubles with every further failure"},
 		&cli.DurationFlag{Name: "login-max-lockout", Value: loginDefaults.MaxLockout, Sources: cli.EnvVars("CB_LOGIN_MAX_LOCKOUT"),
 			Usage: "longest lockout"},
-	}, quotaFlags()...)
+	}, append(quotaFlags(), jobFlags()...)...)
 }
 
 var quotaDefaults = wire.DefaultQuotas()
@@ -127,8 +127,9 @@ func masterCmd() *cli.Command {
 		Usage: "run the master: applications, workers, placement, routing, reverse proxies",
 		Description: `The master keeps the applications and the instance table, places new app instances
 on workers, answers the proxies' route lookups and runs the reverse proxies.
-On first start it creates <data-dir>/cluster.secret, admin.token, author.token and
-metrics.token (mode 0600; workers' /metrics need the last one as a bearer token). Deployed applications are kept in <data-dir>/apps and survive restarts.`,
+On first start it creates <data-dir>/cluster.secret, admin.token, author.token,
+jobs.token (may only use the jobs API) and metrics.token (mode 0600; workers' /metrics
+need the last one as a bearer token). Deployed applications are kept in <data-dir>/apps and survive restarts.`,
 		Flags: masterFlags(),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			log, err := logger(cmd)
@@ -180,6 +181,14 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 	if err != nil {
 		return nil, fmt.Errorf("metrics token: %w", err)
 	}
+	jobsToken, err := secret.LoadOrCreate(filepath.Join(dir, "jobs.token"))
+	if err != nil {
+		return nil, fmt.Errorf("jobs token: %w", err)
+	}
+	jobCfg, cacheCfg, err := jobConfig(cmd)
+	if err != nil {
+		return nil, err
+	}
 	strategy, err := balance.ParseStrategy(cmd.String("balancer"))
 	if err != nil {
 		return nil, fmt.Errorf("--balancer: %w", err)
@@ -223,6 +232,7 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 		return cmd.String(flag)
 	}
 	return master.New(master.Config{
+		Jobs: jobCfg, RenderCache: cacheCfg, JobsToken: jobsToken,
 		Secret: sec, AdminToken: token, AuthorToken: authorToken, MetricsToken: metricsToken, SecretFile: secretPath, DataDir: dir,
 		RMIAddr: pick(o.rmi, "rmi"), GossipAddr: pick(o.gossip, "gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
 		AdminAddr: pick(o.admin, "admin"), PublicAddr: cmd.String("listen"), Proxies: int(cmd.Int("proxies")),

@@ -20,7 +20,7 @@ import (
 func statusCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "show the cluster: workers, applications, instances",
+		Usage: "show the cluster: workers, applications, instances, jobs",
 		Flags: append(apiFlags("admin.token"),
 			&cli.BoolFlag{Name: "json", Usage: "print the raw JSON status"}),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -99,7 +99,55 @@ func printStatus(out io.Writer, st *wire.ClusterStatus) {
 	for _, p := range st.Proxies {
 		fmt.Fprintf(tw, "%s\t%s\n", p.Name, p.Addr)
 	}
+	if st.Jobs != nil {
+		printJobsStatus(tw, st.Jobs)
+	}
 	tw.Flush()
+}
+
+// printJobsStatus prints the jobs part of the status: slots, queues,
+// outcomes, monitors and the render cache.
+func printJobsStatus(tw io.Writer, j *wire.JobsStatus) {
+	fmt.Fprintln(tw, "\nJOB SLOTS\tSLOTS\tUSED\tFREE")
+	for _, w := range j.Workers {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", w.Worker, w.Slots, w.Used, w.Free)
+	}
+	fmt.Fprintln(tw, "\nJOB CLASS\tQUEUED")
+	for _, k := range sortedKeys(j.Queued) {
+		fmt.Fprintf(tw, "%s\t%d\n", k, j.Queued[k])
+	}
+	fmt.Fprintf(tw, "(working)\t%d\n", j.Working)
+	fmt.Fprintf(tw, "\njob outcomes\t%s\n", counts(j.Outcomes))
+	mon := make(map[string]int64, len(j.Monitors))
+	for k, n := range j.Monitors {
+		if k == "" {
+			k = "unchecked"
+		}
+		mon[k] += int64(n)
+	}
+	fmt.Fprintf(tw, "monitors\t%s\n", counts(mon))
+	c := j.Cache
+	ratio := "-"
+	if c.Hits+c.Misses > 0 {
+		ratio = fmt.Sprintf("%.0f%%", float64(c.Hits)*100/float64(c.Hits+c.Misses))
+	}
+	fmt.Fprintf(tw, "render cache\t%d entries, %s, hits %d, misses %d (hit ratio %s), evictions %d\n",
+		c.Entries, mib(uint64(max(c.Bytes, 0))), c.Hits, c.Misses, ratio, c.Evictions)
+	if len(j.Changes) > 0 {
+		fmt.Fprintln(tw, "\nMONITOR CHANGE\tURL\tFROM\tTO\tREASON\tAT")
+		for _, ch := range j.Changes {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ch.Monitor, ch.URL, orDash(ch.From), ch.To, orDash(ch.Reason), when(ch.At))
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // poolStats is the part of worker/pool.ManagerStats the status prints.

@@ -135,12 +135,56 @@
       tr.dataset.instance = i.id;
       return tr;
     }));
+    renderJobs(st.jobs);
     fill("proxies", (st.proxies || []).map(function (p) {
       return row([p.name, p.addr, num(p.requests), num(p.requestsPerSec.toFixed(1)), num(p.websocketsOpen)]);
     }));
     fill("members", (st.members || []).map(function (m) { return row([m.name, m.role, m.addr, m.state]); }));
     document.body.dataset.updated = String(now);
     document.body.dataset.workers = String(st.workers.length);
+  }
+
+  // renderJobs fills the Jobs panel (shown only when the master runs jobs).
+  function renderJobs(j) {
+    var panel = document.getElementById("jobs-panel");
+    panel.hidden = !j;
+    document.body.dataset.jobs = j ? "1" : "0";
+    if (!j) { return; }
+    function kv(m) { return Object.keys(m || {}).sort().map(function (k) { return (k || "unchecked") + "=" + m[k]; }).join(", ") || "-"; }
+    fill("job-slots", (j.workers || []).map(function (w) {
+      var tr = row([w.worker, num(w.slots), num(w.used), num(w.free)]);
+      tr.dataset.worker = w.worker;
+      return tr;
+    }));
+    var queued = j.queued || {};
+    var qrows = Object.keys(queued).sort().map(function (k) {
+      var tr = row([k, num(queued[k])]);
+      tr.dataset.class = k;
+      return tr;
+    });
+    qrows.push(row([{text: "(working)", attrs: {"class": "muted"}}, num(j.working || 0)]));
+    fill("job-queues", qrows);
+    var c = j.cache || {};
+    var lookups = (c.hits || 0) + (c.misses || 0);
+    var figures = [
+      ["Outcomes", kv(j.outcomes)],
+      ["Monitors", kv(j.monitors)],
+      ["Render cache entries", num(c.entries || 0)],
+      ["Render cache size", num(mib(c.bytes || 0))],
+      ["Render cache hits", num(c.hits || 0)],
+      ["Render cache misses", num(c.misses || 0)],
+      ["Render cache hit ratio", num(lookups ? Math.round(c.hits * 100 / lookups) + " %" : "-")],
+      ["Render cache evictions", num(c.evictions || 0)]
+    ];
+    fill("job-figures", figures.map(function (f) {
+      var tr = row(f);
+      tr.dataset.figure = f[0];
+      return tr;
+    }));
+    fill("monitor-changes", (j.changes || []).map(function (ch) {
+      return row([age(ch.at) + " ago", ch.monitor, ch.url, {text: ch.from || "-", attrs: {"class": "check-" + ch.from}},
+        {text: ch.to, attrs: {"class": "check-" + ch.to}}, ch.reason || "-"]);
+    }));
   }
 
   api("GET", "/api/v1/history").then(function (h) {

@@ -1,0 +1,303 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"image/png"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+)
+
+// apiJob is a job as the API shows it.
+type apiJob struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Reason   string `json:"reason"`
+	Disallow string `json:"disallow"`
+	Worker   string `json:"worker"`
+	Attempts []struct {
+		N      int    `json:"n"`
+		Worker string `json:"worker"`
+		Err    string `json:"err"`
+	} `json:"attempts"`
+	Spec   wire.JobSpec `json:"spec"`
+	Result *struct {
+		Status   int
+		FinalURL string
+		Title    string
+		Hash     string
+		Check    string
+		Reason   string
+	} `json:"result"`
+}
+
+func (c *cluster) jobsToken() string {
+	c.t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.dir, "data", "jobs.token"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// api calls the admin API with token and returns status, headers, body.
+func (c *cluster) api(method, path, token string, body any) (int, http.Header, []byte) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, "http://"+c.admin+path, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+func (c *cluster) job(id, token string) apiJob {
+	c.t.Helper()
+	st, _, b := c.api("GET", "/api/v1/jobs/"+id, token, nil)
+	if st != 200 {
+		c.t.Fatalf("job %s: %d %s", id, st, b)
+	}
+	var j apiJob
+	if err := json.Unmarshal(b, &j); err != nil {
+		c.t.Fatal(err)
+	}
+	return j
+}
+
+// waitJobs waits until every job ended and returns them.
+func (c *cluster) waitJobs(ids []string, token string, timeout time.Duration) map[string]apiJob {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out := map[string]apiJob{}
+		open := 0
+		for _, id := range ids {
+			j := c.job(id, token)
+			out[id] = j
+			if j.State == wire.JobQueued || j.State == wire.JobWorking {
+				open++
+			}
+		}
+		if open == 0 {
+			return out
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%d of %d jobs still open after %v", open, len(ids), timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func submitBatch(c *cluster, token string, specs []wire.JobSpec) []string {
+	c.t.Helper()
+	st, _, b := c.api("POST", "/api/v1/jobs", token, specs)
+	if st != http.StatusAccepted {
+		c.t.Fatalf("submit: %d %s", st, b)
+	}
+	var rep struct{ Jobs []apiJob }
+	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Jobs) != len(specs) {
+		c.t.Fatalf("submit reply: %v %s", err, b)
+	}
+	ids := make([]string, len(rep.Jobs))
+	for i, j := range rep.Jobs {
+		ids[i] = j.ID
+	}
+	return ids
+}
+
+// TestJobsPoliteBatch: a batch of checks and renders over three local
+// hosts runs on two workers' job slots; the site never sees more than the
+// configured concurrency or starts per second per host; robots.txt and the
+// address rules refuse what they must; results are what a browser saw.
+func TestJobsPoliteBatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	needChromium(t)
+	site := newJobSite(t, 3, 400*time.Millisecond)
+	site.hosts[2].setRobots("User-agent: *\nDisallow: /page/private\n")
+	c := startCluster(t, clusterOpts{proxies: 0, workers: 2, runtime: "chromium",
+		extra:  []string{"--jobs-allow", "127.0.0.1/8", "--job-concurrency", "2", "--job-rate", "3"},
+		worker: append(site.egressArgs(), "--job-slots", "3")})
+	tok := c.jobsToken()
+
+	var specs []wire.JobSpec
+	for h, host := range site.hosts {
+		for i := range 8 {
+			specs = append(specs, wire.JobSpec{Kind: wire.JobCheck, URL: host.url(fmt.Sprintf("/page/c%d-%d", h, i))})
+		}
+	}
+	specs = append(specs,
+		wire.JobSpec{Kind: wire.JobRender, URL: site.hosts[0].url("/page/shot"), Format: wire.FormatPNG, Width: 800, Height: 600},
+		wire.JobSpec{Kind: wire.JobRender, URL: site.hosts[1].url("/page/words"), Format: wire.FormatText},
+		wire.JobSpec{Kind: wire.JobCheck, URL: site.hosts[2].url("/page/private")},
+		wire.JobSpec{Kind: wire.JobCheck, URL: "http://169.254.169.254/latest/meta-data/"},
+	)
+	ids := submitBatch(c, tok, specs)
+	got := c.waitJobs(ids, tok, 4*time.Minute)
+
+	for i, id := range ids[:24] {
+		j := got[id]
+		if j.State != wire.JobDone || j.Result == nil || j.Result.Check != wire.CheckOK || j.Result.Status != 200 ||
+			!strings.HasPrefix(j.Result.Title, "Page c") || j.Result.Hash == "" {
+			t.Errorf("check %d: %+v result %+v", i, j, j.Result)
+		}
+	}
+	shot, words, private, metadata := got[ids[24]], got[ids[25]], got[ids[26]], got[ids[27]]
+	if shot.State != wire.JobDone || words.State != wire.JobDone {
+		t.Fatalf("renders: %+v / %+v", shot, words)
+	}
+	st, hdr, b := c.api("GET", "/api/v1/jobs/"+shot.ID+"/result", tok, nil)
+	if st != 200 || hdr.Get("Content-Type") != "image/png" {
+		t.Fatalf("png result: %d %s", st, hdr.Get("Content-Type"))
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil || img.Bounds().Dx() != 800 || img.Bounds().Dy() != 600 {
+		t.Fatalf("png: %v %v", err, img.Bounds())
+	}
+	st, _, b = c.api("GET", "/api/v1/jobs/"+words.ID+"/result", tok, nil)
+	if st != 200 || !strings.Contains(string(b), "Page words on "+site.hosts[1].addr) {
+		t.Fatalf("text result: %d %q", st, b)
+	}
+	if private.State != wire.JobDisallowed || private.Disallow != "robots" || site.hosts[2].count("/page/private") != 0 {
+		t.Errorf("robots.txt not obeyed: %+v (site saw %d)", private, site.hosts[2].count("/page/private"))
+	}
+	if metadata.State != wire.JobDisallowed || metadata.Disallow != "address" {
+		t.Errorf("metadata address not refused: %+v", metadata)
+	}
+	for i, h := range site.hosts {
+		peak, perSec := h.peakInFlight(), h.maxStartsPerWindow(time.Second)
+		t.Logf("host %d: peak concurrency %d (limit 2), most starts in one second %d (limit 3)", i, peak, perSec)
+		if peak > 2 || perSec > 3 {
+			t.Errorf("host %d: politeness exceeded: peak %d, starts/s %d", i, peak, perSec)
+		}
+	}
+
+	// The jobs token may not administer; the status shows the jobs side.
+	if st, _, _ := c.api("GET", "/api/v1/cluster", tok, nil); st != http.StatusForbidden {
+		t.Errorf("jobs token on the cluster status: %d, want 403", st)
+	}
+	cs := c.mustStatus()
+	if cs.Jobs == nil || len(cs.Jobs.Workers) != 2 || cs.Jobs.Outcomes[wire.JobDone] < 26 || cs.Jobs.Outcomes[wire.JobDisallowed] < 2 {
+		t.Errorf("jobs status: %+v", cs.Jobs)
+	}
+	for _, w := range cs.Jobs.Workers {
+		if w.Slots != 3 {
+			t.Errorf("worker %s offers %d slots, want 3", w.Worker, w.Slots)
+		}
+	}
+	// Bad input names the field.
+	for _, bad := range []struct {
+		spec  wire.JobSpec
+		field string
+	}{
+		{wire.JobSpec{Kind: "fetch", URL: "http://x/"}, "kind"},
+		{wire.JobSpec{Kind: wire.JobRender, URL: "not a url"}, "url"},
+		{wire.JobSpec{Kind: wire.JobRender, URL: "http://x/", Format: "gif"}, "format"},
+		{wire.JobSpec{Kind: wire.JobRender, URL: "http://x/", Width: 99999}, "width"},
+	} {
+		st, _, b := c.api("POST", "/api/v1/jobs", tok, bad.spec)
+		var e struct{ Field string }
+		_ = json.Unmarshal(b, &e)
+		if st != 400 || e.Field != bad.field {
+			t.Errorf("%+v: %d %s, want 400 naming %s", bad.spec, st, b, bad.field)
+		}
+	}
+	if st, _, _ := c.api("GET", "/api/v1/jobs/nope", tok, nil); st != 404 {
+		t.Errorf("unknown job: %d", st)
+	}
+}
+
+// TestRenderCache: identical concurrent synchronous renders cause one
+// render; later ones are hits until purged.
+func TestRenderCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	needChromium(t)
+	site := newJobSite(t, 1, 300*time.Millisecond)
+	c := startCluster(t, clusterOpts{proxies: 0, workers: 1, runtime: "chromium",
+		extra: []string{"--jobs-allow", "127.0.0.1/8"}, worker: site.egressArgs()})
+	tok := c.jobsToken()
+	q := "/api/v1/render?format=text&url=" + url.QueryEscape(site.hosts[0].url("/page/cached?b=2&a=1&utm_source=x"))
+
+	const n = 10
+	var wg sync.WaitGroup
+	bodies := make([]string, n)
+	statuses := make([]int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, _, b := c.api("GET", q, tok, nil)
+			statuses[i], bodies[i] = st, string(b)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if statuses[i] != 200 || bodies[i] != bodies[0] || !strings.Contains(bodies[i], "Page cached") {
+			t.Fatalf("request %d: %d %q", i, statuses[i], bodies[i])
+		}
+	}
+	if got := site.hosts[0].count("/page/cached"); got != 1 {
+		t.Fatalf("%d identical concurrent renders reached the site %d times, want 1", n, got)
+	}
+	// The same page with its query in another order and without utm_*.
+	st, hdr, _ := c.api("GET", "/api/v1/render?format=text&url="+url.QueryEscape(site.hosts[0].url("/page/cached?a=1&b=2")), tok, nil)
+	if st != 200 || hdr.Get("X-Cache") != "HIT" || hdr.Get("Age") == "" {
+		t.Fatalf("second render: %d X-Cache=%q Age=%q", st, hdr.Get("X-Cache"), hdr.Get("Age"))
+	}
+	if st, _, b := c.api("POST", "/api/v1/cache/purge", tok, map[string]string{"url": site.hosts[0].url("/page/cached?a=1&b=2")}); st != 200 || !strings.Contains(string(b), `"purged":1`) {
+		t.Fatalf("purge: %d %s", st, b)
+	}
+	st, hdr, _ = c.api("GET", q, tok, nil)
+	if st != 200 || hdr.Get("X-Cache") != "MISS" || site.hosts[0].count("/page/cached") != 2 {
+		t.Fatalf("after purge: %d X-Cache=%q site count %d", st, hdr.Get("X-Cache"), site.hosts[0].count("/page/cached"))
+	}
+	// A failing render answers its reason; the disallowed one 403.
+	if st, _, b := c.api("GET", "/api/v1/render?url="+url.QueryEscape("http://169.254.169.254/"), tok, nil); st != 403 {
+		t.Fatalf("disallowed render: %d %s", st, b)
+	}
+}
+
+// TestPooledRender: a render named after an app uses that app's pool,
+// whose browsers the pool's init sequence logged in.
+func TestPooledRender(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	needChromium(t)
+	c := startCluster(t, clusterOpts{proxies: 0, workers: 1, runtime: "chromium"})
+	tok := c.jobsToken()
+	st, _, b := c.api("GET", "/api/v1/render?format=text&app=pooldemo&url="+url.QueryEscape("http://pooldemo.app.cloudbrowser.internal/search.html"), tok, nil)
+	if st != 200 || !strings.Contains(string(b), "Signed in as demo") {
+		t.Fatalf("pooled render: %d %q", st, b)
+	}
+	// Without the app the general pool's browser is not logged in (and may
+	// not reach the app's origin at all).
+	st, _, b = c.api("GET", "/api/v1/render?format=text&url="+url.QueryEscape("http://pooldemo.app.cloudbrowser.internal/search.html"), tok, nil)
+	if st == 200 && strings.Contains(string(b), "Signed in as demo") {
+		t.Fatalf("a render without the app got the pool's login: %q", b)
+	}
+}
