@@ -425,6 +425,10 @@ type resolution struct {
 	err   error
 }
 
+// InternalHostSuffix ends the host names of apps' internal origins
+// (<app>.app.cloudbrowser.internal), which only workers serve.
+const InternalHostSuffix = ".app.cloudbrowser.internal"
+
 // prepare decides a job: its class, budget and whether a rule refuses it.
 // It resolves the host and may fetch robots.txt, so it runs unlocked.
 func (q *Queue) prepare(ctx context.Context, spec wire.JobSpec, monitor bool, cache map[string]resolution) prepared {
@@ -444,6 +448,21 @@ func (q *Queue) prepare(ctx context.Context, spec wire.JobSpec, monitor bool, ca
 	}
 	class, named, _ := q.classOf(host, hostport)
 	j.Class = class
+	if strings.HasSuffix(host, InternalHostSuffix) {
+		// An app's own bundle, served by the worker's egress endpoint to
+		// that app's browsers only: no DNS, no robots.txt, and the app's
+		// policy (which always allows its own origin) is the only rule.
+		if q.cfg.Policy != nil {
+			if ok, reason := q.cfg.Policy(spec); !ok {
+				return refuse(DisallowPolicy, reason)
+			}
+		}
+		if spec.App == "" || !strings.HasPrefix(host, strings.ToLower(spec.App)+".") {
+			return refuse(DisallowPolicy, fmt.Sprintf("%s is served only to the browsers of its own app (set \"app\")", host))
+		}
+		j.Budget = "host:" + hostport
+		return p
+	}
 
 	// The address decides, after resolution: a name may point anywhere.
 	var addrs []netip.Addr
