@@ -301,3 +301,159 @@ func TestPooledRender(t *testing.T) {
 		t.Fatalf("a render without the app got the pool's login: %q", b)
 	}
 }
+
+// TestJobsSurviveKills: a worker killed with -9 mid-batch loses no job
+// (its attempts run again elsewhere, each job ends DONE once), and a
+// master killed with -9 with jobs queued finds them all after a restart.
+func TestJobsSurviveKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	needChromium(t)
+	site := newJobSite(t, 2, 1500*time.Millisecond)
+	extra := []string{"--jobs-allow", "127.0.0.1/8", "--job-concurrency", "2", "--job-rate", "4", "--job-report-every", "500ms"}
+	c := startCluster(t, clusterOpts{proxies: 0, workers: 2, runtime: "chromium", extra: extra,
+		worker: append(site.egressArgs(), "--job-slots", "2")})
+	tok := c.jobsToken()
+
+	var specs []wire.JobSpec
+	for i := range 12 {
+		specs = append(specs, wire.JobSpec{Kind: wire.JobCheck, URL: site.hosts[i%2].url(fmt.Sprintf("/page/k%d", i))})
+	}
+	ids := submitBatch(c, tok, specs)
+	deadline := time.Now().Add(2 * time.Minute)
+	for killed := false; !killed; {
+		for i, id := range ids {
+			// Working there, and its page is being loaded: the worker has
+			// it (not just the master's hand-over in flight).
+			j := c.job(id, tok)
+			if j.State == wire.JobWorking && j.Worker == "w-e2e1" && site.hosts[i%2].count(fmt.Sprintf("/page/k%d", i)) > 0 {
+				c.workers["w-e2e1"].kill()
+				killed = true
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no job ever ran on w-e2e1")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	got := c.waitJobs(ids, tok, 3*time.Minute)
+	moved := 0
+	for _, id := range ids {
+		j := got[id]
+		if j.State != wire.JobDone || j.Result == nil || j.Result.Check != wire.CheckOK {
+			t.Errorf("job %s after the worker's kill: %+v", id, j)
+		}
+		if len(j.Attempts) > 1 {
+			moved++
+			if last := j.Attempts[len(j.Attempts)-1]; last.Worker != "w-e2e2" || last.Err != "" {
+				t.Errorf("job %s: last attempt %+v", id, last)
+			}
+		}
+	}
+	if moved == 0 {
+		t.Error("no job was retried after its worker was killed")
+	}
+	t.Logf("%d jobs retried on the surviving worker", moved)
+	if n := c.mustStatus().Jobs.Outcomes[wire.JobDone]; n != int64(len(ids)) {
+		t.Errorf("jobs counted done: %d, want exactly %d", n, len(ids))
+	}
+
+	// kill -9 the master with jobs queued: none is lost.
+	specs = specs[:0]
+	for i := range 8 {
+		specs = append(specs, wire.JobSpec{Kind: wire.JobCheck, URL: site.hosts[0].url(fmt.Sprintf("/page/m%d", i))})
+	}
+	ids = submitBatch(c, tok, specs)
+	c.master.kill()
+	c.startMaster(clusterOpts{extra: extra})
+	got = c.waitJobs(ids, tok, 3*time.Minute)
+	for _, id := range ids {
+		if j := got[id]; j.State != wire.JobDone || j.Result == nil || j.Result.Check != wire.CheckOK {
+			t.Errorf("job %s after the master's kill: %+v", id, j)
+		}
+	}
+}
+
+// TestMonitors: a monitor records every check; its state change (the site
+// starts failing) moves lastStateChange, shows in the filtered list and on
+// the status, and marks the URL's cached renders stale.
+func TestMonitors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	needChromium(t)
+	site := newJobSite(t, 1, 0)
+	c := startCluster(t, clusterOpts{proxies: 0, workers: 1, runtime: "chromium",
+		extra: []string{"--jobs-allow", "127.0.0.1/8"}, worker: site.egressArgs()})
+	tok := c.jobsToken()
+	page := site.hosts[0].url("/page/watched")
+
+	if st, _, b := c.api("POST", "/api/v1/monitors", tok, map[string]any{"url": page, "interval": "5s"}); st != 400 || !strings.Contains(string(b), "interval") {
+		t.Fatalf("too short an interval: %d %s", st, b)
+	}
+	st, _, b := c.api("POST", "/api/v1/monitors", tok, map[string]any{"url": page, "interval": "10s"})
+	if st != 201 {
+		t.Fatalf("add monitor: %d %s", st, b)
+	}
+	var mon struct {
+		ID              string
+		State           string
+		LastStateChange time.Time
+		Checks          int
+	}
+	_ = json.Unmarshal(b, &mon)
+	get := func() {
+		st, _, b := c.api("GET", "/api/v1/monitors/"+mon.ID, tok, nil)
+		if st != 200 {
+			t.Fatalf("monitor: %d %s", st, b)
+		}
+		_ = json.Unmarshal(b, &mon)
+	}
+	waitFor := func(what string, cond func() bool) {
+		deadline := time.Now().Add(90 * time.Second)
+		for get(); !cond(); get() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s: %+v", what, mon)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	waitFor("the first check", func() bool { return mon.State == wire.CheckOK })
+	firstChange := mon.LastStateChange
+	// A cached render of the page, to be marked stale by the change.
+	render := "/api/v1/render?format=text&url=" + url.QueryEscape(page)
+	if st, _, _ := c.api("GET", render, tok, nil); st != 200 {
+		t.Fatalf("render: %d", st)
+	}
+	waitFor("a second check", func() bool { return mon.Checks >= 2 })
+	if !mon.LastStateChange.Equal(firstChange) || mon.State != wire.CheckOK {
+		t.Fatalf("an unchanged check moved lastStateChange: %+v (first %v)", mon, firstChange)
+	}
+	site.hosts[0].setStatus("/page/watched", 503)
+	waitFor("the state change", func() bool { return mon.State == wire.CheckUnavailable })
+	if !mon.LastStateChange.After(firstChange) {
+		t.Fatalf("lastStateChange did not move: %+v", mon)
+	}
+	st, _, b = c.api("GET", "/api/v1/monitors?state=unavailable", tok, nil)
+	if st != 200 || !strings.Contains(string(b), mon.ID) {
+		t.Fatalf("filtered list: %d %s", st, b)
+	}
+	if st, _, b := c.api("GET", "/api/v1/monitors?state=ok", tok, nil); st != 200 || strings.Contains(string(b), mon.ID) {
+		t.Fatalf("ok list still has the monitor: %d %s", st, b)
+	}
+	js := c.mustStatus().Jobs
+	if js == nil || len(js.Changes) == 0 || js.Changes[0].To != wire.CheckUnavailable || js.Monitors[wire.CheckUnavailable] != 1 {
+		t.Fatalf("status does not show the change: %+v", js)
+	}
+	if st, hdr, _ := c.api("GET", render, tok, nil); st != 200 || hdr.Get("X-Cache") == "HIT" {
+		t.Fatalf("the render cached before the change was served as fresh: %d %s", st, hdr.Get("X-Cache"))
+	}
+	if st, _, _ := c.api("DELETE", "/api/v1/monitors/"+mon.ID, tok, nil); st != 204 {
+		t.Fatalf("remove: %d", st)
+	}
+	if st, _, _ := c.api("GET", "/api/v1/monitors/"+mon.ID, tok, nil); st != 404 {
+		t.Fatalf("removed monitor: %d", st)
+	}
+}

@@ -81,7 +81,7 @@ type budget struct {
 
 type worker struct {
 	slots, used int
-	refusing    bool // refused a run: skipped until its next SetWorker
+	refusedAt   time.Time // refused a run: skipped for refuseBackoff, or until it frees a slot or changes its slots
 }
 
 type finishedRef struct {

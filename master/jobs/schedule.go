@@ -23,7 +23,7 @@ func (q *Queue) SetWorker(id string, slots int) {
 		w = &worker{}
 		q.workers[id] = w
 	}
-	w.slots, w.refusing = max(slots, 0), false
+	w.slots, w.refusedAt = max(slots, 0), time.Time{}
 	q.mu.Unlock()
 	q.Kick()
 }
@@ -96,11 +96,21 @@ func pickWorker(free map[string]int, avoid map[string]bool, fallback bool, last 
 	return ties[0]
 }
 
+// refuseBackoff is how long a worker that refused a run is skipped: its
+// slot count may lag behind (an attempt that just reported Done frees its
+// slot a moment later), so it is tried again soon, not never.
+const refuseBackoff = time.Second
+
+// refusingLocked reports whether w refused a run too recently to be tried.
+func (q *Queue) refusingLocked(w *worker) bool {
+	return !w.refusedAt.IsZero() && q.now().Before(w.refusedAt.Add(refuseBackoff))
+}
+
 // pickWorkerLocked picks a worker for j, or "" when none may take it now.
 func (q *Queue) pickWorkerLocked(j *Job) string {
 	free := map[string]int{}
 	for id, w := range q.workers {
-		if !w.refusing && w.slots-w.used > 0 {
+		if !q.refusingLocked(w) && w.slots-w.used > 0 {
 			free[id] = w.slots - w.used
 		}
 	}
@@ -131,7 +141,7 @@ func (q *Queue) pickWorkerLocked(j *Job) string {
 func (q *Queue) freeSlotsLocked() int {
 	n := 0
 	for _, w := range q.workers {
-		if !w.refusing && w.slots > w.used {
+		if !q.refusingLocked(w) && w.slots > w.used {
 			n += w.slots - w.used
 		}
 	}
@@ -305,7 +315,7 @@ func (q *Queue) launch(ctx context.Context, ls []launch) int {
 		l := ls[i]
 		q.log.Info().Err(err).Str("job", l.run.ID).Str("worker", l.worker).Msg("worker refused a job; it stays queued")
 		if w := q.workers[l.worker]; w != nil {
-			w.refusing = true
+			w.refusedAt = q.now()
 		}
 		j := q.active[l.run.ID]
 		if j == nil || j.State != wire.JobWorking || j.Tries != l.run.Attempt || j.Worker != l.worker {
@@ -436,6 +446,9 @@ func (q *Queue) Done(ctx context.Context, workerID string, o wire.JobOutcome) er
 	if o.Err == "" && j.Spec.MaxBytes > 0 && int64(len(body)) > j.Spec.MaxBytes {
 		o.Err, o.Permanent = fmt.Sprintf("the result is %d bytes, over the limit of %d", len(body), j.Spec.MaxBytes), true
 	}
+	if w := q.workers[workerID]; w != nil {
+		w.refusedAt = time.Time{} // it frees a slot now
+	}
 	res := o
 	res.Body = nil
 	j.Result = &res
@@ -551,6 +564,11 @@ func (q *Queue) NextWake() time.Time {
 	}
 	if len(q.finished) > 0 {
 		earlier(q.finished[0].at.Add(q.cfg.Retention))
+	}
+	for _, w := range q.workers {
+		if !w.refusedAt.IsZero() {
+			earlier(w.refusedAt.Add(refuseBackoff))
+		}
 	}
 	return next
 }

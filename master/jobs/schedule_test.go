@@ -459,12 +459,25 @@ func TestRefusedRunStaysQueued(t *testing.T) {
 		t.Fatalf("after a refusal: %+v", got)
 	}
 	if n := len(e.pump()); n != 0 {
-		t.Fatal("a refusing worker was tried again before its slot change")
+		t.Fatal("a refusing worker was tried again at once")
 	}
 	e.runner.setRefuse("w1", false)
 	e.q.SetWorker("w1", 5)
 	if l := e.pump(); len(l) != 1 || l[0].run.Attempt != 2 {
 		t.Fatalf("after SetWorker: %v", l)
+	}
+	// A refusal without a slot change is retried after the back-off (the
+	// worker's count lagged: its last attempt was still reporting).
+	e.runner.setRefuse("w1", true)
+	j2 := e.check("http://b.test/")
+	e.pump()
+	e.runner.setRefuse("w1", false)
+	if n := len(e.pump()); n != 0 {
+		t.Fatal("tried again before the back-off")
+	}
+	e.clock.Advance(refuseBackoff)
+	if l := e.pump(); len(l) != 1 || l[0].run.ID != j2.ID {
+		t.Fatalf("after the back-off: %v", l)
 	}
 }
 

@@ -241,12 +241,18 @@ func (e *Executor) Close(ctx context.Context) error {
 func (e *Executor) runAttempt(ctx context.Context, a *attempt) {
 	defer e.wg.Done()
 	run := a.run
-	defer func() {
-		e.mu.Lock()
-		delete(e.running, runKey{run.ID, run.Attempt})
-		e.mu.Unlock()
-		a.cancel(nil)
-	}()
+	// The slot is free once the work is: before Done is reported, since
+	// the master hands the slot to the next job as soon as it hears Done.
+	var freeOnce sync.Once
+	free := func() {
+		freeOnce.Do(func() {
+			e.mu.Lock()
+			delete(e.running, runKey{run.ID, run.Attempt})
+			e.mu.Unlock()
+			a.cancel(nil)
+		})
+	}
+	defer free()
 	every := time.Duration(run.ReportEveryMs) * time.Millisecond
 	if every <= 0 {
 		every = e.cfg.ReportEvery
@@ -272,6 +278,7 @@ func (e *Executor) runAttempt(ctx context.Context, a *attempt) {
 	if result == ResultCancelled {
 		return
 	}
+	free()
 	e.reportDone(out)
 }
 
