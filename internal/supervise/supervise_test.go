@@ -94,4 +94,3 @@ func TestStopIgnoresReusedPid(t *testing.T) {
 		t.Fatal("Stop left the process running")
 	}
 }
-
