@@ -37,6 +37,10 @@ func TestDashboard(t *testing.T) {
 	}
 	// Every worker's general pool is listed.
 	eventually(t, admin, "pools listed", `document.querySelectorAll("#pools tbody tr[data-pool=general]").length`, "3")
+	// The jobs panel: every worker's job slots and the queue's figures.
+	eventually(t, admin, "jobs panel shown", "document.body.dataset.jobs", "1")
+	eventually(t, admin, "job slots of every worker", `document.querySelectorAll("#jobs-panel tr[data-worker]").length`, "3")
+	eventually(t, admin, "render cache figures", `document.querySelectorAll("#jobs-panel tr[data-figure]").length > 0`, "true")
 	// The page updates without reloads.
 	var first string
 	_ = admin.Evaluate(context.Background(), "document.body.dataset.updated", &first)

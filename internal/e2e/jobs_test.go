@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -194,6 +195,11 @@ func TestJobsPoliteBatch(t *testing.T) {
 		}
 	}
 
+	// Metrics count the jobs (admin token).
+	if st, _, b := c.api("GET", "/metrics", c.token, nil); st != 200 || !strings.Contains(string(b), `cloudbrowser_jobs_total{kind="check",outcome="done"} 24`) ||
+		!strings.Contains(string(b), "cloudbrowser_job_wait_seconds") || !strings.Contains(string(b), "cloudbrowser_job_slots") {
+		t.Errorf("metrics: %d\n%s", st, grepLines(string(b), "cloudbrowser_job"))
+	}
 	// The jobs token may not administer; the status shows the jobs side.
 	if st, _, _ := c.api("GET", "/api/v1/cluster", tok, nil); st != http.StatusForbidden {
 		t.Errorf("jobs token on the cluster status: %d, want 403", st)
@@ -275,6 +281,64 @@ func TestRenderCache(t *testing.T) {
 	if st != 200 || hdr.Get("X-Cache") != "MISS" || site.hosts[0].count("/page/cached") != 2 {
 		t.Fatalf("after purge: %d X-Cache=%q site count %d", st, hdr.Get("X-Cache"), site.hosts[0].count("/page/cached"))
 	}
+	// The CLI, as a user runs it: render to a file, submit, list, show.
+	cli := func(args ...string) string {
+		t.Helper()
+		full := append(args, "--master", "http://"+c.admin, "--data-dir", filepath.Join(c.dir, "data"))
+		out, err := exec.Command(binary, full...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("cloudbrowser %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	file := filepath.Join(t.TempDir(), "page.txt")
+	if out := cli("render", site.hosts[0].url("/page/cached?a=1&b=2"), "--format", "text", "-o", file); !strings.Contains(out, "hit") {
+		t.Errorf("render CLI output: %s", out)
+	}
+	if b, err := os.ReadFile(file); err != nil || !strings.Contains(string(b), "Page cached") {
+		t.Fatalf("render CLI file: %v %q", err, b)
+	}
+	out := cli("jobs", "submit", "--kind", "check", site.hosts[0].url("/page/cli"))
+	id := strings.Fields(out)[0]
+	c.waitJobs([]string{id}, tok, time.Minute)
+	if out := cli("jobs", "show", id); !strings.Contains(out, "done") || !strings.Contains(out, "Page cli") {
+		t.Errorf("jobs show: %s", out)
+	}
+	if out := cli("jobs", "list", "--state", "done"); !strings.Contains(out, id) {
+		t.Errorf("jobs list: %s", out)
+	}
+	if out, err := exec.Command(binary, "render", "ftp://x/", "-o", "-", "--master", "http://"+c.admin, "--data-dir", filepath.Join(c.dir, "data")).CombinedOutput(); err == nil || !strings.Contains(string(out), "URL") {
+		t.Errorf("render of a bad URL: %v %s", err, out)
+	}
+
+	// The asynchronous API: a render being generated is joined (202 with
+	// the job making it and since when); once done, it is a cache hit.
+	slow := site.hosts[0].url("/page/async")
+	st1, _, b1 := c.api("POST", "/api/v1/jobs", tok, wire.JobSpec{Kind: wire.JobRender, URL: slow, Format: wire.FormatText})
+	st2, h2, b2 := c.api("POST", "/api/v1/jobs", tok, wire.JobSpec{Kind: wire.JobRender, URL: slow, Format: wire.FormatText})
+	var first, second struct {
+		apiJob
+		GeneratingSince time.Time `json:"generatingSince"`
+	}
+	_ = json.Unmarshal(b1, &first)
+	_ = json.Unmarshal(b2, &second)
+	if st1 != 202 || st2 != 202 || h2.Get("X-Cache") != "GENERATING" || second.ID != first.ID || second.GeneratingSince.IsZero() {
+		t.Fatalf("joining a render: %d %s / %d %s %s", st1, b1, st2, h2.Get("X-Cache"), b2)
+	}
+	c.waitJobs([]string{first.ID}, tok, time.Minute)
+	st3, h3, b3 := c.api("POST", "/api/v1/jobs", tok, wire.JobSpec{Kind: wire.JobRender, URL: slow, Format: wire.FormatText})
+	var third apiJob
+	_ = json.Unmarshal(b3, &third)
+	if st3 != 200 || h3.Get("X-Cache") != "HIT" || third.State != wire.JobDone {
+		t.Fatalf("render after it was cached: %d %s %s", st3, h3.Get("X-Cache"), b3)
+	}
+	if st, _, b := c.api("GET", "/api/v1/jobs/"+third.ID+"/result", tok, nil); st != 200 || !strings.Contains(string(b), "Page async") {
+		t.Fatalf("cached job's result: %d %q", st, b)
+	}
+	if site.hosts[0].count("/page/async") != 1 {
+		t.Fatalf("three requests for one render reached the site %d times", site.hosts[0].count("/page/async"))
+	}
+
 	// A failing render answers its reason; the disallowed one 403.
 	if st, _, b := c.api("GET", "/api/v1/render?url="+url.QueryEscape("http://169.254.169.254/"), tok, nil); st != 403 {
 		t.Fatalf("disallowed render: %d %s", st, b)
@@ -456,4 +520,15 @@ func TestMonitors(t *testing.T) {
 	if st, _, _ := c.api("GET", "/api/v1/monitors/"+mon.ID, tok, nil); st != 404 {
 		t.Fatalf("removed monitor: %d", st)
 	}
+}
+
+// grepLines keeps the lines of s containing sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
