@@ -456,3 +456,27 @@ func TestDefaultRobotsFetcherAllowed(t *testing.T) {
 		t.Fatalf("/y: %s %q", j.State, j.Reason)
 	}
 }
+
+// TestRecord: a render answered from the cache is a job like any other:
+// done at once, listed, with its result.
+func TestRecord(t *testing.T) {
+	e := newEnv(t, nil)
+	spec := wire.JobSpec{Kind: wire.JobRender, URL: "http://a.test/", Format: wire.FormatText}
+	j, err := e.q.Record(context.Background(), spec, wire.JobOutcome{ContentType: "text/plain", Body: []byte("cached")})
+	if err != nil || j.State != wire.JobDone {
+		t.Fatalf("Record: %+v %v", j, err)
+	}
+	body, ctype, err := e.q.Result(j.ID)
+	if err != nil || string(body) != "cached" || ctype != "text/plain" {
+		t.Fatalf("result: %q %q %v", body, ctype, err)
+	}
+	if list, _ := e.q.List(ListOptions{State: wire.JobDone}); len(list) != 1 || list[0].ID != j.ID {
+		t.Fatalf("list: %+v", list)
+	}
+	if _, err := e.q.Record(context.Background(), wire.JobSpec{Kind: wire.JobRender, URL: "nope"}, wire.JobOutcome{}); err == nil {
+		t.Fatal("an invalid spec was recorded")
+	}
+	if got := e.q.ListAll(wire.JobQueued, wire.JobWorking); len(got) != 0 {
+		t.Fatalf("ListAll: %+v", got)
+	}
+}
