@@ -684,6 +684,7 @@ func (m *Master) jobsStatus() *wire.JobsStatus {
 		c := changes[i]
 		st.Changes = append(st.Changes, wire.MonitorChange{Monitor: c.Monitor, URL: c.URL, From: c.From, To: c.To, Reason: c.Reason, At: c.At.UTC().Format(time.RFC3339)})
 	}
+	st.Wait, st.Run = m.jobs.q.Histograms()
 	cs := m.jobs.cache.Stats()
 	st.Cache = wire.CacheStatus{Entries: cs.Entries, Bytes: cs.Bytes, Hits: cs.Hits, Misses: cs.Misses, Evictions: cs.Evictions}
 	return st

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -126,6 +128,8 @@ func printJobsStatus(tw io.Writer, j *wire.JobsStatus) {
 		mon[k] += int64(n)
 	}
 	fmt.Fprintf(tw, "monitors\t%s\n", counts(mon))
+	fmt.Fprintf(tw, "job wait\t%s\n", histogramLine(j.Wait))
+	fmt.Fprintf(tw, "job run\t%s\n", histogramLine(j.Run))
 	c := j.Cache
 	ratio := "-"
 	if c.Hits+c.Misses > 0 {
@@ -139,6 +143,21 @@ func printJobsStatus(tw io.Writer, j *wire.JobsStatus) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ch.Monitor, ch.URL, orDash(ch.From), ch.To, orDash(ch.Reason), when(ch.At))
 		}
 	}
+}
+
+// histogramLine summarises a histogram: count, mean and bucket quantiles.
+func histogramLine(h wire.Histogram) string {
+	if h.Count == 0 {
+		return "-"
+	}
+	q := func(p float64) string {
+		v := h.Quantile(p)
+		if math.IsInf(v, 1) {
+			return "> last bucket"
+		}
+		return "≤ " + strconv.FormatFloat(v, 'g', 3, 64) + " s"
+	}
+	return fmt.Sprintf("%d jobs, mean %.2f s, p50 %s, p95 %s", h.Count, h.Sum/float64(h.Count), q(0.5), q(0.95))
 }
 
 func sortedKeys[V any](m map[string]V) []string {

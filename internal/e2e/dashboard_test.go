@@ -41,6 +41,7 @@ func TestDashboard(t *testing.T) {
 	eventually(t, admin, "jobs panel shown", "document.body.dataset.jobs", "1")
 	eventually(t, admin, "job slots of every worker", `document.querySelectorAll("#jobs-panel tr[data-worker]").length`, "3")
 	eventually(t, admin, "render cache figures", `document.querySelectorAll("#jobs-panel tr[data-figure]").length > 0`, "true")
+	eventually(t, admin, "job wait histogram row", `document.querySelector('#jobs-panel tr[data-figure="Job wait"]') !== null`, "true")
 	// The page updates without reloads.
 	var first string
 	_ = admin.Evaluate(context.Background(), "document.body.dataset.updated", &first)

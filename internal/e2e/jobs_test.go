@@ -208,6 +208,9 @@ func TestJobsPoliteBatch(t *testing.T) {
 	if cs.Jobs == nil || len(cs.Jobs.Workers) != 2 || cs.Jobs.Outcomes[wire.JobDone] < 26 || cs.Jobs.Outcomes[wire.JobDisallowed] < 2 {
 		t.Errorf("jobs status: %+v", cs.Jobs)
 	}
+	if cs.Jobs.Wait.Count < 26 || cs.Jobs.Run.Count < 26 || len(cs.Jobs.Run.Buckets) == 0 {
+		t.Errorf("wait/run histograms in the status: %+v / %+v", cs.Jobs.Wait, cs.Jobs.Run)
+	}
 	for _, w := range cs.Jobs.Workers {
 		if w.Slots != 3 {
 			t.Errorf("worker %s offers %d slots, want 3", w.Worker, w.Slots)

@@ -1,5 +1,7 @@
 package wire
 
+import "math"
+
 // Jobs: browser work done by the cluster without a person watching (issue
 // #14; docs/jobs.md). The master owns the queue (master/jobs) and pushes one
 // attempt at a time to a worker with a free job slot; the worker runs it in
@@ -173,6 +175,38 @@ type JobsStatus struct {
 	// Changes are the latest monitor state changes, newest first.
 	Changes []MonitorChange `json:"changes"`
 	Cache   CacheStatus     `json:"cache"`
+	// Wait is the time from submission to an attempt's start, Run the
+	// duration of attempts (seconds).
+	Wait Histogram `json:"wait"`
+	Run  Histogram `json:"run"`
+}
+
+// Histogram is a cumulative histogram (Prometheus style).
+type Histogram struct {
+	Count   uint64            `json:"count"`
+	Sum     float64           `json:"sum"`
+	Buckets []HistogramBucket `json:"buckets"`
+}
+
+// HistogramBucket counts the observations at most Le.
+type HistogramBucket struct {
+	Le    float64 `json:"le"`
+	Count uint64  `json:"count"`
+}
+
+// Quantile estimates the q-quantile (0..1) as the upper bound of the
+// bucket that holds it (0 without observations; +Inf beyond the last).
+func (h Histogram) Quantile(q float64) float64 {
+	if h.Count == 0 {
+		return 0
+	}
+	rank := q * float64(h.Count)
+	for _, b := range h.Buckets {
+		if float64(b.Count) >= rank {
+			return b.Le
+		}
+	}
+	return math.Inf(1)
 }
 
 // JobSlots are one worker's job slots.

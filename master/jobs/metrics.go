@@ -2,6 +2,9 @@ package jobs
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
 // metrics are the queue's Prometheus collectors (Collectors).
@@ -57,4 +60,21 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(g.m.slotsDesc, prometheus.GaugeValue, float64(w.Used), w.ID, "used")
 		ch <- prometheus.MustNewConstMetric(g.m.slotsDesc, prometheus.GaugeValue, float64(w.Free), w.ID, "free")
 	}
+}
+
+// Histograms returns the wait and run time histograms (status, dashboard).
+func (q *Queue) Histograms() (wait, run wire.Histogram) {
+	return histogramOf(q.m.wait), histogramOf(q.m.run)
+}
+
+func histogramOf(h prometheus.Histogram) wire.Histogram {
+	var m dto.Metric
+	if err := h.Write(&m); err != nil || m.Histogram == nil {
+		return wire.Histogram{}
+	}
+	out := wire.Histogram{Count: m.Histogram.GetSampleCount(), Sum: m.Histogram.GetSampleSum()}
+	for _, b := range m.Histogram.Bucket {
+		out.Buckets = append(out.Buckets, wire.HistogramBucket{Le: b.GetUpperBound(), Count: b.GetCumulativeCount()})
+	}
+	return out
 }

@@ -150,6 +150,19 @@
     panel.hidden = !j;
     document.body.dataset.jobs = j ? "1" : "0";
     if (!j) { return; }
+    // hist summarises a cumulative histogram: count, mean, p50 and p95
+    // as the upper bound of the bucket holding them.
+    function hist(h) {
+      if (!h || !h.count) { return "-"; }
+      function q(p) {
+        var rank = p * h.count;
+        for (var i = 0; i < (h.buckets || []).length; i++) {
+          if (h.buckets[i].count >= rank) { return "≤ " + h.buckets[i].le + " s"; }
+        }
+        return "> " + (h.buckets.length ? h.buckets[h.buckets.length - 1].le : 0) + " s";
+      }
+      return h.count + " jobs, mean " + (h.sum / h.count).toFixed(2) + " s, p50 " + q(0.5) + ", p95 " + q(0.95);
+    }
     function kv(m) { return Object.keys(m || {}).sort().map(function (k) { return (k || "unchecked") + "=" + m[k]; }).join(", ") || "-"; }
     fill("job-slots", (j.workers || []).map(function (w) {
       var tr = row([w.worker, num(w.slots), num(w.used), num(w.free)]);
@@ -169,6 +182,8 @@
     var figures = [
       ["Outcomes", kv(j.outcomes)],
       ["Monitors", kv(j.monitors)],
+      ["Job wait", hist(j.wait)],
+      ["Job run time", hist(j.run)],
       ["Render cache entries", num(c.entries || 0)],
       ["Render cache size", num(mib(c.bytes || 0))],
       ["Render cache hits", num(c.hits || 0)],
