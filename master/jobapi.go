@@ -415,13 +415,18 @@ func validJobState(s string) bool {
 	return false
 }
 
-func (m *Master) showJob(w http.ResponseWriter, r *http.Request) {
-	j, err := m.jobs.q.Get(r.PathValue("id"))
+// answer writes v as JSON, or err with its status.
+func answer[T any](w http.ResponseWriter, v T, err error) {
 	if err != nil {
 		jobError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, j)
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (m *Master) showJob(w http.ResponseWriter, r *http.Request) {
+	j, err := m.jobs.q.Get(r.PathValue("id"))
+	answer(w, j, err)
 }
 
 func (m *Master) jobResult(w http.ResponseWriter, r *http.Request) {
@@ -454,11 +459,7 @@ func (m *Master) jobResult(w http.ResponseWriter, r *http.Request) {
 
 func (m *Master) cancelJob(w http.ResponseWriter, r *http.Request) {
 	j, err := m.jobs.q.Cancel(r.Context(), r.PathValue("id"))
-	if err != nil {
-		jobError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, j)
+	answer(w, j, err)
 }
 
 // renderSync is GET /api/v1/render: it waits and answers the bytes. N
@@ -651,11 +652,7 @@ func (m *Master) listMonitors(w http.ResponseWriter, r *http.Request) {
 
 func (m *Master) showMonitor(w http.ResponseWriter, r *http.Request) {
 	mon, err := m.jobs.q.GetMonitor(r.PathValue("id"))
-	if err != nil {
-		jobError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, mon)
+	answer(w, mon, err)
 }
 
 func (m *Master) removeMonitor(w http.ResponseWriter, r *http.Request) {
