@@ -106,8 +106,12 @@ func runRenders(b *testing.B, e *Executor, rep countingReporter, ph *phases, slo
 
 // BenchmarkRenderPooledVsFresh: render throughput on one worker's
 // executor (real Chromium, a small local page, PNG 800x600) with browsers
-// leased from the general pool (reused) vs a new browser per job, closed
-// after it. Each iteration runs -jobs renders each way, alternating, so
+// leased from the general pool vs a new browser per job, closed after it.
+// The general pool never gives a returned browser to another job (no back
+// sequence puts it in a known state): it destroys it and refills, in the
+// background, to GeneralMin (the worker's --general-pool-min) ready blank
+// browsers; here GeneralMin = the slots, so the pool hides the creation
+// when it keeps up. Each iteration runs -jobs renders each way, alternating, so
 // both see the same machine load. Metrics: jobs/s of each and
 // fresh/pooled (the throughput ratio), and each mode's mean attempt
 // phases (lease, navigate, capture, whole attempt; ms).
@@ -128,7 +132,7 @@ func BenchmarkRenderPooledVsFresh(b *testing.B) {
 	}
 	defer rt.Close()
 	m, err := pool.NewManager(pool.ManagerConfig{
-		Types:   map[string]pool.BrowserType{pool.TypeChromium: {Factory: rt, Max: slots * 2}},
+		Types:   map[string]pool.BrowserType{pool.TypeChromium: {Factory: rt, Max: slots * 3, GeneralMin: slots}},
 		Runner:  &sequence.Runner{},
 		Logger:  zerolog.Nop(),
 		Options: func(string) (browser.Options, error) { return browser.Options{}, nil },

@@ -108,6 +108,9 @@ func main() {
 	if err != nil {
 		c.stop()
 		c.dumpLogs()
+		if !*keep {
+			os.RemoveAll(dir) // log.Fatal skips the deferred removal
+		}
 		log.Fatal(err)
 	}
 }
