@@ -111,3 +111,17 @@ CONF
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+# median: the median of the numbers on stdin, one a line ("n/a" if none).
+median() {
+	sort -g | awk '{ a[NR] = $1 } END {
+		if (NR == 0) { print "n/a"; exit }
+		print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
+	}'
+}
+
+# bench_metric FILE NAME: the values of a custom benchmark metric NAME
+# (b.ReportMetric) in go test -bench output, one a line.
+bench_metric() {
+	awk -v m="$2" '/^Benchmark/ { for (i = 4; i <= NF; i++) if ($i == m) print $(i - 1) }' "$1"
+}
