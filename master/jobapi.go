@@ -223,6 +223,26 @@ func (s jobQueueService) Working(ctx context.Context, p wire.JobProgress) error 
 	return nil
 }
 
+// Ready is the start gate: whether the calling worker may load the page
+// of its attempt now (jobs.Queue.Ready).
+func (s jobQueueService) Ready(ctx context.Context, p wire.JobProgress) (wire.JobGo, error) {
+	wid, err := s.m.workers.workerOf(rmi.ConnFrom(ctx))
+	if err != nil {
+		return wire.JobGo{}, err
+	}
+	wait, err := s.m.jobs.q.Ready(wid, p)
+	if errors.Is(err, jobs.ErrStaleReport) {
+		return wire.JobGo{}, wire.Errorf(wire.CodeInvalid, "attempt "+strconv.Itoa(p.Attempt)+" of job "+p.ID+" is not current")
+	}
+	if err != nil {
+		return wire.JobGo{}, err
+	}
+	if wait <= 0 {
+		return wire.JobGo{}, nil
+	}
+	return wire.JobGo{WaitMs: max(1, (wait+time.Millisecond-1).Milliseconds())}, nil
+}
+
 // Done ends an attempt the calling worker ran.
 func (s jobQueueService) Done(ctx context.Context, o wire.JobOutcome) error {
 	wid, err := s.m.workers.workerOf(rmi.ConnFrom(ctx))

@@ -83,6 +83,17 @@ func (r jobReporter) Working(ctx context.Context, p wire.JobProgress) error {
 	return r.w.client.Call(ctx, wire.ObjJobQueue, wire.JobWorkingFn, nil, p)
 }
 
+func (r jobReporter) Ready(ctx context.Context, p wire.JobProgress) (time.Duration, error) {
+	if r.w.client == nil {
+		return 0, errNoMaster
+	}
+	var g wire.JobGo
+	if err := r.w.client.Call(ctx, wire.ObjJobQueue, wire.JobReadyFn, &g, p); err != nil {
+		return 0, err
+	}
+	return time.Duration(g.WaitMs) * time.Millisecond, nil
+}
+
 func (r jobReporter) Done(ctx context.Context, o wire.JobOutcome) error {
 	if r.w.client == nil {
 		return errNoMaster

@@ -16,6 +16,12 @@ const (
 	ObjJobQueue  = "JobQueue"
 	JobWorkingFn = "Working"
 	JobDoneFn    = "Done"
+	// JobReadyFn: (JobProgress) (JobGo, error) — the attempt's browser is
+	// ready; the worker loads the page only when the answer's WaitMs is 0
+	// (else it asks again after that long). The master paces the real
+	// requests to a host here, since leasing a browser takes a varying time
+	// after the hand-over. It renews the lease like Working.
+	JobReadyFn = "Ready"
 	// RunJob is a method of the worker's Application Manager reference
 	// (the one it registers with): (JobRun) error. It answers at once: nil
 	// = accepted (the worker will report), else refused (no free slot,
@@ -126,9 +132,15 @@ type JobProgress struct {
 	Attempt int    `codec:"attempt"`
 }
 
+// JobGo answers a JobReadyFn call: 0 = load the page now.
+type JobGo struct {
+	WaitMs int64 `codec:"wait"`
+}
+
 // JobTimings are the steps of one attempt, in milliseconds.
 type JobTimings struct {
 	LeaseMs    int64 `codec:"lease" json:"leaseMs"`
+	GateMs     int64 `codec:"gate" json:"gateMs"` // waiting for the master's start gate
 	NavigateMs int64 `codec:"nav" json:"navigateMs"`
 	WaitMs     int64 `codec:"wait" json:"waitMs"`
 	CaptureMs  int64 `codec:"capture" json:"captureMs"`

@@ -77,6 +77,9 @@ type budget struct {
 	running int
 	tat     time.Time
 	last    time.Time
+	// goTat and goLast pace the starts of the page loads themselves (the
+	// start gate, Ready) with the same limits as the hand-overs.
+	goTat, goLast time.Time
 }
 
 type worker struct {

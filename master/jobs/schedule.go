@@ -416,6 +416,57 @@ func (q *Queue) currentLocked(workerID, id string, attempt int) *Job {
 	return j
 }
 
+// startMargin widens the spacing of page-load starts a little beyond
+// 1/rate, so the time between the gate's answer and the request reaching
+// the site (RMI, CDP, the network stack) cannot push two requests into one
+// second: 5% of the interval, at least 20 ms.
+func startMargin(emit time.Duration) time.Duration { return max(emit/20, 20*time.Millisecond) }
+
+// Ready is the start gate: a worker whose browser is ready asks whether it
+// may load the page now. The answer is 0 (go; the start is counted) or how
+// long to wait before asking again. Hand-overs are already paced, but a
+// browser lease takes a varying time, so the page loads themselves are
+// paced here with the class's interval and starts per second. It renews
+// the lease like Working; a stale attempt gets ErrStaleReport.
+func (q *Queue) Ready(workerID string, p wire.JobProgress) (time.Duration, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	j := q.currentLocked(workerID, p.ID, p.Attempt)
+	if j == nil {
+		return 0, ErrStaleReport
+	}
+	now := q.now()
+	j.Deadline = now.Add(2 * q.cfg.ReportEvery)
+	l := q.limitsOf(j)
+	b := q.budgetLocked(j.Budget)
+	at := now
+	if l.Interval > 0 && !b.goLast.IsZero() {
+		if t := b.goLast.Add(l.Interval + startMargin(l.Interval)); t.After(at) {
+			at = t
+		}
+	}
+	var emit time.Duration
+	if l.StartsPerSec > 0 {
+		emit = emitInterval(l.StartsPerSec)
+		emit += startMargin(emit)
+		burst := max(l.Burst, 1)
+		if t := b.goTat.Add(-time.Duration(burst-1) * emit); t.After(at) {
+			at = t
+		}
+	}
+	if at.After(now) {
+		return at.Sub(now), nil
+	}
+	b.goLast = now
+	if emit > 0 {
+		if b.goTat.Before(now) {
+			b.goTat = now
+		}
+		b.goTat = b.goTat.Add(emit)
+	}
+	return 0, nil
+}
+
 // Working is a worker's WORKING report: it renews the attempt's lease. A
 // report for an attempt that is not current is ignored (ErrStaleReport).
 func (q *Queue) Working(workerID string, p wire.JobProgress) error {

@@ -627,3 +627,68 @@ func TestRunLoop(t *testing.T) {
 		t.Fatal("Run did not end with its context")
 	}
 }
+
+// TestStartGate: hand-overs are paced, but a browser lease takes a varying
+// time; the gate paces the page loads themselves, with a small margin, so
+// two attempts handed over 1/rate apart whose browsers became ready at
+// once still reach the site 1/rate (+margin) apart.
+func TestStartGate(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Defaults = Limits{StartsPerSec: 2, Concurrent: 5} })
+	e.q.SetWorker("w1", 10)
+	for i := range 2 {
+		e.check(hostURL("a.test", i))
+	}
+	first := e.pump()
+	e.clock.Advance(500 * time.Millisecond)
+	second := e.pump()
+	if len(first) != 1 || len(second) != 1 {
+		t.Fatalf("hand-overs %d, %d", len(first), len(second))
+	}
+	// The first browser was slow to lease: both are ready now.
+	e.clock.Advance(400 * time.Millisecond)
+	ready := func(l launch) time.Duration {
+		t.Helper()
+		w, err := e.q.Ready(l.worker, wire.JobProgress{ID: l.run.ID, Attempt: l.run.Attempt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	if w := ready(first[0]); w != 0 {
+		t.Fatalf("first ready waits %v", w)
+	}
+	emit := 500 * time.Millisecond
+	want := emit + startMargin(emit)
+	if w := ready(second[0]); w != want {
+		t.Fatalf("second ready waits %v, want %v (1/rate plus margin)", w, want)
+	}
+	e.clock.Advance(want - time.Millisecond)
+	if w := ready(second[0]); w != time.Millisecond {
+		t.Fatalf("just before: wait %v", w)
+	}
+	e.clock.Advance(time.Millisecond)
+	if w := ready(second[0]); w != 0 {
+		t.Fatalf("at the time: wait %v", w)
+	}
+	// A stale attempt is refused.
+	if _, err := e.q.Ready("w1", wire.JobProgress{ID: first[0].run.ID, Attempt: 99}); !errors.Is(err, ErrStaleReport) {
+		t.Fatalf("stale Ready: %v", err)
+	}
+	// The class interval applies to the gate too.
+	e2 := newEnv(t, func(c *Config) { c.Defaults = Limits{Interval: time.Second, Concurrent: 5} })
+	e2.q.SetWorker("w1", 10)
+	e2.check(hostURL("b.test", 0))
+	e2.check(hostURL("b.test", 1))
+	l1 := e2.pump()
+	e2.clock.Advance(time.Second)
+	l2 := e2.pump()
+	if len(l1) != 1 || len(l2) != 1 {
+		t.Fatalf("interval hand-overs %d, %d", len(l1), len(l2))
+	}
+	if w, _ := e2.q.Ready(l2[0].worker, wire.JobProgress{ID: l2[0].run.ID, Attempt: l2[0].run.Attempt}); w != 0 {
+		t.Fatalf("first load waits %v", w)
+	}
+	if w, _ := e2.q.Ready(l1[0].worker, wire.JobProgress{ID: l1[0].run.ID, Attempt: l1[0].run.Attempt}); w != time.Second+startMargin(time.Second) {
+		t.Fatalf("second load waits %v, want the interval plus margin", w)
+	}
+}

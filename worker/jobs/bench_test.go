@@ -46,6 +46,9 @@ func (l freshLeaser) Lease(ctx context.Context, app string) (Lease, error) {
 type countingReporter struct{ done chan wire.JobOutcome }
 
 func (r countingReporter) Working(context.Context, wire.JobProgress) error { return nil }
+func (r countingReporter) Ready(context.Context, wire.JobProgress) (time.Duration, error) {
+	return 0, nil
+}
 func (r countingReporter) Done(_ context.Context, o wire.JobOutcome) error {
 	r.done <- o
 	return nil

@@ -84,6 +84,17 @@ func (e *Executor) execute(ctx context.Context, run wire.JobRun) (out wire.JobOu
 		}
 	}
 
+	// The master paces page loads per host (its start gate): wait for the go.
+	t = e.cfg.Now()
+	err = e.awaitGo(ctx, run)
+	out.Timings.GateMs = ms(e.cfg.Now().Sub(t))
+	if err != nil {
+		if why, _ := stopped(); why != "" {
+			return fail(false, "waiting for the start gate: %s", why)
+		}
+		return fail(false, "start gate: %v", err)
+	}
+
 	res, err := b.Load(ctx, spec.URL, browser.LoadOptions{
 		WaitSelector:    spec.WaitSelector,
 		WaitNetworkIdle: spec.WaitNetworkIdle,
@@ -234,3 +245,31 @@ func formatOf(spec wire.JobSpec) string {
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// awaitGo asks the master's start gate until it says go. A transient error
+// (the master restarting) is retried; a refusal (the attempt is no longer
+// current) ends the attempt.
+func (e *Executor) awaitGo(ctx context.Context, run wire.JobRun) error {
+	p := wire.JobProgress{ID: run.ID, Attempt: run.Attempt}
+	backoff := 100 * time.Millisecond
+	for {
+		wait, err := e.rep.Ready(ctx, p)
+		if err == nil && wait <= 0 {
+			return nil
+		}
+		if err != nil {
+			var coded interface{ RMICode() string }
+			if errors.As(err, &coded) && coded.RMICode() == wire.CodeInvalid {
+				return err
+			}
+			wait, backoff = backoff, min(2*backoff, 2*time.Second)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+}

@@ -60,6 +60,9 @@ type Leaser interface {
 type Reporter interface {
 	Working(ctx context.Context, p wire.JobProgress) error
 	Done(ctx context.Context, o wire.JobOutcome) error
+	// Ready asks the master's start gate whether the page may be loaded
+	// now: 0 = go, else ask again after that long.
+	Ready(ctx context.Context, p wire.JobProgress) (time.Duration, error)
 }
 
 // Config tunes an Executor. Zero values pick the defaults.

@@ -103,6 +103,26 @@ type fakeReporter struct {
 	doneCalls int
 	failDone  int // the first failDone Done calls fail
 	late      int // Working reports after Done
+	// gate answers Ready: waits to hand out before "go" (nil = go at
+	// once); gateErr, if set, is returned instead.
+	gate    []time.Duration
+	gateErr error
+	readies int
+}
+
+func (r *fakeReporter) Ready(ctx context.Context, p wire.JobProgress) (time.Duration, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.readies++
+	if r.gateErr != nil {
+		return 0, r.gateErr
+	}
+	if len(r.gate) > 0 {
+		w := r.gate[0]
+		r.gate = r.gate[1:]
+		return w, nil
+	}
+	return 0, nil
 }
 
 func (r *fakeReporter) Working(ctx context.Context, p wire.JobProgress) error {
@@ -390,4 +410,47 @@ func TestSlotsFor(t *testing.T) {
 			t.Errorf("SlotsFor(%d) = %d, want %d", tc.browsers, got, tc.slots)
 		}
 	}
+}
+
+// codedErr is a remote error with an RMI code.
+type codedErr struct{ code string }
+
+func (e codedErr) Error() string   { return "remote: " + e.code }
+func (e codedErr) RMICode() string { return e.code }
+
+// TestStartGate: the page is loaded only after the master's start gate
+// says go; waits are honoured, transient errors retried, and an attempt the
+// master no longer knows ends without loading.
+func TestStartGate(t *testing.T) {
+	spec := wire.JobSpec{Kind: wire.JobCheck, URL: "http://example.test/"}
+	t.Run("waits then goes", func(t *testing.T) {
+		r := &fakeReporter{gate: []time.Duration{30 * time.Millisecond, 20 * time.Millisecond}}
+		b := &fakeBrowser{res: browser.LoadResult{Status: 200}, text: "x"}
+		e := New(Config{}, &fakeLeaser{b: b}, r)
+		defer e.Close(context.Background())
+		if err := e.Start(wire.JobRun{ID: "j", Attempt: 1, Spec: spec}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "Done", func() bool { return len(r.outcomes()) == 1 })
+		out := r.outcomes()[0]
+		r.mu.Lock()
+		readies := r.readies
+		r.mu.Unlock()
+		if readies != 3 || out.Check != wire.CheckOK || out.Timings.GateMs < 50 {
+			t.Fatalf("readies %d, outcome %+v", readies, out)
+		}
+	})
+	t.Run("stale attempt", func(t *testing.T) {
+		r := &fakeReporter{gateErr: codedErr{wire.CodeInvalid}}
+		b := &fakeBrowser{loadErr: errors.New("must not load")}
+		e := New(Config{}, &fakeLeaser{b: b}, r)
+		defer e.Close(context.Background())
+		if err := e.Start(wire.JobRun{ID: "j", Attempt: 1, Spec: spec}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "Done", func() bool { return len(r.outcomes()) == 1 })
+		if out := r.outcomes()[0]; !strings.Contains(out.Err, "start gate") {
+			t.Fatalf("outcome %+v", out)
+		}
+	})
 }
