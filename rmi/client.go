@@ -33,6 +33,10 @@ type Client struct {
 	conn    *Conn
 	changed chan struct{} // closed and replaced whenever conn/closed changes
 	closed  bool
+	// kick cuts a redial back-off short when a caller waits for a
+	// connection (at most one dial per minBackoff): a server that came back
+	// is found at once by whoever needs it, not after up to maxBackoff.
+	kick chan struct{}
 }
 
 // NewClient starts a client for addr. onConnect (optional) runs after each
@@ -47,6 +51,7 @@ func (n *Node) NewClient(addr string, onConnect func(ctx context.Context, c *Con
 		ctx: ctx, cancel: cancel,
 		done:    make(chan struct{}),
 		changed: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
 	}
 	if !n.goTracked(cl.run) {
 		cancel()
@@ -77,7 +82,7 @@ func (cl *Client) run() {
 			}
 			wait := jitter(backoff)
 			cl.log.Warn().Err(err).Dur("retry_in", wait).Msg("rmi: client dial failed")
-			if !sleep(cl.ctx, wait) {
+			if !cl.pause(wait) {
 				return
 			}
 			backoff = min(2*backoff, maxBackoff)
@@ -97,7 +102,7 @@ func (cl *Client) run() {
 		}
 		wait := jitter(backoff)
 		cl.log.Warn().Err(c.Err()).Dur("retry_in", wait).Msg("rmi: client connection lost")
-		if !sleep(cl.ctx, wait) {
+		if !cl.pause(wait) {
 			return
 		}
 		backoff = min(2*backoff, maxBackoff)
@@ -125,6 +130,9 @@ func jitter(d time.Duration) time.Duration {
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -135,7 +143,25 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// pause waits d before the next dial, or less when a caller is waiting
+// for a connection (kick), but at least minBackoff. false: the client ends.
+func (cl *Client) pause(d time.Duration) bool {
+	floor := time.Now().Add(minBackoff)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-cl.ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	case <-cl.kick:
+		return sleep(cl.ctx, time.Until(floor))
+	}
+}
+
 // Conn waits for a live connection (one whose onConnect succeeded) or ctx.
+// While there is none, it asks the client to redial now rather than after
+// its back-off.
 func (cl *Client) Conn(ctx context.Context) (*Conn, error) {
 	for {
 		cl.mu.Lock()
@@ -146,6 +172,10 @@ func (cl *Client) Conn(ctx context.Context) (*Conn, error) {
 		}
 		if c != nil && c.Err() == nil {
 			return c, nil
+		}
+		select {
+		case cl.kick <- struct{}{}:
+		default:
 		}
 		select {
 		case <-ch:

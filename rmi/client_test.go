@@ -145,3 +145,36 @@ func TestClientUnreachable(t *testing.T) {
 		t.Errorf("client of closed node: %v", err)
 	}
 }
+
+// TestClientRedialsForWaiters: after many failed dials the back-off is
+// long (up to 5 s), but a caller waiting for a connection makes the client
+// redial at once (at most every 100 ms), so a server that came back is
+// found by the next request, not seconds later.
+func TestClientRedialsForWaiters(t *testing.T) {
+	leakCheck(t)
+	srv, _ := newNode(t, "master")
+	if err := srv.Register("master", newMasterAPI()); err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, srv, "")
+	worker, _ := newNode(t, "w-1")
+	var tries atomic.Int32
+	var up atomic.Bool
+	cl := worker.NewClient(addr, func(ctx context.Context, c *rmi.Conn) error {
+		tries.Add(1)
+		if !up.Load() {
+			return errors.New("not ready yet")
+		}
+		return nil
+	})
+	t.Cleanup(func() { _ = cl.Close() })
+	// Let the back-off grow to its cap: 0.1+0.2+0.4+0.8+1.6+3.2 s at most.
+	eventually(t, "seven failed dials", func() bool { return tries.Load() >= 7 })
+	up.Store(true)
+	// The next dial would be 2.5–5 s away; a waiter must not wait for it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := cl.Conn(ctx); err != nil {
+		t.Fatalf("Conn with the server back: %v (the waiter waited out the back-off)", err)
+	}
+}
