@@ -243,6 +243,18 @@ func (s jobQueueService) Ready(ctx context.Context, p wire.JobProgress) (wire.Jo
 	return wire.JobGo{WaitMs: max(1, (wait+time.Millisecond-1).Milliseconds())}, nil
 }
 
+// Started is when the request of a go'd attempt left (jobs.Queue.Started).
+func (s jobQueueService) Started(ctx context.Context, st wire.JobStarted) error {
+	wid, err := s.m.workers.workerOf(rmi.ConnFrom(ctx))
+	if err != nil {
+		return err
+	}
+	if err := s.m.jobs.q.Started(wid, st); err != nil && !errors.Is(err, jobs.ErrStaleReport) {
+		return err
+	}
+	return nil
+}
+
 // Done ends an attempt the calling worker ran.
 func (s jobQueueService) Done(ctx context.Context, o wire.JobOutcome) error {
 	wid, err := s.m.workers.workerOf(rmi.ConnFrom(ctx))

@@ -94,6 +94,13 @@ func (r jobReporter) Ready(ctx context.Context, p wire.JobProgress) (time.Durati
 	return time.Duration(g.WaitMs) * time.Millisecond, nil
 }
 
+func (r jobReporter) Started(ctx context.Context, s wire.JobStarted) error {
+	if r.w.client == nil {
+		return errNoMaster
+	}
+	return r.w.client.Call(ctx, wire.ObjJobQueue, wire.JobStartedFn, nil, s)
+}
+
 func (r jobReporter) Done(ctx context.Context, o wire.JobOutcome) error {
 	if r.w.client == nil {
 		return errNoMaster

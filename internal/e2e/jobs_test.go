@@ -189,9 +189,9 @@ func TestJobsPoliteBatch(t *testing.T) {
 	}
 	for i, h := range site.hosts {
 		peak, perSec := h.peakInFlight(), h.maxStartsPerWindow(time.Second)
-		t.Logf("host %d: peak concurrency %d (limit 2), most starts in one second %d (limit 1)", i, peak, perSec)
+		t.Logf("host %d: peak concurrency %d (limit 2), most starts in one second %d (limit 1); gaps %v", i, peak, perSec, h.gaps())
 		if peak > 2 || perSec > 1 {
-			t.Errorf("host %d: politeness exceeded: peak %d, starts/s %d", i, peak, perSec)
+			t.Errorf("host %d: politeness exceeded: peak %d, starts/s %d; gaps between requests %v", i, peak, perSec, h.gaps())
 		}
 	}
 

@@ -140,3 +140,16 @@ func (h *siteHost) peakInFlight() int {
 	defer h.mu.Unlock()
 	return h.peak
 }
+
+// gaps lists the times between consecutive page requests (for failures).
+func (h *siteHost) gaps() []time.Duration {
+	h.mu.Lock()
+	starts := slices.Clone(h.starts)
+	h.mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	var out []time.Duration
+	for i := 1; i < len(starts); i++ {
+		out = append(out, starts[i].Sub(starts[i-1]).Round(time.Millisecond))
+	}
+	return out
+}

@@ -22,6 +22,10 @@ const (
 	// requests to a host here, since leasing a browser takes a varying time
 	// after the hand-over. It renews the lease like Working.
 	JobReadyFn = "Ready"
+	// JobStartedFn: (JobStarted) error — when the page's request actually
+	// left after the gate's go, so the next go of that host is spaced from
+	// it, not from the go (the worker's delay in between varies).
+	JobStartedFn = "Started"
 	// RunJob is a method of the worker's Application Manager reference
 	// (the one it registers with): (JobRun) error. It answers at once: nil
 	// = accepted (the worker will report), else refused (no free slot,
@@ -130,6 +134,16 @@ type JobRun struct {
 type JobProgress struct {
 	ID      string `codec:"id"`
 	Attempt int    `codec:"attempt"`
+}
+
+// JobStarted tells the gate how long after its go the page's request left
+// the browser (measured on the worker: no clocks compared); NotSent: the
+// load ended without a request (refused, failed before sending).
+type JobStarted struct {
+	ID      string `codec:"id"`
+	Attempt int    `codec:"attempt"`
+	DelayNs int64  `codec:"delay"`
+	NotSent bool   `codec:"notsent,omitempty"`
 }
 
 // JobGo answers a JobReadyFn call: 0 = load the page now.

@@ -80,6 +80,11 @@ type budget struct {
 	// goTat and goLast pace the starts of the page loads themselves (the
 	// start gate, Ready) with the same limits as the hand-overs.
 	goTat, goLast time.Time
+	// pending is the attempt ("id/attempt") whose go was given and whose
+	// request time is not known yet (Started); the next go waits for it,
+	// at most confirmWait after goAt.
+	pending string
+	goAt    time.Time
 }
 
 type worker struct {

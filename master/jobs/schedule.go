@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -439,6 +440,15 @@ func (q *Queue) Ready(workerID string, p wire.JobProgress) (time.Duration, error
 	j.Deadline = now.Add(2 * q.cfg.ReportEvery)
 	l := q.limitsOf(j)
 	b := q.budgetLocked(j.Budget)
+	key := p.ID + "/" + strconv.Itoa(p.Attempt)
+	if b.pending != "" && b.pending != key && (l.StartsPerSec > 0 || l.Interval > 0) {
+		// The previous go's request time is not known yet: spacing from
+		// its go alone would let a late request crowd the next one.
+		if until := b.goAt.Add(confirmWait); now.Before(until) {
+			return min(confirmPoll, until.Sub(now)), nil
+		}
+		b.pending = "" // never confirmed: its go time stands
+	}
 	at := now
 	if l.Interval > 0 && !b.goLast.IsZero() {
 		if t := b.goLast.Add(l.Interval + startMargin(l.Interval)); t.After(at) {
@@ -464,7 +474,46 @@ func (q *Queue) Ready(workerID string, p wire.JobProgress) (time.Duration, error
 		}
 		b.goTat = b.goTat.Add(emit)
 	}
+	b.pending, b.goAt = key, now
 	return 0, nil
+}
+
+// confirmWait bounds how long a go waits for the previous one's Started;
+// confirmPoll is how often a waiting worker asks again meanwhile.
+const (
+	confirmWait = 2 * time.Second
+	confirmPoll = 25 * time.Millisecond
+)
+
+// Started is the worker's word on when the request of a go'd attempt left
+// (delay after the go): the budget's spacing restarts from that moment.
+func (q *Queue) Started(workerID string, s wire.JobStarted) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	j := q.currentLocked(workerID, s.ID, s.Attempt)
+	if j == nil {
+		return ErrStaleReport
+	}
+	b := q.budgetLocked(j.Budget)
+	if b.pending != s.ID+"/"+strconv.Itoa(s.Attempt) {
+		return nil
+	}
+	b.pending = ""
+	if s.NotSent {
+		return nil
+	}
+	delay := min(max(time.Duration(s.DelayNs), 0), q.now().Sub(b.goAt))
+	sent := b.goAt.Add(delay)
+	l := q.limitsOf(j)
+	b.goLast = sent
+	if l.StartsPerSec > 0 {
+		emit := emitInterval(l.StartsPerSec)
+		emit += startMargin(emit)
+		if t := sent.Add(emit); t.After(b.goTat) {
+			b.goTat = t
+		}
+	}
+	return nil
 }
 
 // Working is a worker's WORKING report: it renews the attempt's lease. A

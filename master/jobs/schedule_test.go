@@ -657,10 +657,19 @@ func TestStartGate(t *testing.T) {
 	if w := ready(first[0]); w != 0 {
 		t.Fatalf("first ready waits %v", w)
 	}
+	// Until the first request is known to have left, the second waits.
+	if w := ready(second[0]); w != confirmPoll {
+		t.Fatalf("second ready before the first's Started waits %v, want a poll", w)
+	}
+	// The first request left 300 ms after its go: spacing counts from then.
+	e.clock.Advance(300 * time.Millisecond)
+	if err := e.q.Started(first[0].worker, wire.JobStarted{ID: first[0].run.ID, Attempt: first[0].run.Attempt, DelayNs: int64(300 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
 	emit := 500 * time.Millisecond
 	want := emit + startMargin(emit)
 	if w := ready(second[0]); w != want {
-		t.Fatalf("second ready waits %v, want %v (1/rate plus margin)", w, want)
+		t.Fatalf("second ready waits %v, want %v (1/rate plus margin after the first request)", w, want)
 	}
 	e.clock.Advance(want - time.Millisecond)
 	if w := ready(second[0]); w != time.Millisecond {
@@ -688,7 +697,26 @@ func TestStartGate(t *testing.T) {
 	if w, _ := e2.q.Ready(l2[0].worker, wire.JobProgress{ID: l2[0].run.ID, Attempt: l2[0].run.Attempt}); w != 0 {
 		t.Fatalf("first load waits %v", w)
 	}
+	// Its request never left (refused before sending): the go time stands.
+	if err := e2.q.Started(l2[0].worker, wire.JobStarted{ID: l2[0].run.ID, Attempt: l2[0].run.Attempt, NotSent: true}); err != nil {
+		t.Fatal(err)
+	}
 	if w, _ := e2.q.Ready(l1[0].worker, wire.JobProgress{ID: l1[0].run.ID, Attempt: l1[0].run.Attempt}); w != time.Second+startMargin(time.Second) {
 		t.Fatalf("second load waits %v, want the interval plus margin", w)
+	}
+	// A go whose Started never comes holds the next one at most confirmWait.
+	e3 := newEnv(t, func(c *Config) { c.Defaults = Limits{StartsPerSec: 10, Concurrent: 5} })
+	e3.q.SetWorker("w1", 10)
+	e3.check(hostURL("c.test", 0))
+	e3.check(hostURL("c.test", 1))
+	a := e3.pump()
+	e3.clock.Advance(time.Second)
+	bl := e3.pump()
+	if w, _ := e3.q.Ready(a[0].worker, wire.JobProgress{ID: a[0].run.ID, Attempt: a[0].run.Attempt}); w != 0 {
+		t.Fatalf("go: %v", w)
+	}
+	e3.clock.Advance(confirmWait)
+	if w, _ := e3.q.Ready(bl[0].worker, wire.JobProgress{ID: bl[0].run.ID, Attempt: bl[0].run.Attempt}); w != 0 {
+		t.Fatalf("after confirmWait without Started: wait %v, want go", w)
 	}
 }

@@ -220,6 +220,14 @@ type LoadOptions struct {
 	WaitNetworkIdle bool
 	// WaitDelay: a fixed pause at the end.
 	WaitDelay time.Duration
+	// BeforeNavigate, if set, runs right before the navigation is sent,
+	// after everything else is ready (a job's start gate: the moment it
+	// returns should be the moment the request leaves). Its error ends the
+	// Load with that error.
+	BeforeNavigate func(ctx context.Context) error
+	// OnRequestSent, if set, is told (once, on its own goroutine) when the
+	// main document's request leaves the browser.
+	OnRequestSent func(at time.Time)
 }
 
 // NetworkIdleQuiet is how long the network must stay quiet for

@@ -333,7 +333,12 @@ func (b *nullBrowser) size() (int, int) {
 
 // Load implements Browser: it navigates like Navigate (policy included) and
 // reports the URL only; nothing is fetched, so Status is 0.
-func (b *nullBrowser) Load(ctx context.Context, url string, _ LoadOptions) (LoadResult, error) {
+func (b *nullBrowser) Load(ctx context.Context, url string, opts LoadOptions) (LoadResult, error) {
+	if opts.BeforeNavigate != nil {
+		if err := opts.BeforeNavigate(ctx); err != nil {
+			return LoadResult{}, err
+		}
+	}
 	if err := b.Navigate(ctx, url); err != nil {
 		return LoadResult{}, err
 	}

@@ -49,6 +49,7 @@ func (r countingReporter) Working(context.Context, wire.JobProgress) error { ret
 func (r countingReporter) Ready(context.Context, wire.JobProgress) (time.Duration, error) {
 	return 0, nil
 }
+func (r countingReporter) Started(context.Context, wire.JobStarted) error { return nil }
 func (r countingReporter) Done(_ context.Context, o wire.JobOutcome) error {
 	r.done <- o
 	return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -84,24 +86,47 @@ func (e *Executor) execute(ctx context.Context, run wire.JobRun) (out wire.JobOu
 		}
 	}
 
-	// The master paces page loads per host (its start gate): wait for the go.
-	t = e.cfg.Now()
-	err = e.awaitGo(ctx, run)
-	out.Timings.GateMs = ms(e.cfg.Now().Sub(t))
-	if err != nil {
-		if why, _ := stopped(); why != "" {
-			return fail(false, "waiting for the start gate: %s", why)
-		}
-		return fail(false, "start gate: %v", err)
+	// The master paces page loads per host (its start gate): the browser
+	// asks right before it sends the navigation.
+	var gateErr error
+	var goAt atomic.Int64 // unix ns; read on the browser's event goroutine
+	var sent sync.Once
+	started := func(s wire.JobStarted) {
+		sent.Do(func() {
+			s.ID, s.Attempt = run.ID, run.Attempt
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := e.rep.Started(rctx, s); err != nil {
+				e.log.Debug().Err(err).Str("job", run.ID).Msg("start time not reported")
+			}
+		})
 	}
-
 	res, err := b.Load(ctx, spec.URL, browser.LoadOptions{
+		BeforeNavigate: func(ctx context.Context) error {
+			t := e.cfg.Now()
+			gateErr = e.awaitGo(ctx, run)
+			goAt.Store(time.Now().UnixNano()) // wall clock, as the browser's request time
+			out.Timings.GateMs = ms(e.cfg.Now().Sub(t))
+			return gateErr
+		},
+		OnRequestSent: func(at time.Time) {
+			started(wire.JobStarted{DelayNs: at.UnixNano() - goAt.Load()})
+		},
 		WaitSelector:    spec.WaitSelector,
 		WaitNetworkIdle: spec.WaitNetworkIdle,
 		WaitDelay:       time.Duration(spec.WaitDelayMs) * time.Millisecond,
 	})
 	out.Status, out.FinalURL, out.Title = res.Status, res.FinalURL, res.Title
 	out.Timings.NavigateMs, out.Timings.WaitMs = ms(res.Navigate), ms(res.Wait)
+	if gateErr == nil && goAt.Load() != 0 {
+		started(wire.JobStarted{NotSent: true}) // nothing if the request was reported
+	}
+	if gateErr != nil {
+		if why, _ := stopped(); why != "" {
+			return fail(false, "waiting for the start gate: %s", why)
+		}
+		return fail(false, "start gate: %v", gateErr)
+	}
 	if err != nil {
 		return e.loadFailed(spec, out, err, stopped)
 	}

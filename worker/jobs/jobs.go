@@ -63,6 +63,8 @@ type Reporter interface {
 	// Ready asks the master's start gate whether the page may be loaded
 	// now: 0 = go, else ask again after that long.
 	Ready(ctx context.Context, p wire.JobProgress) (time.Duration, error)
+	// Started says how long after the go the page's request left.
+	Started(ctx context.Context, s wire.JobStarted) error
 }
 
 // Config tunes an Executor. Zero values pick the defaults.

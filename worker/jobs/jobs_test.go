@@ -33,7 +33,12 @@ type fakeBrowser struct {
 	resized [2]int
 }
 
-func (b *fakeBrowser) Load(ctx context.Context, url string, _ browser.LoadOptions) (browser.LoadResult, error) {
+func (b *fakeBrowser) Load(ctx context.Context, url string, opts browser.LoadOptions) (browser.LoadResult, error) {
+	if opts.BeforeNavigate != nil {
+		if err := opts.BeforeNavigate(ctx); err != nil {
+			return browser.LoadResult{}, err
+		}
+	}
 	if b.block != nil {
 		select {
 		case <-b.block:
@@ -108,6 +113,14 @@ type fakeReporter struct {
 	gate    []time.Duration
 	gateErr error
 	readies int
+	started []wire.JobStarted
+}
+
+func (r *fakeReporter) Started(ctx context.Context, s wire.JobStarted) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.started = append(r.started, s)
+	return nil
 }
 
 func (r *fakeReporter) Ready(ctx context.Context, p wire.JobProgress) (time.Duration, error) {

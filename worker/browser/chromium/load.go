@@ -44,6 +44,8 @@ type loadWatch struct {
 	last      *docResponse // the last main-frame document response, any loader
 	inflight  map[network.RequestID]struct{}
 	activity  time.Time // last request start or end
+	// onSent is told once when the main document's first request leaves.
+	onSent func(time.Time)
 }
 
 type docResponse struct {
@@ -67,6 +69,14 @@ func (w *loadWatch) see(ev any, mainFrame cdp.FrameID) {
 	case *network.EventRequestWillBeSent:
 		w.inflight[ev.RequestID] = struct{}{}
 		w.activity = time.Now()
+		if w.onSent != nil && ev.Type == network.ResourceTypeDocument && ev.FrameID == mainFrame {
+			at := w.activity
+			if wt := ev.WallTime.Float64(); wt > 0 {
+				at = time.Unix(0, int64(wt*1e9))
+			}
+			go w.onSent(at) // see runs under the browser's lock
+			w.onSent = nil
+		}
 	case *network.EventLoadingFinished:
 		delete(w.inflight, ev.RequestID)
 		w.activity = time.Now()
@@ -88,7 +98,14 @@ func (w *loadWatch) see(ev any, mainFrame cdp.FrameID) {
 	}
 }
 
+// gateError is BeforeNavigate's error, passed through as it is.
+type gateError struct{ err error }
+
+func (e *gateError) Error() string { return e.err.Error() }
+func (e *gateError) Unwrap() error { return e.err }
+
 // Load implements browser.Browser.
+
 func (b *cbrowser) Load(ctx context.Context, url string, opts browser.LoadOptions) (browser.LoadResult, error) {
 	b.loadMu.Lock()
 	defer b.loadMu.Unlock()
@@ -103,6 +120,10 @@ func (b *cbrowser) Load(ctx context.Context, url string, opts browser.LoadOption
 		if errors.As(err, &ue) || errors.Is(err, browser.ErrBlocked) || errors.Is(err, browser.ErrInvalidSelector) {
 			return res, err
 		}
+		var ge *gateError
+		if errors.As(err, &ge) {
+			return res, ge.err
+		}
 		return res, b.fail("load", err)
 	}
 	return res, nil
@@ -114,6 +135,7 @@ func (b *cbrowser) load(ctx context.Context, url string, opts browser.LoadOption
 		loaded:    make(chan struct{}),
 		responses: map[cdp.LoaderID]docResponse{},
 		inflight:  map[network.RequestID]struct{}{},
+		onSent:    opts.OnRequestSent,
 	}
 	// Network events only while loading: they stream every request of
 	// the page, which an interactive browser does not need.
@@ -133,6 +155,11 @@ func (b *cbrowser) load(ctx context.Context, url string, opts browser.LoadOption
 			cancel()
 		}
 	}()
+	if opts.BeforeNavigate != nil {
+		if err := opts.BeforeNavigate(ctx); err != nil {
+			return res, &gateError{err}
+		}
+	}
 	t0 := time.Now()
 	if err := b.navigate(ctx, url); err != nil {
 		var nf *navFailed
