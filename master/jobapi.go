@@ -240,7 +240,7 @@ func (s jobQueueService) Ready(ctx context.Context, p wire.JobProgress) (wire.Jo
 	if wait <= 0 {
 		return wire.JobGo{}, nil
 	}
-	return wire.JobGo{WaitMs: max(1, (wait+time.Millisecond-1).Milliseconds())}, nil
+	return wire.JobGo{WaitMs: max(1, (wait + time.Millisecond - 1).Milliseconds())}, nil
 }
 
 // Started is when the request of a go'd attempt left (jobs.Queue.Started).
