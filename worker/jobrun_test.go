@@ -54,6 +54,12 @@ func (q *jobQueue) Working(ctx context.Context, p wire.JobProgress) error {
 	return nil
 }
 
+func (q *jobQueue) Ready(ctx context.Context, p wire.JobProgress) (wire.JobGo, error) {
+	return wire.JobGo{}, nil
+}
+
+func (q *jobQueue) Started(ctx context.Context, s wire.JobStarted) error { return nil }
+
 func (q *jobQueue) Done(ctx context.Context, o wire.JobOutcome) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -284,8 +284,13 @@ func (e *Executor) awaitGo(ctx context.Context, run wire.JobRun) error {
 		}
 		if err != nil {
 			var coded interface{ RMICode() string }
-			if errors.As(err, &coded) && coded.RMICode() == wire.CodeInvalid {
-				return err
+			if errors.As(err, &coded) {
+				switch coded.RMICode() {
+				case wire.CodeInvalid:
+					return err
+				case "rmi.no_method", "rmi.no_object":
+					return nil // a master without a start gate: go
+				}
 			}
 			wait, backoff = backoff, min(2*backoff, 2*time.Second)
 		}

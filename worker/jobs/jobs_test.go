@@ -467,3 +467,24 @@ func TestStartGate(t *testing.T) {
 		}
 	})
 }
+
+// TestStartGateOlderMaster: a master without the start gate answers "no
+// such method": the attempt goes on at once.
+func TestStartGateOlderMaster(t *testing.T) {
+	r := &fakeReporter{gateErr: codedErr{"rmi.no_method"}}
+	out := runOneWith(t, r, wire.JobSpec{Kind: wire.JobCheck, URL: "http://example.test/"})
+	if out.Check != wire.CheckOK {
+		t.Fatalf("outcome %+v", out)
+	}
+}
+
+func runOneWith(t *testing.T, r *fakeReporter, spec wire.JobSpec) wire.JobOutcome {
+	t.Helper()
+	e := New(Config{}, &fakeLeaser{b: &fakeBrowser{res: browser.LoadResult{Status: 200}, text: "x"}}, r)
+	defer e.Close(context.Background())
+	if err := e.Start(wire.JobRun{ID: "j", Attempt: 1, Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Done", func() bool { return len(r.outcomes()) == 1 })
+	return r.outcomes()[0]
+}
