@@ -136,10 +136,10 @@ func (a *Accounts) tell(rev wire.Revocation) {
 
 func checkAccount(name, password string) error {
 	if !userNameRe.MatchString(name) || len(name) >= 5 && name[:5] == "anon-" {
-		return wire.Errorf(wire.CodeInvalid, fmt.Sprintf("user name %q: use 1-64 lowercase letters, digits, '.', '_' or '-', not starting with anon-", name))
+		return wire.Errorf(wire.CodeInvalid, "user name %q: use 1-64 lowercase letters, digits, '.', '_' or '-', not starting with anon-", name)
 	}
 	if len(password) < MinPassword || len(password) > 72 {
-		return wire.Errorf(wire.CodeInvalid, fmt.Sprintf("password: must be %d to 72 bytes", MinPassword))
+		return wire.Errorf(wire.CodeInvalid, "password: must be %d to 72 bytes", MinPassword)
 	}
 	return nil
 }
@@ -163,10 +163,10 @@ func (a *Accounts) set(name, password string, mustExist bool) error {
 	switch {
 	case mustExist && !exists:
 		a.mu.Unlock()
-		return wire.Errorf(wire.CodeUnknownUser, "no user "+name)
+		return wire.Err(wire.CodeUnknownUser, "no user "+name)
 	case !mustExist && exists:
 		a.mu.Unlock()
-		return wire.Errorf(wire.CodeInvalid, "user "+name+" already exists")
+		return wire.Err(wire.CodeInvalid, "user "+name+" already exists")
 	}
 	a.users[name] = string(hash)
 	var rev wire.Revocation
@@ -186,7 +186,7 @@ func (a *Accounts) Remove(name string) error {
 	a.mu.Lock()
 	if _, ok := a.users[name]; !ok {
 		a.mu.Unlock()
-		return wire.Errorf(wire.CodeUnknownUser, "no user "+name)
+		return wire.Err(wire.CodeUnknownUser, "no user "+name)
 	}
 	delete(a.users, name)
 	rev := a.revokeLocked(name)

@@ -89,7 +89,7 @@ func (a *AppManager) Add(ctx context.Context, app wire.App, by principal) (wire.
 	if _, ok := app.Files[bundle.ManifestName]; ok {
 		var err error
 		if b, err = bundle.FromFiles(app.Files); err != nil {
-			return wire.App{}, nil, wire.Errorf(wire.CodeInvalid, err.Error())
+			return wire.App{}, nil, wire.Errorf(wire.CodeInvalid, "%w", err)
 		}
 		disabled := app.Disabled
 		app = b.App()
@@ -99,7 +99,7 @@ func (a *AppManager) Add(ctx context.Context, app wire.App, by principal) (wire.
 		m := bundle.Manifest{Name: app.Name, MountPoint: app.MountPoint, Description: app.Description,
 			Entry: app.Entry, Strategy: app.Strategy, Public: &app.Public}
 		if err := m.Validate(nil); err != nil {
-			return wire.App{}, nil, wire.Errorf(wire.CodeInvalid, err.Error())
+			return wire.App{}, nil, wire.Errorf(wire.CodeInvalid, "%w", err)
 		}
 		app.Strategy = m.Strategy
 	}
@@ -227,17 +227,17 @@ func (a *AppManager) archive(app wire.App) (packedApp, error) {
 func (a *AppManager) chunk(mount string, version int, offset int64) ([]byte, error) {
 	app, ok := a.Get(mount)
 	if !ok {
-		return nil, wire.Errorf(wire.CodeUnknownApp, "no application is mounted at /"+mount)
+		return nil, wire.Err(wire.CodeUnknownApp, "no application is mounted at /"+mount)
 	}
 	if app.Version != version {
-		return nil, wire.Errorf(wire.CodeInvalid, fmt.Sprintf("version %d of /%s is no longer current (now %d)", version, mount, app.Version))
+		return nil, wire.Errorf(wire.CodeInvalid, "version %d of /%s is no longer current (now %d)", version, mount, app.Version)
 	}
 	p, err := a.archive(app)
 	if err != nil {
 		return nil, err
 	}
 	if offset < 0 || offset > int64(len(p.data)) {
-		return nil, wire.Errorf(wire.CodeInvalid, fmt.Sprintf("offset %d outside the %d byte archive of /%s", offset, len(p.data), mount))
+		return nil, wire.Errorf(wire.CodeInvalid, "offset %d outside the %d byte archive of /%s", offset, len(p.data), mount)
 	}
 	return p.data[offset:min(offset+wire.BundleChunkSize, int64(len(p.data)))], nil
 }
@@ -249,7 +249,7 @@ func (a *AppManager) SetDisabled(ctx context.Context, name string, disabled bool
 	defer a.deployMu.Unlock()
 	app, ok := a.Get(name)
 	if !ok {
-		return wire.Errorf(wire.CodeUnknownApp, "no application is mounted at /"+name)
+		return wire.Err(wire.CodeUnknownApp, "no application is mounted at /"+name)
 	}
 	if err := a.authorize(name, by); err != nil {
 		return err
@@ -287,7 +287,7 @@ func (a *AppManager) Remove(ctx context.Context, name string, by principal) erro
 	a.deployMu.Lock()
 	defer a.deployMu.Unlock()
 	if _, ok := a.Get(name); !ok {
-		return wire.Errorf(wire.CodeUnknownApp, "no application is mounted at /"+name)
+		return wire.Err(wire.CodeUnknownApp, "no application is mounted at /"+name)
 	}
 	if err := a.authorize(name, by); err != nil {
 		return err

@@ -138,10 +138,10 @@ func hashToken(tok string) string {
 // add creates an author and returns its token, shown this once.
 func (au *authors) add(name string, now time.Time) (string, error) {
 	if !authorRe.MatchString(name) {
-		return "", wire.Errorf(wire.CodeInvalid, fmt.Sprintf("name %q must be 1-64 lowercase letters, digits, '.', '-' or '_', starting with a letter or digit", name))
+		return "", wire.Errorf(wire.CodeInvalid, "name %q must be 1-64 lowercase letters, digits, '.', '-' or '_', starting with a letter or digit", name)
 	}
 	if name == adminPrincipal.name || name == sharedAuthor {
-		return "", wire.Errorf(wire.CodeInvalid, fmt.Sprintf("name %q is reserved (the admin token and the shared author token act as %q and %q)", name, adminPrincipal.name, sharedAuthor))
+		return "", wire.Errorf(wire.CodeInvalid, "name %q is reserved (the admin token and the shared author token act as %q and %q)", name, adminPrincipal.name, sharedAuthor)
 	}
 	au.mu.Lock()
 	defer au.mu.Unlock()
@@ -190,7 +190,7 @@ func (au *authors) remove(name string) error {
 	defer au.mu.Unlock()
 	var rec authorRecord
 	if ok, _ := au.st.Get(authorsBucket, name, &rec); !ok {
-		return wire.Errorf(wire.CodeUnknownUser, fmt.Sprintf("no author named %q", name))
+		return wire.Errorf(wire.CodeUnknownUser, "no author named %q", name)
 	}
 	return au.st.Delete(authorsBucket, name)
 }

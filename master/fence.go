@@ -110,12 +110,12 @@ func (m *WorkerManager) checkEpoch(iid string, epoch uint64) error {
 	in, ok := m.instances[iid]
 	if !ok {
 		if _, lost := m.lost[iid]; lost {
-			return wire.Errorf(wire.CodeInstanceLost, "instance "+iid+" is no longer owned by its worker")
+			return wire.Err(wire.CodeInstanceLost, "instance "+iid+" is no longer owned by its worker")
 		}
-		return wire.Errorf(wire.CodeUnknownInstance, "no instance "+iid)
+		return wire.Err(wire.CodeUnknownInstance, "no instance "+iid)
 	}
 	if in.Epoch != epoch {
-		return wire.Errorf(wire.CodeInstanceLost, fmt.Sprintf("instance %s: epoch %d is fenced (current %d)", iid, epoch, in.Epoch))
+		return wire.Errorf(wire.CodeInstanceLost, "instance %s: epoch %d is fenced (current %d)", iid, epoch, in.Epoch)
 	}
 	return nil
 }

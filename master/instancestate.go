@@ -109,7 +109,7 @@ func (s *instanceStates) lock(iid string) *sync.Mutex {
 }
 
 func invalid(format string, a ...any) error {
-	return wire.Errorf(wire.CodeInvalid, fmt.Sprintf(format, a...))
+	return wire.Errorf(wire.CodeInvalid, format, a...)
 }
 
 // write stores one write and answers its sequence number (and an append's
@@ -369,10 +369,10 @@ func (m *WorkerManager) hostedBy(iid string, c *rmi.Conn) (string, error) {
 	defer m.mu.Unlock()
 	in, ok := m.instances[iid]
 	if !ok {
-		return "", wire.Errorf(wire.CodeUnknownInstance, "instance "+iid+" is not in the master's table")
+		return "", wire.Err(wire.CodeUnknownInstance, "instance "+iid+" is not in the master's table")
 	}
 	if !m.connIsLocked(in.Worker, c) {
-		return "", wire.Errorf(wire.CodeUnknownInstance, "instance "+iid+" is hosted by "+in.Worker+", not by the caller")
+		return "", wire.Err(wire.CodeUnknownInstance, "instance "+iid+" is hosted by "+in.Worker+", not by the caller")
 	}
 	return in.Worker, nil
 }

@@ -23,7 +23,7 @@ func openStates(t *testing.T, path string, fenced map[uint64]bool) (*instanceSta
 	}
 	s := newInstanceStates(st, func(iid string, epoch uint64) error {
 		if fenced[epoch] {
-			return wire.Errorf("fenced", fmt.Sprintf("instance %s: epoch %d was taken over", iid, epoch))
+			return wire.Err("fenced", fmt.Sprintf("instance %s: epoch %d was taken over", iid, epoch))
 		}
 		return nil
 	})

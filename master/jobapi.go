@@ -101,7 +101,7 @@ type jobRunner struct{ m *Master }
 func (r jobRunner) Run(ctx context.Context, workerID string, run wire.JobRun) error {
 	ref := r.m.workers.refOf(workerID)
 	if ref == nil {
-		return wire.Errorf(wire.CodeUnknownWorker, "worker "+workerID+" is not connected")
+		return wire.Err(wire.CodeUnknownWorker, "worker "+workerID+" is not connected")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -232,7 +232,7 @@ func (s jobQueueService) Ready(ctx context.Context, p wire.JobProgress) (wire.Jo
 	}
 	wait, err := s.m.jobs.q.Ready(wid, p)
 	if errors.Is(err, jobs.ErrStaleReport) {
-		return wire.JobGo{}, wire.Errorf(wire.CodeInvalid, "attempt "+strconv.Itoa(p.Attempt)+" of job "+p.ID+" is not current")
+		return wire.JobGo{}, wire.Err(wire.CodeInvalid, "attempt "+strconv.Itoa(p.Attempt)+" of job "+p.ID+" is not current")
 	}
 	if err != nil {
 		return wire.JobGo{}, err

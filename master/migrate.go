@@ -140,7 +140,7 @@ func (m *WorkerManager) leave(ctx context.Context, id string) (wire.MigrationRes
 	}
 	m.mu.Unlock()
 	if !ok {
-		return wire.MigrationResult{}, wire.Errorf(wire.CodeUnknownWorker, "no worker "+id)
+		return wire.MigrationResult{}, wire.Err(wire.CodeUnknownWorker, "no worker "+id)
 	}
 	_ = m.bal.SetDraining(id, true)
 	m.publishSlots(id)
@@ -154,7 +154,7 @@ func (m *WorkerManager) callerIs(c *rmi.Conn, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.connIsLocked(id, c) {
-		return wire.Errorf(wire.CodeUnknownWorker, "worker "+id+" is not registered on this connection")
+		return wire.Err(wire.CodeUnknownWorker, "worker "+id+" is not registered on this connection")
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func instanceQuotaError(limit string, n int) error {
 		msg = fmt.Sprintf("Your network address already has %d app instances open, the most one address may have. "+
 			"Close some instances (from the application's page), then try again.", n)
 	}
-	return wire.Errorf(wire.CodeQuota, msg)
+	return wire.Err(wire.CodeQuota, msg)
 }
 
 // countsForQuota reports whether an instance of app counts against its

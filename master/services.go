@@ -87,7 +87,7 @@ type workerService struct{ m *Master }
 func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts []wire.InstanceInfo, appMgr *rmi.Ref) (wire.RegisterReply, error) {
 	c := rmi.ConnFrom(ctx)
 	if appMgr != nil && appMgr.Conn() != c {
-		return wire.RegisterReply{}, wire.Errorf(wire.CodeInvalid, "register: reference from another connection")
+		return wire.RegisterReply{}, wire.Err(wire.CodeInvalid, "register: reference from another connection")
 	}
 	fenced, err := s.m.workers.register(info, insts, appMgr)
 	if err != nil {

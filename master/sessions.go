@@ -37,7 +37,7 @@ type endedSessions struct {
 // session lifetime from now: no value of the session can outlive that.
 func (e *endedSessions) end(ctx context.Context, rev wire.SessionRevocation) error {
 	if !session.ValidID(rev.ID) {
-		return wire.Errorf(wire.CodeInvalid, fmt.Sprintf("end session: invalid session id %q", rev.ID))
+		return wire.Errorf(wire.CodeInvalid, "end session: invalid session id %q", rev.ID)
 	}
 	now := e.now()
 	if limit := now.Add(session.TTL).Unix(); rev.Expires <= now.Unix() || rev.Expires > limit {

@@ -234,13 +234,13 @@ func (m *WorkerManager) publishSlots(id string) {
 // worker no longer owns (reconcileLocked) come back as fencing orders.
 func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo, ref *rmi.Ref) ([]wire.FencedInstance, error) {
 	if !ids.ValidWorker(info.ID) {
-		return nil, wire.Errorf(wire.CodeInvalid, fmt.Sprintf("register: invalid worker id %q", info.ID))
+		return nil, wire.Errorf(wire.CodeInvalid, "register: invalid worker id %q", info.ID)
 	}
 	if info.HTTPAddr == "" {
-		return nil, wire.Errorf(wire.CodeInvalid, "register: worker "+info.ID+" gave no HTTP address")
+		return nil, wire.Err(wire.CodeInvalid, "register: worker "+info.ID+" gave no HTTP address")
 	}
 	if ref == nil {
-		return nil, wire.Errorf(wire.CodeInvalid, "register: worker "+info.ID+" passed no Application Manager")
+		return nil, wire.Err(wire.CodeInvalid, "register: worker "+info.ID+" passed no Application Manager")
 	}
 	m.mu.Lock()
 	w, ok := m.workers[info.ID]
@@ -515,7 +515,7 @@ func (m *WorkerManager) report(id string, l wire.Load) error {
 	}
 	m.mu.Unlock()
 	if !ok {
-		return wire.Errorf(wire.CodeUnknownWorker, "report from unregistered worker "+id)
+		return wire.Err(wire.CodeUnknownWorker, "report from unregistered worker "+id)
 	}
 	if slotsChanged {
 		m.publishSlots(id)
@@ -535,7 +535,7 @@ func (m *WorkerManager) instanceClosed(workerID, iid string) error {
 	}
 	m.mu.Unlock()
 	if !ok || in.Worker != workerID {
-		return wire.Errorf(wire.CodeUnknownInstance, "instance "+iid+" is not on worker "+workerID)
+		return wire.Err(wire.CodeUnknownInstance, "instance "+iid+" is not on worker "+workerID)
 	}
 	m.bal.Release(workerID)
 	m.notify(context.Background(), wire.ProxyInvalidate, []string{iid})
@@ -569,7 +569,7 @@ func (m *WorkerManager) place(ctx context.Context, req wire.PlaceRequest) (p wir
 	}
 	ref := m.refOf(p.WorkerID)
 	if ref == nil {
-		return wire.Placement{}, wire.Errorf(wire.CodeNoWorkers, "worker "+p.WorkerID+" is not connected")
+		return wire.Placement{}, wire.Err(wire.CodeNoWorkers, "worker "+p.WorkerID+" is not connected")
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -592,10 +592,10 @@ func (m *WorkerManager) place(ctx context.Context, req wire.PlaceRequest) (p wir
 func (m *WorkerManager) placeInstance(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
 	app, ok := m.apps(req.App)
 	if !ok {
-		return wire.Placement{}, wire.Errorf(wire.CodeUnknownApp, "no application is mounted at /"+req.App)
+		return wire.Placement{}, wire.Err(wire.CodeUnknownApp, "no application is mounted at /"+req.App)
 	}
 	if app.Disabled {
-		return wire.Placement{}, wire.Errorf(wire.CodeAppDisabled, "application /"+req.App+" is disabled")
+		return wire.Placement{}, wire.Err(wire.CodeAppDisabled, "application /"+req.App+" is disabled")
 	}
 	key := strategyKey(app, req.User)
 	if key == "" || req.New {
@@ -684,7 +684,7 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientI
 			if lastErr != nil {
 				return wire.Placement{}, lastErr
 			}
-			return wire.Placement{}, wire.Errorf(wire.CodeNoWorkers, "no worker is available to host "+app.MountPoint)
+			return wire.Placement{}, wire.Err(wire.CodeNoWorkers, "no worker is available to host "+app.MountPoint)
 		}
 		if tried[wid] {
 			m.bal.Release(wid)
@@ -694,7 +694,7 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientI
 		ref := m.refOf(wid)
 		if ref == nil {
 			m.bal.Release(wid)
-			lastErr = wire.Errorf(wire.CodeNoWorkers, "worker "+wid+" is not connected")
+			lastErr = wire.Err(wire.CodeNoWorkers, "worker "+wid+" is not connected")
 			continue
 		}
 		iid := ids.NewInstance(wid)
@@ -718,7 +718,7 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientI
 		m.mu.Lock()
 		if _, still := m.workers[wid]; !still {
 			m.mu.Unlock()
-			lastErr = wire.Errorf(wire.CodeNoWorkers, "worker "+wid+" died while creating the instance")
+			lastErr = wire.Err(wire.CodeNoWorkers, "worker "+wid+" died while creating the instance")
 			continue
 		}
 		m.addInstanceLocked(wire.InstanceInfo{ID: iid, App: app.MountPoint, Version: app.Version, Owner: owner, Worker: wid,
@@ -732,7 +732,7 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientI
 		return wire.Placement{InstanceID: iid, WorkerID: wid, Created: true}, nil
 	}
 	if lastErr == nil {
-		lastErr = wire.Errorf(wire.CodeNoWorkers, "no worker could host "+app.MountPoint)
+		lastErr = wire.Err(wire.CodeNoWorkers, "no worker could host "+app.MountPoint)
 	}
 	return wire.Placement{}, lastErr
 }
@@ -743,7 +743,7 @@ func (m *WorkerManager) rename(workerID, iid, name string) error {
 	defer m.mu.Unlock()
 	in, ok := m.instances[iid]
 	if !ok || in.Worker != workerID {
-		return wire.Errorf(wire.CodeUnknownInstance, "instance "+iid+" is not on worker "+workerID)
+		return wire.Err(wire.CodeUnknownInstance, "instance "+iid+" is not on worker "+workerID)
 	}
 	in.Name = name
 	return nil
@@ -758,7 +758,7 @@ func (m *WorkerManager) share(workerID, iid, principal, role string) error {
 	defer m.mu.Unlock()
 	in, ok := m.instances[iid]
 	if !ok || in.Worker != workerID {
-		return wire.Errorf(wire.CodeUnknownInstance, "instance "+iid+" is not on worker "+workerID)
+		return wire.Err(wire.CodeUnknownInstance, "instance "+iid+" is not on worker "+workerID)
 	}
 	shared := make(map[string]string, len(in.Shared)+1)
 	for p, r := range in.Shared {
@@ -803,10 +803,10 @@ func (m *WorkerManager) route(req wire.RouteRequest) (wire.RouteReply, error) {
 	case wire.RouteApp:
 		app, ok := m.apps(req.App)
 		if !ok {
-			return wire.RouteReply{}, wire.Errorf(wire.CodeUnknownApp, "no application is mounted at /"+req.App)
+			return wire.RouteReply{}, wire.Err(wire.CodeUnknownApp, "no application is mounted at /"+req.App)
 		}
 		if app.Disabled {
-			return wire.RouteReply{}, wire.Errorf(wire.CodeAppDisabled, "application /"+req.App+" is disabled")
+			return wire.RouteReply{}, wire.Err(wire.CodeAppDisabled, "application /"+req.App+" is disabled")
 		}
 		return m.peek()
 	case wire.RouteInstance:
@@ -816,25 +816,25 @@ func (m *WorkerManager) route(req wire.RouteRequest) (wire.RouteReply, error) {
 		if !ok || (req.App != "" && in.App != req.App) {
 			if l, lost := m.lost[req.InstanceID]; lost && (req.App == "" || l.app == req.App) {
 				if l.mergedInto != "" {
-					return wire.RouteReply{}, wire.Errorf(wire.CodeInstanceMerged, "instance "+req.InstanceID+" gave way to "+l.mergedInto)
+					return wire.RouteReply{}, wire.Err(wire.CodeInstanceMerged, "instance "+req.InstanceID+" gave way to "+l.mergedInto)
 				}
-				return wire.RouteReply{}, wire.Errorf(wire.CodeInstanceLost, "instance "+req.InstanceID+" was lost with its worker")
+				return wire.RouteReply{}, wire.Err(wire.CodeInstanceLost, "instance "+req.InstanceID+" was lost with its worker")
 			}
-			return wire.RouteReply{}, wire.Errorf(wire.CodeUnknownInstance, "no instance "+req.InstanceID)
+			return wire.RouteReply{}, wire.Err(wire.CodeUnknownInstance, "no instance "+req.InstanceID)
 		}
 		if in.moving != nil && !in.migrating {
 			msg := "instance " + req.InstanceID + " is being placed again: its worker stopped"
 			if len(m.workers) == 0 {
 				msg = "instance " + req.InstanceID + " waits for a worker: none is live"
 			}
-			return wire.RouteReply{}, wire.Errorf(wire.CodeInstanceMoving, msg)
+			return wire.RouteReply{}, wire.Err(wire.CodeInstanceMoving, msg)
 		}
 		w := m.workers[in.Worker]
 		// A disconnected worker keeps its routes until declared dead: a
 		// short RMI outage must not break live users.
 		return wire.RouteReply{WorkerID: in.Worker, Addr: w.info.HTTPAddr}, nil
 	}
-	return wire.RouteReply{}, wire.Errorf(wire.CodeInvalid, "unknown route kind "+req.Kind)
+	return wire.RouteReply{}, wire.Err(wire.CodeInvalid, "unknown route kind "+req.Kind)
 }
 
 // peek chooses the worker that serves an Application URL. The request only
@@ -851,7 +851,7 @@ func (m *WorkerManager) peek() (wire.RouteReply, error) {
 		}
 	}
 	if len(cands) == 0 {
-		return wire.RouteReply{}, wire.Errorf(wire.CodeNoWorkers, "no worker is available")
+		return wire.RouteReply{}, wire.Err(wire.CodeNoWorkers, "no worker is available")
 	}
 	m.rr++
 	best := cands[int(m.rr%uint64(len(cands)))]
@@ -877,7 +877,7 @@ func (m *WorkerManager) setDraining(id string, on bool) error {
 	_, ok := m.workers[id]
 	m.mu.Unlock()
 	if !ok && (on || !m.drainedStored(id)) {
-		return wire.Errorf(wire.CodeUnknownWorker, "no worker "+id)
+		return wire.Err(wire.CodeUnknownWorker, "no worker "+id)
 	}
 	if m.state != nil {
 		var err error
@@ -1027,5 +1027,5 @@ func (m *WorkerManager) workerOf(c *rmi.Conn) (string, error) {
 			return id, nil
 		}
 	}
-	return "", wire.Errorf(wire.CodeUnknownWorker, "no worker is registered on this connection")
+	return "", wire.Err(wire.CodeUnknownWorker, "no worker is registered on this connection")
 }

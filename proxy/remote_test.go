@@ -17,14 +17,14 @@ func TestMasterError(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"unknown app", wire.Errorf(wire.CodeUnknownApp, "x"), ErrUnknownApp},
+		{"unknown app", wire.Err(wire.CodeUnknownApp, "x"), ErrUnknownApp},
 		{"unknown instance over rmi", &rmi.RemoteError{Code: wire.CodeUnknownInstance, Message: "x"}, ErrUnknownInstance},
 		{"instance lost", &rmi.RemoteError{Code: wire.CodeInstanceLost}, ErrInstanceLost},
-		{"no workers", wire.Errorf(wire.CodeNoWorkers, "x"), ErrNoWorkers},
-		{"unknown worker", wire.Errorf(wire.CodeUnknownWorker, "x"), ErrWorkerGone},
+		{"no workers", wire.Err(wire.CodeNoWorkers, "x"), ErrNoWorkers},
+		{"unknown worker", wire.Err(wire.CodeUnknownWorker, "x"), ErrWorkerGone},
 		{"connection closed", rmi.ErrClosed, ErrMasterUnavailable},
 		{"deadline", context.DeadlineExceeded, ErrMasterUnavailable},
-		{"local coded error without a known code", wire.Errorf("weird", "x"), ErrMasterUnavailable},
+		{"local coded error without a known code", wire.Err("weird", "x"), ErrMasterUnavailable},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -117,7 +117,7 @@ func newAppManager(w *Worker) *AppManager {
 // version they started with.
 func (a *AppManager) AddApplication(ctx context.Context, app wire.App) error {
 	if app.MountPoint == "" {
-		return wire.Errorf(wire.CodeInvalid, "AddApplication: app without mount point")
+		return wire.Err(wire.CodeInvalid, "AddApplication: app without mount point")
 	}
 	app, err := a.materialize(ctx, rmi.ConnFrom(ctx), app)
 	if err != nil {
@@ -125,7 +125,7 @@ func (a *AppManager) AddApplication(ctx context.Context, app wire.App) error {
 	}
 	pc, err := appPool(app)
 	if err != nil {
-		return wire.Errorf(wire.CodeInvalid, "AddApplication "+app.MountPoint+": "+err.Error())
+		return wire.Err(wire.CodeInvalid, "AddApplication "+app.MountPoint+": "+err.Error())
 	}
 	a.mu.Lock()
 	old := a.pools[app.MountPoint]
@@ -186,7 +186,7 @@ func (a *AppManager) RemoveApplication(ctx context.Context, name string) error {
 	}
 	a.mu.Unlock()
 	if !ok {
-		return wire.Errorf(wire.CodeUnknownApp, "no application "+name)
+		return wire.Err(wire.CodeUnknownApp, "no application "+name)
 	}
 	for _, in := range doomed {
 		a.closeInstance(ctx, in.info.ID, "application removed")
@@ -210,7 +210,7 @@ func (a *AppManager) materialize(ctx context.Context, c *rmi.Conn, app wire.App)
 			return cur, nil
 		}
 		if c == nil {
-			return app, wire.Errorf(wire.CodeInvalid, "application /"+app.MountPoint+" came without its files and no master connection to fetch them")
+			return app, wire.Err(wire.CodeInvalid, "application /"+app.MountPoint+" came without its files and no master connection to fetch them")
 		}
 		files, err := fetchArchive(ctx, c, app)
 		if err != nil {
@@ -224,7 +224,7 @@ func (a *AppManager) materialize(ctx context.Context, c *rmi.Conn, app wire.App)
 			n += int64(len(f))
 		}
 		if n > lim {
-			return app, wire.Errorf(wire.CodeInvalid, fmt.Sprintf("application /%s is %d bytes, over this worker's --max-app-bytes %d", app.MountPoint, n, lim))
+			return app, wire.Errorf(wire.CodeInvalid, "application /%s is %d bytes, over this worker's --max-app-bytes %d", app.MountPoint, n, lim)
 		}
 	}
 	return app, nil
@@ -239,7 +239,7 @@ const maxFetch = 96 << 20
 // and unpacks it.
 func fetchArchive(ctx context.Context, c *rmi.Conn, app wire.App) (map[string][]byte, error) {
 	if app.ArchiveSize > maxFetch {
-		return nil, wire.Errorf(wire.CodeInvalid, fmt.Sprintf("archive of /%s is %d bytes, over %d", app.MountPoint, app.ArchiveSize, maxFetch))
+		return nil, wire.Errorf(wire.CodeInvalid, "archive of /%s is %d bytes, over %d", app.MountPoint, app.ArchiveSize, maxFetch)
 	}
 	buf := make([]byte, 0, app.ArchiveSize)
 	for int64(len(buf)) < app.ArchiveSize {
@@ -332,7 +332,7 @@ func (a *AppManager) createInstance(ctx context.Context, req wire.CreateInstance
 	wid, ok := ids.WorkerOf(req.InstanceID)
 	if !ok || wid != a.w.id && !req.Restore {
 		// Only a re-placement brings an id named after another worker.
-		return nil, wire.Errorf(wire.CodeInvalid, fmt.Sprintf("instance id %q does not belong to worker %s", req.InstanceID, a.w.id))
+		return nil, wire.Errorf(wire.CodeInvalid, "instance id %q does not belong to worker %s", req.InstanceID, a.w.id)
 	}
 	if req.App.ArchiveSize > 0 && req.App.Files == nil {
 		// A large app this worker may not hold in this version yet.
@@ -360,7 +360,7 @@ func (a *AppManager) createInstance(ctx context.Context, req wire.CreateInstance
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.w.closing() {
-		return nil, wire.Errorf(wire.CodeNoWorkers, "worker "+a.w.id+" is shutting down")
+		return nil, wire.Err(wire.CodeNoWorkers, "worker "+a.w.id+" is shutting down")
 	}
 	if _, dup := a.instances[req.InstanceID]; dup {
 		return nil, nil // a retried call: already done
@@ -422,7 +422,7 @@ func (a *AppManager) OpenBrowserFor(ctx context.Context, req wire.OpenBrowser) (
 func (a *AppManager) openBrowser(ctx context.Context, iid, user, ip string) (string, error) {
 	in, ok := a.instance(iid)
 	if !ok {
-		return "", wire.Errorf(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
+		return "", wire.Err(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
 	}
 	b, err := a.browserForFrom(ctx, in, user, ip)
 	if err != nil {
@@ -430,10 +430,10 @@ func (a *AppManager) openBrowser(ctx context.Context, iid, user, ip string) (str
 	}
 	var le *pool.LimitError
 	if errors.As(err, &le) {
-		return "", wire.Errorf(wire.CodePoolLimit, "The "+le.Error())
+		return "", wire.Err(wire.CodePoolLimit, "The "+le.Error())
 	}
 	if errors.Is(err, errBrowserLimit) {
-		return "", wire.Errorf(wire.CodePoolLimit, err.Error())
+		return "", wire.Errorf(wire.CodePoolLimit, "%w", err)
 	}
 	if err != nil {
 		return "", err
@@ -446,14 +446,14 @@ func (a *AppManager) openBrowser(ctx context.Context, iid, user, ip string) (str
 func (a *AppManager) Grant(ctx context.Context, iid, bid, principal, role string) error {
 	in, ok := a.instance(iid)
 	if !ok {
-		return wire.Errorf(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
+		return wire.Err(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
 	}
 	r, err := ParseRole(role)
 	if err == nil && !validPrincipal(principal) {
 		err = fmt.Errorf("%q is not a user name or *", principal)
 	}
 	if err != nil {
-		return wire.Errorf(wire.CodeInvalid, "grant: "+err.Error())
+		return wire.Err(wire.CodeInvalid, "grant: "+err.Error())
 	}
 	var b *vbrowser
 	if bid == "" {
@@ -462,7 +462,7 @@ func (a *AppManager) Grant(ctx context.Context, iid, bid, principal, role string
 		}
 	} else {
 		if b, ok = in.browser(bid); !ok {
-			return wire.Errorf(wire.CodeUnknownInstance, "no browser "+bid+" in "+iid)
+			return wire.Err(wire.CodeUnknownInstance, "no browser "+bid+" in "+iid)
 		}
 		b.setGrant(principal, r)
 	}
@@ -475,7 +475,7 @@ func (a *AppManager) Grant(ctx context.Context, iid, bid, principal, role string
 // on, and their open client-engine sockets are closed.
 func (a *AppManager) RevokeSessions(ctx context.Context, rev wire.Revocation) error {
 	if rev.User == "" {
-		return wire.Errorf(wire.CodeInvalid, "RevokeSessions: no user")
+		return wire.Err(wire.CodeInvalid, "RevokeSessions: no user")
 	}
 	a.w.users.revoke(rev.User, rev.Before)
 	a.mu.RLock()
@@ -501,7 +501,7 @@ func (a *AppManager) RevokeSessions(ctx context.Context, rev wire.Revocation) er
 // opened with it are closed.
 func (a *AppManager) EndSession(ctx context.Context, rev wire.SessionRevocation) error {
 	if !session.ValidID(rev.ID) {
-		return wire.Errorf(wire.CodeInvalid, "EndSession: invalid session id")
+		return wire.Err(wire.CodeInvalid, "EndSession: invalid session id")
 	}
 	a.w.users.end(rev)
 	a.mu.RLock()
@@ -528,7 +528,7 @@ func (a *AppManager) EndSession(ctx context.Context, rev wire.SessionRevocation)
 func (a *AppManager) Browsers(ctx context.Context, iid string) ([]wire.BrowserInfo, error) {
 	in, ok := a.instance(iid)
 	if !ok {
-		return nil, wire.Errorf(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
+		return nil, wire.Err(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -543,7 +543,7 @@ func (a *AppManager) Browsers(ctx context.Context, iid string) ([]wire.BrowserIn
 // CloseInstance closes an instance and its browsers.
 func (a *AppManager) CloseInstance(ctx context.Context, iid string) error {
 	if !a.closeInstance(ctx, iid, "instance closed") {
-		return wire.Errorf(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
+		return wire.Err(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
 	}
 	return nil
 }

@@ -199,7 +199,7 @@ func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t 
 	if p.BrowserID != "" {
 		to += "/b/" + p.BrowserID
 	}
-	redirect303(rw, r, to)
+	redirectNext(rw, r, to)
 }
 
 // landing renders the app's landing page: the user's instances.
@@ -399,7 +399,7 @@ func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id strin
 			"A virtual browser could not be started. Please retry shortly.")
 		return
 	}
-	redirect303(rw, r, b.url())
+	redirectNext(rw, r, b.url())
 }
 
 // serveBrowser returns the client engine page.
@@ -413,7 +413,7 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 	if !ok && in.wasReleased(t.BrowserID) {
 		// Released for being idle: the strategy gives the user a new
 		// browser, whose page says the previous one was released.
-		redirect303(rw, r, reloadURL(in.app, in.info.ID))
+		redirectNext(rw, r, reloadURL(in.app, in.info.ID))
 		return
 	}
 	if !ok {
@@ -498,8 +498,9 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 	b.hub.serve(rw, r, w.id, user, clientIP(r), sessions, role)
 }
 
-// redirect303 redirects with 302 for GET and 303 after a form post.
-func redirect303(rw http.ResponseWriter, r *http.Request, to string) {
+// redirectNext sends the user on: 302 for a GET, 303 See Other after a
+// form post (so the browser follows with a GET, not a repeated POST).
+func redirectNext(rw http.ResponseWriter, r *http.Request, to string) {
 	rw.Header().Set("Cache-Control", "no-store")
 	code := http.StatusFound
 	if r.Method == http.MethodPost {

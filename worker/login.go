@@ -33,7 +33,7 @@ func (w *Worker) serveLogin(rw http.ResponseWriter, r *http.Request, id string, 
 			return
 		}
 		w.users.logout(rw, r)
-		redirect303(rw, r, "/"+app.MountPoint+"/login")
+		redirectNext(rw, r, "/"+app.MountPoint+"/login")
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -76,7 +76,7 @@ func (w *Worker) serveLogin(rw http.ResponseWriter, r *http.Request, id string, 
 	}
 	w.users.login(rw, r, user)
 	w.log.Info().Str("request_id", id).Str("app", app.MountPoint).Str("user", user).Msg("logged in")
-	redirect303(rw, r, d.Next)
+	redirectNext(rw, r, d.Next)
 }
 
 // endSession ends the request's login session on the whole cluster: this
@@ -197,7 +197,7 @@ func (w *Worker) requireUser(rw http.ResponseWriter, r *http.Request, id string,
 		return user, true
 	}
 	if r.Method == http.MethodGet && !isUpgrade(r) {
-		redirect303(rw, r, "/"+app.MountPoint+"/login?next="+url.QueryEscape(r.URL.Path))
+		redirectNext(rw, r, "/"+app.MountPoint+"/login?next="+url.QueryEscape(r.URL.Path))
 		return "", false
 	}
 	proxy.WritePage(rw, r, id, http.StatusUnauthorized, "Login required", "This application needs you to log in.",

@@ -217,7 +217,7 @@ func (w *Worker) serveGrant(rw http.ResponseWriter, r *http.Request, id string, 
 		}
 		w.apps.closeInstance(r.Context(), in.info.ID, "closed by its owner")
 		w.log.Info().Str("request_id", id).Str("instance", in.info.ID).Str("by", user).Msg("instance closed by its owner")
-		redirect303(rw, r, "/"+in.app.MountPoint)
+		redirectNext(rw, r, "/"+in.app.MountPoint)
 		return
 	case "rename-instance", "rename-browser":
 		name := strings.TrimSpace(r.PostFormValue("name"))
@@ -244,7 +244,7 @@ func (w *Worker) serveGrant(rw http.ResponseWriter, r *http.Request, id string, 
 			b.name = name
 			b.subMu.Unlock()
 		}
-		redirect303(rw, r, "/"+in.app.MountPoint+"/a/"+in.info.ID)
+		redirectNext(rw, r, "/"+in.app.MountPoint+"/a/"+in.info.ID)
 		return
 	case "close-browser":
 		b, ok := in.browser(r.PostFormValue("browser"))
@@ -253,7 +253,7 @@ func (w *Worker) serveGrant(rw http.ResponseWriter, r *http.Request, id string, 
 			return
 		}
 		w.apps.closeBrowser(in, b, "closed by its owner")
-		redirect303(rw, r, "/"+in.app.MountPoint+"/a/"+in.info.ID)
+		redirectNext(rw, r, "/"+in.app.MountPoint+"/a/"+in.info.ID)
 		return
 	}
 	role, err := ParseRole(r.PostFormValue("role"))
@@ -294,8 +294,8 @@ func (w *Worker) serveGrant(rw http.ResponseWriter, r *http.Request, id string, 
 	if in.app.Strategy == wire.SingleBrowserPerUser {
 		// Its instance URL opens the owner's browser: back to the landing
 		// page, where the instance is shared.
-		redirect303(rw, r, "/"+in.app.MountPoint)
+		redirectNext(rw, r, "/"+in.app.MountPoint)
 		return
 	}
-	redirect303(rw, r, "/"+in.app.MountPoint+"/a/"+in.info.ID)
+	redirectNext(rw, r, "/"+in.app.MountPoint+"/a/"+in.info.ID)
 }

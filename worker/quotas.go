@@ -88,7 +88,7 @@ func (w *Worker) quotaPage(rw http.ResponseWriter, r *http.Request, id string, a
 func quotaCode(err error) error {
 	var qe *quotaError
 	if errors.As(err, &qe) {
-		return wire.Errorf(wire.CodeQuota, qe.msg)
+		return wire.Err(wire.CodeQuota, qe.msg)
 	}
 	return err
 }

@@ -492,7 +492,7 @@ func (in *instance) awaitUserRestore(ctx context.Context, user string) {
 func (a *AppManager) SnapshotInstance(ctx context.Context, iid string) error {
 	in, ok := a.instance(iid)
 	if !ok {
-		return wire.Errorf(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
+		return wire.Err(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
 	}
 	if a.w.snapshots == nil {
 		return nil

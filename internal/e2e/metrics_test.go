@@ -88,8 +88,13 @@ func TestMetrics(t *testing.T) {
 	masterURL, workerURL, proxyURL := "http://"+c.admin+"/metrics", "http://"+workerAddr+"/metrics", "http://"+proxyAdmin+"/metrics"
 	m0, w0, p0 := scrape(t, masterURL, ""), scrape(t, workerURL, c.metricsToken()), scrape(t, proxyURL, "")
 	// On the public port the metrics need the admin token.
-	if resp, err := http.Get("http://" + c.public + "/metrics"); err != nil || resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("public /metrics without a token: %v %v", resp.Status, err)
+	resp, err := http.Get("http://" + c.public + "/metrics")
+	if err != nil {
+		t.Fatalf("public /metrics without a token: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("public /metrics without a token: %s, want 401", resp.Status)
 	}
 	scrape(t, "http://"+c.public+"/metrics", c.token)
 

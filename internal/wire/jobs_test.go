@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"math"
 	"testing"
 )
@@ -17,5 +18,17 @@ func TestHistogramQuantile(t *testing.T) {
 	}
 	if (Histogram{}).Quantile(0.5) != 0 {
 		t.Error("an empty histogram has no quantile")
+	}
+}
+
+func TestErrorf(t *testing.T) {
+	cause := errors.New("disk full")
+	err := Errorf(CodeInvalid, "saving %s: %w", "app", cause)
+	var we *Error
+	if !errors.As(err, &we) || we.Code != CodeInvalid || err.Error() != "saving app: disk full" || !errors.Is(err, cause) {
+		t.Fatalf("Errorf = %#v", err)
+	}
+	if e := Err(CodeQuota, "100% used"); e.Error() != "100% used" {
+		t.Fatalf("Err formatted its message: %q", e.Error())
 	}
 }

@@ -5,6 +5,8 @@ package wire
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -86,17 +88,27 @@ const (
 	CodeQuota          = "quota"      // a per-user or per-address quota (Quotas); the message says which
 )
 
-// Error is an error with a code that survives an RMI hop.
+// Error is an error with a code that survives an RMI hop (the message
+// travels; the cause stays on this side, for errors.Is/As).
 type Error struct {
-	Code string
-	Msg  string
+	Code  string
+	Msg   string
+	Cause error
 }
 
 func (e *Error) Error() string   { return e.Msg }
 func (e *Error) RMICode() string { return e.Code }
+func (e *Error) Unwrap() error   { return e.Cause }
 
-// Errorf builds a coded error.
-func Errorf(code, msg string) error { return &Error{Code: code, Msg: msg} }
+// Err builds a coded error with a fixed message.
+func Err(code, msg string) error { return &Error{Code: code, Msg: msg} }
+
+// Errorf builds a coded error as fmt.Errorf does: format and args make the
+// message, and an error wrapped with %w stays its cause.
+func Errorf(code, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return &Error{Code: code, Msg: err.Error(), Cause: errors.Unwrap(err)}
+}
 
 // App is an application as the cluster knows it (the manifest's routing
 // relevant part; the full bundle arrives with the applications work).
