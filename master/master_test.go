@@ -282,11 +282,21 @@ func TestNoWorkersAndDraining(t *testing.T) {
 	}
 	var r wire.RouteReply
 	err = c.Call(context.Background(), wire.ObjRouter, "Route", &r, wire.RouteRequest{Kind: wire.RouteApp, App: "hello"})
-	if code(err) != wire.CodeNoWorkers {
-		t.Fatalf("route with no workers: %v", err)
+	if code(err) != wire.CodeStarting {
+		t.Fatalf("route before any worker registered: %v, want %s", err, wire.CodeStarting)
 	}
 	a := addWorker(t, m, "w-a")
 	addWorker(t, m, "w-b")
+	// Once a worker has registered, no live worker is "no workers", not
+	// "starting".
+	for _, id := range []string{"w-a", "w-b"} {
+		_ = m.workers.setDraining(id, true)
+	}
+	err = c.Call(context.Background(), wire.ObjRouter, "Route", &r, wire.RouteRequest{Kind: wire.RouteApp, App: "hello"})
+	if code(err) != wire.CodeNoWorkers {
+		t.Fatalf("route with every worker draining: %v, want %s", err, wire.CodeNoWorkers)
+	}
+	_ = m.workers.setDraining("w-a", false)
 	if err := m.workers.setDraining("w-b", true); err != nil {
 		t.Fatal(err)
 	}

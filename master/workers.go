@@ -126,6 +126,25 @@ type WorkerManager struct {
 
 	jobSlots func(id string, slots int)
 	jobsGone func(id string)
+
+	// started and registeredOnce tell a cluster that is still coming up
+	// (no worker has registered since the master started) from one whose
+	// workers are gone (noWorkers).
+	started        time.Time
+	registeredOnce atomic.Bool
+}
+
+// startingGrace is how long after its start a master without any worker
+// says "starting" rather than "no workers".
+const startingGrace = 2 * time.Minute
+
+// noWorkers is the error for "no worker can take this": CodeStarting
+// while the cluster is coming up, else CodeNoWorkers with msg.
+func (m *WorkerManager) noWorkers(msg string) error {
+	if !m.registeredOnce.Load() && time.Since(m.started) < startingGrace {
+		return wire.Err(wire.CodeStarting, "the cluster is starting: no worker has registered yet")
+	}
+	return wire.Err(wire.CodeNoWorkers, msg)
 }
 
 // WorkerManagerConfig configures a WorkerManager.
@@ -204,6 +223,7 @@ func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
 		lost:      map[string]lostRec{},
 		jobSlots:  cfg.JobSlots,
 		jobsGone:  cfg.JobsGone,
+		started:   time.Now(),
 	}
 }
 
@@ -258,6 +278,7 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 		w.deadTimer = nil
 	}
 	w.info, w.ref, w.conn, w.state = info, ref, ref.Conn(), stateConnected
+	m.registeredOnce.Store(true)
 	w.registered = time.Now()
 	adopted := 0
 	var fenced []wire.FencedInstance
@@ -684,7 +705,7 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientI
 			if lastErr != nil {
 				return wire.Placement{}, lastErr
 			}
-			return wire.Placement{}, wire.Err(wire.CodeNoWorkers, "no worker is available to host "+app.MountPoint)
+			return wire.Placement{}, m.noWorkers("no worker is available to host " + app.MountPoint)
 		}
 		if tried[wid] {
 			m.bal.Release(wid)
@@ -851,7 +872,7 @@ func (m *WorkerManager) peek() (wire.RouteReply, error) {
 		}
 	}
 	if len(cands) == 0 {
-		return wire.RouteReply{}, wire.Err(wire.CodeNoWorkers, "no worker is available")
+		return wire.RouteReply{}, m.noWorkers("no worker is available")
 	}
 	m.rr++
 	best := cands[int(m.rr%uint64(len(cands)))]

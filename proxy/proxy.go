@@ -377,6 +377,14 @@ func (p *Proxy) routeError(w http.ResponseWriter, r *http.Request, id string, t 
 			msg = "The worker that hosted this app instance stopped, and no other worker is live. The instance will be restored as soon as one is."
 		}
 		p.page(w, r, id, http.StatusServiceUnavailable, "App instance moving", msg)
+	case errors.Is(err, ErrStarting):
+		ev.Msg("cluster starting")
+		// A newcomer who clicked the URL the moment `up` printed it: the
+		// page reloads itself until a worker is there.
+		w.Header().Set("Retry-After", "2")
+		w.Header().Set("Refresh", "2")
+		p.page(w, r, id, http.StatusServiceUnavailable, "Starting",
+			"CloudBrowser is starting: its workers are coming up. This page reloads by itself in a moment.")
 	case errors.Is(err, ErrNoWorkers):
 		ev.Msg("no workers")
 		w.Header().Set("Retry-After", "5")

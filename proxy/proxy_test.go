@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -424,4 +425,17 @@ func TestNewRequiresRouter(t *testing.T) {
 		}
 	}()
 	New(Config{})
+}
+
+// TestStartingPage: while the cluster comes up, an Application URL gets a
+// self-reloading "starting" page, not "no workers".
+func TestStartingPage(t *testing.T) {
+	r := &fakeRouter{}
+	r.set(Route{}, fmt.Errorf("%w: no worker yet", ErrStarting))
+	p := New(Config{Router: r})
+	w := httptest.NewRecorder()
+	p.ServeHTTP(w, httptest.NewRequest("GET", "/hello", nil))
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Refresh") == "" || !strings.Contains(w.Body.String(), "starting") {
+		t.Fatalf("%d Refresh=%q %s", w.Code, w.Header().Get("Refresh"), w.Body.String())
+	}
 }

@@ -43,6 +43,8 @@ func MasterError(err error) error {
 		sentinel = ErrInstanceMoving
 	case wire.CodeNoWorkers:
 		sentinel = ErrNoWorkers
+	case wire.CodeStarting:
+		sentinel = ErrStarting
 	case wire.CodeUnknownWorker:
 		sentinel = ErrWorkerGone
 	default:

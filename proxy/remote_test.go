@@ -21,6 +21,7 @@ func TestMasterError(t *testing.T) {
 		{"unknown instance over rmi", &rmi.RemoteError{Code: wire.CodeUnknownInstance, Message: "x"}, ErrUnknownInstance},
 		{"instance lost", &rmi.RemoteError{Code: wire.CodeInstanceLost}, ErrInstanceLost},
 		{"no workers", wire.Err(wire.CodeNoWorkers, "x"), ErrNoWorkers},
+		{"starting", wire.Err(wire.CodeStarting, "x"), ErrStarting},
 		{"unknown worker", wire.Err(wire.CodeUnknownWorker, "x"), ErrWorkerGone},
 		{"connection closed", rmi.ErrClosed, ErrMasterUnavailable},
 		{"deadline", context.DeadlineExceeded, ErrMasterUnavailable},

@@ -35,6 +35,9 @@ var (
 	ErrUnknownInstance = errors.New("unknown app instance")
 	// ErrNoWorkers: the balancer has no live worker to pick.
 	ErrNoWorkers = errors.New("no workers available")
+	// ErrStarting: the cluster has just started and no worker has
+	// registered yet.
+	ErrStarting = errors.New("the cluster is starting")
 	// ErrMasterUnavailable: the master could not be asked.
 	ErrMasterUnavailable = errors.New("cluster master unavailable")
 	// ErrWorkerGone: the instance's worker is known to be dead.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/supervise"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master"
 )
 
 func upCmd() *cli.Command {
@@ -77,8 +78,11 @@ The admin API, /healthz and /metrics are on the same address.`,
 				}))
 			}
 			url := "http://" + publicURLHost(cmd.String("listen"), m.PublicAddr()) + "/"
-			if cmd.Int("proxies") == 0 {
-				waitReady(ctx, url+"healthz")
+			// Say "running" only when an Application URL can be served: a
+			// worker registered and every proxy subscribed (until then the
+			// proxies show a self-reloading "starting" page).
+			if !waitServing(ctx, m, int(cmd.Int("proxies")), 2*time.Minute) && ctx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "cloudbrowser: no worker registered within 2 minutes; see the log above (is Chromium installed?)")
 			}
 			fmt.Fprintf(os.Stdout, "\nCloudBrowser is running: open %s\n  admin token: %s\n  status:      cloudbrowser status --master %s\n  stop:        Ctrl-C\n\n",
 				url, filepath.Join(cmd.String("data-dir"), "admin.token"), url)
@@ -110,13 +114,26 @@ func publicURLHost(listen, bound string) string {
 	return net.JoinHostPort(host, port)
 }
 
-func waitReady(ctx context.Context, url string) {
-	c := &http.Client{Timeout: time.Second}
-	for i := 0; i < 50 && ctx.Err() == nil; i++ {
-		if resp, err := c.Get(url); err == nil {
-			resp.Body.Close()
-			return
+// waitServing waits until the cluster can serve an Application URL: at
+// least one connected worker and every proxy process subscribed.
+func waitServing(ctx context.Context, m *master.Master, proxies int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if servingNow(m.Status(), proxies) {
+			return true
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	return false
+}
+
+// servingNow: a connected worker, and the proxies (or the embedded one).
+func servingNow(st wire.ClusterStatus, proxies int) bool {
+	workers := 0
+	for _, w := range st.Workers {
+		if w.State == "connected" && !w.Draining {
+			workers++
+		}
+	}
+	return workers > 0 && len(st.Proxies) >= max(proxies, 1)
 }

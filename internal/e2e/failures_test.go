@@ -182,6 +182,10 @@ func TestUpAndStatus(t *testing.T) {
 	if url != "http://"+addr+"/" {
 		t.Fatalf("up printed %q, want http://%s/", url, addr)
 	}
+	// A newcomer clicks at once: the app answers, no "503 no workers".
+	if hs := newUser(t, strings.TrimSuffix(url, "/")).open("/hello"); hs[len(hs)-1].status != 200 {
+		t.Fatalf("the app right after up printed its URL: %+v", hs)
+	}
 	waitFor := func(cond func(string) bool) string {
 		var out string
 		for i := 0; i < 200; i++ {

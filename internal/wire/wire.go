@@ -80,6 +80,9 @@ const (
 	// again (or waits for a live worker): retry shortly.
 	CodeInstanceMoving = "instance_moving"
 	CodeNoWorkers      = "no_workers"
+	// CodeStarting: no worker yet because the master has just started
+	// (none has registered since): the cluster is coming up, not broken.
+	CodeStarting = "starting"
 	CodeUnknownWorker  = "unknown_worker"
 	CodeInvalid        = "invalid"
 	CodeUnauthorized   = "unauthorized"
