@@ -198,7 +198,6 @@ func TestVirtualBrowserThroughProxies(t *testing.T) {
 
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }
 
-
 // TestAppAPISharedState: the chat sample keeps its messages in the
 // instance's shared state; two users' browsers of the one instance see each
 // other's messages through subscribe.

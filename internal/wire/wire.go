@@ -82,13 +82,13 @@ const (
 	CodeNoWorkers      = "no_workers"
 	// CodeStarting: no worker yet because the master has just started
 	// (none has registered since): the cluster is coming up, not broken.
-	CodeStarting = "starting"
-	CodeUnknownWorker  = "unknown_worker"
-	CodeInvalid        = "invalid"
-	CodeUnauthorized   = "unauthorized"
-	CodeUnknownUser    = "unknown_user"
-	CodePoolLimit      = "pool_limit" // a browser pool's or the worker's browser limit
-	CodeQuota          = "quota"      // a per-user or per-address quota (Quotas); the message says which
+	CodeStarting      = "starting"
+	CodeUnknownWorker = "unknown_worker"
+	CodeInvalid       = "invalid"
+	CodeUnauthorized  = "unauthorized"
+	CodeUnknownUser   = "unknown_user"
+	CodePoolLimit     = "pool_limit" // a browser pool's or the worker's browser limit
+	CodeQuota         = "quota"      // a per-user or per-address quota (Quotas); the message says which
 )
 
 // Error is an error with a code that survives an RMI hop (the message
