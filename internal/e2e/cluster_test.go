@@ -33,7 +33,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "cloudbrowser")
-	build := exec.Command("go", "build", "-o", binary, "github.com/cloudbrowser-go/cloudbrowser/cmd/cloudbrowser")
+	args := []string{"build", "-o", binary}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/cloudbrowser-go/cloudbrowser/cmd/cloudbrowser")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building cloudbrowser:", err)
@@ -194,6 +198,7 @@ func (c *cluster) shutdown() {
 		}
 	}
 	killProxies(c.public) // proxies outlive a killed master
+	checkRaces(c.t, procs)
 	if c.t.Failed() {
 		for _, p := range procs {
 			c.t.Logf("---- log of %s (tail) ----\n%s", p.name, tail(p.log.Name(), 60))
@@ -394,4 +399,24 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// checkRaces fails the test for every data race a process of the cluster
+// reported (the binary is race-built when the tests run with -race).
+func checkRaces(t *testing.T, procs []*proc) {
+	t.Helper()
+	if !raceEnabled {
+		return
+	}
+	for _, p := range procs {
+		b, err := os.ReadFile(p.log.Name())
+		if err != nil {
+			continue
+		}
+		log := string(b)
+		if i := strings.Index(log, "WARNING: DATA RACE"); i >= 0 {
+			end := min(len(log), i+6000)
+			t.Errorf("%s reported a data race:\n%s", p.name, log[i:end])
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -192,36 +193,27 @@ type Info struct {
 	Meta  Meta
 }
 
-// Members lists every member memberlist knows of, including suspects.
+// Members lists the live members (joined and not yet failed or left), by
+// name. It is this node's own roster, kept from memberlist's events:
+// memberlist.Members returns pointers into its node table, whose fields it
+// keeps writing without a lock the caller could take (a data race).
 func (m *Member) Members() []Info {
-	var out []Info
-	for _, n := range m.ml.Members() {
-		out = append(out, Info{Name: n.Name, Addr: n.Address(), State: stateName(n.State), Meta: decodeMeta(n.Meta)})
+	m.del.mu.Lock()
+	out := make([]Info, 0, len(m.del.roster))
+	for _, in := range m.del.roster {
+		out = append(out, in)
 	}
+	m.del.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
-}
-
-func stateName(s memberlist.NodeStateType) string {
-	switch s {
-	case memberlist.StateAlive:
-		return "alive"
-	case memberlist.StateSuspect:
-		return "suspect"
-	case memberlist.StateDead:
-		return "dead"
-	default:
-		return "left"
-	}
 }
 
 // Alive reports whether the named member is known and alive.
 func (m *Member) Alive(name string) bool {
-	for _, n := range m.ml.Members() {
-		if n.Name == name {
-			return n.State == memberlist.StateAlive
-		}
-	}
-	return false
+	m.del.mu.Lock()
+	defer m.del.mu.Unlock()
+	_, ok := m.del.roster[name]
+	return ok
 }
 
 // Leave announces a graceful departure (so peers can tell it from a crash),
@@ -262,6 +254,22 @@ type delegate struct {
 	mu     sync.Mutex
 	raw    []byte
 	closed bool
+	// roster is the live members, from the events (Members).
+	roster map[string]Info
+}
+
+// see records a member's arrival or update (on) or departure in roster.
+func (d *delegate) see(n *memberlist.Node, on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.roster == nil {
+		d.roster = map[string]Info{}
+	}
+	if on {
+		d.roster[n.Name] = Info{Name: n.Name, Addr: n.Address(), State: "alive", Meta: decodeMeta(n.Meta)}
+	} else {
+		delete(d.roster, n.Name)
+	}
 }
 
 func (d *delegate) setMeta(meta Meta) {
@@ -321,12 +329,15 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
 
 // memberlist.EventDelegate
 func (d *delegate) NotifyJoin(n *memberlist.Node) {
+	d.see(n, true)
 	d.emit(Event{Kind: Joined, Name: n.Name, Addr: n.Address(), Meta: decodeMeta(n.Meta)})
 }
 func (d *delegate) NotifyUpdate(n *memberlist.Node) {
+	d.see(n, true)
 	d.emit(Event{Kind: Updated, Name: n.Name, Addr: n.Address(), Meta: decodeMeta(n.Meta)})
 }
 func (d *delegate) NotifyLeave(n *memberlist.Node) {
+	d.see(n, false)
 	meta := decodeMeta(n.Meta)
 	kind := Failed
 	if meta.Leaving || n.State == memberlist.StateLeft {

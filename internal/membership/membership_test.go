@@ -103,3 +103,52 @@ func TestBadKeyLength(t *testing.T) {
 		t.Fatal("short key accepted")
 	}
 }
+
+// TestMembersDuringChurn: Members and Alive are read while members join
+// and leave (a data race under -race when they read memberlist's node
+// table), and they show who is live.
+func TestMembersDuringChurn(t *testing.T) {
+	key := make([]byte, 32)
+	key[0] = 9
+	rec := &recorder{ch: make(chan Event, 64)}
+	seed := start(t, "seed", key, rec)
+	defer seed.Shutdown()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = seed.Members()
+				_ = seed.Alive("c")
+			}
+		}
+	}()
+	c := start(t, "c", key, nil)
+	if err := c.Join(context.Background(), seed.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, Joined, "c")
+	if !seed.Alive("c") {
+		t.Error("c joined but is not alive")
+	}
+	names := []string{}
+	for _, in := range seed.Members() {
+		names = append(names, in.Name+"/"+in.State)
+	}
+	if len(names) != 2 || names[0] != "c/alive" || names[1] != "seed/alive" {
+		t.Errorf("members %v", names)
+	}
+	if err := c.Leave(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, Left, "c")
+	close(stop)
+	<-done
+	if seed.Alive("c") {
+		t.Error("c left but is still alive")
+	}
+}
