@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"io"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -188,21 +189,26 @@ func TestStrategies(t *testing.T) {
 		dave.get("/perbrowser")
 		var wg sync.WaitGroup
 		got := make([]string, 20)
+		why := make([]string, 20) // what came back instead of a redirect
 		for i := range got {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				resp, err := dave.c.Get(base + "/typing")
-				if err == nil {
-					got[i] = resp.Header.Get("Location")
-					resp.Body.Close()
+				if err != nil {
+					why[i] = err.Error()
+					return
 				}
+				got[i] = resp.Header.Get("Location")
+				b, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+				why[i] = resp.Status + " " + string(b)
+				resp.Body.Close()
 			}()
 		}
 		wg.Wait()
 		for i := range got {
 			if got[i] == "" || got[i] != got[0] {
-				t.Fatalf("request %d went to %q, request 0 to %q", i, got[i], got[0])
+				t.Fatalf("request %d went to %q (%s), request 0 to %q (%s)", i, got[i], why[i], got[0], why[0])
 			}
 		}
 		st := c.mustStatus()
