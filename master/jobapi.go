@@ -213,14 +213,7 @@ type jobQueueService struct{ m *Master }
 
 // Working renews the lease of an attempt the calling worker runs.
 func (s jobQueueService) Working(ctx context.Context, p wire.JobProgress) error {
-	wid, err := s.m.workers.workerOf(rmi.ConnFrom(ctx))
-	if err != nil {
-		return err
-	}
-	if err := s.m.jobs.q.Working(wid, p); err != nil && !errors.Is(err, jobs.ErrStaleReport) {
-		return err
-	}
-	return nil
+	return s.report(ctx, func(wid string) error { return s.m.jobs.q.Working(wid, p) })
 }
 
 // Ready is the start gate: whether the calling worker may load the page
@@ -245,23 +238,22 @@ func (s jobQueueService) Ready(ctx context.Context, p wire.JobProgress) (wire.Jo
 
 // Started is when the request of a go'd attempt left (jobs.Queue.Started).
 func (s jobQueueService) Started(ctx context.Context, st wire.JobStarted) error {
-	wid, err := s.m.workers.workerOf(rmi.ConnFrom(ctx))
-	if err != nil {
-		return err
-	}
-	if err := s.m.jobs.q.Started(wid, st); err != nil && !errors.Is(err, jobs.ErrStaleReport) {
-		return err
-	}
-	return nil
+	return s.report(ctx, func(wid string) error { return s.m.jobs.q.Started(wid, st) })
 }
 
 // Done ends an attempt the calling worker ran.
 func (s jobQueueService) Done(ctx context.Context, o wire.JobOutcome) error {
+	return s.report(ctx, func(wid string) error { return s.m.jobs.q.Done(ctx, wid, o) })
+}
+
+// report runs fn for the worker calling over this connection; a report of
+// an attempt that is no longer current is not the worker's error.
+func (s jobQueueService) report(ctx context.Context, fn func(workerID string) error) error {
 	wid, err := s.m.workers.workerOf(rmi.ConnFrom(ctx))
 	if err != nil {
 		return err
 	}
-	if err := s.m.jobs.q.Done(ctx, wid, o); err != nil && !errors.Is(err, jobs.ErrStaleReport) {
+	if err := fn(wid); err != nil && !errors.Is(err, jobs.ErrStaleReport) {
 		return err
 	}
 	return nil
@@ -283,6 +275,11 @@ func (m *Master) jobRoutes(mux *http.ServeMux) {
 	mux.Handle("DELETE /api/v1/monitors/{id}", m.auth(roleJobs, m.removeMonitor))
 }
 
+// fieldError answers 400 with msg and the field it is about.
+func fieldError(w http.ResponseWriter, field, msg string) {
+	writeJSON(w, http.StatusBadRequest, map[string]any{"status": 400, "error": msg, "field": field})
+}
+
 // jobError answers err with its status: 400 naming the field, 429 with
 // Retry-After, 404, 409.
 func jobError(w http.ResponseWriter, err error) {
@@ -290,7 +287,7 @@ func jobError(w http.ResponseWriter, err error) {
 	var qf *jobs.QueueFullError
 	switch {
 	case errors.As(err, &fe):
-		writeJSON(w, http.StatusBadRequest, map[string]any{"status": 400, "error": fe.Error(), "field": fe.Field})
+		fieldError(w, fe.Field, fe.Error())
 	case errors.As(err, &qf):
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(qf.RetryAfter.Round(time.Second)/time.Second))))
 		apiError(w, http.StatusTooManyRequests, err.Error())
@@ -320,7 +317,7 @@ func (m *Master) submitJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	specs, batch, err := decodeSpecs(raw)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"status": 400, "error": err.Error(), "field": "body"})
+		fieldError(w, "body", err.Error())
 		return
 	}
 	for i := range specs {
@@ -358,7 +355,7 @@ func (m *Master) submitOne(w http.ResponseWriter, r *http.Request, spec wire.Job
 	}
 	sig, canon, err := m.jobs.cache.Key(spec, m.pooledLogin(spec.App))
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"status": 400, "error": err.Error(), "field": "url"})
+		fieldError(w, "url", err.Error())
 		return
 	}
 	holder := rendercache.NewHolder()
@@ -420,14 +417,14 @@ func (m *Master) listJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	st := q.Get("state")
 	if st != "" && !validJobState(st) {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"status": 400, "error": "state: unknown job state " + strconv.Quote(st), "field": "state"})
+		fieldError(w, "state", "state: unknown job state "+strconv.Quote(st))
 		return
 	}
 	limit := 0
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 1000 {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"status": 400, "error": "limit: must be 1..1000", "field": "limit"})
+			fieldError(w, "limit", "limit: must be 1..1000")
 			return
 		}
 		limit = n
@@ -510,7 +507,7 @@ func (m *Master) renderSync(w http.ResponseWriter, r *http.Request) {
 	}
 	sig, canon, err := m.jobs.cache.Key(spec, m.pooledLogin(spec.App))
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"status": 400, "error": err.Error(), "field": "url"})
+		fieldError(w, "url", err.Error())
 		return
 	}
 	maxAge := time.Duration(spec.MaxAgeMs) * time.Millisecond
@@ -638,12 +635,12 @@ func (m *Master) purgeCache(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if strings.TrimSpace(f.URL) == "" {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"status": 400, "error": "url: required", "field": "url"})
+		fieldError(w, "url", "url: required")
 		return
 	}
 	n, err := m.jobs.cache.Purge(f.URL)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"status": 400, "error": "url: " + err.Error(), "field": "url"})
+		fieldError(w, "url", "url: "+err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
@@ -659,7 +656,7 @@ func (m *Master) addMonitor(w http.ResponseWriter, r *http.Request) {
 	}
 	every, err := time.ParseDuration(f.Interval)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"status": 400, "error": "interval: a duration such as 5m is required", "field": "interval"})
+		fieldError(w, "interval", "interval: a duration such as 5m is required")
 		return
 	}
 	spec := cleanSpec(r, f.JobSpec)
