@@ -138,15 +138,21 @@ type Master struct {
 	proxies *proxySet
 	bal     *balance.Balancer
 
-	admin     *http.Server
-	adminLn   net.Listener
-	public    *http.Server
-	publicLn  net.Listener
-	embedded  *proxy.Proxy
-	children  []*supervise.Process
-	startedAt time.Time
-	metrics   *masterMetrics
-	history   *history
+	admin    *http.Server
+	adminLn  net.Listener
+	public   *http.Server
+	publicLn net.Listener
+	// publicAddr is the public address with the port as bound ("" = no
+	// proxies): --listen with port 0 becomes real here.
+	publicAddr string
+	// publicHold keeps a port-0 public address ours while proxy processes
+	// come and go (see proxy.Reservation).
+	publicHold *proxy.Reservation
+	embedded   *proxy.Proxy
+	children   []*supervise.Process
+	startedAt  time.Time
+	metrics    *masterMetrics
+	history    *history
 	// hopKey signs the proxy-to-worker HTTP hop (internal/hop). Workers and
 	// proxies get it over their RMI session, so they need not hold the
 	// cluster secret it is derived from; derived, it survives restarts.
@@ -431,7 +437,7 @@ func (m *Master) Start(ctx context.Context) error {
 	m.wg.Add(1)
 	go m.sampleLoop()
 	m.log.Info().Str("rmi", m.RMIAddr()).Str("gossip", m.member.Addr()).Str("admin", m.AdminAddr()).
-		Str("public", m.cfg.PublicAddr).Int("proxies", m.cfg.Proxies).Str("balancer", string(m.cfg.Balancer)).
+		Str("public", m.publicAddr).Int("proxies", m.cfg.Proxies).Str("balancer", string(m.cfg.Balancer)).
 		Msg("master started")
 	return nil
 }
@@ -495,7 +501,7 @@ func (m *Master) startProxies(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("master: public listen %s: %w", m.cfg.PublicAddr, err)
 		}
-		m.publicLn = ln
+		m.publicLn, m.publicAddr = ln, proxy.BoundAddr(m.cfg.PublicAddr, ln)
 		m.embedded = proxy.New(proxy.Config{
 			Router: localRouter{m}, Fallback: m.adminHandler(true),
 			PublicHTTPS: m.scheme.AlwaysHTTPS, TrustForwardedProto: m.scheme.TrustForwardedProto,
@@ -526,6 +532,14 @@ func (m *Master) RMIAddr() string {
 	return m.rmiLn.Addr().String()
 }
 
+// GossipAddr is the membership layer's bound address ("" before Start).
+func (m *Master) GossipAddr() string {
+	if m.member == nil {
+		return ""
+	}
+	return m.member.Addr()
+}
+
 // AdminAddr is the admin listener's address ("" if none).
 func (m *Master) AdminAddr() string {
 	if m.adminLn == nil {
@@ -534,13 +548,9 @@ func (m *Master) AdminAddr() string {
 	return m.adminLn.Addr().String()
 }
 
-// PublicAddr is the embedded proxy's address ("" if none).
-func (m *Master) PublicAddr() string {
-	if m.publicLn == nil {
-		return ""
-	}
-	return m.publicLn.Addr().String()
-}
+// PublicAddr is the public address of the proxies, embedded or not, with
+// the port as bound ("" if none).
+func (m *Master) PublicAddr() string { return m.publicAddr }
 
 // Status is the cluster as the master sees it.
 func (m *Master) Status() wire.ClusterStatus {
@@ -587,6 +597,9 @@ func (m *Master) Close() error {
 		<-c.Done()
 	}
 	m.forgetProxies()
+	if m.publicHold != nil {
+		_ = m.publicHold.Close()
+	}
 	if m.admin != nil {
 		_ = m.admin.Shutdown(ctx)
 	}

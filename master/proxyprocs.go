@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
@@ -38,7 +39,7 @@ func (m *Master) proxyArgs(i int) []string {
 		keyFile = m.cfg.SecretFile // no data dir: the cluster secret, role still declared
 	}
 	args := append(append([]string{}, m.cfg.ProxyCommand[1:]...),
-		"--master", m.RMIAddr(), "--listen", m.cfg.PublicAddr, "--secret-file", keyFile,
+		"--master", m.RMIAddr(), "--listen", m.publicAddr, "--secret-file", keyFile,
 		"--name", fmt.Sprintf("proxy-%d", i))
 	if m.cfg.PublicURL != "" {
 		args = append(args, "--public-url", m.cfg.PublicURL)
@@ -52,7 +53,15 @@ func (m *Master) proxyArgs(i int) []string {
 // startProxyProcs starts (or adopts) cfg.Proxies proxy processes after
 // checking that the public port is free or served by this cluster.
 func (m *Master) startProxyProcs(ctx context.Context) error {
-	if err := proxy.ProbePort(ctx, m.cfg.PublicAddr, m.portKey); err != nil {
+	m.publicAddr = m.cfg.PublicAddr
+	if _, port, err := net.SplitHostPort(m.cfg.PublicAddr); err == nil && port == "0" {
+		// Any port: hold one for this cluster's proxies and tell them which.
+		hold, err := proxy.Reserve(m.cfg.PublicAddr)
+		if err != nil {
+			return fmt.Errorf("master: public address --listen %s: %w", m.cfg.PublicAddr, err)
+		}
+		m.publicHold, m.publicAddr = hold, hold.Addr()
+	} else if err := proxy.ProbePort(ctx, m.cfg.PublicAddr, m.portKey); err != nil {
 		return fmt.Errorf("master: public address --listen %s: %w", m.cfg.PublicAddr, err)
 	}
 	// Only a durable record lets a later master adopt a proxy; without a

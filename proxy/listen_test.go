@@ -62,3 +62,78 @@ func TestListenError(t *testing.T) {
 		t.Fatal("want error for bad address")
 	}
 }
+
+// TestReserve: a reserved port is refused to ordinary listeners, taken by
+// our SO_REUSEPORT listeners, never answers connections itself, and is
+// free again after Close.
+func TestReserve(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		t.Run(addr, func(t *testing.T) {
+			r, err := Reserve(addr)
+			if err != nil {
+				if addr == "[::1]:0" {
+					t.Skipf("no IPv6 loopback: %v", err)
+				}
+				t.Fatal(err)
+			}
+			host, port, _ := net.SplitHostPort(r.Addr())
+			if want, _, _ := net.SplitHostPort(addr); host != want || port == "0" {
+				t.Fatalf("Addr() = %s, want host %s and a real port", r.Addr(), want)
+			}
+			if ln, err := net.Listen("tcp", r.Addr()); err == nil {
+				ln.Close()
+				r.Close()
+				t.Fatal("a plain listener took the reserved port")
+			}
+			// Nobody listens yet: a connection is refused, not queued on
+			// the reservation.
+			if c, err := net.Dial("tcp", r.Addr()); err == nil {
+				c.Close()
+				t.Fatal("the reservation accepted a connection")
+			}
+			ln, err := Listen(context.Background(), "tcp", r.Addr())
+			if err != nil {
+				t.Fatalf("our shared listener on the reserved port: %v", err)
+			}
+			for range 20 { // every connection reaches the listener
+				c, err := net.Dial("tcp", r.Addr())
+				if err != nil {
+					t.Fatal(err)
+				}
+				a, err := ln.Accept()
+				if err != nil {
+					t.Fatal(err)
+				}
+				a.Close()
+				c.Close()
+			}
+			ln.Close()
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			ln2, err := net.Listen("tcp", r.Addr())
+			if err != nil {
+				t.Fatalf("port not released after Close: %v", err)
+			}
+			ln2.Close()
+		})
+	}
+}
+
+func TestBoundAddr(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	for _, tc := range []struct{ listen, want string }{
+		{"127.0.0.1:0", "127.0.0.1:" + port},
+		{":0", ":" + port},
+		{"localhost:0", "localhost:" + port},
+	} {
+		if got := BoundAddr(tc.listen, ln); got != tc.want {
+			t.Errorf("BoundAddr(%q) = %q, want %q", tc.listen, got, tc.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -133,14 +134,27 @@ func ListenShared(ctx context.Context, listen string, key []byte) (net.Listener,
 	if len(key) == 0 {
 		return nil, errors.New("proxy: no port key (the master sends it; is it older than this proxy?)")
 	}
-	if err := ProbePort(ctx, listen, key); err != nil {
-		return nil, err
+	if _, port, err := net.SplitHostPort(listen); err != nil || port != "0" { // port 0: nobody there to ask
+		if err := ProbePort(ctx, listen, key); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := Listen(ctx, "tcp", listen)
 	if err != nil {
 		return nil, err
 	}
 	return ln, nil
+}
+
+// BoundAddr is listen with the port ln got: the host as configured (a
+// wildcard stays a wildcard), the port as bound (port 0 becomes real).
+func BoundAddr(listen string, ln net.Listener) string {
+	host, _, err := net.SplitHostPort(listen)
+	ta, ok := ln.Addr().(*net.TCPAddr)
+	if err != nil || !ok {
+		return ln.Addr().String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(ta.Port))
 }
 
 // VerifyShared re-probes a port this process already serves (with srv

@@ -135,8 +135,10 @@ type ProcessConfig struct {
 	// master also invalidates them as instances and workers go.
 	RouteTTL time.Duration
 	Logger   zerolog.Logger
-	// Ready, if set, receives the bound address once serving.
-	Ready func(addr string)
+	// Ready, if set, is called once serving, with the bound public and
+	// admin ("" if none) addresses: port 0 in Listen or AdminAddr becomes
+	// the port the kernel chose.
+	Ready func(listen, admin string)
 	// Admin, if set, is served on AdminAddr (/metrics, /healthz, /readyz);
 	// it gets the proxy, its route cache and whether the master is connected.
 	AdminAddr string
@@ -246,15 +248,17 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	if err := VerifyShared(ctx, cfg.Listen, portKey.Get()); err != nil {
+	listen := BoundAddr(cfg.Listen, ln)
+	if err := VerifyShared(ctx, listen, portKey.Get()); err != nil {
 		_ = srv.Close()
 		<-errc
 		return fmt.Errorf("proxy: listen %s: %w", cfg.Listen, err)
 	}
+	var aln net.Listener
 	if cfg.AdminAddr != "" && cfg.Admin != nil {
 		// Plain listener: each proxy's admin port is its own, never shared.
 		var lc net.ListenConfig
-		aln, err := lc.Listen(ctx, "tcp", cfg.AdminAddr)
+		aln, err = lc.Listen(ctx, "tcp", cfg.AdminAddr)
 		if err != nil {
 			_ = srv.Close()
 			<-errc
@@ -269,9 +273,12 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 		asrv := &http.Server{Handler: cfg.Admin(p, cache, node, connected), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = asrv.Serve(aln) }()
 		defer asrv.Close()
-		log.Info().Str("admin", aln.Addr().String()).Msg("proxy admin endpoints")
 	}
-	log.Info().Str("listen", ln.Addr().String()).Str("master", cfg.Master).Msg("proxy serving")
+	adminAddr := ""
+	if aln != nil {
+		adminAddr = aln.Addr().String()
+	}
+	log.Info().Str("listen", listen).Str("admin", adminAddr).Str("master", cfg.Master).Msg("proxy serving")
 	reportDone := make(chan struct{})
 	repCtx, stopReports := context.WithCancel(ctx)
 	go func() { // counters for the master's dashboard
@@ -293,7 +300,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	}()
 	defer func() { stopReports(); <-reportDone }()
 	if cfg.Ready != nil {
-		cfg.Ready(ln.Addr().String())
+		cfg.Ready(listen, adminAddr)
 	}
 	select {
 	case err := <-errc:

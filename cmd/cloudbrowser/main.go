@@ -46,6 +46,7 @@ Every flag can also be set with the environment variable shown in its help.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-format", Value: "json", Usage: "log format: json or console", Sources: cli.EnvVars("CB_LOG_FORMAT")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug, info, warn, error", Sources: cli.EnvVars("CB_LOG_LEVEL")},
+			readyFileFlag,
 		},
 		// Reject bad log flags before any command runs.
 		Before: func(ctx context.Context, cmd *cli.Command) (context.Context, error) {

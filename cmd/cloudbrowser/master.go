@@ -144,6 +144,10 @@ need the last one as a bearer token). Deployed applications are kept in <data-di
 				m.Close()
 				return err
 			}
+			if err := writeReady(cmd, "master", masterAddrs(m)); err != nil {
+				m.Close()
+				return err
+			}
 			<-ctx.Done()
 			log.Info().Msg("stopping")
 			return m.Close()
@@ -254,4 +258,9 @@ func publicURLFlag() cli.Flag {
 func trustForwardedProtoFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "trust-forwarded-proto", Sources: cli.EnvVars("CB_TRUST_FORWARDED_PROTO"),
 		Usage: "believe X-Forwarded-Proto from a TLS-terminating load balancer in front of the proxies (only behind one)"}
+}
+
+// masterAddrs are the master's bound addresses for the --ready-file.
+func masterAddrs(m *master.Master) map[string]string {
+	return map[string]string{"rmi": m.RMIAddr(), "gossip": m.GossipAddr(), "admin": m.AdminAddr(), "public": m.PublicAddr()}
 }

@@ -60,6 +60,11 @@ cluster, and refuses to start otherwise.`,
 				GossipAddr: cmd.String("gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
 				RouteTTL: cmd.Duration("route-ttl"), Logger: log,
 				AdminAddr: cmd.String("admin"), Admin: proxyAdmin,
+				Ready: func(listen, admin string) {
+					if err := writeReady(cmd, "proxy", map[string]string{"public": listen, "admin": admin}); err != nil {
+						log.Error().Err(err).Msg("writing the ready file")
+					}
+				},
 			})
 		}),
 	}

@@ -84,6 +84,9 @@ The admin API, /healthz and /metrics are on the same address.`,
 			if !waitServing(ctx, m, int(cmd.Int("proxies")), 2*time.Minute) && ctx.Err() == nil {
 				fmt.Fprintln(os.Stderr, "cloudbrowser: no worker registered within 2 minutes; see the log above (is Chromium installed?)")
 			}
+			if err := writeReady(cmd, "up", masterAddrs(m)); err != nil {
+				log.Error().Err(err).Msg("writing the ready file")
+			}
 			fmt.Fprintf(os.Stdout, "\nCloudBrowser is running: open %s\n  admin token: %s\n  status:      cloudbrowser status --master %s\n  stop:        Ctrl-C\n\n",
 				url, filepath.Join(cmd.String("data-dir"), "admin.token"), url)
 			<-ctx.Done()

@@ -93,6 +93,10 @@ end users' requests to its --listen address.`,
 				w.Close()
 				return err
 			}
+			if err := writeReady(cmd, "worker", map[string]string{"http": w.HTTPAddr()}); err != nil {
+				w.Close()
+				return err
+			}
 			<-ctx.Done()
 			log.Info().Msg("stopping")
 			return w.Close()

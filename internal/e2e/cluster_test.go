@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"os"
@@ -48,24 +47,42 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// anyPort lets a process bind any free loopback port; the test reads the
+// port back from its --ready-file (proc.addrs). Never pick a port and
+// start a process on it later: something else may take it in between.
+const anyPort = "127.0.0.1:0"
 
 // proc is one process of the cluster under test.
 type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan struct{}
-	err  error
+	name  string
+	cmd   *exec.Cmd
+	log   *os.File
+	ready string // --ready-file path
+	done  chan struct{}
+	err   error
+}
+
+// addrs waits for the process's --ready-file and returns the addresses it
+// bound (keys: master rmi, gossip, admin, public; proxy public, admin;
+// worker http).
+func (p *proc) addrs(t *testing.T) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(p.ready); err == nil {
+			var r struct{ Addrs map[string]string }
+			if err := json.Unmarshal(b, &r); err != nil {
+				t.Fatalf("%s: ready file: %v", p.name, err)
+			}
+			return r.Addrs
+		}
+		if p.exited() {
+			t.Fatalf("%s exited before it was ready (%v):\n%s", p.name, p.err, tail(p.log.Name(), 40))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s not ready after 60s:\n%s", p.name, tail(p.log.Name(), 40))
+	return nil
 }
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
@@ -123,7 +140,7 @@ type clusterOpts struct {
 
 func startCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir(), rmi: freePort(t), admin: freePort(t), public: freePort(t), workers: map[string]*proc{}}
+	c := &cluster{t: t, dir: t.TempDir(), workers: map[string]*proc{}}
 	t.Cleanup(c.shutdown)
 	c.startMaster(o)
 	tok, err := os.ReadFile(filepath.Join(c.dir, "data", "admin.token"))
@@ -144,12 +161,22 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	return c
 }
 
+// startMaster starts the master on any free ports the first time and on
+// the same ports after that (a restarted master is found where it was).
 func (c *cluster) startMaster(o clusterOpts) {
 	c.t.Helper()
-	args := []string{"master", "--data-dir", filepath.Join(c.dir, "data"), "--rmi", c.rmi,
-		"--gossip", "127.0.0.1:0", "--admin", c.admin, "--listen", c.public,
+	or := func(addr string) string {
+		if addr == "" {
+			return anyPort
+		}
+		return addr
+	}
+	args := []string{"master", "--data-dir", filepath.Join(c.dir, "data"), "--rmi", or(c.rmi),
+		"--gossip", anyPort, "--admin", or(c.admin), "--listen", or(c.public),
 		"--proxies", fmt.Sprint(o.proxies)}
 	c.master = c.start("master", append(args, o.extra...)...)
+	a := c.master.addrs(c.t)
+	c.rmi, c.admin, c.public = a["rmi"], a["admin"], a["public"]
 	waitHTTP(c.t, "http://"+c.admin+"/healthz", 20*time.Second)
 }
 
@@ -166,16 +193,17 @@ func (c *cluster) startWorker(id string) *proc {
 // start runs the binary with args, logging to a file shown on failure.
 func (c *cluster) start(name string, args ...string) *proc {
 	c.t.Helper()
-	lf, err := os.Create(filepath.Join(c.dir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano())))
+	base := filepath.Join(c.dir, fmt.Sprintf("%s-%d", name, time.Now().UnixNano()))
+	lf, err := os.Create(base + ".log")
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := exec.Command(binary, append([]string{"--log-level", "debug"}, args...)...)
+	cmd := exec.Command(binary, append([]string{"--log-level", "debug", "--ready-file", base + ".ready"}, args...)...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, log: lf, done: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, log: lf, ready: base + ".ready", done: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	c.mu.Lock()
 	c.procs = append(c.procs, p)
@@ -197,7 +225,9 @@ func (c *cluster) shutdown() {
 			procs[i].stop()
 		}
 	}
-	killProxies(c.public) // proxies outlive a killed master
+	if c.public != "" {
+		killProxies(c.public) // proxies outlive a killed master
+	}
 	checkRaces(c.t, procs)
 	if c.t.Failed() {
 		for _, p := range procs {

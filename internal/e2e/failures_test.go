@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -23,9 +24,8 @@ func TestMasterOutageAndRestart(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	c := startCluster(t, clusterOpts{proxies: 0, workers: 2})
-	standalone := freePort(t)
-	c.start("proxy-standalone", "proxy", "--master", c.rmi, "--listen", standalone,
-		"--secret-file", filepath.Join(c.dir, "data", "cluster.secret"), "--name", "standalone")
+	standalone := c.start("proxy-standalone", "proxy", "--master", c.rmi, "--listen", anyPort,
+		"--secret-file", filepath.Join(c.dir, "data", "cluster.secret"), "--name", "standalone").addrs(t)["public"]
 	c.waitFor("standalone proxy subscribed", 20*time.Second, func(st *wire.ClusterStatus) bool { return len(st.Proxies) == 2 })
 
 	alice := newUser(t, "http://"+standalone)
@@ -139,8 +139,8 @@ func TestUpAndStatus(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	dir := t.TempDir()
-	addr := freePort(t)
-	cmd := exec.Command(binary, "up", "--data-dir", dir, "--listen", addr, "--workers", "2")
+	ready := filepath.Join(dir, "up.ready")
+	cmd := exec.Command(binary, "--ready-file", ready, "up", "--data-dir", dir, "--listen", anyPort, "--workers", "2")
 	stdout, _ := cmd.StdoutPipe()
 	logf, _ := os.Create(filepath.Join(dir, "up.log"))
 	defer logf.Close()
@@ -179,8 +179,10 @@ func TestUpAndStatus(t *testing.T) {
 			t.Fatal("up did not print its URL")
 		}
 	}
-	if url != "http://"+addr+"/" {
-		t.Fatalf("up printed %q, want http://%s/", url, addr)
+	// The URL names the port up really bound (it was given port 0).
+	var r struct{ Addrs map[string]string }
+	if b, err := os.ReadFile(ready); err != nil || json.Unmarshal(b, &r) != nil || url != "http://"+r.Addrs["public"]+"/" {
+		t.Fatalf("up printed %q; its ready file says %v (%v)", url, r.Addrs, err)
 	}
 	// A newcomer clicks at once: the app answers, no "503 no workers".
 	if hs := newUser(t, strings.TrimSuffix(url, "/")).open("/hello"); hs[len(hs)-1].status != 200 {

@@ -78,9 +78,9 @@ func TestMetrics(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	c := startCluster(t, clusterOpts{proxies: 0, workers: 1})
-	proxyPublic, proxyAdmin := freePort(t), freePort(t)
-	c.start("proxy-m", "proxy", "--master", c.rmi, "--listen", proxyPublic, "--admin", proxyAdmin,
-		"--secret-file", filepath.Join(c.dir, "data", "cluster.secret"), "--name", "metrics-proxy")
+	pa := c.start("proxy-m", "proxy", "--master", c.rmi, "--listen", anyPort, "--admin", anyPort,
+		"--secret-file", filepath.Join(c.dir, "data", "cluster.secret"), "--name", "metrics-proxy").addrs(t)
+	proxyPublic, proxyAdmin := pa["public"], pa["admin"]
 	st := c.waitFor("proxy subscribed", 20*time.Second, func(st *wire.ClusterStatus) bool { return len(st.Proxies) == 2 })
 	workerAddr := st.Workers[0].HTTPAddr
 	waitHTTP(t, "http://"+proxyAdmin+"/readyz", 20*time.Second)

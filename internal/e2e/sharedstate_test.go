@@ -64,9 +64,8 @@ func TestSharedStateStoredAtMaster(t *testing.T) {
 	needChromium(t)
 	c := startCluster(t, clusterOpts{proxies: 0, workers: 1, runtime: "chromium"})
 	// A proxy of its own, so the users' sockets outlive the master.
-	standalone := freePort(t)
-	c.start("proxy-standalone", "proxy", "--master", c.rmi, "--listen", standalone,
-		"--secret-file", filepath.Join(c.dir, "data", "proxy.key"), "--name", "standalone")
+	standalone := c.start("proxy-standalone", "proxy", "--master", c.rmi, "--listen", anyPort,
+		"--secret-file", filepath.Join(c.dir, "data", "proxy.key"), "--name", "standalone").addrs(t)["public"]
 	c.waitFor("standalone proxy subscribed", 20*time.Second, func(st *wire.ClusterStatus) bool { return len(st.Proxies) == 2 })
 	base := "http://" + standalone
 	users := userBrowsers(t)

@@ -9,18 +9,18 @@ source "$(dirname "$0")/lib.sh"
 N=${N:-200}
 command -v chromium >/dev/null || apt_install chromium
 (cd "$ROOT" && go build -o "$TMP/bin/" ./cmd/cloudbrowser ./scripts/bench/cmd/inputlatency)
-PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])' 2>/dev/null || echo 18181)
-"$TMP/bin/cloudbrowser" --log-level warn up --data-dir "$TMP/data" --listen "127.0.0.1:$PORT" --workers 1 \
+"$TMP/bin/cloudbrowser" --log-level warn --ready-file "$TMP/up.ready" up --data-dir "$TMP/data" --listen 127.0.0.1:0 --workers 1 \
 	--apps "$ROOT/internal/e2e/testdata/apps" >"$TMP/up.out" 2>"$TMP/up.log" &
 PIDS+=($!)
-for i in $(seq 1 100); do grep -q "open http" "$TMP/up.out" 2>/dev/null && break; sleep 0.2; done
+wait_file "$TMP/up.ready" 120 # up writes it once a worker serves
+PUBLIC=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["addrs"]["public"])' "$TMP/up.ready")
 TOKEN=$(cat "$TMP/data/admin.token")
 WORKER=""
 for i in $(seq 1 100); do
-	WORKER=$(curl -fsS -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT/api/v1/cluster" |
+	WORKER=$(curl -fsS -H "Authorization: Bearer $TOKEN" "http://$PUBLIC/api/v1/cluster" |
 		python3 -c 'import json,sys; w=[x for x in (json.load(sys.stdin)["workers"] or []) if x["state"]=="connected"]; print(w[0]["httpAddr"] if w else "")')
 	[ -n "$WORKER" ] && break
 	sleep 0.2
 done
 [ -n "$WORKER" ] || { log "no worker registered"; cat "$TMP/up.log" >&2; exit 1; }
-"$TMP/bin/inputlatency" -public "http://127.0.0.1:$PORT" -worker "$WORKER" -secret-file "$TMP/data/cluster.secret" -n "$N"
+"$TMP/bin/inputlatency" -public "http://$PUBLIC" -worker "$WORKER" -secret-file "$TMP/data/cluster.secret" -n "$N"

@@ -37,9 +37,9 @@ build_bins() {
 	(cd "$ROOT" && go build -o "$TMP/bin/" ./scripts/bench/cmd/...)
 }
 
-wait_file() { # wait_file PATH: up to 10s for a non-empty file
+wait_file() { # wait_file PATH [SECONDS]: up to 10s (or SECONDS) for a non-empty file
 	local i
-	for i in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+	for i in $(seq 1 $((${2:-10} * 10))); do [ -s "$1" ] && return 0; sleep 0.1; done
 	log "timed out waiting for $1"
 	return 1
 }
@@ -70,9 +70,19 @@ start_proxy() {
 
 # start_nginx: a foreground nginx (daemon off) proxying to $WORKER with the
 # usual WebSocket Upgrade/Connection headers and upstream keepalive.
+# nginx cannot report a port-0 binding, so a port is picked first; if
+# something takes it in between, nginx exits and another port is tried.
 start_nginx() {
-	local port dir=$TMP/nginx
-	port=$("$TMP/bin/benchworker" -free-port)
+	local attempt
+	for attempt in 1 2 3 4 5; do
+		try_nginx "$("$TMP/bin/benchworker" -free-port)" && return 0
+		log "nginx could not take its port (attempt $attempt); trying another"
+	done
+	return 1
+}
+
+try_nginx() { # try_nginx PORT
+	local pid port=$1 dir=$TMP/nginx
 	mkdir -p "$dir/logs" "$dir/tmp"
 	cat >"$dir/nginx.conf" <<CONF
 daemon off;
@@ -105,9 +115,14 @@ http {
 }
 CONF
 	nginx -e "$dir/logs/error.log" -p "$dir" -c "$dir/nginx.conf" &
-	PIDS+=($!)
-	wait_port "$port"
-	NGINX=127.0.0.1:$port
+	pid=$!
+	if wait_port "$port" && kill -0 "$pid" 2>/dev/null; then
+		PIDS+=("$pid")
+		NGINX=127.0.0.1:$port
+		return 0
+	fi
+	kill "$pid" 2>/dev/null || true
+	return 1
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }

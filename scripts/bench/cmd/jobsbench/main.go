@@ -220,24 +220,29 @@ type cluster struct {
 	stopOnce                     sync.Once
 }
 
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+// readyAddrs reads a --ready-file: the addresses a process bound on port 0.
+func readyAddrs(path string) (map[string]string, bool) {
+	var r struct{ Addrs map[string]string }
+	b, err := os.ReadFile(path)
+	return r.Addrs, err == nil && json.Unmarshal(b, &r) == nil
 }
 
 func startCluster(bin, dir string, masterExtra, workerExtra []string) (*cluster, error) {
-	c := &cluster{dir: dir, admin: freeAddr()}
+	c := &cluster{dir: dir}
 	data := filepath.Join(dir, "data")
-	rmi := freeAddr()
-	if err := c.start(bin, "master", append([]string{"master", "--data-dir", data, "--rmi", rmi, "--gossip", "127.0.0.1:0",
-		"--admin", c.admin, "--listen", freeAddr(), "--proxies", "0", "--jobs-allow", "127.0.0.1/8"}, masterExtra...)); err != nil {
+	ready := filepath.Join(dir, "master.ready")
+	const any = "127.0.0.1:0"
+	if err := c.start(bin, "master", append([]string{"--ready-file", ready, "master", "--data-dir", data, "--rmi", any, "--gossip", any,
+		"--admin", any, "--listen", any, "--proxies", "0", "--jobs-allow", "127.0.0.1/8"}, masterExtra...)); err != nil {
 		return c, err
 	}
+	var rmi string
 	if err := waitFor(30*time.Second, "the master", func() bool {
+		a, ok := readyAddrs(ready)
+		if !ok {
+			return false
+		}
+		c.admin, rmi = a["admin"], a["rmi"]
 		resp, err := http.Get("http://" + c.admin + "/healthz")
 		if err != nil {
 			return false
