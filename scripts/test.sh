@@ -39,9 +39,9 @@ go test -race -timeout 20m $(go list ./... | grep -v /internal/e2e)
 
 step "go test -race (end-to-end: real binary, processes, sockets)"
 # -count=1: the binary under test is built by the tests themselves, so Go's
-# test cache cannot see when it changed. With CB_E2E_RACE_BINARY=1 the binary
-# is race-built too, and a race any of its processes reports fails the test.
-go test -race -count=1 -timeout 30m ./internal/e2e
+# test cache cannot see when it changed. The binary is race-built too, and a
+# race any of its processes reports fails the run.
+go test -race -count=1 -timeout 45m ./internal/e2e
 
 if [ "$FUZZTIME" != "0" ]; then
 	step "fuzz ($FUZZTIME each)"

@@ -49,6 +49,11 @@ type instance struct {
 	// re-placed instance), closed when done; pendingOwner their owners.
 	pending      map[string]chan struct{}
 	pendingOwner map[string]string
+	// making is the user's browser being made (browserForFrom): the
+	// concurrent first requests of one user wait for it instead of each
+	// starting a browser, taking a place in the user's quota and losing
+	// the race (20 at once went over a quota of 10).
+	making map[string]*making
 
 	// w stores writes of the shared state off this worker (replica.go);
 	// writeMu orders grants and renames.
@@ -688,15 +693,52 @@ func (a *AppManager) browserFor(ctx context.Context, in *instance, user string) 
 // for the per-address browser quota.
 func (a *AppManager) browserForFrom(ctx context.Context, in *instance, user, ip string) (*vbrowser, error) {
 	in.awaitUserRestore(ctx, user)
-	in.mu.Lock()
-	if bid, ok := in.byUser[user]; ok {
-		if b, ok := in.browsers[bid]; ok {
+	for {
+		in.mu.Lock()
+		if bid, ok := in.byUser[user]; ok {
+			if b, ok := in.browsers[bid]; ok {
+				in.mu.Unlock()
+				return b, nil
+			}
+		}
+		m, busy := in.making[user]
+		if !busy {
+			m = &making{done: make(chan struct{})}
+			if in.making == nil {
+				in.making = map[string]*making{}
+			}
+			in.making[user] = m
 			in.mu.Unlock()
-			return b, nil
+			b, err := a.newBrowserFrom(ctx, in, user, ip, true)
+			in.mu.Lock()
+			delete(in.making, user)
+			in.mu.Unlock()
+			m.b, m.err = b, err
+			close(m.done)
+			return b, err
+		}
+		m.waiters++
+		in.mu.Unlock()
+		select {
+		case <-m.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		// The maker's request gave up (its client went away): not a
+		// reason to fail this one, which tries again.
+		if m.err == nil || !(errors.Is(m.err, context.Canceled) || errors.Is(m.err, context.DeadlineExceeded)) {
+			return m.b, m.err
 		}
 	}
-	in.mu.Unlock()
-	return a.newBrowserFrom(ctx, in, user, ip, true)
+}
+
+// making is one user's browser being made in an instance; b and err are
+// set before done is closed.
+type making struct {
+	done    chan struct{}
+	b       *vbrowser
+	err     error
+	waiters int // requests that waited for it (under instance.mu)
 }
 
 // newBrowser creates a browser of user in the instance. With asTheirs it

@@ -152,6 +152,7 @@ func TestUpAndStatus(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	defer func() {
 		_ = cmd.Process.Kill()
+		checkRaces(t) // up and its workers (TestMain catches what ends later)
 		if t.Failed() {
 			t.Logf("up log:\n%s", tail(logf.Name(), 80))
 		}
