@@ -3,13 +3,13 @@ package master
 import (
 	"container/list"
 	"context"
-	"fmt"
-	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -63,21 +63,22 @@ func (l LoginLimits) withDefaults() LoginLimits {
 	return l
 }
 
-// Validate reports the first bad limit, naming its master flag.
+// Validate reports the first bad limit as a *config.FieldError naming the
+// field of Config ("Login.Window").
 func (l LoginLimits) Validate() error {
 	switch {
 	case l.MaxFailures < 1:
-		return fmt.Errorf("--login-max-failures must be at least 1, got %d", l.MaxFailures)
+		return config.Errorf("Login.MaxFailures", "must be at least 1, got %d", l.MaxFailures)
 	case l.MaxFailuresPerIP < 1:
-		return fmt.Errorf("--login-max-failures-per-ip must be at least 1, got %d", l.MaxFailuresPerIP)
+		return config.Errorf("Login.MaxFailuresPerIP", "must be at least 1, got %d", l.MaxFailuresPerIP)
 	case l.Window <= 0:
-		return fmt.Errorf("--login-window must be positive, got %v", l.Window)
+		return config.Errorf("Login.Window", "must be positive, got %v", l.Window)
 	case l.Lockout <= 0:
-		return fmt.Errorf("--login-lockout must be positive, got %v", l.Lockout)
+		return config.Errorf("Login.Lockout", "must be positive, got %v", l.Lockout)
 	case l.MaxLockout < l.Lockout:
-		return fmt.Errorf("--login-max-lockout (%v) must be at least --login-lockout (%v)", l.MaxLockout, l.Lockout)
+		return config.Errorf("Login.MaxLockout", "(%v) must be at least the lockout (%v)", l.MaxLockout, l.Lockout)
 	case l.MaxKeys < 1:
-		return fmt.Errorf("login limits: MaxKeys must be at least 1, got %d", l.MaxKeys)
+		return config.Errorf("Login.MaxKeys", "must be at least 1, got %d", l.MaxKeys)
 	}
 	return nil
 }

@@ -292,23 +292,23 @@ func TestLoginLimitsValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		edit func(*LoginLimits)
-		flag string
+		field string
 	}{
-		{"max failures", func(l *LoginLimits) { l.MaxFailures = 0 }, "--login-max-failures "},
-		{"per ip", func(l *LoginLimits) { l.MaxFailuresPerIP = -1 }, "--login-max-failures-per-ip"},
-		{"window", func(l *LoginLimits) { l.Window = 0 }, "--login-window"},
-		{"lockout", func(l *LoginLimits) { l.Lockout = -time.Second }, "--login-lockout"},
-		{"max below first", func(l *LoginLimits) { l.MaxLockout = l.Lockout / 2 }, "--login-max-lockout"},
-		{"keys", func(l *LoginLimits) { l.MaxKeys = -5 }, "MaxKeys"},
+		{"max failures", func(l *LoginLimits) { l.MaxFailures = 0 }, "Login.MaxFailures "},
+		{"per ip", func(l *LoginLimits) { l.MaxFailuresPerIP = -1 }, "Login.MaxFailuresPerIP"},
+		{"window", func(l *LoginLimits) { l.Window = 0 }, "Login.Window"},
+		{"lockout", func(l *LoginLimits) { l.Lockout = -time.Second }, "Login.Lockout"},
+		{"max below first", func(l *LoginLimits) { l.MaxLockout = l.Lockout / 2 }, "Login.MaxLockout"},
+		{"keys", func(l *LoginLimits) { l.MaxKeys = -5 }, "Login.MaxKeys"},
 	} {
 		l := ok
 		tc.edit(&l)
-		if err := l.Validate(); err == nil || !strings.Contains(err.Error(), tc.flag) {
-			t.Errorf("%s: error %v, want one naming %s", tc.name, err, tc.flag)
+		if err := l.Validate(); err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: error %v, want one naming %s", tc.name, err, tc.field)
 		}
 	}
 	// The master takes the defaults for zero fields and refuses bad ones.
-	if _, err := New(Config{Secret: testSecret, AdminToken: "t", Login: LoginLimits{Lockout: -1}, Logger: zerolog.Nop()}); err == nil || !strings.Contains(err.Error(), "--login-lockout") {
+	if _, err := New(Config{Secret: testSecret, AdminToken: "t", Login: LoginLimits{Lockout: -1}, Logger: zerolog.Nop()}); err == nil || !strings.Contains(err.Error(), "Login.Lockout") {
 		t.Errorf("New with a negative lockout: %v", err)
 	}
 	if d := (LoginLimits{Lockout: time.Hour}).withDefaults(); d.MaxLockout != time.Hour || d.MaxFailures != 5 {

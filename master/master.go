@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
@@ -108,6 +109,18 @@ type Config struct {
 	// ChildOutput receives the proxy children's stdout and stderr (their
 	// own structured logs); nil discards them.
 	ChildOutput io.Writer
+}
+
+// DefaultConfig is the master's configuration without any settings (the
+// CLI's flag defaults): zero fields of a Config passed to New take these
+// values too, except the addresses, where "" means "none" or "any port".
+func DefaultConfig() Config {
+	q := wire.DefaultQuotas()
+	return Config{
+		RMIAddr: "127.0.0.1:7070", GossipAddr: "127.0.0.1:7946", AdminAddr: "127.0.0.1:9090", PublicAddr: ":8080",
+		Balancer: balance.LeastLoad, ReportPeriod: time.Second, DeadAfter: 10 * time.Second,
+		Login: DefaultLoginLimits(), Quotas: &q, Jobs: jobs.DefaultConfig(), RenderCache: rendercache.DefaultConfig(),
+	}
 }
 
 // Master is a running master.
@@ -208,21 +221,21 @@ func New(cfg Config) (*Master, error) {
 	if cfg.GossipAddr == "" {
 		cfg.GossipAddr = "127.0.0.1:0"
 	}
+	def := DefaultConfig()
 	if cfg.ReportPeriod <= 0 {
-		cfg.ReportPeriod = time.Second
+		cfg.ReportPeriod = def.ReportPeriod
 	}
 	if cfg.Balancer == "" {
-		cfg.Balancer = balance.LeastLoad
+		cfg.Balancer = def.Balancer
 	}
 	if cfg.Proxies < 0 {
-		return nil, fmt.Errorf("master: --proxies must be >= 0, got %d", cfg.Proxies)
+		return nil, fmt.Errorf("master: %w", config.Errorf("Proxies", "must be >= 0, got %d", cfg.Proxies))
 	}
 	if cfg.Proxies > 0 && len(cfg.ProxyCommand) == 0 {
-		return nil, errors.New("master: proxy processes need a proxy command")
+		return nil, fmt.Errorf("master: %w", config.Errorf("ProxyCommand", "is needed to start proxy processes"))
 	}
 	if cfg.Quotas == nil {
-		q := wire.DefaultQuotas()
-		cfg.Quotas = &q
+		cfg.Quotas = def.Quotas
 	}
 	if err := ValidateQuotas(*cfg.Quotas); err != nil {
 		return nil, fmt.Errorf("master: %w", err)
@@ -236,7 +249,7 @@ func New(cfg Config) (*Master, error) {
 	}
 	publicHTTPS, err := httpsec.PublicHTTPS(cfg.PublicURL)
 	if err != nil {
-		return nil, fmt.Errorf("master: --public-url: %w", err)
+		return nil, fmt.Errorf("master: %w", config.Errorf("PublicURL", "%w", err))
 	}
 	if cfg.MetricsToken == "" {
 		cfg.MetricsToken = ids.Random(32)
@@ -408,7 +421,7 @@ func (m *Master) Start(ctx context.Context) error {
 	}
 	var lc net.ListenConfig
 	if m.rmiLn, err = lc.Listen(ctx, "tcp", m.cfg.RMIAddr); err != nil {
-		return fmt.Errorf("master: rmi listen %s: %w", m.cfg.RMIAddr, err)
+		return fmt.Errorf("master: %w", config.Errorf("RMIAddr", "%s: %w", m.cfg.RMIAddr, err))
 	}
 	m.wg.Add(1)
 	go func() {
@@ -423,7 +436,7 @@ func (m *Master) Start(ctx context.Context) error {
 	}
 	if m.cfg.AdminAddr != "" {
 		if m.adminLn, err = lc.Listen(ctx, "tcp", m.cfg.AdminAddr); err != nil {
-			return fmt.Errorf("master: admin listen %s: %w", m.cfg.AdminAddr, err)
+			return fmt.Errorf("master: %w", config.Errorf("AdminAddr", "%s: %w", m.cfg.AdminAddr, err))
 		}
 		m.admin = &http.Server{Handler: m.adminHandler(false), ReadHeaderTimeout: 10 * time.Second}
 		m.serve(m.admin, m.adminLn, "admin")
@@ -496,10 +509,10 @@ func (m *Master) startProxies(ctx context.Context) error {
 		var lc net.ListenConfig
 		ln, err := lc.Listen(ctx, "tcp", m.cfg.PublicAddr)
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("master: public address --listen %s is already in use (another master or proxy?): %w", m.cfg.PublicAddr, err)
+			return fmt.Errorf("master: %w", config.Errorf("PublicAddr", "%s is already in use (another master or proxy?): %w", m.cfg.PublicAddr, err))
 		}
 		if err != nil {
-			return fmt.Errorf("master: public listen %s: %w", m.cfg.PublicAddr, err)
+			return fmt.Errorf("master: %w", config.Errorf("PublicAddr", "%s: %w", m.cfg.PublicAddr, err))
 		}
 		m.publicLn, m.publicAddr = ln, proxy.BoundAddr(m.cfg.PublicAddr, ln)
 		m.embedded = proxy.New(proxy.Config{

@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/supervise"
@@ -58,11 +59,11 @@ func (m *Master) startProxyProcs(ctx context.Context) error {
 		// Any port: hold one for this cluster's proxies and tell them which.
 		hold, err := proxy.Reserve(m.cfg.PublicAddr)
 		if err != nil {
-			return fmt.Errorf("master: public address --listen %s: %w", m.cfg.PublicAddr, err)
+			return fmt.Errorf("master: %w", config.Errorf("PublicAddr", "%s: %w", m.cfg.PublicAddr, err))
 		}
 		m.publicHold, m.publicAddr = hold, hold.Addr()
 	} else if err := proxy.ProbePort(ctx, m.cfg.PublicAddr, m.portKey); err != nil {
-		return fmt.Errorf("master: public address --listen %s: %w", m.cfg.PublicAddr, err)
+		return fmt.Errorf("master: %w", config.Errorf("PublicAddr", "%s: %w", m.cfg.PublicAddr, err))
 	}
 	// Only a durable record lets a later master adopt a proxy; without a
 	// data directory, proxies die with the master as before.

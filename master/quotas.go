@@ -2,25 +2,21 @@ package master
 
 import (
 	"fmt"
+	"reflect"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
-// ValidateQuotas reports the first bad quota, naming its master flag.
-// 0 disables a limit; negative values are refused.
+// ValidateQuotas reports the first bad quota as a *config.FieldError
+// naming the field of Config ("Quotas.BrowsersPerUser"). 0 disables a
+// limit; negative values are refused.
 func ValidateQuotas(q wire.Quotas) error {
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{wire.QuotaInstancesPerUser, q.InstancesPerUser}, {wire.QuotaInstancesPerIP, q.InstancesPerIP},
-		{wire.QuotaBrowsersPerUser, q.BrowsersPerUser}, {wire.QuotaBrowsersPerIP, q.BrowsersPerIP},
-		{wire.QuotaSocketsPerBrowser, q.SocketsPerBrowser}, {wire.QuotaSocketsPerIP, q.SocketsPerIP},
-		{"new-identities-burst", q.IdentityBurst}, {"new-identities-per-minute", q.IdentitiesPerMinute},
-	} {
-		if f.v < 0 {
-			return fmt.Errorf("--quota-%s must be 0 (no limit) or more, got %d", f.name, f.v)
+	v := reflect.ValueOf(q)
+	for i := range v.NumField() {
+		if n := v.Field(i); n.Kind() == reflect.Int && n.Int() < 0 {
+			return config.Errorf("Quotas."+v.Type().Field(i).Name, "must be 0 (no limit) or more, got %d", n.Int())
 		}
 	}
 	return nil

@@ -259,9 +259,9 @@ func TestValidateQuotas(t *testing.T) {
 	}{
 		{wire.DefaultQuotas(), ""},
 		{wire.Quotas{}, ""}, // all limits off
-		{wire.Quotas{InstancesPerUser: -1}, "--quota-instances-per-user"},
-		{wire.Quotas{SocketsPerIP: -3}, "--quota-sockets-per-ip"},
-		{wire.Quotas{IdentitiesPerMinute: -1}, "--quota-new-identities-per-minute"},
+		{wire.Quotas{InstancesPerUser: -1}, "Quotas.InstancesPerUser must be 0 (no limit) or more, got -1"},
+		{wire.Quotas{SocketsPerIP: -3}, "Quotas.SocketsPerIP"},
+		{wire.Quotas{IdentitiesPerMinute: -1}, "Quotas.IdentitiesPerMinute"},
 	} {
 		err := ValidateQuotas(tc.q)
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {

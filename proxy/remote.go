@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
@@ -147,6 +148,13 @@ type ProcessConfig struct {
 	PublicHTTPS, TrustForwardedProto bool
 }
 
+// DefaultProcessConfig is a proxy process's configuration without any
+// settings (the CLI's flag defaults); RunProcess gives zero RouteTTL and
+// GossipAddr these values too.
+func DefaultProcessConfig() ProcessConfig {
+	return ProcessConfig{Master: "127.0.0.1:7070", Listen: ":8080", GossipAddr: "127.0.0.1:0", RouteTTL: 30 * time.Second}
+}
+
 // invalidator is the object the master calls back.
 type invalidator struct{ c *CachingRouter }
 
@@ -169,13 +177,14 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 		return fmt.Errorf("proxy: cluster secret: %w", err)
 	}
 	if cfg.Master == "" {
-		return errors.New("proxy: --master address is required")
+		return fmt.Errorf("proxy: %w", config.Errorf("Master", "(the master's RMI address) is required"))
 	}
+	def := DefaultProcessConfig()
 	if cfg.RouteTTL <= 0 {
-		cfg.RouteTTL = 30 * time.Second
+		cfg.RouteTTL = def.RouteTTL
 	}
 	if cfg.GossipAddr == "" {
-		cfg.GossipAddr = "127.0.0.1:0"
+		cfg.GossipAddr = def.GossipAddr
 	}
 	log := cfg.Logger.With().Str("proxy", cfg.Name).Logger()
 	node, err := rmi.New(rmi.Config{Name: cfg.Name, Role: secret.RoleProxy, Secret: []byte(cfg.Secret), Logger: log})
@@ -241,7 +250,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	}
 	ln, err := ListenShared(ctx, cfg.Listen, portKey.Get())
 	if err != nil {
-		return fmt.Errorf("proxy: listen %s: %w", cfg.Listen, err)
+		return fmt.Errorf("proxy: %w", config.Errorf("Listen", "%s: %w", cfg.Listen, err))
 	}
 	p := New(Config{Router: cache, Logger: log, HopKey: hopKey.Get, PortKey: portKey.Get,
 		PublicHTTPS: cfg.PublicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto})
@@ -252,7 +261,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	if err := VerifyShared(ctx, listen, portKey.Get()); err != nil {
 		_ = srv.Close()
 		<-errc
-		return fmt.Errorf("proxy: listen %s: %w", cfg.Listen, err)
+		return fmt.Errorf("proxy: %w", config.Errorf("Listen", "%s: %w", cfg.Listen, err))
 	}
 	var aln net.Listener
 	if cfg.AdminAddr != "" && cfg.Admin != nil {
@@ -262,7 +271,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 		if err != nil {
 			_ = srv.Close()
 			<-errc
-			return fmt.Errorf("proxy: admin listen %s: %w", cfg.AdminAddr, err)
+			return fmt.Errorf("proxy: %w", config.Errorf("AdminAddr", "%s: %w", cfg.AdminAddr, err))
 		}
 		connected := func() bool {
 			cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)

@@ -229,7 +229,7 @@ func (a *AppManager) materialize(ctx context.Context, c *rmi.Conn, app wire.App)
 			n += int64(len(f))
 		}
 		if n > lim {
-			return app, wire.Errorf(wire.CodeInvalid, "application /%s is %d bytes, over this worker's --max-app-bytes %d", app.MountPoint, n, lim)
+			return app, wire.Errorf(wire.CodeInvalid, "application /%s is %d bytes, over this worker's limit of %d bytes (MaxAppBytes)", app.MountPoint, n, lim)
 		}
 	}
 	return app, nil

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
@@ -34,9 +36,9 @@ const instancePath = "/.instance/"
 // startEgress starts the guard, refusing the cluster's endpoints that this
 // worker knows of (more are added as they are learnt).
 func (w *Worker) startEgress() error {
-	rules, err := egress.ParseRules("--egress-allow", w.cfg.EgressAllow)
+	rules, err := egress.ParseRules("entry", w.cfg.EgressAllow)
 	if err != nil {
-		return err
+		return fmt.Errorf("worker: %w", config.Errorf("EgressAllow", "%w", err))
 	}
 	var cluster []string
 	if w.ln != nil {

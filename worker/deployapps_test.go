@@ -43,7 +43,7 @@ func TestRegistrationKeepsConcurrentPushes(t *testing.T) {
 	}
 }
 
-// TestWorkerAppLimits: --max-app-bytes refuses an app by name, and a stub
+// TestWorkerAppLimits: MaxAppBytes refuses an app by name, and a stub
 // without a master connection is refused rather than installed empty.
 func TestWorkerAppLimits(t *testing.T) {
 	w, _ := newTestWorker(t)
@@ -55,7 +55,7 @@ func TestWorkerAppLimits(t *testing.T) {
 		want string // "" = installed
 	}{
 		{"under the limit", wire.App{MountPoint: "small", Entry: "index.html", Files: map[string][]byte{"index.html": []byte("0123456789")}}, ""},
-		{"over the limit", wire.App{MountPoint: "big", Entry: "index.html", Files: map[string][]byte{"index.html": []byte("0123456789x")}}, "/big is 11 bytes, over this worker's --max-app-bytes 10"},
+		{"over the limit", wire.App{MountPoint: "big", Entry: "index.html", Files: map[string][]byte{"index.html": []byte("0123456789x")}}, "/big is 11 bytes, over this worker's limit of 10 bytes (MaxAppBytes)"},
 		{"stub without a connection", wire.App{MountPoint: "stub", Entry: "index.html", ArchiveSize: 100, ArchiveSum: "00"}, "no master connection"},
 	}
 	for _, tc := range tests {

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
@@ -141,13 +142,24 @@ type Worker struct {
 	period     atomic.Int64
 }
 
+// DefaultConfig is the worker's configuration without any settings (the
+// CLI's flag defaults); zero fields of a Config passed to New take these
+// values too.
+func DefaultConfig() Config {
+	return Config{Master: "127.0.0.1:7070", Listen: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
+		MaxBrowsers: 64, LeaveTimeout: 60 * time.Second, SnapshotInterval: DefaultSnapshotInterval}
+}
+
+// minSnapshotInterval keeps snapshots from becoming a write storm.
+const minSnapshotInterval = 100 * time.Millisecond
+
 // New prepares a worker; Start runs it.
 func New(cfg Config) (*Worker, error) {
 	if err := secret.Check(cfg.Secret); err != nil {
 		return nil, fmt.Errorf("worker: cluster secret: %w", err)
 	}
 	if cfg.Master == "" {
-		return nil, errors.New("worker: --master address is required")
+		return nil, fmt.Errorf("worker: %w", config.Errorf("Master", "(the master's RMI address) is required"))
 	}
 	if cfg.ID == "" {
 		cfg.ID = ids.NewWorkerID()
@@ -169,14 +181,23 @@ func New(cfg Config) (*Worker, error) {
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.apps = newAppManager(w)
 	w.period.Store(int64(time.Second))
+	def := DefaultConfig()
 	if cfg.SnapshotInterval <= 0 {
-		cfg.SnapshotInterval = DefaultSnapshotInterval
+		cfg.SnapshotInterval = def.SnapshotInterval
 	}
 	if cfg.MaxBrowsers <= 0 {
-		cfg.MaxBrowsers = 64
+		cfg.MaxBrowsers = def.MaxBrowsers
 	}
 	if cfg.LeaveTimeout <= 0 {
-		cfg.LeaveTimeout = 60 * time.Second
+		cfg.LeaveTimeout = def.LeaveTimeout
+	}
+	switch {
+	case cfg.SnapshotInterval < minSnapshotInterval:
+		return nil, fmt.Errorf("worker: %w", config.Errorf("SnapshotInterval", "must be at least %s, got %s", minSnapshotInterval, cfg.SnapshotInterval))
+	case cfg.GeneralMin < 0 || cfg.GeneralMin > cfg.MaxBrowsers:
+		return nil, fmt.Errorf("worker: %w", config.Errorf("GeneralMin", "must be between 0 and the browser limit (%d), got %d", cfg.MaxBrowsers, cfg.GeneralMin))
+	case cfg.JobSlots < 0 || cfg.JobSlots > cfg.MaxBrowsers:
+		return nil, fmt.Errorf("worker: %w", config.Errorf("JobSlots", "must be between 0 and the browser limit (%d), got %d", cfg.MaxBrowsers, cfg.JobSlots))
 	}
 	if cfg.Secrets == nil {
 		cfg.Secrets = sequence.EnvSecrets("CB_SECRET_")
@@ -198,8 +219,8 @@ func New(cfg Config) (*Worker, error) {
 		Help:    "Time to lease a browser, by pool kind (specific, general) and outcome.",
 		Buckets: []float64{.0001, .001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"kind", "outcome"})
-	def := wire.DefaultQuotas()
-	w.quotaLimits.Store(&def)
+	defQuotas := wire.DefaultQuotas()
+	w.quotaLimits.Store(&defQuotas)
 	refusals := cbmetrics.QuotaRefusals()
 	for _, l := range []string{wire.QuotaBrowsersPerUser, wire.QuotaBrowsersPerIP, wire.QuotaSocketsPerBrowser, wire.QuotaSocketsPerIP} {
 		refusals.WithLabelValues(l)

@@ -14,7 +14,7 @@ import (
 
 var (
 	jobDefaults   = jobs.DefaultConfig()
-	cacheDefaults = rendercache.Config{DefaultMaxAge: time.Hour, MaxBytes: 256 << 20}
+	cacheDefaults = rendercache.DefaultConfig()
 )
 
 // jobFlags configure the job queue and the render cache (docs/jobs.md).

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/logx"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 )
@@ -24,10 +25,19 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := app().Run(ctx, os.Args); err != nil {
+	if err := run(ctx, os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "cloudbrowser:", err)
 		os.Exit(1)
 	}
+}
+
+// run runs the command line args; a bad configuration value is reported
+// by the flag that set it.
+func run(ctx context.Context, args []string) error {
+	if err := app().Run(ctx, args); err != nil {
+		return config.Rename(err, fieldFlags())
+	}
+	return nil
 }
 
 func app() *cli.Command {

@@ -19,30 +19,34 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 )
 
+// masterDefaults are the master flags' defaults.
+var masterDefaults = master.DefaultConfig()
+
 func masterFlags() []cli.Flag {
+	d := masterDefaults
 	return append([]cli.Flag{
 		dataDirFlag,
-		&cli.StringFlag{Name: "rmi", Value: "127.0.0.1:7070", Sources: cli.EnvVars("CB_RMI"),
+		&cli.StringFlag{Name: "rmi", Value: d.RMIAddr, Sources: cli.EnvVars("CB_RMI"),
 			Usage: "address workers and proxies connect to (use :7070 for a multi-host cluster)"},
-		&cli.StringFlag{Name: "gossip", Value: "127.0.0.1:7946", Sources: cli.EnvVars("CB_GOSSIP"),
+		&cli.StringFlag{Name: "gossip", Value: d.GossipAddr, Sources: cli.EnvVars("CB_GOSSIP"),
 			Usage: "membership (memberlist) bind address, TCP and UDP"},
 		&cli.StringFlag{Name: "gossip-advertise", Sources: cli.EnvVars("CB_GOSSIP_ADVERTISE"),
 			Usage: "address other members use to reach the gossip port (default: the bind address)"},
-		&cli.StringFlag{Name: "admin", Value: "127.0.0.1:9090", Sources: cli.EnvVars("CB_ADMIN"),
+		&cli.StringFlag{Name: "admin", Value: d.AdminAddr, Sources: cli.EnvVars("CB_ADMIN"),
 			Usage: `admin listener: /healthz, /readyz, /api/v1/... ("" = none; with --proxies 0 also on --listen)`},
-		&cli.StringFlag{Name: "listen", Value: ":8080", Sources: cli.EnvVars("CB_LISTEN"),
+		&cli.StringFlag{Name: "listen", Value: d.PublicAddr, Sources: cli.EnvVars("CB_LISTEN"),
 			Usage: `public address of the reverse proxies ("" = start no proxy)`},
-		&cli.IntFlag{Name: "proxies", Value: 0, Sources: cli.EnvVars("CB_PROXIES"),
+		&cli.IntFlag{Name: "proxies", Value: d.Proxies, Sources: cli.EnvVars("CB_PROXIES"),
 			Usage: "number of proxy processes sharing --listen (SO_REUSEPORT); 0 embeds one proxy in the master (the port is then not shared)"},
 		&cli.StringFlag{Name: "apps", Value: "samples", Sources: cli.EnvVars("CB_APPS"),
 			Usage: `applications to deploy at start: "samples" (built in), a directory of bundles, or "" for none`},
-		&cli.StringFlag{Name: "balancer", Value: string(balance.LeastLoad), Sources: cli.EnvVars("CB_BALANCER"),
+		&cli.StringFlag{Name: "balancer", Value: string(d.Balancer), Sources: cli.EnvVars("CB_BALANCER"),
 			Usage: "placement strategy: least-load (with projected load) or round-robin"},
 		&cli.BoolFlag{Name: "no-projection", Sources: cli.EnvVars("CB_NO_PROJECTION"),
 			Usage: "least-load without load projection (the naive variant; for experiments)"},
-		&cli.DurationFlag{Name: "report-period", Value: defaultReportPeriod, Sources: cli.EnvVars("CB_REPORT_PERIOD"),
+		&cli.DurationFlag{Name: "report-period", Value: d.ReportPeriod, Sources: cli.EnvVars("CB_REPORT_PERIOD"),
 			Usage: "how often workers report their load"},
-		&cli.DurationFlag{Name: "dead-after", Value: defaultDeadAfter, Sources: cli.EnvVars("CB_DEAD_AFTER"),
+		&cli.DurationFlag{Name: "dead-after", Value: d.DeadAfter, Sources: cli.EnvVars("CB_DEAD_AFTER"),
 			Usage: "remove a worker whose RMI connection dropped if it has not re-registered by then (gossip usually removes it sooner)"},
 		publicURLFlag(), trustForwardedProtoFlag(),
 		&cli.IntFlag{Name: "login-max-failures", Value: loginDefaults.MaxFailures, Sources: cli.EnvVars("CB_LOGIN_MAX_FAILURES"),
@@ -58,7 +62,7 @@ func masterFlags() []cli.Flag {
 	}, append(quotaFlags(), jobFlags()...)...)
 }
 
-var quotaDefaults = wire.DefaultQuotas()
+var quotaDefaults = *masterDefaults.Quotas
 
 // quotaFlag is one --quota-<name> flag (docs/quotas.md); 0 = no limit.
 type quotaFlag struct {
@@ -108,7 +112,7 @@ func quotas(cmd *cli.Command) (wire.Quotas, error) {
 	return q, master.ValidateQuotas(q)
 }
 
-var loginDefaults = master.DefaultLoginLimits()
+var loginDefaults = masterDefaults.Login
 
 // loginLimits reads the --login-* flags; zero is refused here rather than
 // silently taken as "default" by the master.

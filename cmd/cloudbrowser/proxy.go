@@ -18,6 +18,9 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
+// proxyDefaults are the proxy flags' defaults.
+var proxyDefaults = proxy.DefaultProcessConfig()
+
 func proxyCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "proxy",
@@ -28,17 +31,17 @@ handshake. Several proxies of one cluster can share one --listen port (SO_REUSEP
 before binding, a proxy asks whoever serves the port to prove it is of the same
 cluster, and refuses to start otherwise.`,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "master", Value: "127.0.0.1:7070", Sources: cli.EnvVars("CB_MASTER"),
+			&cli.StringFlag{Name: "master", Value: proxyDefaults.Master, Sources: cli.EnvVars("CB_MASTER"),
 				Usage: "the master's RMI address"},
-			&cli.StringFlag{Name: "listen", Value: ":8080", Sources: cli.EnvVars("CB_LISTEN"),
+			&cli.StringFlag{Name: "listen", Value: proxyDefaults.Listen, Sources: cli.EnvVars("CB_LISTEN"),
 				Usage: "public address"},
 			secretFileFlag,
 			&cli.StringFlag{Name: "name", Sources: cli.EnvVars("CB_PROXY_NAME"),
 				Usage: "proxy name in logs and status (default: proxy-<pid>)"},
 			&cli.StringFlag{Name: "admin", Sources: cli.EnvVars("CB_PROXY_ADMIN"),
 				Usage: `address for /metrics, /healthz and /readyz of this proxy ("" = none; each proxy needs its own)`},
-			&cli.DurationFlag{Name: "route-ttl", Value: 0, Sources: cli.EnvVars("CB_ROUTE_TTL"),
-				Usage: "how long instance routes are cached (default 30s)"},
+			&cli.DurationFlag{Name: "route-ttl", Value: proxyDefaults.RouteTTL, Sources: cli.EnvVars("CB_ROUTE_TTL"),
+				Usage: "how long instance routes are cached"},
 			publicURLFlag(), trustForwardedProtoFlag(),
 		}, memberFlags()...),
 		Action: withSecret(func(ctx context.Context, cmd *cli.Command, log zerolog.Logger, sec string) error {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
@@ -13,10 +12,8 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
 
-const (
-	defaultReportPeriod = time.Second
-	defaultDeadAfter    = 10 * time.Second
-)
+// workerDefaults are the worker flags' defaults.
+var workerDefaults = worker.DefaultConfig()
 
 func workerCmd() *cli.Command {
 	return &cli.Command{
@@ -26,10 +23,10 @@ func workerCmd() *cli.Command {
 registers, and serves the app instances the master places on it. Proxies forward
 end users' requests to its --listen address.`,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "master", Value: "127.0.0.1:7070", Sources: cli.EnvVars("CB_MASTER"),
+			&cli.StringFlag{Name: "master", Value: workerDefaults.Master, Sources: cli.EnvVars("CB_MASTER"),
 				Usage: "the master's RMI address"},
 			secretFileFlag,
-			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:0", Sources: cli.EnvVars("CB_LISTEN"),
+			&cli.StringFlag{Name: "listen", Value: workerDefaults.Listen, Sources: cli.EnvVars("CB_LISTEN"),
 				Usage: "HTTP address proxies forward to (port 0 = any free port)"},
 			&cli.StringFlag{Name: "advertise", Sources: cli.EnvVars("CB_ADVERTISE"),
 				Usage: "HTTP address the proxies use (default: the --listen address)"},
@@ -37,7 +34,7 @@ end users' requests to its --listen address.`,
 				Usage: `worker id, "w-" + up to 16 lowercase letters or digits (default: random)`},
 			&cli.StringFlag{Name: "runtime", Value: "chromium", Sources: cli.EnvVars("CB_RUNTIME"),
 				Usage: `virtual browser runtime: "chromium", or "none" (keeps page state, renders nothing; for tests)`},
-			&cli.IntFlag{Name: "max-browsers", Value: 64, Sources: cli.EnvVars("CB_MAX_BROWSERS"),
+			&cli.IntFlag{Name: "max-browsers", Value: workerDefaults.MaxBrowsers, Sources: cli.EnvVars("CB_MAX_BROWSERS"),
 				Usage: "the worker's global browser limit (general pool and app-specific pools together)"},
 			&cli.IntFlag{Name: "job-slots", Value: 0, Sources: cli.EnvVars("CB_JOB_SLOTS"),
 				Usage: "render and check jobs this worker runs at once (0 = a quarter of --max-browsers, at least 1)"},
@@ -45,7 +42,7 @@ end users' requests to its --listen address.`,
 				Usage: "blank browsers kept ready in the general pool"},
 			&cli.Int64Flag{Name: "max-app-bytes", Value: 0, Sources: cli.EnvVars("CB_MAX_APP_BYTES"),
 				Usage: "largest application bundle (uncompressed bytes) this worker keeps in memory; 0 = no limit of its own (the master's 64 MiB)"},
-			&cli.DurationFlag{Name: "snapshot-interval", Value: worker.DefaultSnapshotInterval, Sources: cli.EnvVars("CB_SNAPSHOT_INTERVAL"),
+			&cli.DurationFlag{Name: "snapshot-interval", Value: workerDefaults.SnapshotInterval, Sources: cli.EnvVars("CB_SNAPSHOT_INTERVAL"),
 				Usage: "how often, at most, a browser in use is snapshotted at the master for failover (also after each navigation)"},
 			&cli.StringFlag{Name: "chromium", Sources: cli.EnvVars("CB_CHROMIUM"),
 				Usage: "Chromium binary (default: chromium, chromium-browser or google-chrome on PATH)"},
@@ -62,14 +59,8 @@ end users' requests to its --listen address.`,
 			if n := cmd.Int("max-browsers"); n < 1 {
 				return fmt.Errorf("--max-browsers must be at least 1, got %d", n)
 			}
-			if d := cmd.Duration("snapshot-interval"); d < 100*time.Millisecond {
-				return fmt.Errorf("--snapshot-interval must be at least 100ms, got %s", d)
-			}
-			if n := cmd.Int("general-pool-min"); n < 0 || n > cmd.Int("max-browsers") {
-				return fmt.Errorf("--general-pool-min must be between 0 and --max-browsers, got %d", n)
-			}
-			if n := cmd.Int("job-slots"); n < 0 || n > cmd.Int("max-browsers") {
-				return fmt.Errorf("--job-slots must be between 0 and --max-browsers, got %d", n)
+			if d := cmd.Duration("snapshot-interval"); d <= 0 { // zero would silently mean the default
+				return fmt.Errorf("--snapshot-interval must be positive, got %s", d)
 			}
 			rt, err := newRuntime(ctx, cmd, log)
 			if err != nil {

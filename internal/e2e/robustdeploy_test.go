@@ -194,7 +194,7 @@ fetch("big.bin").then(function (r) { return r.arrayBuffer(); }).then(function (b
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		if !logContains(small, "over this worker's --max-app-bytes") {
+		if !logContains(small, "over this worker's limit of 1048576 bytes") {
 			t.Fatal("the small worker did not refuse /bigapp at registration")
 		}
 		mid := filepath.Join(c.dir, "midapp")
@@ -204,7 +204,7 @@ fetch("big.bin").then(function (r) { return r.arrayBuffer(); }).then(function (b
 		}
 		out, err := c.cli(t, "deploy", mid)
 		if err == nil || !strings.Contains(out, "502") || !strings.Contains(out, "1 of 2 workers did not install it") ||
-			!strings.Contains(out, "w-e2esmall") || !strings.Contains(out, "--max-app-bytes") || strings.Contains(out, "w-e2e1") {
+			!strings.Contains(out, "w-e2esmall") || !strings.Contains(out, "limit of 1048576 bytes") || strings.Contains(out, "w-e2e1") {
 			t.Fatalf("deploy to a worker that cannot take it: %v\n%s", err, out)
 		}
 		// Stored on the master all the same.

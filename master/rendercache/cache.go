@@ -108,32 +108,40 @@ type Config struct {
 	Logger       zerolog.Logger
 }
 
+// DefaultConfig is the configuration a zero field falls back to (Store
+// and Logger aside).
+func DefaultConfig() Config {
+	return Config{Now: time.Now, DefaultMaxAge: time.Hour, MaxKeep: 30 * 24 * time.Hour, UnusedAfter: 7 * 24 * time.Hour,
+		ReservationTimeout: 10 * time.Minute, MaxBytes: 256 << 20, MaxEntryBytes: 32 << 20, IgnoreParams: DefaultIgnoreParams}
+}
+
 func (c *Config) defaults() {
+	d := DefaultConfig()
 	if c.Now == nil {
-		c.Now = time.Now
+		c.Now = d.Now
 	}
 	if c.DefaultMaxAge <= 0 {
-		c.DefaultMaxAge = time.Hour
+		c.DefaultMaxAge = d.DefaultMaxAge
 	}
 	if c.MaxKeep <= 0 {
-		c.MaxKeep = 30 * 24 * time.Hour
+		c.MaxKeep = d.MaxKeep
 	}
 	c.MaxKeep = max(c.MaxKeep, c.DefaultMaxAge)
 	if c.UnusedAfter <= 0 {
-		c.UnusedAfter = 7 * 24 * time.Hour
+		c.UnusedAfter = d.UnusedAfter
 	}
 	if c.ReservationTimeout <= 0 {
-		c.ReservationTimeout = 10 * time.Minute
+		c.ReservationTimeout = d.ReservationTimeout
 	}
 	if c.MaxBytes <= 0 {
-		c.MaxBytes = 256 << 20
+		c.MaxBytes = d.MaxBytes
 	}
 	if c.MaxEntryBytes <= 0 {
-		c.MaxEntryBytes = 32 << 20
+		c.MaxEntryBytes = d.MaxEntryBytes
 	}
 	c.MaxEntryBytes = min(c.MaxEntryBytes, c.MaxBytes)
 	if c.IgnoreParams == nil {
-		c.IgnoreParams = DefaultIgnoreParams
+		c.IgnoreParams = d.IgnoreParams
 	}
 }
 
