@@ -12,10 +12,11 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 const (
 	testWorker   = "w-test1"

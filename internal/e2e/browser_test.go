@@ -15,14 +15,14 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/rs/zerolog"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
 
 // needChromium skips without Chromium, except in CI where it must exist.
-func needChromium(t *testing.T) { chromiumtest.Need(t) }
+func needChromium(t *testing.T) { testutil.NeedChromium(t) }
 
 // userBrowsers starts the end users' own Chromium (separate from the
 // workers'), driven through our browser package.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
@@ -106,7 +106,7 @@ func (s *site) handler() http.Handler {
 // returns to it, touch keeps the session alive past its idle timeout, and
 // TTL recycling keeps the login on a fresh browser context.
 func TestChromiumPool(t *testing.T) {
-	chromiumtest.Need(t)
+	testutil.NeedChromium(t)
 	if testing.Short() {
 		t.Skip("short")
 	}
