@@ -6,12 +6,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 )
@@ -75,8 +72,8 @@ func startWorker(t testing.TB, h http.Handler) Route {
 // the proxy down so relays end before goleak looks.
 func startProxy(t testing.TB, cfg Config) (*Proxy, *httptest.Server) {
 	t.Helper()
-	if os.Getenv("CB_PROXY_TESTLOG") != "" { // debugging aid
-		cfg.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
+	if _, bench := t.(*testing.B); !bench { // a log line per request would be what benchmarks measure
+		cfg.Logger = testutil.Logger(t)
 	}
 	p := New(cfg)
 	srv := httptest.NewServer(p)

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -9,13 +10,20 @@ import (
 )
 
 // Logger returns a debug-level logger writing into t's log, shown with -v
-// or when the test fails. Lines logged after the test ended (by goroutines
-// that outlive it) are dropped: t.Log would panic.
+// or when the test fails.
 func Logger(t testing.TB) zerolog.Logger {
+	return zerolog.New(zerolog.ConsoleWriter{Out: LogWriter(t), NoColor: true, TimeFormat: "15:04:05.000"}).
+		Level(zerolog.DebugLevel).With().Timestamp().Logger()
+}
+
+// LogWriter writes each Write as a line of t's log: for tests that also
+// keep the raw log lines (io.MultiWriter with a SyncBuffer). Writes after
+// the test ended (by goroutines that outlive it) are dropped: t.Log would
+// panic.
+func LogWriter(t testing.TB) io.Writer {
 	w := &testWriter{t: t}
 	t.Cleanup(w.end)
-	return zerolog.New(zerolog.ConsoleWriter{Out: w, NoColor: true, TimeFormat: "15:04:05.000"}).
-		Level(zerolog.DebugLevel).With().Timestamp().Logger()
+	return w
 }
 
 type testWriter struct {

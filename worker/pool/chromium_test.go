@@ -8,13 +8,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
@@ -113,10 +110,7 @@ func TestChromiumPool(t *testing.T) {
 	st := &site{idle: 2 * time.Second, sessions: map[string]time.Time{}}
 	srv := httptest.NewServer(st.handler())
 	defer srv.Close()
-	log := zerolog.Nop()
-	if os.Getenv("CB_TEST_LOG") != "" {
-		log = zerolog.New(zerolog.NewConsoleWriter()).Level(zerolog.DebugLevel).With().Timestamp().Logger()
-	}
+	log := testutil.Logger(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rt, err := chromium.New(ctx, chromium.Config{Logger: log})

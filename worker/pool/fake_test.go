@@ -1,11 +1,9 @@
 package pool
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -13,22 +11,13 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // fakeClock moves only when told; timers fire in the goroutine calling
 // Advance, in time order, each followed by onFire (settling the manager).
@@ -278,24 +267,6 @@ func (r *fakeRunner) gate(label string) (open func()) {
 	}
 }
 
-// syncBuffer collects log lines from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is a Manager over fakes.
 type env struct {
 	t     *testing.T
@@ -303,7 +274,7 @@ type env struct {
 	f     *fakeFactory
 	r     *fakeRunner
 	m     *Manager
-	logs  *syncBuffer
+	logs  *testutil.SyncBuffer
 }
 
 type envOpt func(*ManagerConfig)
@@ -312,7 +283,7 @@ type envOpt func(*ManagerConfig)
 // generalMin warm general-pool browsers, settled.
 func newEnv(t *testing.T, max, generalMin int, opts ...envOpt) *env {
 	t.Helper()
-	e := &env{t: t, clock: newFakeClock(), f: newFactory(), logs: &syncBuffer{}}
+	e := &env{t: t, clock: newFakeClock(), f: newFactory(), logs: &testutil.SyncBuffer{}}
 	e.r = &fakeRunner{f: e.f, fails: map[string]int{}, gates: map[string]chan struct{}{}}
 	cfg := ManagerConfig{
 		Types:  map[string]BrowserType{TypeChromium: {Factory: e.f, Max: max, GeneralMin: generalMin}},
