@@ -17,31 +17,15 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 )
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 type fixture struct {
 	c     *Cache
-	clock *fakeClock
+	clock *clocktest.Clock
 	st    *state.Store
 	path  string
 }
@@ -50,7 +34,7 @@ type fixture struct {
 // mod's view means a fresh one) with a fake clock.
 func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{clock: &fakeClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)},
+	f := &fixture{clock: clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
 		path: filepath.Join(t.TempDir(), state.FileName)}
 	f.open(t, mod)
 	t.Cleanup(func() { f.c.Close(); f.st.Close() })
@@ -63,7 +47,7 @@ func (f *fixture) open(t testing.TB, mod func(*Config)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Store: st, Now: f.clock.Now, Logger: zerolog.Nop()}
+	cfg := Config{Store: st, Clock: f.clock, Logger: zerolog.Nop()}
 	if mod != nil {
 		mod(&cfg)
 	}

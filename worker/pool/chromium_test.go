@@ -218,7 +218,7 @@ func TestChromiumPool(t *testing.T) {
 		l.Return()
 		settle(t)
 		logins := st.Logins()
-		time.Sleep(st.idle + time.Second)
+		time.Sleep(st.idle + time.Second) // deliberately past the site's idle timeout
 		l, err = m.Lease(ctx, "search", &c)
 		if err != nil {
 			t.Fatal(err)
@@ -266,7 +266,7 @@ func TestChromiumPool(t *testing.T) {
 		}
 		old := l.Browser()
 		logins := st.Logins()
-		time.Sleep(1100 * time.Millisecond)
+		time.Sleep(1100 * time.Millisecond) // deliberately past the 1 s TTL
 		start := time.Now()
 		l.Return()
 		settle(t)

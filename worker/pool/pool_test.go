@@ -650,9 +650,9 @@ func TestLeaseWaitsForABrowserBeingPrepared(t *testing.T) {
 		got <- l
 	}()
 	testutil.Eventually(t, 10*time.Second, testutil.Cond("a waiting lease", func() bool { return e.pool("app").Waiting == 1 }))
-	e.clock.onFire = nil // settling would wait for the blocked back sequence
+	e.clock.OnFire(nil) // settling would wait for the blocked back sequence
 	e.clock.Advance(2 * time.Second)
-	e.clock.onFire = e.settle
+	e.clock.OnFire(e.settle)
 	open()
 	l2 := <-got
 	e.settle()
@@ -751,7 +751,7 @@ func TestConfigChangeReplacesPool(t *testing.T) {
 // the race detector watches, and the books must balance at the end.
 func TestConcurrentLeases(t *testing.T) {
 	e := newEnv(t, 5, 1)
-	e.clock.onFire = nil
+	e.clock.OnFire(nil)
 	c := cfg(1, 3)
 	c.TTL = Duration(time.Second)
 	nb := cfg(0, 2)
@@ -811,8 +811,8 @@ func TestCloseDestroysEverything(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { _, err := e.m.Lease(context.Background(), "app", c); errc <- err }() // waits on a creation
 	testutil.Eventually(t, 10*time.Second, testutil.Cond("a waiting lease", func() bool { return e.pool("app").Waiting == 1 }))
-	if e.clock.active() != 2 {
-		t.Errorf("%d timers", e.clock.active())
+	if e.clock.Active() != 2 {
+		t.Errorf("%d timers", e.clock.Active())
 	}
 	if err := e.m.Close(context.Background()); err != nil {
 		t.Fatal(err)
