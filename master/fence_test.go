@@ -2,10 +2,13 @@ package master
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
@@ -133,17 +136,13 @@ func instanceInfos(t *testing.T, m *Master) map[string]wire.InstanceInfo {
 // waitRoute waits until iid routes to worker wid.
 func waitRoute(t *testing.T, f *fakeWorker, iid, wid string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		r, err := f.route(t, wire.RouteInstance, "", iid)
 		if err == nil && r.WorkerID == wid {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never routed to %s: %+v %v", iid, wid, r, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("%s not routed to %s: %+v %v", iid, wid, r, err)
+	})
 }
 
 func TestEpochsDurable(t *testing.T) {
@@ -223,20 +222,12 @@ func TestLeaveMigrates(t *testing.T) {
 		t.Fatalf("alice after the move: %+v %v", p, err)
 	}
 	a.conn.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		gone := true
+	testutil.Eventually(t, 5*time.Second, func() error {
 		for _, w := range m.Status().Workers {
 			if w.ID == "w-a" {
-				gone = false
+				return errors.New("the worker that left is still listed")
 			}
 		}
-		if gone {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker that left was not removed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

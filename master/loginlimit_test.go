@@ -11,27 +11,13 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
-// fakeClock is the limiter's clock in tests: time moves only when told.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+// newFakeClock is the limiter's clock in tests: time moves only when told.
+func newFakeClock() *clocktest.Clock {
+	return clocktest.New(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
 var testLimits = LoginLimits{MaxFailures: 3, MaxFailuresPerIP: 5, Window: 10 * time.Minute,
@@ -41,7 +27,7 @@ var testLimits = LoginLimits{MaxFailures: 3, MaxFailuresPerIP: 5, Window: 10 * t
 // password "right", counting password checks and lockouts.
 type testGuard struct {
 	*loginGuard
-	clock    *fakeClock
+	clock    *clocktest.Clock
 	checks   atomic.Int64
 	mu       sync.Mutex
 	lockouts map[string]int
@@ -54,7 +40,7 @@ func newTestGuard(lim LoginLimits) *testGuard {
 			tg.checks.Add(1)
 			return (user == "alice" || user == "bob") && password == "right"
 		},
-		lim: newLoginLimiter(lim, tg.clock.now),
+		lim: newLoginLimiter(lim, tg.clock.Now),
 		log: zerolog.Nop(),
 		lockout: func(by string) {
 			tg.mu.Lock()
@@ -194,7 +180,7 @@ func TestLoginLimiter(t *testing.T) {
 			}
 			g := newTestGuard(lim)
 			for i, s := range tc.steps {
-				g.clock.add(s.wait)
+				g.clock.Advance(s.wait)
 				before := g.checks.Load()
 				got := g.login(context.Background(), wire.LoginRequest{User: s.user, Password: s.password, ClientIP: s.ip})
 				if got != s.want {
@@ -219,7 +205,7 @@ func TestLoginLimiterMemoryBound(t *testing.T) {
 	lim.MaxKeys = 3
 	g := newTestGuard(lim)
 	for i := range 10 {
-		g.clock.add(time.Second)
+		g.clock.Advance(time.Second)
 		g.login(context.Background(), wire.LoginRequest{User: fmt.Sprintf("u%d", i), Password: "wrong", ClientIP: fmt.Sprintf("192.0.2.%d", i)})
 		if u, ip := g.lim.tracked(); u > 3 || ip > 3 {
 			t.Fatalf("after %d names: tracking %d names and %d addresses, cap 3", i+1, u, ip)
@@ -242,7 +228,7 @@ func TestLoginLimiterMemoryBound(t *testing.T) {
 		t.Error("long name not tracked by its prefix")
 	}
 	// A window later everything has expired and the next attempt sweeps.
-	g.clock.add(lim.Window + sweepEvery)
+	g.clock.Advance(lim.Window + sweepEvery)
 	g.login(context.Background(), wire.LoginRequest{User: "late", Password: "wrong", ClientIP: ip1})
 	if u, ip := g.lim.tracked(); u != 1 || ip != 1 {
 		t.Errorf("after the sweep: tracking %d names and %d addresses, want 1 and 1", u, ip)
@@ -290,8 +276,8 @@ func TestLoginLimitsValidate(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 	for _, tc := range []struct {
-		name string
-		edit func(*LoginLimits)
+		name  string
+		edit  func(*LoginLimits)
 		field string
 	}{
 		{"max failures", func(l *LoginLimits) { l.MaxFailures = 0 }, "Login.MaxFailures "},
@@ -320,7 +306,7 @@ func TestLoginLimitsValidate(t *testing.T) {
 // lockout) and the older Verify, as the workers call them.
 func TestAccountsLoginOverRMI(t *testing.T) {
 	clock := newFakeClock()
-	m, err := New(Config{Secret: testSecret, AdminToken: "tok", Logger: zerolog.Nop(), Now: clock.now,
+	m, err := New(Config{Secret: testSecret, AdminToken: "tok", Logger: zerolog.Nop(), Now: clock.Now,
 		Login: LoginLimits{MaxFailures: 2, Lockout: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +351,7 @@ func TestAccountsLoginOverRMI(t *testing.T) {
 	if verify("correct horse") {
 		t.Fatal("Verify accepted a locked name")
 	}
-	clock.add(time.Minute)
+	clock.Advance(time.Minute)
 	if !verify("correct horse") {
 		t.Fatal("Verify after the lockout")
 	}

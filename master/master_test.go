@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -10,15 +11,15 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 const testSecret = "0123456789abcdef0123456789abcdef"
 
@@ -349,11 +350,10 @@ func TestRoutesAndDeadWorkers(t *testing.T) {
 	// The connection drops: no placements on w-b, routes kept for the grace
 	// period, then the instance moves to the live worker (same id).
 	b.conn.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		r, err := a.route(t, wire.RouteInstance, "multi", onB.InstanceID)
 		if err == nil && r.WorkerID == "w-a" {
-			break
+			return nil
 		}
 		if err != nil && code(err) != wire.CodeInstanceMoving {
 			t.Fatalf("unexpected route error while w-b is going: %v", err)
@@ -361,11 +361,8 @@ func TestRoutesAndDeadWorkers(t *testing.T) {
 		if p, err := a.place(t, "multi", "u"); err != nil || p.WorkerID == "w-b" {
 			t.Fatalf("placement while w-b is disconnected: %+v %v", p, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the instance of the disconnected worker never moved")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("the instance of the disconnected worker has not moved: %+v %v", r, err)
+	})
 	st := m.Status()
 	for _, w := range st.Workers {
 		if w.ID == "w-b" {
@@ -443,12 +440,12 @@ func TestInstanceClosedInvalidatesProxies(t *testing.T) {
 	if err := a.conn.Call(context.Background(), wire.ObjWorkerManager, "InstanceClosed", nil, "w-a", p.InstanceID); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, func() bool { return inv.has(p.InstanceID) })
+	testutil.Eventually(t, 5*time.Second, testutil.Cond("the instance's invalidation", func() bool { return inv.has(p.InstanceID) }))
 	if _, err := a.route(t, wire.RouteInstance, "multi", p.InstanceID); code(err) != wire.CodeUnknownInstance {
 		t.Fatalf("closed instance still routed: %v", err)
 	}
 	m.workers.dead("w-a", "test")
-	waitUntil(t, func() bool { return inv.has("worker:w-a") })
+	testutil.Eventually(t, 5*time.Second, testutil.Cond("the worker's invalidation", func() bool { return inv.has("worker:w-a") }))
 }
 
 type recorder struct {
@@ -479,17 +476,6 @@ func (r *recorder) has(s string) bool {
 		}
 	}
 	return false
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	for i := 0; i < 500; i++ {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("condition not met")
 }
 
 // TestSharedInstancesListed: grants to named users reach the master (by the

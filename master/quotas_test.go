@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
@@ -217,10 +218,8 @@ func TestInstanceQuotaFailedCreation(t *testing.T) {
 // TestNewIdentityQuota: the token bucket of new anonymous identities per
 // client address, as the workers ask it.
 func TestNewIdentityQuota(t *testing.T) {
-	var clock atomic.Int64
-	clock.Store(time.Unix(1_000_000, 0).UnixNano())
-	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	m := startMasterQuotas(t, wire.Quotas{IdentityBurst: 2, IdentitiesPerMinute: 2}, now)
+	clock := clocktest.New(time.Unix(1_000_000, 0))
+	m := startMasterQuotas(t, wire.Quotas{IdentityBurst: 2, IdentitiesPerMinute: 2}, clock.Now)
 	a := addWorker(t, m, "w-a")
 	ask := func(ip string) int64 {
 		t.Helper()
@@ -242,7 +241,7 @@ func TestNewIdentityQuota(t *testing.T) {
 		{"192.0.2.1", time.Second, 0},
 		{"", 0, 0}, {"", 0, 0}, {"", 0, 0}, // unknown address: not limited
 	} {
-		clock.Add(int64(tc.advance))
+		clock.Advance(tc.advance)
 		if got := ask(tc.ip); got != tc.want {
 			t.Fatalf("ask %d (%q): retry after %d, want %d", i, tc.ip, got, tc.want)
 		}

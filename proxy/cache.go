@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 )
 
@@ -60,7 +61,7 @@ type CacheStats struct {
 type CacheOption func(*CachingRouter)
 
 // WithClock injects the time source (tests).
-func WithClock(now func() time.Time) CacheOption { return func(c *CachingRouter) { c.now = now } }
+func WithClock(clk clock.Clock) CacheOption { return func(c *CachingRouter) { c.now = clk.Now } }
 
 // WithLookupTimeout bounds one upstream lookup. Lookups are shared by all
 // concurrent callers, so they run detached from any single caller's context.
@@ -79,7 +80,7 @@ func NewCachingRouter(upstream Router, ttl time.Duration, opts ...CacheOption) *
 		ttl:           ttl,
 		staleFor:      max(10*ttl, time.Minute),
 		lookupTimeout: 5 * time.Second,
-		now:           time.Now,
+		now:           clock.Real.Now,
 		routes:        make(map[string]cacheEntry),
 		workers:       make(map[string]string),
 		sweepAt:       1024,

@@ -8,30 +8,15 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
 )
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 const ttl = 10 * time.Second
 
-func newTestCache(up Router) (*CachingRouter, *fakeClock) {
-	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
-	return NewCachingRouter(up, ttl, WithClock(clk.Now), WithStaleFor(time.Minute)), clk
+func newTestCache(up Router) (*CachingRouter, *clocktest.Clock) {
+	clk := clocktest.New(time.Unix(1_700_000_000, 0))
+	return NewCachingRouter(up, ttl, WithClock(clk), WithStaleFor(time.Minute)), clk
 }
 
 func instTarget(k Kind, iid string) Target {
@@ -163,7 +148,7 @@ func TestCachingRouterFallback(t *testing.T) {
 	down := fmt.Errorf("rmi: dial master: %w", ErrMasterUnavailable)
 	tests := []struct {
 		name       string
-		prepare    func(c *CachingRouter, up *fakeRouter, clk *fakeClock)
+		prepare    func(c *CachingRouter, up *fakeRouter, clk *clocktest.Clock)
 		iid        string
 		want       Route
 		wantErr    error
@@ -171,7 +156,7 @@ func TestCachingRouterFallback(t *testing.T) {
 	}{
 		{
 			name: "stale entry while master down",
-			prepare: func(c *CachingRouter, up *fakeRouter, clk *fakeClock) {
+			prepare: func(c *CachingRouter, up *fakeRouter, clk *clocktest.Clock) {
 				up.set(w2, nil) // moved instance: id says w-one but it lives on w-two
 				c.Route(context.Background(), instTarget(KindInstance, "w-one.moved"))
 				clk.Advance(ttl)
@@ -180,7 +165,7 @@ func TestCachingRouterFallback(t *testing.T) {
 		},
 		{
 			name: "decoded worker learned from an app route",
-			prepare: func(c *CachingRouter, up *fakeRouter, clk *fakeClock) {
+			prepare: func(c *CachingRouter, up *fakeRouter, clk *clocktest.Clock) {
 				up.set(w1, nil)
 				c.Route(context.Background(), Target{Kind: KindApp, App: "chat"})
 			},
@@ -188,7 +173,7 @@ func TestCachingRouterFallback(t *testing.T) {
 		},
 		{
 			name: "decoded worker after stale window",
-			prepare: func(c *CachingRouter, up *fakeRouter, clk *fakeClock) {
+			prepare: func(c *CachingRouter, up *fakeRouter, clk *clocktest.Clock) {
 				up.set(w1, nil)
 				c.Route(context.Background(), instTarget(KindInstance, "w-one.old"))
 				clk.Advance(time.Hour)
@@ -197,12 +182,12 @@ func TestCachingRouterFallback(t *testing.T) {
 		},
 		{
 			name:    "unknown worker",
-			prepare: func(c *CachingRouter, up *fakeRouter, clk *fakeClock) {},
+			prepare: func(c *CachingRouter, up *fakeRouter, clk *clocktest.Clock) {},
 			iid:     "w-one.x", wantErr: ErrMasterUnavailable,
 		},
 		{
 			name: "id without worker",
-			prepare: func(c *CachingRouter, up *fakeRouter, clk *fakeClock) {
+			prepare: func(c *CachingRouter, up *fakeRouter, clk *clocktest.Clock) {
 				up.set(w1, nil)
 				c.Route(context.Background(), Target{Kind: KindApp, App: "chat"})
 			},
@@ -210,7 +195,7 @@ func TestCachingRouterFallback(t *testing.T) {
 		},
 		{
 			name: "no fallback after InvalidateWorker",
-			prepare: func(c *CachingRouter, up *fakeRouter, clk *fakeClock) {
+			prepare: func(c *CachingRouter, up *fakeRouter, clk *clocktest.Clock) {
 				up.set(w1, nil)
 				c.Route(context.Background(), instTarget(KindInstance, "w-one.a"))
 				c.InvalidateWorker("w-one")
@@ -219,7 +204,7 @@ func TestCachingRouterFallback(t *testing.T) {
 		},
 		{
 			name: "no fallback for other errors",
-			prepare: func(c *CachingRouter, up *fakeRouter, clk *fakeClock) {
+			prepare: func(c *CachingRouter, up *fakeRouter, clk *clocktest.Clock) {
 				up.set(w1, nil)
 				c.Route(context.Background(), instTarget(KindInstance, "w-one.a"))
 				clk.Advance(ttl)
@@ -264,8 +249,8 @@ func TestCachingRouterAppDuringOutage(t *testing.T) {
 
 func TestCachingRouterLookupTimeoutFallsBack(t *testing.T) {
 	up := &fakeRouter{route: w1}
-	clk := &fakeClock{now: time.Unix(0, 0)}
-	c := NewCachingRouter(up, ttl, WithClock(clk.Now), WithLookupTimeout(time.Millisecond))
+	clk := clocktest.New(time.Unix(0, 0))
+	c := NewCachingRouter(up, ttl, WithClock(clk), WithLookupTimeout(time.Millisecond))
 	c.Route(context.Background(), Target{Kind: KindApp, App: "chat"}) // learn w-one
 	up.mu.Lock()
 	up.fn = func(ctx context.Context, t Target) (Route, error) { <-ctx.Done(); return Route{}, ctx.Err() } // hung master

@@ -6,16 +6,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 const (
 	testWorker   = "w-test1"
@@ -74,8 +72,8 @@ func startWorker(t testing.TB, h http.Handler) Route {
 // the proxy down so relays end before goleak looks.
 func startProxy(t testing.TB, cfg Config) (*Proxy, *httptest.Server) {
 	t.Helper()
-	if os.Getenv("CB_PROXY_TESTLOG") != "" { // debugging aid
-		cfg.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
+	if _, bench := t.(*testing.B); !bench { // a log line per request would be what benchmarks measure
+		cfg.Logger = testutil.Logger(t)
 	}
 	p := New(cfg)
 	srv := httptest.NewServer(p)

@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
 func TestClientReconnect(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	ctx := testCtx(t)
 
 	srv1, _ := newNode(t, "master")
@@ -85,7 +86,7 @@ func TestClientReconnect(t *testing.T) {
 }
 
 func TestClientOnConnectRetry(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	ctx := testCtx(t)
 	srv, _ := newNode(t, "master")
 	if err := srv.Register("master", newMasterAPI()); err != nil {
@@ -112,11 +113,11 @@ func TestClientOnConnectRetry(t *testing.T) {
 	if err := c.Call(ctx, "master", "WhoAmI", &who); err != nil || who != "w-1" {
 		t.Fatalf("WhoAmI = %q, %v", who, err)
 	}
-	eventually(t, "rejected conn dropped", func() bool { return len(srv.Conns()) == 1 })
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("rejected conn dropped", func() bool { return len(srv.Conns()) == 1 }))
 }
 
 func TestClientUnreachable(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	// A port with nothing listening.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -151,7 +152,7 @@ func TestClientUnreachable(t *testing.T) {
 // redial at once (at most every 100 ms), so a server that came back is
 // found by the next request, not seconds later.
 func TestClientRedialsForWaiters(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	srv, _ := newNode(t, "master")
 	if err := srv.Register("master", newMasterAPI()); err != nil {
 		t.Fatal(err)
@@ -169,7 +170,7 @@ func TestClientRedialsForWaiters(t *testing.T) {
 	})
 	t.Cleanup(func() { _ = cl.Close() })
 	// Let the back-off grow to its cap: 0.1+0.2+0.4+0.8+1.6+3.2 s at most.
-	eventually(t, "seven failed dials", func() bool { return tries.Load() >= 7 })
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("seven failed dials", func() bool { return tries.Load() >= 7 }))
 	up.Store(true)
 	// The next dial would be 2.5–5 s away; a waiter must not wait for it.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

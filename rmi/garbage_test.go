@@ -11,33 +11,16 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 )
 
 var internalSecret = []byte("0123456789abcdef-internal")
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type adder struct{}
 
@@ -139,8 +122,8 @@ func (s *rawSession) read() (*message, error) {
 }
 
 func TestGarbageInput(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
-	logs := &syncBuf{}
+	testutil.NoLeaks(t)
+	logs := &testutil.SyncBuffer{}
 	srv := mustNode(t, "master", logs)
 	if err := srv.Register("master", adder{}); err != nil {
 		t.Fatal(err)
@@ -220,7 +203,7 @@ func TestGarbageInput(t *testing.T) {
 
 // A well-formed call with bad contents gets an error reply; the conn lives.
 func TestBadCallKeepsConn(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.NoLeaks(t)
 	srv := mustNode(t, "master", nil)
 	if err := srv.Register("master", adder{}); err != nil {
 		t.Fatal(err)
@@ -291,7 +274,7 @@ func fakeServer(t *testing.T, script func(nc net.Conn, br *bufio.Reader)) string
 }
 
 func TestHandshakeClientChecks(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.NoLeaks(t)
 	nonce := bytes.Repeat([]byte{7}, nonceLen)
 	tests := []struct {
 		name    string

@@ -1,59 +1,24 @@
 package rmi_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 var testSecret = []byte("0123456789abcdef-cluster-secret")
-
-// logSink collects a node's logs for assertions and mirrors them to t.Log
-// (shown with -v or on failure).
-type logSink struct {
-	t   testing.TB
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *logSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	s.buf.Write(p)
-	s.mu.Unlock()
-	s.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
-func (s *logSink) contains(sub string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Contains(s.buf.String(), sub)
-}
-
-// eventually polls cond; the bound only guards against a hung test.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for range 1000 { // 10 s
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
 
 // recv receives from ch; the bound only guards against a hung test.
 func recv[T any](t testing.TB, ch <-chan T) T {
@@ -67,11 +32,6 @@ func recv[T any](t testing.TB, ch <-chan T) T {
 	}
 }
 
-// leakCheck must be the first Cleanup so it runs after all others.
-func leakCheck(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
-}
-
 type nodeOpt func(*rmi.Config)
 
 func withSecret(s string) nodeOpt { return func(c *rmi.Config) { c.Secret = []byte(s) } }
@@ -81,10 +41,12 @@ func withHandshake(d time.Duration) nodeOpt {
 }
 func withOnConnect(f func(*rmi.Conn)) nodeOpt { return func(c *rmi.Config) { c.OnConnect = f } }
 
-func newNode(t testing.TB, name string, opts ...nodeOpt) (*rmi.Node, *logSink) {
+// newNode returns a node whose logs are kept for assertions and mirrored
+// to t's log.
+func newNode(t testing.TB, name string, opts ...nodeOpt) (*rmi.Node, *testutil.SyncBuffer) {
 	t.Helper()
-	sink := &logSink{t: t}
-	cfg := rmi.Config{Name: name, Secret: testSecret, Logger: zerolog.New(sink).Level(zerolog.DebugLevel)}
+	sink := &testutil.SyncBuffer{}
+	cfg := rmi.Config{Name: name, Secret: testSecret, Logger: zerolog.New(io.MultiWriter(sink, testutil.LogWriter(t))).Level(zerolog.DebugLevel)}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -128,7 +90,7 @@ func testCtx(t testing.TB) context.Context {
 // ends of the connection.
 type pair struct {
 	master, worker       *rmi.Node
-	masterLog, workerLog *logSink
+	masterLog, workerLog *testutil.SyncBuffer
 	addr                 string
 	toMaster, toWorker   *rmi.Conn // worker's dialed conn; master's accepted conn
 	masterObj            *masterAPI

@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
 func TestNewValidates(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	tests := []struct {
 		name string
 		cfg  rmi.Config
@@ -42,7 +43,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestRegister(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	n, _ := newNode(t, "n")
 	if err := n.Register("m", newMasterAPI()); err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func TestRegister(t *testing.T) {
 }
 
 func TestCallsBothWays(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	p := newPair(t, nil, nil)
 	ctx := testCtx(t)
 
@@ -98,7 +99,7 @@ func TestCallsBothWays(t *testing.T) {
 }
 
 func TestRoundTripTypes(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	p := newPair(t, nil, nil)
 	in := Payload{
 		Name:  "héllo",
@@ -140,7 +141,7 @@ func TestRoundTripTypes(t *testing.T) {
 
 // Nil slices, maps and pointers are valid arguments.
 func TestNilArguments(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	p := newPair(t, nil, nil)
 	tests := []struct {
 		name string
@@ -166,7 +167,7 @@ func TestNilArguments(t *testing.T) {
 }
 
 func TestRemoteRefs(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	p := newPair(t, nil, nil)
 	ctx := testCtx(t)
 
@@ -235,7 +236,7 @@ func TestRemoteRefs(t *testing.T) {
 }
 
 func TestDeadlineAndCancel(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	p := newPair(t, nil, nil)
 	m := p.masterObj
 
@@ -306,7 +307,7 @@ func TestDeadlineAndCancel(t *testing.T) {
 }
 
 func TestConcurrentCalls(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	p := newPair(t, nil, nil)
 	ctx := testCtx(t)
 	const n = 100
@@ -337,7 +338,7 @@ func TestConcurrentCalls(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	p := newPair(t, nil, nil)
 	ctx := testCtx(t)
 	tests := []struct {
@@ -379,7 +380,7 @@ func TestErrors(t *testing.T) {
 			}
 		})
 	}
-	if !p.masterLog.contains("method panicked") || !p.masterLog.contains("goroutine") {
+	if !p.masterLog.Contains("method panicked") || !p.masterLog.Contains("goroutine") {
 		t.Error("panic not logged with stack")
 	}
 	// Local argument problems fail before anything is sent.
@@ -393,7 +394,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestOversizedFrames(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	const limit = 64 << 10
 	p := newPair(t, []nodeOpt{withMaxFrame(limit)}, []nodeOpt{withMaxFrame(4 * limit)})
 	ctx := testCtx(t)
@@ -416,11 +417,11 @@ func TestOversizedFrames(t *testing.T) {
 	if !errors.Is(err, rmi.ErrClosed) {
 		t.Fatalf("big remote call: %v, want ErrClosed", err)
 	}
-	eventually(t, "oversize logged", func() bool { return p.masterLog.contains("frame too large") })
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("oversize logged", func() bool { return p.masterLog.Contains("frame too large") }))
 }
 
 func TestAuthFailure(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	master, masterLog := newNode(t, "master")
 	if err := master.Register("master", &workerAPI{}); err != nil {
 		t.Fatal(err)
@@ -432,9 +433,9 @@ func TestAuthFailure(t *testing.T) {
 	if !errors.Is(err, rmi.ErrAuth) {
 		t.Fatalf("dial with wrong secret: %v, want ErrAuth", err)
 	}
-	eventually(t, "server logs auth failure", func() bool {
-		return masterLog.contains("authentication failed") && masterLog.contains(`"remote":"127.0.0.1:`)
-	})
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("server logs auth failure", func() bool {
+		return masterLog.Contains("authentication failed") && masterLog.Contains(`"remote":"127.0.0.1:`)
+	}))
 	// No connection exists on either side, so no call can be made.
 	if len(master.Conns()) != 0 || len(intruder.Conns()) != 0 {
 		t.Error("a connection survived a failed handshake")
@@ -442,7 +443,7 @@ func TestAuthFailure(t *testing.T) {
 }
 
 func TestHandshakeTimeout(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	master, masterLog := newNode(t, "master", withHandshake(100*time.Millisecond))
 	addr := serve(t, master, "")
 
@@ -457,7 +458,7 @@ func TestHandshakeTimeout(t *testing.T) {
 	if _, err := io.ReadAll(nc); err != nil {
 		t.Fatalf("want clean close by server, got %v", err)
 	}
-	eventually(t, "timeout logged", func() bool { return masterLog.contains("handshake failed") })
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("timeout logged", func() bool { return masterLog.Contains("handshake failed") }))
 
 	// A server that never answers: Dial gives up after the timeout.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -483,7 +484,7 @@ func TestHandshakeTimeout(t *testing.T) {
 }
 
 func TestCloseFailsPending(t *testing.T) {
-	leakCheck(t)
+	testutil.NoLeaks(t)
 	p := newPair(t, nil, nil)
 	errc := make(chan error, 1)
 	go func() { errc <- p.toMaster.Call(testCtx(t), "master", "Block", nil) }()

@@ -16,7 +16,8 @@ import (
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 )
 
 // countingAdder counts the calls it ran, to tell whether a frame was acted on.
@@ -35,25 +36,13 @@ func hangsUp(t *testing.T, nc net.Conn) {
 	}
 }
 
-// waitFor polls cond; the bound only guards against a hung test.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for range 1000 {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 // Every frame after the handshake is sealed for its position and direction:
 // tampering, replaying, reordering, reflecting, moving to another
 // connection or sending plaintext closes the connection with a logged reason
 // and runs nothing.
 func TestSealedFrameAttacks(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
-	logs := &syncBuf{}
+	testutil.NoLeaks(t)
+	logs := &testutil.SyncBuffer{}
 	srv := mustNode(t, "master", logs)
 	obj := &countingAdder{}
 	if err := srv.Register("master", obj); err != nil {
@@ -145,32 +134,15 @@ func TestSealedFrameAttacks(t *testing.T) {
 	}
 }
 
-// relay forwards TCP between a client and addr and records every byte in
-// both directions.
-type relay struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (r *relay) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.Write(p)
-}
-
-func (r *relay) captured() []byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return bytes.Clone(r.buf.Bytes())
-}
-
-func startRelay(t *testing.T, addr string) (string, *relay) {
+// startRelay forwards TCP between a client and addr and records every byte
+// in both directions.
+func startRelay(t *testing.T, addr string) (string, *testutil.SyncBuffer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &relay{}
+	r := &testutil.SyncBuffer{}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		in, err := ln.Accept()
@@ -200,7 +172,7 @@ func (echo) Echo(_ context.Context, s string) (string, error) { return "got " + 
 // What crosses the wire after the handshake is ciphertext: neither an
 // argument nor a result nor a method name appears in a capture.
 func TestFramesAreEncrypted(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.NoLeaks(t)
 	srv := mustNode(t, "master", nil)
 	if err := srv.Register("master", echo{}); err != nil {
 		t.Fatal(err)
@@ -217,7 +189,7 @@ func TestFramesAreEncrypted(t *testing.T) {
 		t.Fatalf("Echo = %q, %v", got, err)
 	}
 	_ = c.Close()
-	capture := rec.captured()
+	capture := rec.Bytes()
 	for _, s := range []string{password, "Echo", "got "} {
 		if bytes.Contains(capture, []byte(s)) {
 			t.Errorf("capture of %d bytes contains %q in clear text", len(capture), s)
@@ -231,10 +203,10 @@ func TestFramesAreEncrypted(t *testing.T) {
 // Role keys: a client declaring a role must prove that role's key or the
 // cluster secret; the server records the role.
 func TestRoleKeys(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.NoLeaks(t)
 	workerKey := []byte("worker-key-0123456789abcdef")
 	proxyKey := []byte("proxy-key-0123456789abcdef")
-	logs := &syncBuf{}
+	logs := &testutil.SyncBuffer{}
 	srv, err := New(Config{Name: "master", Secret: internalSecret, Logger: zerolog.New(logs),
 		RoleSecrets: map[string][]byte{"worker": workerKey, "proxy": proxyKey}})
 	if err != nil {
@@ -277,7 +249,7 @@ func TestRoleKeys(t *testing.T) {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("Dial = %v, want %v", err, tc.wantErr)
 				}
-				waitFor(t, "refusal logged", func() bool { return strings.Contains(logs.String(), tc.log) })
+				testutil.Eventually(t, 10*time.Second, testutil.Cond("refusal logged", func() bool { return strings.Contains(logs.String(), tc.log) }))
 				return
 			}
 			if err != nil {
@@ -311,9 +283,9 @@ type hsClientV1 struct {
 
 // A version-1 peer fails clearly on both sides instead of misparsing.
 func TestOldProtocolVersion(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.NoLeaks(t)
 	t.Run("old client", func(t *testing.T) {
-		logs := &syncBuf{}
+		logs := &testutil.SyncBuffer{}
 		srv := mustNode(t, "master", logs)
 		addr := serveInternal(t, srv)
 		nc, err := net.Dial("tcp", addr)
@@ -337,9 +309,9 @@ func TestOldProtocolVersion(t *testing.T) {
 			t.Fatalf("verdict %+v, want refusal for version", verdict)
 		}
 		hangsUp(t, nc)
-		waitFor(t, "refusal logged", func() bool {
+		testutil.Eventually(t, 10*time.Second, testutil.Cond("refusal logged", func() bool {
 			return strings.Contains(logs.String(), "peer protocol version 1, want 2")
-		})
+		}))
 	})
 	t.Run("old server", func(t *testing.T) {
 		addr := fakeServer(t, func(nc net.Conn, br *bufio.Reader) {
@@ -355,10 +327,10 @@ func TestOldProtocolVersion(t *testing.T) {
 
 // RegisterFor: only the named roles (and RoleCluster) may call the object.
 func TestRegisterFor(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.NoLeaks(t)
 	workerKey := []byte("worker-key-0123456789abcdef")
 	proxyKey := []byte("proxy-key-0123456789abcdef")
-	logs := &syncBuf{}
+	logs := &testutil.SyncBuffer{}
 	srv, err := New(Config{Name: "master", Secret: internalSecret, Logger: zerolog.New(logs),
 		RoleSecrets: map[string][]byte{"worker": workerKey, "proxy": proxyKey}})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
@@ -35,7 +35,7 @@ type apiFixture struct {
 }
 
 func newAPIFixture(t *testing.T) *apiFixture {
-	chromiumtest.Need(t)
+	testutil.NeedChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
 	rt, err := chromium.New(ctx, chromium.Config{Logger: zerolog.Nop()})
@@ -79,16 +79,15 @@ func (f *apiFixture) eval(vb *vbrowser, expr string, out any) {
 
 func (f *apiFixture) waitFor(vb *vbrowser, expr string) {
 	f.t.Helper()
-	for i := 0; i < 300; i++ {
+	testutil.Eventually(f.t, 6*time.Second, func() error {
 		var ok bool
 		if vb.b.Evaluate(f.ctx, expr, &ok) == nil && ok {
-			return
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	var rep any
-	_ = vb.b.Evaluate(f.ctx, "[window.report, typeof window.__cbDeliver, location.origin, typeof window.cloudbrowser]", &rep)
-	f.t.Fatalf("never true: %s (report %v, page %+v)", expr, rep, vb.b.Page())
+		var rep any
+		_ = vb.b.Evaluate(f.ctx, "[window.report, typeof window.__cbDeliver, location.origin, typeof window.cloudbrowser]", &rep)
+		return fmt.Errorf("not true: %s (report %v, page %+v)", expr, rep, vb.b.Page())
+	})
 }
 
 func TestAppAPIWithChromium(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -122,7 +123,7 @@ func TestIdleRelease(t *testing.T) {
 	}
 	// The client leaves: the countdown starts again and releases it.
 	conn.Close()
-	waitFor(t, func() bool { return vb.hub.count() == 0 && fa.pending() == 1 })
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("vb.hub.count() == 0 && fa.pending() == 1", func() bool { return vb.hub.count() == 0 && fa.pending() == 1 }))
 	if n := fa.fire(false); n != 1 {
 		t.Fatalf("%d countdowns fired", n)
 	}
@@ -191,7 +192,7 @@ func TestIdleReleaseRaceWithConnect(t *testing.T) {
 		if !ok {
 			t.Fatalf("round %d: no browser at %q", i, loc)
 		}
-		waitFor(t, func() bool { return fa.pending() == 1 })
+		testutil.Eventually(t, 10*time.Second, testutil.Cond("fa.pending() == 1", func() bool { return fa.pending() == 1 }))
 		h := http.Header{"Origin": {f.srv.URL}}
 		h.Add("Cookie", f.cookie.String())
 		var wg sync.WaitGroup
@@ -216,9 +217,9 @@ func TestIdleReleaseRaceWithConnect(t *testing.T) {
 		case m["t"] == "hello" && stays:
 			served++
 			ws.Close()
-			waitFor(t, func() bool { return vb.hub.count() == 0 && fa.pending() == 1 })
+			testutil.Eventually(t, 10*time.Second, testutil.Cond("vb.hub.count() == 0 && fa.pending() == 1", func() bool { return vb.hub.count() == 0 && fa.pending() == 1 }))
 			fa.fire(false) // release it for the next round
-			waitFor(t, func() bool { _, ok := in.browser(bid); return !ok })
+			testutil.Eventually(t, 10*time.Second, testutil.Cond("the browser closed", func() bool { _, ok := in.browser(bid); return !ok }))
 		case m["t"] == "closed" && !stays:
 			told++
 			ws.Close()

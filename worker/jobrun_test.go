@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
@@ -124,13 +126,12 @@ func TestRunJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(q.outcomes()) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("outcomes so far: %+v", q.outcomes())
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if o := q.outcomes(); len(o) < 2 {
+			return fmt.Errorf("outcomes so far: %+v", o)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	byID := map[string]wire.JobOutcome{}
 	for _, o := range q.outcomes() {
 		byID[o.ID] = o
@@ -141,12 +142,8 @@ func TestRunJob(t *testing.T) {
 	if o := byID["j2"]; !o.Permanent || !strings.Contains(o.Err, `app "nope" is not deployed`) {
 		t.Fatalf("j2 outcome %+v", o)
 	}
-	for w.jobs.Stats().Used > 0 { // the slot is freed right after Done
-		if time.Now().After(deadline) {
-			t.Fatal("job slots not freed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The slot is freed right after Done.
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("job slots freed", func() bool { return w.jobs.Stats().Used == 0 }))
 	mfs, err := w.reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -71,12 +73,12 @@ func TestConcurrentFirstRequestsOneBrowser(t *testing.T) {
 		}()
 	}
 	// Every request has arrived: one makes the browser, the others wait.
-	waitFor(t, func() bool {
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("one browser being made, the others waiting", func() bool {
 		in.mu.Lock()
 		defer in.mu.Unlock()
 		m := in.making["dave"]
 		return rt.made() == 1 && m != nil && m.waiters == n-1
-	})
+	}))
 	close(rt.gate)
 	wg.Wait()
 	for i := range n {

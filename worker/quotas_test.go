@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -155,7 +156,7 @@ func TestSocketQuota(t *testing.T) {
 			// One leaves: a new one gets in (the server notices the close
 			// asynchronously, so wait for it).
 			open[0].Close()
-			waitFor(t, func() bool { return f.browser(t).hub.count() == tc.refuse-1 })
+			testutil.Eventually(t, 10*time.Second, testutil.Cond("f.browser(t).hub.count() == tc.refuse-1", func() bool { return f.browser(t).hub.count() == tc.refuse-1 }))
 			f.dial(t, true)
 		})
 	}
@@ -179,16 +180,4 @@ func (f *hubFixture) browser(t *testing.T) *vbrowser {
 		t.Fatalf("%d browsers", len(bs))
 	}
 	return bs[0]
-}
-
-// waitFor polls cond (generously) until it holds.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -2,13 +2,14 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
@@ -17,7 +18,7 @@ import (
 // snapshot on one worker and a restore into a new browser on another,
 // and the restored page's scripts see the storage when they run.
 func TestSnapshotRestoreWithChromium(t *testing.T) {
-	chromiumtest.Need(t)
+	testutil.NeedChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	// One Chromium for both workers (each browser is its own isolated
@@ -62,10 +63,10 @@ func TestSnapshotRestoreWithChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The navigation is snapshotted at once, with what the page stored.
-	waitFor(t, func() bool {
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("a snapshot of page2 with its storage", func() bool {
 		s, _ := snaps.get(iid, vb.id)
 		return strings.HasSuffix(s.URL, "/page2.html") && s.Local["note"] == "hello" && s.Session["tab"] == "2" && len(s.Cookies) == 1
-	})
+	}))
 	s, _ := snaps.get(iid, vb.id)
 	if s.Cookies[0].Name != "sid" || s.Cookies[0].Value != "abc123" || s.Cookies[0].Expires.IsZero() {
 		t.Fatalf("snapshot cookies: %+v", s.Cookies)
@@ -83,16 +84,13 @@ func TestSnapshotRestoreWithChromium(t *testing.T) {
 	if rb.owner != "alice" || rb.b == vb.b {
 		t.Fatalf("restored browser: owner %q", rb.owner)
 	}
-	var got []string
-	var last error
-	for i := 0; i < 200; i++ { // the reload may still be loading
-		if last = rb.b.Evaluate(ctx, `[location.pathname, document.cookie, localStorage.getItem("note"), sessionStorage.getItem("tab"), String(window.seen)]`, &got); last == nil && len(got) == 5 && got[4] != "undefined" {
-			break
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
 	want := []string{"/.instance/" + iid + "/page2.html", "sid=abc123", "hello", "2", "hello/2"}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("restored page %v (err %v), want %v", got, last, want)
-	}
+	testutil.Eventually(t, 10*time.Second, func() error { // the reload may still be loading
+		var got []string
+		err := rb.b.Evaluate(ctx, `[location.pathname, document.cookie, localStorage.getItem("note"), sessionStorage.getItem("tab"), String(window.seen)]`, &got)
+		if err == nil && strings.Join(got, "|") != strings.Join(want, "|") {
+			err = fmt.Errorf("restored page %v, want %v", got, want)
+		}
+		return err
+	})
 }

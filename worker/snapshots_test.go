@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -257,20 +258,20 @@ func TestSnapshotsSavedAndRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { s, ok := snaps.get(iid, vb.id); return ok && s.URL == "https://example.test/" })
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("the first snapshot", func() bool { s, ok := snaps.get(iid, vb.id); return ok && s.URL == "https://example.test/" }))
 	vb.setGrant("bob", RoleReaderWriter)
 	_ = vb.b.SetCookies(ctx, []browser.Cookie{{Name: "sid", Value: "1", Domain: "example.test", Path: "/"}})
 	if err := vb.b.Navigate(ctx, "https://example.test/next"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { s, _ := snaps.get(iid, vb.id); return s.URL == "https://example.test/next" })
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("the snapshot of /next", func() bool { s, _ := snaps.get(iid, vb.id); return s.URL == "https://example.test/next" }))
 	s, _ := snaps.get(iid, vb.id)
 	if s.Owner != "alice" || !s.Theirs || s.Perms["bob"] != "reader-writer" || s.Origin != "https://example.test" ||
 		s.Local["theme"] != "dark" || len(s.Cookies) != 1 || s.Cookies[0].Value != "1" || s.Taken.IsZero() {
 		t.Fatalf("snapshot: %+v", s)
 	}
 	w.apps.closeBrowser(in, vb, "test")
-	waitFor(t, func() bool { _, ok := snaps.get(iid, vb.id); return !ok })
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("the snapshot removed", func() bool { _, ok := snaps.get(iid, vb.id); return !ok }))
 }
 
 // Input marks a browser for the periodic snapshot; an unchanged browser
@@ -290,15 +291,15 @@ func TestSnapshotInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { _, ok := snaps.get(iid, vb.id); return ok })
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("a snapshot", func() bool { _, ok := snaps.get(iid, vb.id); return ok }))
 	vb.hub.input(&client{owner: true}, browser.InputEvent{Type: browser.InputResize, Width: 640, Height: 480})
-	waitFor(t, func() bool { s, _ := snaps.get(iid, vb.id); return s.Width == 640 && s.Height == 480 })
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("a 640x480 snapshot", func() bool { s, _ := snaps.get(iid, vb.id); return s.Width == 640 && s.Height == 480 }))
 	snaps.mu.Lock()
 	n := snaps.saves
 	snaps.mu.Unlock()
 	vb.snap.dirty.Store(true)
-	waitFor(t, func() bool { return !vb.snap.dirty.Load() }) // the tick took it
-	waitFor(t, func() bool { vb.snap.mu.Lock(); defer vb.snap.mu.Unlock(); return !vb.snap.running })
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("!vb.snap.dirty.Load()", func() bool { return !vb.snap.dirty.Load() })) // the tick took it
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("the snapshot tick done", func() bool { vb.snap.mu.Lock(); defer vb.snap.mu.Unlock(); return !vb.snap.running }))
 	snaps.mu.Lock()
 	defer snaps.mu.Unlock()
 	if snaps.saves != n {

@@ -13,13 +13,13 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 const testSecret = "0123456789abcdef0123456789abcdef"
 

@@ -15,14 +15,14 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/rs/zerolog"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
 
 // needChromium skips without Chromium, except in CI where it must exist.
-func needChromium(t *testing.T) { chromiumtest.Need(t) }
+func needChromium(t *testing.T) { testutil.NeedChromium(t) }
 
 // userBrowsers starts the end users' own Chromium (separate from the
 // workers'), driven through our browser package.
@@ -54,18 +54,18 @@ func open(t *testing.T, rt *chromium.Runtime, url string) browser.Browser {
 // string) or the deadline passes.
 func eventually(t *testing.T, b browser.Browser, what, expr, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var got string
-	for time.Now().Before(deadline) {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := b.Evaluate(ctx, "String("+expr+")", &got)
-		cancel()
-		if err == nil && got == want {
-			return
+		defer cancel()
+		var got string
+		if err := b.Evaluate(ctx, "String("+expr+")", &got); err != nil {
+			return fmt.Errorf("%s: %s: %w (page %+v)", what, expr, err, b.Page())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: %s = %q, want %q (page %+v)", what, expr, got, want, b.Page())
+		if got != want {
+			return fmt.Errorf("%s: %s = %q, want %q (page %+v)", what, expr, got, want, b.Page())
+		}
+		return nil
+	})
 }
 
 func input(t *testing.T, b browser.Browser, evs ...browser.InputEvent) {

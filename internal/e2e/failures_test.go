@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -118,13 +119,7 @@ func TestGarbageOnRMIPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = intruder.Process.Kill(); _ = intruder.Wait() }()
-	deadline := time.Now().Add(20 * time.Second)
-	for !logContains(c.master, "peer rejected") {
-		if time.Now().After(deadline) {
-			t.Fatal("master did not log the intruder's failed authentication")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, 20*time.Second, testutil.Cond("the master logging the intruder's failed authentication", func() bool { return logContains(c.master, "peer rejected") }))
 	for _, w := range c.mustStatus().Workers {
 		if w.ID == "w-intruder" {
 			t.Fatal("a worker with the wrong secret registered")

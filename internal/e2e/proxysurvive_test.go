@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -133,13 +135,12 @@ func TestProxiesOutliveMaster(t *testing.T) {
 	}
 
 	c.master.stop()
-	deadline := time.Now().Add(20 * time.Second)
-	for len(proxyProcs(c.public)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("proxies left after a clean stop: %v", proxyProcs(c.public))
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if ps := proxyProcs(c.public); len(ps) > 0 {
+			return fmt.Errorf("proxies left after a clean stop: %v", ps)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestSecondClusterRefusedOnSharedPort: the public port is shared only by

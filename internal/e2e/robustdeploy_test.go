@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -187,13 +188,7 @@ fetch("big.bin").then(function (r) { return r.arrayBuffer(); }).then(function (b
 		c.waitFor("small worker registered", 30*time.Second, func(st *wire.ClusterStatus) bool { return connected(st) == 2 })
 		// The worker's registration ends after it fetched (and here refused)
 		// the large apps; a deploy before would race with it.
-		deadline := time.Now().Add(30 * time.Second)
-		for !logContains(small, "registered with master") {
-			if time.Now().After(deadline) {
-				t.Fatal("the small worker did not finish registering")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		testutil.Eventually(t, 30*time.Second, testutil.Cond("the small worker registered", func() bool { return logContains(small, "registered with master") }))
 		if !logContains(small, "over this worker's limit of 1048576 bytes") {
 			t.Fatal("the small worker did not refuse /bigapp at registration")
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -20,20 +21,7 @@ import (
 // every byte in both directions, as an eavesdropper on the network would.
 type rmiTap struct {
 	addr string
-	mu   sync.Mutex
-	seen bytes.Buffer
-}
-
-func (r *rmiTap) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.seen.Write(p)
-}
-
-func (r *rmiTap) captured() []byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return bytes.Clone(r.seen.Bytes())
+	testutil.SyncBuffer
 }
 
 func startTap(t *testing.T, target string) *rmiTap {
@@ -161,7 +149,7 @@ func TestRoleKeysAndSealedRMI(t *testing.T) {
 	if last := hops[len(hops)-1]; last.status != 200 || browserURL.FindStringSubmatch(last.path) == nil {
 		t.Fatalf("after login: %+v", hops)
 	}
-	capture := tap.captured()
+	capture := tap.Bytes()
 	if !bytes.Contains(capture, []byte("w-e2egood")) { // the handshake names the worker
 		t.Fatalf("the tap saw no RMI traffic (%d bytes)", len(capture))
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -113,13 +114,9 @@ func TestSharedStateStoredAtMaster(t *testing.T) {
 	typeText(t, alice, "again")
 	enter(alice)
 	w := c.workers["w-e2e1"]
-	deadline := time.Now().Add(40 * time.Second)
-	for !logContains(w, "shared-state write not acknowledged by the master") {
-		if time.Now().After(deadline) {
-			t.Fatal("the worker never reported the unacknowledged write")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, 40*time.Second, testutil.Cond("the worker reporting the unacknowledged write", func() bool {
+		return logContains(w, "shared-state write not acknowledged by the master")
+	}))
 	eventually(t, alice, "nothing acknowledged while the master is down", "document.title", "Chat (8): m8 · CloudBrowser")
 
 	c.startMaster(clusterOpts{proxies: 0})

@@ -10,18 +10,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-)
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
+)
 
 // startSleeper starts a process the test reaps itself, standing for one a
 // previous parent started.
@@ -46,7 +37,7 @@ func TestAdoptWatchesThenReplaces(t *testing.T) {
 	started := make(chan ID, 4)
 	p := Adopt(ctx, zerolog.Nop(), Spec{Name: "sleeper", Path: "sleep", Args: []string{"60"}, Detach: true,
 		OnStart: func(id ID) { started <- id }}, old)
-	eventually(t, "the adopted pid", func() bool { return p.Pid() == old.Pid })
+	testutil.Eventually(t, 20*time.Second, testutil.Cond("the adopted pid", func() bool { return p.Pid() == old.Pid }))
 
 	// The adopted process dies: a new one takes its place (no duplicate
 	// while it lived, none missing after).
@@ -74,7 +65,7 @@ func TestAdoptStopsOnCancel(t *testing.T) {
 	old := startSleeper(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	p := Adopt(ctx, zerolog.Nop(), Spec{Name: "sleeper", Path: "sleep", Args: []string{"60"}}, old)
-	eventually(t, "the adopted pid", func() bool { return p.Pid() == old.Pid })
+	testutil.Eventually(t, 20*time.Second, testutil.Cond("the adopted pid", func() bool { return p.Pid() == old.Pid }))
 	cancel()
 	<-p.Done()
 	if old.Running() {

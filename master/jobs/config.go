@@ -24,9 +24,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/rs/zerolog"
 )
 
 // Runner hands attempts to workers (the master implements it over RMI).
@@ -110,8 +112,8 @@ type Config struct {
 	Robots         RobotsFetcher
 	RobotsTTL      time.Duration
 	RobotsErrorTTL time.Duration
-	// Now is the clock (tests pass a fake one).
-	Now func() time.Time
+	// Clock is the time source (tests pass a fake one).
+	Clock clock.Clock
 	// Policy is the app's navigation policy: false refuses the job
 	// (DISALLOWED with reason). nil allows everything.
 	Policy func(spec wire.JobSpec) (ok bool, reason string)
@@ -144,7 +146,7 @@ func DefaultConfig() Config {
 		MaxResultBytes: 32 << 20,
 		RobotsTTL:      time.Hour,
 		RobotsErrorTTL: 5 * time.Minute,
-		Now:            time.Now,
+		Clock:          clock.Real,
 		Logger:         zerolog.Nop(),
 	}
 }
@@ -184,8 +186,8 @@ func (c *Config) fill() {
 	if c.RobotsErrorTTL <= 0 {
 		c.RobotsErrorTTL = d.RobotsErrorTTL
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.Real
 	}
 	if c.Resolver == nil {
 		c.Resolver = func(ctx context.Context, host string) ([]netip.Addr, error) {

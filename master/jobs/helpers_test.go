@@ -9,35 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 )
 
-// clock is a fake clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
+func newClock() *clocktest.Clock { return clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 // runner is a fake Runner: it records runs and cancels, and refuses for
 // the workers in refuse.
@@ -93,7 +70,7 @@ func (r *runner) setRefuse(worker string, v bool) {
 type env struct {
 	t      *testing.T
 	q      *Queue
-	clock  *clock
+	clock  *clocktest.Clock
 	runner *runner
 	st     *state.Store
 	dns    map[string][]netip.Addr
@@ -131,7 +108,7 @@ func newEnvOn(t *testing.T, path string, mod func(*Config)) *env {
 func (e *env) open(mod func(*Config)) *Queue {
 	e.t.Helper()
 	cfg := DefaultConfig()
-	cfg.Now = e.clock.Now
+	cfg.Clock = e.clock
 	cfg.Runner = e.runner
 	cfg.Defaults = Limits{Concurrent: 100}
 	cfg.Resolver = func(_ context.Context, host string) ([]netip.Addr, error) {

@@ -105,7 +105,7 @@ func SimulatePoliteness(tb testing.TB, n int, hosts []PolitenessHost, workers, s
 		heap.Push(&events, simEvent{at: now.Add(hosts[h].Duration), worker: worker, run: run, host: h})
 	}
 	cfg := DefaultConfig()
-	cfg.Now, cfg.Runner = clk.Now, r
+	cfg.Clock, cfg.Runner = clk, r
 	cfg.LeftoverMax = n
 	cfg.Resolver = func(_ context.Context, host string) ([]netip.Addr, error) {
 		var h int

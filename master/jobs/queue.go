@@ -132,14 +132,14 @@ func New(cfg Config, st *state.Store) (*Queue, error) {
 		cfg.Robots = defaultRobotsFetcher(q.addrAllowed)
 		q.cfg.Robots = cfg.Robots
 	}
-	q.robots = &robotsCache{fetch: cfg.Robots, ttl: cfg.RobotsTTL, eTTL: cfg.RobotsErrorTTL, now: cfg.Now, entries: map[string]*robotsEntry{}}
+	q.robots = &robotsCache{fetch: cfg.Robots, ttl: cfg.RobotsTTL, eTTL: cfg.RobotsErrorTTL, now: cfg.Clock.Now, entries: map[string]*robotsEntry{}}
 	if err := q.load(); err != nil {
 		return nil, err
 	}
 	return q, nil
 }
 
-func (q *Queue) now() time.Time { return q.cfg.Now() }
+func (q *Queue) now() time.Time { return q.cfg.Clock.Now() }
 
 // load rebuilds the in-memory queues from the store.
 func (q *Queue) load() error {

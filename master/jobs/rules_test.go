@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestValidate(t *testing.T) {

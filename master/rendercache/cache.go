@@ -27,6 +27,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 )
 
@@ -79,8 +80,8 @@ func (e *RenderError) Unwrap() error { return e.Err }
 // Config configures a Cache. Zero values take the defaults.
 type Config struct {
 	Store *state.Store // required
-	// Now is the clock (tests pass a fake one). Default time.Now.
-	Now func() time.Time
+	// Clock is the time source (tests pass a fake one). Default clock.Real.
+	Clock clock.Clock
 	// DefaultMaxAge: an entry older than this is stale unless the request
 	// says otherwise. Default 1h.
 	DefaultMaxAge time.Duration
@@ -111,14 +112,14 @@ type Config struct {
 // DefaultConfig is the configuration a zero field falls back to (Store
 // and Logger aside).
 func DefaultConfig() Config {
-	return Config{Now: time.Now, DefaultMaxAge: time.Hour, MaxKeep: 30 * 24 * time.Hour, UnusedAfter: 7 * 24 * time.Hour,
+	return Config{Clock: clock.Real, DefaultMaxAge: time.Hour, MaxKeep: 30 * 24 * time.Hour, UnusedAfter: 7 * 24 * time.Hour,
 		ReservationTimeout: 10 * time.Minute, MaxBytes: 256 << 20, MaxEntryBytes: 32 << 20, IgnoreParams: DefaultIgnoreParams}
 }
 
 func (c *Config) defaults() {
 	d := DefaultConfig()
-	if c.Now == nil {
-		c.Now = d.Now
+	if c.Clock == nil {
+		c.Clock = d.Clock
 	}
 	if c.DefaultMaxAge <= 0 {
 		c.DefaultMaxAge = d.DefaultMaxAge
@@ -321,7 +322,7 @@ func New(cfg Config) (*Cache, error) {
 // Close waits for background revalidations started by Get to return.
 func (c *Cache) Close() { c.bg.Wait() }
 
-func (c *Cache) now() time.Time { return c.cfg.Now() }
+func (c *Cache) now() time.Time { return c.cfg.Clock.Now() }
 
 func (c *Cache) maxAge(d time.Duration) time.Duration {
 	if d == 0 {

@@ -17,30 +17,15 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 )
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 type fixture struct {
 	c     *Cache
-	clock *fakeClock
+	clock *clocktest.Clock
 	st    *state.Store
 	path  string
 }
@@ -49,7 +34,7 @@ type fixture struct {
 // mod's view means a fresh one) with a fake clock.
 func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{clock: &fakeClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)},
+	f := &fixture{clock: clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
 		path: filepath.Join(t.TempDir(), state.FileName)}
 	f.open(t, mod)
 	t.Cleanup(func() { f.c.Close(); f.st.Close() })
@@ -62,7 +47,7 @@ func (f *fixture) open(t testing.TB, mod func(*Config)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Store: st, Now: f.clock.Now, Logger: zerolog.Nop()}
+	cfg := Config{Store: st, Clock: f.clock, Logger: zerolog.Nop()}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -106,17 +91,6 @@ func put(t testing.TB, c *Cache, sig, cu, body string) Entry {
 	return e
 }
 
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestGetSingleFlight: 100 identical concurrent Gets cause exactly one
 // start; the 99 others wait for that render and all get the same bytes.
 func TestGetSingleFlight(t *testing.T) {
@@ -147,7 +121,7 @@ func TestGetSingleFlight(t *testing.T) {
 			results <- got{e, out, err}
 		}()
 	}
-	eventually(t, "99 waiters", func() bool { return f.c.waiting.Load() == n })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("99 waiters", func() bool { return f.c.waiting.Load() == n }))
 	close(release)
 	if err := <-rendered; err != nil {
 		t.Fatal(err)
@@ -211,7 +185,7 @@ func TestReservationFailure(t *testing.T) {
 			errs <- err
 		}()
 	}
-	eventually(t, "all waiting", func() bool { return f.c.waiting.Load() == n })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("all waiting", func() bool { return f.c.waiting.Load() == n }))
 	close(fail)
 	for range n {
 		err := <-errs
@@ -597,7 +571,7 @@ func TestAbandonedTakeover(t *testing.T) {
 		e, out, err := f.c.Get(context.Background(), sig, cu, GetOptions{}, completeWith(f.c, sig, "mine"))
 		ch <- got{e, out, err}
 	}()
-	eventually(t, "the Get to wait", func() bool { return f.c.waiting.Load() == 1 })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("the Get to wait", func() bool { return f.c.waiting.Load() == 1 }))
 	f.clock.Advance(10 * time.Minute)
 	if st, err := f.c.Sweep(f.clock.Now()); err != nil || st.Abandoned != 1 {
 		t.Fatalf("sweep = %+v %v", st, err)
@@ -710,7 +684,7 @@ func TestRestart(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, "the waiter", func() bool { return f.c.waiting.Load() == 1 })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("the waiter", func() bool { return f.c.waiting.Load() == 1 }))
 	if _, _, err := f.c.Complete(queued, "job-17", Render{Body: []byte("from job-17")}); err != nil {
 		t.Fatal(err)
 	}

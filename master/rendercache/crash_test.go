@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -101,7 +100,7 @@ func checkConsistent(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	c, err := New(Config{Store: st, Now: func() time.Time { return time.Now() }, Logger: zerolog.Nop()})
+	c, err := New(Config{Store: st, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 )
 
 func TestNullBrowserLifecycle(t *testing.T) {
@@ -120,16 +122,16 @@ func TestNullScreencast(t *testing.T) {
 	// cancelled context so a probe that wins the race returns at once.
 	done, stop := context.WithCancel(context.Background())
 	stop()
-	for {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		err := b.Screencast(done, ScreencastOptions{}, func(Frame) {})
 		if errors.Is(err, ErrBusy) {
-			break
+			return nil
 		}
 		if !errors.Is(err, context.Canceled) {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return errors.New("the first screencast has not started")
+	})
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("screencast: %v", err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
@@ -122,7 +122,7 @@ func runRenders(b *testing.B, e *Executor, rep countingReporter, ph *phases, slo
 //
 //	go test ./worker/jobs -run '^$' -bench RenderPooledVsFresh -benchtime 3x
 func BenchmarkRenderPooledVsFresh(b *testing.B) {
-	chromiumtest.Need(b)
+	testutil.NeedChromium(b)
 	const slots, perMode = 2, 12
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -8,10 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
@@ -29,7 +30,7 @@ func (l poolLeaser) Lease(ctx context.Context, app string) (Lease, error) {
 // TestChromiumJobs runs renders and checks in real Chromium browsers of a
 // real pool against a local site.
 func TestChromiumJobs(t *testing.T) {
-	chromiumtest.Need(t)
+	testutil.NeedChromium(t)
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -71,7 +72,7 @@ func TestChromiumJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "three outcomes", func() bool { return len(r.outcomes()) == 3 })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("three outcomes", func() bool { return len(r.outcomes()) == 3 }))
 	byID := map[string]wire.JobOutcome{}
 	for _, o := range r.outcomes() {
 		byID[o.ID] = o

@@ -32,8 +32,8 @@ var contentTypes = map[string]string{
 func (e *Executor) execute(ctx context.Context, run wire.JobRun) (out wire.JobOutcome) {
 	spec := run.Spec
 	out = wire.JobOutcome{ID: run.ID, Attempt: run.Attempt}
-	start := e.cfg.Now()
-	defer func() { out.Timings.TotalMs = ms(e.cfg.Now().Sub(start)) }()
+	start := e.cfg.Clock.Now()
+	defer func() { out.Timings.TotalMs = ms(e.cfg.Clock.Now().Sub(start)) }()
 	fail := func(permanent bool, format string, args ...any) wire.JobOutcome {
 		return failed(&out, permanent, format, args...)
 	}
@@ -65,9 +65,9 @@ func (e *Executor) execute(ctx context.Context, run wire.JobRun) (out wire.JobOu
 		return cause.Error(), !errors.Is(cause, errCancelled) && !errors.Is(cause, errClosing)
 	}
 
-	t := e.cfg.Now()
+	t := e.cfg.Clock.Now()
 	lease, err := e.leaser.Lease(ctx, spec.App)
-	out.Timings.LeaseMs = ms(e.cfg.Now().Sub(t))
+	out.Timings.LeaseMs = ms(e.cfg.Clock.Now().Sub(t))
 	if err != nil {
 		if why, _ := stopped(); why != "" {
 			return fail(false, "lease a browser: %s", why)
@@ -103,10 +103,10 @@ func (e *Executor) execute(ctx context.Context, run wire.JobRun) (out wire.JobOu
 	}
 	res, err := b.Load(ctx, spec.URL, browser.LoadOptions{
 		BeforeNavigate: func(ctx context.Context) error {
-			t := e.cfg.Now()
+			t := e.cfg.Clock.Now()
 			gateErr = e.awaitGo(ctx, run)
 			goAt.Store(time.Now().UnixNano()) // wall clock, as the browser's request time
-			out.Timings.GateMs = ms(e.cfg.Now().Sub(t))
+			out.Timings.GateMs = ms(e.cfg.Clock.Now().Sub(t))
 			return gateErr
 		},
 		OnRequestSent: func(at time.Time) {
@@ -196,10 +196,10 @@ func (e *Executor) check(ctx context.Context, b browser.Browser, spec wire.JobSp
 		out.Check, out.Reason = wire.CheckError, fmt.Sprintf("no HTTP status for the page (%d)", out.Status)
 		return out
 	}
-	t := e.cfg.Now()
+	t := e.cfg.Clock.Now()
 	var text string
 	err := b.Evaluate(ctx, textExpr, &text)
-	out.Timings.CaptureMs = ms(e.cfg.Now().Sub(t))
+	out.Timings.CaptureMs = ms(e.cfg.Clock.Now().Sub(t))
 	if err != nil {
 		if why, timedOut := stopped(); why != "" {
 			if timedOut {
@@ -228,7 +228,7 @@ func (e *Executor) render(ctx context.Context, b browser.Browser, spec wire.JobS
 		return failed(&out, permanent, format, args...)
 	}
 	format := formatOf(spec)
-	t := e.cfg.Now()
+	t := e.cfg.Clock.Now()
 	var body []byte
 	var err error
 	switch format {
@@ -243,7 +243,7 @@ func (e *Executor) render(ctx context.Context, b browser.Browser, spec wire.JobS
 	default:
 		body, err = b.Capture(ctx, browser.CaptureOptions{Format: format, Quality: spec.Quality, FullPage: spec.FullPage})
 	}
-	out.Timings.CaptureMs = ms(e.cfg.Now().Sub(t))
+	out.Timings.CaptureMs = ms(e.cfg.Clock.Now().Sub(t))
 	if err != nil {
 		if why, _ := stopped(); why != "" {
 			return fail(false, "capture %s: %s", format, why)

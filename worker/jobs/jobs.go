@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -82,8 +83,8 @@ type Config struct {
 	// failed (the backoff doubles, up to 16 times the first).
 	DoneRetries int
 	DoneBackoff time.Duration
-	// Now is the clock of the timings (default time.Now).
-	Now func() time.Time
+	// Clock is the clock of the timings (default clock.Real).
+	Clock clock.Clock
 	// OnEnd, if set, is called once per attempt that ends with its kind
 	// and result (a check state, "done", "failed" or "cancelled"), for
 	// metrics.
@@ -159,8 +160,8 @@ func New(cfg Config, l Leaser, r Reporter) *Executor {
 	if cfg.DoneBackoff <= 0 {
 		cfg.DoneBackoff = DefaultDoneBackoff
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
 	}
 	e := &Executor{cfg: cfg, leaser: l, rep: r, log: cfg.Logger.With().Str("component", "jobs").Logger(),
 		running: map[runKey]*attempt{}}

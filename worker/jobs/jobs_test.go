@@ -9,13 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // fakeBrowser answers Load, Capture, Evaluate and Input from its fields;
 // with block set, Load waits for it (or ctx).
@@ -165,19 +164,6 @@ func (r *fakeReporter) outcomes() []wire.JobOutcome {
 	return append([]wire.JobOutcome(nil), r.done...)
 }
 
-// eventually polls cond until it holds (a safety-net timeout fails the
-// test; it is not a performance assertion).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // runOne runs one attempt of spec to its Done.
 func runOne(t *testing.T, cfg Config, l *fakeLeaser, spec wire.JobSpec) wire.JobOutcome {
 	t.Helper()
@@ -187,7 +173,7 @@ func runOne(t *testing.T, cfg Config, l *fakeLeaser, spec wire.JobSpec) wire.Job
 	if err := e.Start(wire.JobRun{ID: "j1", Attempt: 1, Spec: spec}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Done", func() bool { return len(r.outcomes()) == 1 })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("Done", func() bool { return len(r.outcomes()) == 1 }))
 	out := r.outcomes()[0]
 	if out.ID != "j1" || out.Attempt != 1 {
 		t.Fatalf("outcome for %s/%d", out.ID, out.Attempt)
@@ -326,8 +312,8 @@ func TestSlots(t *testing.T) {
 		t.Fatalf("second Start = %v, want ErrNoSlot", err)
 	}
 	close(release)
-	eventually(t, "Done", func() bool { return len(r.outcomes()) == 1 })
-	eventually(t, "slot free", func() bool { return e.Stats().Free == 1 })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("Done", func() bool { return len(r.outcomes()) == 1 }))
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("slot free", func() bool { return e.Stats().Free == 1 }))
 	if err := e.Start(wire.JobRun{ID: "j2", Attempt: 1, Spec: wire.JobSpec{Kind: wire.JobCheck, URL: "http://example.test/"}}); err != nil {
 		t.Fatalf("Start with a free slot = %v", err)
 	}
@@ -338,9 +324,9 @@ func TestSlots(t *testing.T) {
 func TestProgress(t *testing.T) {
 	r := &fakeReporter{}
 	e, _, release := blocked(t, Config{}, r)
-	eventually(t, "two working reports", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.working >= 2 })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("two working reports", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.working >= 2 }))
 	close(release)
-	eventually(t, "Done", func() bool { return len(r.outcomes()) == 1 })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("Done", func() bool { return len(r.outcomes()) == 1 }))
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +353,7 @@ func TestCancel(t *testing.T) {
 	if err := e.Cancel("j1", 1); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "slot free", func() bool { return e.Stats().Used == 0 })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("slot free", func() bool { return e.Stats().Used == 0 }))
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +393,7 @@ func TestDoneRetried(t *testing.T) {
 		if err := e.Start(wire.JobRun{ID: "j", Attempt: 1, Spec: wire.JobSpec{Kind: wire.JobCheck, URL: "http://example.test/"}}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "slot free", func() bool { return e.Stats().Used == 0 })
+		testutil.Eventually(t, 30*time.Second, testutil.Cond("slot free", func() bool { return e.Stats().Used == 0 }))
 		_ = e.Close(context.Background())
 		r.mu.Lock()
 		if r.doneCalls != tc.calls || len(r.done) != tc.delivered {
@@ -444,7 +430,7 @@ func TestStartGate(t *testing.T) {
 		if err := e.Start(wire.JobRun{ID: "j", Attempt: 1, Spec: spec}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "Done", func() bool { return len(r.outcomes()) == 1 })
+		testutil.Eventually(t, 30*time.Second, testutil.Cond("Done", func() bool { return len(r.outcomes()) == 1 }))
 		out := r.outcomes()[0]
 		r.mu.Lock()
 		readies := r.readies
@@ -461,7 +447,7 @@ func TestStartGate(t *testing.T) {
 		if err := e.Start(wire.JobRun{ID: "j", Attempt: 1, Spec: spec}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "Done", func() bool { return len(r.outcomes()) == 1 })
+		testutil.Eventually(t, 30*time.Second, testutil.Cond("Done", func() bool { return len(r.outcomes()) == 1 }))
 		if out := r.outcomes()[0]; !strings.Contains(out.Err, "start gate") {
 			t.Fatalf("outcome %+v", out)
 		}
@@ -485,6 +471,6 @@ func runOneWith(t *testing.T, r *fakeReporter, spec wire.JobSpec) wire.JobOutcom
 	if err := e.Start(wire.JobRun{ID: "j", Attempt: 1, Spec: spec}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Done", func() bool { return len(r.outcomes()) == 1 })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("Done", func() bool { return len(r.outcomes()) == 1 }))
 	return r.outcomes()[0]
 }

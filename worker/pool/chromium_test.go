@@ -8,15 +8,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
@@ -106,17 +103,14 @@ func (s *site) handler() http.Handler {
 // returns to it, touch keeps the session alive past its idle timeout, and
 // TTL recycling keeps the login on a fresh browser context.
 func TestChromiumPool(t *testing.T) {
-	chromiumtest.Need(t)
+	testutil.NeedChromium(t)
 	if testing.Short() {
 		t.Skip("short")
 	}
 	st := &site{idle: 2 * time.Second, sessions: map[string]time.Time{}}
 	srv := httptest.NewServer(st.handler())
 	defer srv.Close()
-	log := zerolog.Nop()
-	if os.Getenv("CB_TEST_LOG") != "" {
-		log = zerolog.New(zerolog.NewConsoleWriter()).Level(zerolog.DebugLevel).With().Timestamp().Logger()
-	}
+	log := testutil.Logger(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rt, err := chromium.New(ctx, chromium.Config{Logger: log})
@@ -224,7 +218,7 @@ func TestChromiumPool(t *testing.T) {
 		l.Return()
 		settle(t)
 		logins := st.Logins()
-		time.Sleep(st.idle + time.Second)
+		time.Sleep(st.idle + time.Second) // deliberately past the site's idle timeout
 		l, err = m.Lease(ctx, "search", &c)
 		if err != nil {
 			t.Fatal(err)
@@ -272,7 +266,7 @@ func TestChromiumPool(t *testing.T) {
 		}
 		old := l.Browser()
 		logins := st.Logins()
-		time.Sleep(1100 * time.Millisecond)
+		time.Sleep(1100 * time.Millisecond) // deliberately past the 1 s TTL
 		start := time.Now()
 		l.Return()
 		settle(t)

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"errors"
-	"time"
 )
 
 // The errors of the document, word for word. Leases fail with a
@@ -62,22 +61,3 @@ func (e *LimitError) Is(target error) bool {
 	return target == ErrGlobalMax && e.Reason == ReasonGlobalMax ||
 		target == ErrPoolMax && e.Reason == ReasonPoolMax
 }
-
-// Clock is time for the pool: Now, and timers for the validation
-// intervals. Tests inject a fake one.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f in its own goroutine (or, for a fake clock, the
-	// one advancing time) after d.
-	AfterFunc(d time.Duration, f func()) Timer
-}
-
-// Timer is a stoppable pending call.
-type Timer interface {
-	Stop() bool
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                            { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }

@@ -1,124 +1,23 @@
 package pool
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// fakeClock moves only when told; timers fire in the goroutine calling
-// Advance, in time order, each followed by onFire (settling the manager).
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-	onFire func()
-}
-
-type fakeTimer struct {
-	c    *fakeClock
-	at   time.Time
-	f    func()
-	done bool
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.done
-	t.done = true
-	return was
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-// active counts timers that have neither fired nor been stopped.
-func (c *fakeClock) active() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, t := range c.timers {
-		if !t.done {
-			n++
-		}
-	}
-	return n
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	target := c.now.Add(d)
-	c.mu.Unlock()
-	for {
-		c.mu.Lock()
-		var next *fakeTimer
-		for _, t := range c.timers {
-			if !t.done && !t.at.After(target) && (next == nil || t.at.Before(next.at)) {
-				next = t
-			}
-		}
-		if next == nil {
-			if target.After(c.now) { // concurrent Advances never move time back
-				c.now = target
-			}
-			c.timers = slices.DeleteFunc(c.timers, func(t *fakeTimer) bool { return t.done })
-			c.mu.Unlock()
-			if c.onFire != nil {
-				c.onFire()
-			}
-			return
-		}
-		next.done = true
-		if next.at.After(c.now) {
-			c.now = next.at
-		}
-		c.mu.Unlock()
-		next.f()
-		if c.onFire != nil {
-			c.onFire()
-		}
-	}
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // fakeFactory makes browser.Null browsers, numbered from 1, and fails on
 // demand.
@@ -278,32 +177,14 @@ func (r *fakeRunner) gate(label string) (open func()) {
 	}
 }
 
-// syncBuffer collects log lines from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is a Manager over fakes.
 type env struct {
 	t     *testing.T
-	clock *fakeClock
+	clock *clocktest.Clock
 	f     *fakeFactory
 	r     *fakeRunner
 	m     *Manager
-	logs  *syncBuffer
+	logs  *testutil.SyncBuffer
 }
 
 type envOpt func(*ManagerConfig)
@@ -312,7 +193,7 @@ type envOpt func(*ManagerConfig)
 // generalMin warm general-pool browsers, settled.
 func newEnv(t *testing.T, max, generalMin int, opts ...envOpt) *env {
 	t.Helper()
-	e := &env{t: t, clock: newFakeClock(), f: newFactory(), logs: &syncBuffer{}}
+	e := &env{t: t, clock: clocktest.New(time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)), f: newFactory(), logs: &testutil.SyncBuffer{}}
 	e.r = &fakeRunner{f: e.f, fails: map[string]int{}, gates: map[string]chan struct{}{}}
 	cfg := ManagerConfig{
 		Types:  map[string]BrowserType{TypeChromium: {Factory: e.f, Max: max, GeneralMin: generalMin}},
@@ -328,7 +209,7 @@ func newEnv(t *testing.T, max, generalMin int, opts ...envOpt) *env {
 		t.Fatal(err)
 	}
 	e.m = m
-	e.clock.onFire = e.settle
+	e.clock.OnFire(e.settle)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -338,7 +219,7 @@ func newEnv(t *testing.T, max, generalMin int, opts ...envOpt) *env {
 		if n := e.f.open(); n != 0 {
 			t.Errorf("%d browsers left open after Close", n)
 		}
-		if n := e.clock.active(); n != 0 {
+		if n := e.clock.Active(); n != 0 {
 			t.Errorf("%d timers left after Close", n)
 		}
 	})

@@ -39,6 +39,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
 )
@@ -73,8 +74,9 @@ type ManagerConfig struct {
 	DefaultType string
 	// Runner runs the pools' sequences.
 	Runner Runner
-	// Clock defaults to real time.
-	Clock  Clock
+	// Clock is time for the pool: Now, and timers for the validation
+	// intervals (default clock.Real; tests inject a fake one).
+	Clock  clock.Clock
 	Logger zerolog.Logger
 	// Options returns the options of a new browser for app ("" for the
 	// general pool); nil means zero Options. An error fails the creation
@@ -94,7 +96,7 @@ const closeTimeout = 10 * time.Second
 type Manager struct {
 	cfg   ManagerConfig
 	log   zerolog.Logger
-	clock Clock
+	clock clock.Clock
 	ctx   context.Context // ends at Close: aborts creations and sequences
 	stop  context.CancelFunc
 
@@ -139,7 +141,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		return nil, fmt.Errorf("pool: default browser type %q is not configured", cfg.DefaultType)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = realClock{}
+		cfg.Clock = clock.Real
 	}
 	if cfg.CreateTimeout <= 0 {
 		cfg.CreateTimeout = time.Minute

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
 )
@@ -72,8 +73,8 @@ type pool struct {
 	entries  []*entry
 	waiters  []*waiter
 	retired  bool
-	refreshT Timer
-	destroyT Timer
+	refreshT clock.Timer
+	destroyT clock.Timer
 	c        Counters
 }
 
@@ -567,7 +568,7 @@ func (p *pool) destroyCheck() {
 // are destroyed; the others are destroyed when they come back.
 func (p *pool) retire(err error, reason string) {
 	p.retired = true
-	for _, t := range []Timer{p.refreshT, p.destroyT} {
+	for _, t := range []clock.Timer{p.refreshT, p.destroyT} {
 		if t != nil {
 			t.Stop()
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
 )
@@ -648,10 +649,10 @@ func TestLeaseWaitsForABrowserBeingPrepared(t *testing.T) {
 		}
 		got <- l
 	}()
-	waitFor(t, func() bool { return e.pool("app").Waiting == 1 })
-	e.clock.onFire = nil // settling would wait for the blocked back sequence
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("a waiting lease", func() bool { return e.pool("app").Waiting == 1 }))
+	e.clock.OnFire(nil) // settling would wait for the blocked back sequence
 	e.clock.Advance(2 * time.Second)
-	e.clock.onFire = e.settle
+	e.clock.OnFire(e.settle)
 	open()
 	l2 := <-got
 	e.settle()
@@ -669,7 +670,7 @@ func TestLeaseWaitsForABrowserBeingPrepared(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { _, err := e.m.Lease(ctx, "app", c); errc <- err }()
-	waitFor(t, func() bool { return e.pool("app").Waiting == 1 })
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("a waiting lease", func() bool { return e.pool("app").Waiting == 1 }))
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("err %v", err)
@@ -678,19 +679,6 @@ func TestLeaseWaitsForABrowserBeingPrepared(t *testing.T) {
 	e.settle()
 	if s := e.pool("app"); s.Free != 1 || s.Waiting != 0 || s.LeaseFailures[ReasonCanceled] != 1 {
 		t.Errorf("stats %+v %+v", s.Gauges, s.Counters)
-	}
-}
-
-// waitFor polls a condition that another goroutine makes true (no timing
-// assertion: it only bounds a hang).
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -763,7 +751,7 @@ func TestConfigChangeReplacesPool(t *testing.T) {
 // the race detector watches, and the books must balance at the end.
 func TestConcurrentLeases(t *testing.T) {
 	e := newEnv(t, 5, 1)
-	e.clock.onFire = nil
+	e.clock.OnFire(nil)
 	c := cfg(1, 3)
 	c.TTL = Duration(time.Second)
 	nb := cfg(0, 2)
@@ -822,9 +810,9 @@ func TestCloseDestroysEverything(t *testing.T) {
 	e.lease("app", c) // the second free one
 	errc := make(chan error, 1)
 	go func() { _, err := e.m.Lease(context.Background(), "app", c); errc <- err }() // waits on a creation
-	waitFor(t, func() bool { return e.pool("app").Waiting == 1 })
-	if e.clock.active() != 2 {
-		t.Errorf("%d timers", e.clock.active())
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("a waiting lease", func() bool { return e.pool("app").Waiting == 1 }))
+	if e.clock.Active() != 2 {
+		t.Errorf("%d timers", e.clock.Active())
 	}
 	if err := e.m.Close(context.Background()); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
@@ -66,7 +66,7 @@ func testSite() (http.Handler, *atomic.Int64) {
 }
 
 func TestChromium(t *testing.T) {
-	chromiumtest.Need(t)
+	testutil.NeedChromium(t)
 	if testing.Short() {
 		t.Skip("short")
 	}

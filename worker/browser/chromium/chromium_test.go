@@ -21,8 +21,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/target"
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
@@ -35,47 +35,32 @@ var (
 	testSrv    *httptest.Server
 )
 
-func TestMain(m *testing.M) {
+func TestMain(m *testing.M) { testutil.Main(withFixtures{m}) }
+
+// withFixtures starts the test pages and ends the shared runtime around the
+// tests, so the leak check runs after both are gone.
+type withFixtures struct{ m *testing.M }
+
+func (w withFixtures) Run() int {
 	testSrv = httptest.NewServer(testPages())
-	code := m.Run()
-	if sharedRT != nil {
-		sharedRT.Close()
-	}
-	testSrv.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
+	defer testSrv.Close()
+	defer func() {
+		if sharedRT != nil {
+			sharedRT.Close()
 		}
-	}
-	os.Exit(code)
-}
-
-// needChromium skips without a Chromium binary, except on CI.
-func needChromium(t testing.TB) {
-	t.Helper()
-	if _, err := findChromium(""); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but %v", err)
-		}
-		t.Skip(err)
-	}
-}
-
-func testLogger(t testing.TB) zerolog.Logger {
-	if os.Getenv("CB_TEST_LOG") != "" {
-		return zerolog.New(zerolog.NewConsoleWriter()).Level(zerolog.DebugLevel).With().Timestamp().Logger()
-	}
-	return zerolog.Nop()
+	}()
+	return w.m.Run()
 }
 
 func shared(t testing.TB) *Runtime {
 	t.Helper()
-	needChromium(t)
+	testutil.NeedChromium(t)
 	sharedOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		sharedRT, sharedErr = New(ctx, Config{Logger: testLogger(t)})
+		// Nop: the runtime outlives the test that starts it, so no test's
+		// log can take its lines.
+		sharedRT, sharedErr = New(ctx, Config{Logger: zerolog.Nop()})
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
@@ -101,18 +86,6 @@ func newBrowser(t *testing.T, rt *Runtime, opts browser.Options) browser.Browser
 	return b
 }
 
-// waitFor polls cond until it holds or ctx ends.
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 func eval[T any](t *testing.T, b browser.Browser, expr string) T {
 	t.Helper()
 	var v T
@@ -126,7 +99,7 @@ func eval[T any](t *testing.T, b browser.Browser, expr string) T {
 // return once the document committed, and parsing goes on after that.
 func waitLoaded(t *testing.T, b browser.Browser) {
 	t.Helper()
-	waitFor(t, testCtx(t), "page loaded", func() bool { return eval[string](t, b, "document.readyState") == "complete" })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("page loaded", func() bool { return eval[string](t, b, "document.readyState") == "complete" }))
 }
 
 func testPages() http.Handler {
@@ -174,16 +147,16 @@ func TestPageTracking(t *testing.T) {
 	changes := make(chan browser.Page, 100)
 	stop := b.OnPageChange(func(p browser.Page) { changes <- p })
 	defer stop()
-	waitFor(t, ctx, "title Hello", func() bool { return b.Page().Title == "Hello" })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("title Hello", func() bool { return b.Page().Title == "Hello" }))
 	if w := eval[int](t, b, "window.innerWidth"); w != 800 {
 		t.Fatalf("innerWidth %d", w)
 	}
 
 	// Title changes by script and within-document navigation are seen.
 	eval[any](t, b, `document.title = "Changed"`)
-	waitFor(t, ctx, "title Changed", func() bool { return b.Page().Title == "Changed" })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("title Changed", func() bool { return b.Page().Title == "Changed" }))
 	eval[any](t, b, `history.pushState(null, "", "/title?pushed")`)
-	waitFor(t, ctx, "pushState url", func() bool { return b.Page().URL == testSrv.URL+"/title?pushed" })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("pushState url", func() bool { return b.Page().URL == testSrv.URL+"/title?pushed" }))
 
 	// A notification carries the latest page.
 	for p := range changes {
@@ -199,21 +172,21 @@ func TestPageTracking(t *testing.T) {
 	if got := b.Page().URL; got != data {
 		t.Fatalf("after navigate url %q", got)
 	}
-	waitFor(t, ctx, "title Data", func() bool { return b.Page().Title == "Data" })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("title Data", func() bool { return b.Page().Title == "Data" }))
 
 	// Back goes to the pushed entry; forward returns.
 	if err := b.Input(ctx, browser.InputEvent{Type: browser.InputBack}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "back", func() bool { return b.Page().URL == testSrv.URL+"/title?pushed" })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("back", func() bool { return b.Page().URL == testSrv.URL+"/title?pushed" }))
 	if err := b.Input(ctx, browser.InputEvent{Type: browser.InputForward}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "forward", func() bool { return b.Page().URL == data })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("forward", func() bool { return b.Page().URL == data }))
 	if err := b.Input(ctx, browser.InputEvent{Type: browser.InputNavigate, URL: testSrv.URL + "/title?Via_input"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "input navigate", func() bool { return b.Page().Title == "Via_input" })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("input navigate", func() bool { return b.Page().Title == "Via_input" }))
 	if err := b.Input(ctx, browser.InputEvent{Type: browser.InputReload}); err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +321,7 @@ func TestTypingAndClick(t *testing.T) {
 	ctx := testCtx(t)
 	waitLoaded(t, b)
 	click(t, b, 50, 25) // focus #a
-	waitFor(t, ctx, "focus", func() bool { return eval[string](t, b, "document.activeElement.id") == "a" })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("focus", func() bool { return eval[string](t, b, "document.activeElement.id") == "a" }))
 
 	typeText(t, b, "Hello, World! 123 äé")
 	if got := eval[string](t, b, "document.getElementById('a').value"); got != "Hello, World! 123 äé" {
@@ -409,12 +382,12 @@ func TestWheelAndResize(t *testing.T) {
 		}
 	}
 	wheel(0, 300)
-	waitFor(t, ctx, "vertical scroll", func() bool { return eval[float64](t, b, "window.scrollY") > 0 })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("vertical scroll", func() bool { return eval[float64](t, b, "window.scrollY") > 0 }))
 	if x := eval[float64](t, b, "window.scrollX"); x != 0 {
 		t.Fatalf("scrollX %v after a vertical wheel", x)
 	}
 	wheel(250, 0)
-	waitFor(t, ctx, "horizontal scroll", func() bool { return eval[float64](t, b, "window.scrollX") > 0 })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("horizontal scroll", func() bool { return eval[float64](t, b, "window.scrollX") > 0 }))
 
 	if err := b.Input(ctx, browser.InputEvent{Type: browser.InputResize, Width: 500, Height: 400}); err != nil {
 		t.Fatal(err)
@@ -454,7 +427,7 @@ func TestCookiesTransfer(t *testing.T) {
 	if err := b.Navigate(ctx, testSrv.URL+"/echo"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "echoed cookies", func() bool { return b.Page().Title != "" })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("echoed cookies", func() bool { return b.Page().Title != "" }))
 	if got := b.Page().Title; !strings.Contains(got, "sess=s1") || !strings.Contains(got, "keep=k1") {
 		t.Fatalf("server saw cookies %q", got)
 	}
@@ -510,15 +483,12 @@ func TestNoLeakedTargets(t *testing.T) {
 	}
 	// Close waits for Chromium to drop the target, but allow a busy machine
 	// a moment to list it gone.
-	var pages, contexts int
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if pages, contexts = pageTargets(t, rt); pages == pages0 && contexts == contexts0 {
-			break
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if pages, contexts := pageTargets(t, rt); pages != pages0 || contexts != contexts0 {
+			return fmt.Errorf("after 50 cycles: %d pages, %d contexts; before: %d, %d", pages, contexts, pages0, contexts0)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 50 cycles: %d pages, %d contexts; before: %d, %d", pages, contexts, pages0, contexts0)
-		}
-	}
+		return nil
+	})
 	if st, _ := rt.Stats(ctx); st.Browsers != 0 {
 		t.Fatalf("stats count %d browsers", st.Browsers)
 	}
@@ -572,9 +542,9 @@ func procState(pid int) (procStat, bool) {
 }
 
 func TestChromiumCrashRecovery(t *testing.T) {
-	needChromium(t)
+	testutil.NeedChromium(t)
 	ctx := testCtx(t)
-	rt, err := New(ctx, Config{Processes: 2, Logger: testLogger(t)})
+	rt, err := New(ctx, Config{Processes: 2, Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -625,11 +595,11 @@ func TestChromiumCrashRecovery(t *testing.T) {
 	}
 	// The slot comes back; fill the survivor so the next browser must go
 	// to the restarted process.
-	waitFor(t, ctx, "restart", func() bool {
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("restart", func() bool {
 		rt.mu.Lock()
 		defer rt.mu.Unlock()
 		return rt.slots[0].proc != nil
-	})
+	}))
 	for range 3 {
 		b, err := rt.NewBrowser(ctx, browser.Options{URL: testSrv.URL + "/title?after"})
 		if err != nil {
@@ -713,9 +683,9 @@ func TestConfig(t *testing.T) {
 // TestHungChromium stops Chromium (SIGSTOP): the health check must kill and
 // replace it.
 func TestHungChromium(t *testing.T) {
-	needChromium(t)
+	testutil.NeedChromium(t)
 	ctx := testCtx(t)
-	rt, err := New(ctx, Config{Logger: testLogger(t), healthInterval: 200 * time.Millisecond, healthTimeout: 500 * time.Millisecond})
+	rt, err := New(ctx, Config{Logger: testutil.Logger(t), healthInterval: 200 * time.Millisecond, healthTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
@@ -59,8 +60,8 @@ fetch("http://localhost:` + port + `/fetch", {mode: "no-cors"}).catch(function (
 	if b.Egress() != e {
 		t.Fatal("Egress() is not the endpoint")
 	}
-	waitFor(t, ctx, "page done", func() bool { return b.Page().Title == "done" })
-	waitFor(t, ctx, "websocket settled", func() bool { return eval[bool](t, b, "window.wsDone === true") })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("page done", func() bool { return b.Page().Title == "done" }))
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("websocket settled", func() bool { return eval[bool](t, b, "window.wsDone === true") }))
 	if err := b.Navigate(ctx, "http://x@127.0.0.2:"+port+"/"); err != nil {
 		t.Logf("navigate: %v", err)
 	}
@@ -92,7 +93,7 @@ fetch("http://localhost:` + port + `/fetch", {mode: "no-cors"}).catch(function (
 	if err := b.Navigate(ctx, "http://127.0.0.1:"+port+"/"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "allowed page", func() bool { return b.Page().Title == "loopback secret" })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("allowed page", func() bool { return b.Page().Title == "loopback secret" }))
 	if hits.Load() == 0 {
 		t.Fatal("allowed service not reached")
 	}

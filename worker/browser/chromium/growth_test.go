@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/memory"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
@@ -91,7 +92,7 @@ func TestRendererGarbageCollected(t *testing.T) {
 		most = max(most, docs)
 	}
 	// The check after the last load runs in the background.
-	waitFor(t, ctx, "a renderer collection", func() bool { return cb.gcs.Load() > 0 })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("a renderer collection", func() bool { return cb.gcs.Load() > 0 }))
 	// Live: the page and the back-forward cache's pages (up to 6), each
 	// with its images. A collection is asked for once the new documents
 	// outnumber the live ones, and Chromium may collect by itself too.
@@ -141,7 +142,7 @@ func BenchmarkLoadGrowth(b *testing.B) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		cfg.Logger = testLogger(b)
+		cfg.Logger = testutil.Logger(b)
 		rt, err := New(ctx, cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -172,7 +173,7 @@ func BenchmarkLoadGrowth(b *testing.B) {
 		{name: "screencast", cast: true},
 	} {
 		b.Run(v.name, func(b *testing.B) {
-			needChromium(b)
+			testutil.NeedChromium(b)
 			ctx := context.Background()
 			rt := runtimeFor(b, v.cfg)
 			var first, tenth, fiftieth, ratio, plateau, docs []float64
@@ -234,7 +235,7 @@ func TestNoBackForwardCache(t *testing.T) {
 	if err := b.Input(ctx, browser.InputEvent{Type: browser.InputBack}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "back", func() bool { return b.Page().Title == "first" })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("back", func() bool { return b.Page().Title == "first" }))
 	waitLoaded(t, b)
 	if got := eval[string](t, b, `String(window.marker) + " " + performance.getEntriesByType("navigation")[0].type`); got != "undefined back_forward" {
 		t.Fatalf("after back: marker and navigation type %q, want a new document", got)
@@ -244,9 +245,9 @@ func TestNoBackForwardCache(t *testing.T) {
 // ExtraFlags can turn the back-forward cache back on; a restored page
 // keeps its state and still gets its title reported.
 func TestBackForwardCacheOptIn(t *testing.T) {
-	needChromium(t)
+	testutil.NeedChromium(t)
 	ctx := testCtx(t)
-	rt, err := New(ctx, Config{Logger: testLogger(t), ExtraFlags: []string{bfcacheOn}})
+	rt, err := New(ctx, Config{Logger: testutil.Logger(t), ExtraFlags: []string{bfcacheOn}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,11 +258,11 @@ func TestBackForwardCacheOptIn(t *testing.T) {
 	if err := b.Navigate(ctx, testSrv.URL+"/title?second"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "title second", func() bool { return b.Page().Title == "second" })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("title second", func() bool { return b.Page().Title == "second" }))
 	if err := b.Input(ctx, browser.InputEvent{Type: browser.InputBack}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "back", func() bool { return b.Page() == browser.Page{URL: testSrv.URL + "/title?first", Title: "first"} })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("back", func() bool { return b.Page() == browser.Page{URL: testSrv.URL + "/title?first", Title: "first"} }))
 	if m := eval[int](t, b, `window.marker`); m != 1 {
 		t.Fatalf("marker %d: not restored from the back-forward cache", m)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
@@ -160,7 +161,7 @@ func (p *testPolicy) deniedPaths() []string {
 func results(t *testing.T, b browser.Browser, keys ...string) map[string]string {
 	t.Helper()
 	var r map[string]string
-	waitFor(t, testCtx(t), "page results "+strings.Join(keys, ","), func() bool {
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("page results "+strings.Join(keys, ","), func() bool {
 		r = eval[map[string]string](t, b, "window.results || {}")
 		for _, k := range keys {
 			if r[k] == "" {
@@ -168,7 +169,7 @@ func results(t *testing.T, b browser.Browser, keys ...string) map[string]string 
 			}
 		}
 		return true
-	})
+	}))
 	return r
 }
 
@@ -192,11 +193,11 @@ func TestNavigationPolicy(t *testing.T) {
 			t.Errorf("%s: %q, want %q", k, got[k], v)
 		}
 	}
-	waitFor(t, ctx, "3 blocked", func() bool { return b.Blocked() >= 3 })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("3 blocked", func() bool { return b.Blocked() >= 3 }))
 
 	// A link to a denied page fails in the browser.
 	eval[any](t, b, `document.getElementById("link").click()`)
-	waitFor(t, ctx, "4 blocked", func() bool { return b.Blocked() >= 4 })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("4 blocked", func() bool { return b.Blocked() >= 4 }))
 
 	// Navigate and Input refuse before asking Chromium; nothing is counted.
 	if err := b.Navigate(ctx, site.URL+"/deny/nav"); !errors.Is(err, browser.ErrBlocked) {
@@ -225,7 +226,7 @@ func TestNavigationPolicy(t *testing.T) {
 	if got["frameimg"] != "error" || got["worker"] != "error" || got["shared"] != "error" {
 		t.Errorf("iframe image %q, worker fetch %q, shared worker fetch %q; want errors", got["frameimg"], got["worker"], got["shared"])
 	}
-	waitFor(t, ctx, "the allowed popup", func() bool { return site.hit("/popup") })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("the allowed popup", func() bool { return site.hit("/popup") }))
 
 	// The filter stays across a cross-site (cross-process) navigation.
 	if err := b.Navigate(ctx, site.otherSite()+"/page"); err != nil {
@@ -238,7 +239,7 @@ func TestNavigationPolicy(t *testing.T) {
 	wantDenied := []string{"/deny/first", "/deny/frameimg.png", "/deny/img.png", "/deny/img.png", "/deny/input", "/deny/nav",
 		"/deny/page", "/deny/popup", "/deny/popup2", "/deny/popupimg.png", "/deny/sharedfetch", "/deny/target",
 		"/deny/workerfetch", "/deny/xhr", "/deny/xhr", "/panic.png", "/panic.png"}
-	waitFor(t, ctx, "all denials", func() bool { return len(pol.deniedPaths()) >= len(wantDenied) })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("all denials", func() bool { return len(pol.deniedPaths()) >= len(wantDenied) }))
 	if d := pol.deniedPaths(); !slices.Equal(d, wantDenied) {
 		t.Errorf("denied %q\nwant   %q", d, wantDenied)
 	}
@@ -366,9 +367,9 @@ func BenchmarkPolicyLoad(b *testing.B) {
 // A Chromium crash ends a policy browser like any other; the restarted
 // process gets a new request filter.
 func TestPolicyAfterCrash(t *testing.T) {
-	needChromium(t)
+	testutil.NeedChromium(t)
 	ctx := testCtx(t)
-	rt, err := New(ctx, Config{Logger: testLogger(t)})
+	rt, err := New(ctx, Config{Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +390,7 @@ func TestPolicyAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "title", func() bool { return b2.Page().Title == "y" })
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("title", func() bool { return b2.Page().Title == "y" }))
 	rt.Close()
 	if !errors.Is(b2.Err(), browser.ErrClosed) {
 		t.Fatalf("after close: %v", b2.Err())
