@@ -8,9 +8,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/chromiumtest"
 )
 
 // A page's URL, cookies, localStorage and sessionStorage survive a

@@ -1,12 +1,10 @@
-// Package chromiumtest helps tests that need a real Chromium.
+// Package chromiumtest holds the policy for tests that need a real
+// Chromium; worker/browser/chromium/chromiumtest.Need applies it.
 package chromiumtest
 
 import (
 	"os"
 	"strings"
-	"testing"
-
-	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
 
 // Required reports whether a missing Chromium must fail the tests instead
@@ -22,17 +20,4 @@ func Required() bool {
 		return false
 	}
 	return true
-}
-
-// Need skips the test when no Chromium binary is found, unless Required,
-// where a missing Chromium is a failure.
-func Need(t testing.TB) {
-	t.Helper()
-	if _, err := chromium.Find(""); err == nil {
-		return
-	}
-	if Required() {
-		t.Fatal("Chromium is required here (CI or CB_REQUIRE_CHROMIUM=1) but no Chromium binary was found (install chromium or set CB_CHROMIUM)")
-	}
-	t.Skip("no Chromium binary")
 }

@@ -15,10 +15,10 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/rs/zerolog"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/chromiumtest"
 )
 
 // needChromium skips without Chromium, except in CI where it must exist.

@@ -11,10 +11,10 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/chromiumtest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/chromiumtest"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
 )
