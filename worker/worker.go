@@ -28,12 +28,13 @@ import (
 	cbmetrics "github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
 )
 
 // Config configures a worker.
@@ -183,7 +184,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	pm, err := pool.NewManager(pool.ManagerConfig{
 		Types:  map[string]pool.BrowserType{pool.TypeChromium: {Factory: cfg.Runtime, Max: cfg.MaxBrowsers, GeneralMin: cfg.GeneralMin}},
-		Runner: &sequence.Runner{Secrets: cfg.Secrets, Log: w.log.With().Str("component", "sequence").Logger()},
+		Runner: &seqrun.Runner{Secrets: cfg.Secrets, Log: w.log.With().Str("component", "sequence").Logger()},
 		Logger: w.log,
 		// The general pool's browsers get the app's policy at lease.
 		Options: w.browserOptions,

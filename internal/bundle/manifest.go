@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"io/fs"
 	"path"
 	"regexp"
@@ -15,9 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
 )
 
 // ManifestName is the manifest file at the root of a bundle.
@@ -48,7 +48,7 @@ type Manifest struct {
 	// keeps browsers until they are closed.
 	IdleTimeout *sequence.Duration `json:"idleTimeout,omitempty"`
 	// Pool configures an application-specific browser pool (pools issue);
-	// validated by the worker's pool package.
+	// see ParsePool.
 	Pool json.RawMessage `json:"pool,omitempty"`
 }
 
@@ -230,11 +230,11 @@ func (m *Manifest) Validate(files map[string]bool) error {
 
 // ParsePool decodes and validates the manifest's "pool" object (nil if
 // absent). Errors name fields under "pool.".
-func ParsePool(raw json.RawMessage) (*pool.Config, error) {
+func ParsePool(raw json.RawMessage) (*PoolConfig, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	var c pool.Config
+	var c PoolConfig
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {

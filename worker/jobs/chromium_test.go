@@ -16,7 +16,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/chromiumtest"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
 )
 
 // poolLeaser leases from the general pool of a real pool.Manager.
@@ -49,7 +49,7 @@ func TestChromiumJobs(t *testing.T) {
 	defer rt.Close()
 	m, err := pool.NewManager(pool.ManagerConfig{
 		Types:   map[string]pool.BrowserType{pool.TypeChromium: {Factory: rt, Max: 4}},
-		Runner:  &sequence.Runner{},
+		Runner:  &seqrun.Runner{},
 		Logger:  zerolog.Nop(),
 		Options: func(string) (browser.Options, error) { return browser.Options{}, nil },
 	})

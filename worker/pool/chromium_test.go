@@ -16,10 +16,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/chromiumtest"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
 )
 
 // site is a small web application with sessions: a login form that sets a
@@ -126,7 +127,7 @@ func TestChromiumPool(t *testing.T) {
 	defer rt.Close()
 	m, err := NewManager(ManagerConfig{
 		Types:   map[string]BrowserType{TypeChromium: {Factory: rt, Max: 6}},
-		Runner:  &sequence.Runner{Secrets: sequence.MapSecrets(map[string]string{"DEMO_PASSWORD": sitePassword}), Log: log},
+		Runner:  &seqrun.Runner{Secrets: sequence.MapSecrets(map[string]string{"DEMO_PASSWORD": sitePassword}), Log: log},
 		Logger:  log,
 		Options: func(string) (browser.Options, error) { return browser.Options{Width: 800, Height: 600}, nil },
 	})
@@ -161,7 +162,7 @@ func TestChromiumPool(t *testing.T) {
 	if err := c.Validate("pool"); err != nil {
 		t.Fatal(err)
 	}
-	r := &sequence.Runner{}
+	r := &seqrun.Runner{}
 	loggedIn := func(t *testing.T, b browser.Browser) {
 		t.Helper()
 		var who string

@@ -15,8 +15,9 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
 )
 
 func TestMain(m *testing.M) {
@@ -225,7 +226,7 @@ func (r *fakeRunner) Run(ctx context.Context, b browser.Browser, q sequence.Sequ
 		}
 	}
 	if fail != 0 {
-		return &sequence.StepError{Index: 0, Kind: sequence.KindEval, Step: label, Err: errors.New("fake failure")}
+		return &seqrun.StepError{Index: 0, Kind: sequence.KindEval, Step: label, Err: errors.New("fake failure")}
 	}
 	switch label {
 	case "init":
