@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 )
@@ -31,13 +32,13 @@ type fakeRouter struct {
 	mu      sync.Mutex
 	route   Route
 	err     error
-	fn      func(ctx context.Context, t Target) (Route, error)
+	fn      func(ctx context.Context, t urlkind.Target) (Route, error)
 	apps    []AppLink
 	appsErr error
-	targets []Target
+	targets []urlkind.Target
 }
 
-func (f *fakeRouter) Route(ctx context.Context, t Target) (Route, error) {
+func (f *fakeRouter) Route(ctx context.Context, t urlkind.Target) (Route, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	f.targets = append(f.targets, t)

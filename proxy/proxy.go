@@ -1,3 +1,7 @@
+// Package proxy is CloudBrowser's reverse proxy: it classifies each request
+// URL, asks the master (through a Router) which worker serves it, and forwards
+// the request there. WebSocket connections are routed once and then relayed
+// as raw bytes, so the master is off the data path of live browsers.
 package proxy
 
 import (
@@ -20,6 +24,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 )
 
 // Config configures a Proxy. Only Router is required.
@@ -167,7 +172,7 @@ func New(cfg Config) *Proxy {
 // ReverseProxy callbacks.
 type reqState struct {
 	id     string
-	target Target
+	target urlkind.Target
 	route  Route
 	body   *bodyWatch
 	hopKey []byte // nil = do not sign
@@ -194,17 +199,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	upgrade := isWebSocketUpgrade(r)
-	t := Classify(r.Method, r.URL.EscapedPath(), upgrade)
+	t := urlkind.Classify(r.Method, r.URL.EscapedPath(), upgrade)
 	switch t.Kind {
-	case KindInvalid:
+	case urlkind.KindInvalid:
 		p.st.badRequests.Add(1)
 		p.log.Debug().Str("request_id", id).Str("method", r.Method).Int("path_len", len(r.URL.Path)).Msg("invalid request")
 		p.page(w, r, id, http.StatusBadRequest, "Bad request", "This address is not a valid CloudBrowser URL.")
 		return
-	case KindHome:
+	case urlkind.KindHome:
 		p.serveHome(w, r, id)
 		return
-	case KindReserved:
+	case urlkind.KindReserved:
 		if p.cfg.Fallback != nil {
 			p.cfg.Fallback.ServeHTTP(w, r)
 			return
@@ -317,7 +322,7 @@ func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // upstreamFailed answers a request whose worker could not be reached.
-func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, id string, t Target, route Route, err error) {
+func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, id string, t urlkind.Target, route Route, err error) {
 	p.st.upstreamErrors.Add(1)
 	ev := p.log.Warn().Str("request_id", id).Str("worker", route.WorkerID).Str("addr", route.Addr).
 		Str("kind", t.Kind.String()).Str("instance", t.InstanceID).Err(err)
@@ -332,14 +337,14 @@ func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, id string
 		p.cfg.OnWorkerUnreachable(route)
 	}
 	msg := "The worker hosting this instance is not reachable."
-	if t.Kind == KindApp {
+	if t.Kind == urlkind.KindApp {
 		msg = "The worker chosen for this application is not reachable. Please retry."
 	}
 	p.page(w, r, id, http.StatusBadGateway, "Worker unreachable", msg)
 }
 
 // routeError answers a request the Router could not place.
-func (p *Proxy) routeError(w http.ResponseWriter, r *http.Request, id string, t Target, err error) {
+func (p *Proxy) routeError(w http.ResponseWriter, r *http.Request, id string, t urlkind.Target, err error) {
 	if r.Context().Err() != nil {
 		return // client gone while we asked the master
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
@@ -58,9 +59,9 @@ func MasterError(err error) error {
 }
 
 // RouteRequestFor is the master's question for a classified request.
-func RouteRequestFor(t Target) wire.RouteRequest {
+func RouteRequestFor(t urlkind.Target) wire.RouteRequest {
 	req := wire.RouteRequest{Kind: wire.RouteInstance, App: t.App, InstanceID: t.InstanceID}
-	if t.Kind == KindApp {
+	if t.Kind == urlkind.KindApp {
 		req.Kind = wire.RouteApp
 	}
 	return req
@@ -104,7 +105,7 @@ func (r *RemoteRouter) call(ctx context.Context, method string, reply any, args 
 }
 
 // Route implements Router.
-func (r *RemoteRouter) Route(ctx context.Context, t Target) (Route, error) {
+func (r *RemoteRouter) Route(ctx context.Context, t urlkind.Target) (Route, error) {
 	var rep wire.RouteReply
 	if err := r.call(ctx, "Route", &rep, RouteRequestFor(t)); err != nil {
 		return Route{}, MasterError(err)

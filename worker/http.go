@@ -15,6 +15,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -66,17 +67,17 @@ func (w *Worker) handler() http.Handler {
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), viaProxyKey{}, true))
-		t := proxy.Classify(r.Method, r.URL.EscapedPath(), isUpgrade(r))
+		t := urlkind.Classify(r.Method, r.URL.EscapedPath(), isUpgrade(r))
 		switch t.Kind {
-		case proxy.KindApp:
+		case urlkind.KindApp:
 			w.serveApp(rw, r, id, t)
-		case proxy.KindInstance:
+		case urlkind.KindInstance:
 			w.serveInstance(rw, r, id, t)
-		case proxy.KindBrowser:
+		case urlkind.KindBrowser:
 			w.serveBrowser(rw, r, id, t)
-		case proxy.KindWebSocket:
+		case urlkind.KindWebSocket:
 			w.serveSocket(rw, r, id, t)
-		case proxy.KindResource:
+		case urlkind.KindResource:
 			in, ok := w.hosted(rw, r, id, t)
 			if !ok {
 				return
@@ -137,7 +138,7 @@ func (w *Worker) page(rw http.ResponseWriter, r *http.Request, id string, status
 // there; the user is redirected to that Browser URL. singleBrowserPerUser
 // and multiInstance: the landing page, where the user picks or creates an
 // instance.
-func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target) {
+func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
 		rw.Header().Set("Allow", "GET, HEAD, POST")
 		w.page(rw, r, id, http.StatusMethodNotAllowed, "Method not allowed", "Open this address with GET.")
@@ -206,7 +207,7 @@ func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t 
 func (w *Worker) landing(ctx context.Context, rw http.ResponseWriter, r *http.Request, id string, app wire.App, user string) {
 	var insts []wire.InstanceInfo
 	if err := w.client.Call(ctx, wire.ObjWorkerManager, "Instances", &insts, app.MountPoint, user); err != nil {
-		w.placeError(rw, r, id, proxy.Target{App: app.MountPoint}, err)
+		w.placeError(rw, r, id, urlkind.Target{App: app.MountPoint}, err)
 		return
 	}
 	d := web.LandingData{AppName: app.Name, Description: app.Description, MountPoint: app.MountPoint, CSRF: w.users.csrf(rw, r)}
@@ -275,7 +276,7 @@ func (w *Worker) render(rw http.ResponseWriter, r *http.Request, id string, t *t
 	proxy.WriteHTML(rw, r, buf.Bytes(), "no-store")
 }
 
-func (w *Worker) placeError(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target, err error) {
+func (w *Worker) placeError(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target, err error) {
 	var re *rmi.RemoteError
 	code := ""
 	if errors.As(err, &re) {
@@ -303,7 +304,7 @@ func (w *Worker) placeError(rw http.ResponseWriter, r *http.Request, id string, 
 }
 
 // hosted finds the instance of t on this worker or answers 404.
-func (w *Worker) hosted(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target) (*instance, bool) {
+func (w *Worker) hosted(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) (*instance, bool) {
 	in, ok := w.apps.instance(t.InstanceID)
 	if !ok || in.app.MountPoint != t.App {
 		w.page(rw, r, id, http.StatusNotFound, "App instance not found",
@@ -318,7 +319,7 @@ func (w *Worker) hosted(rw http.ResponseWriter, r *http.Request, id string, t pr
 // (created if needed); multiInstance shows the instance's page to join a
 // browser or create one; for the single-instance strategies the URL is not
 // meaningful and the user is pointed to the Application URL.
-func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target) {
+func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
 	in, ok := w.hosted(rw, r, id, t)
 	if !ok {
 		return
@@ -403,7 +404,7 @@ func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id strin
 }
 
 // serveBrowser returns the client engine page.
-func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target) {
+func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
 	in, ok := w.hosted(rw, r, id, t)
 	if !ok {
 		return
@@ -452,7 +453,7 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 }
 
 // serveSocket connects a client engine to its virtual browser.
-func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target) {
+func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
 	in, ok := w.hosted(rw, r, id, t)
 	if !ok {
 		return

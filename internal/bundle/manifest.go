@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -121,15 +122,15 @@ func (es Errors) Error() string {
 
 var mountRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
-// reserved mount points belong to the cluster (kept in step with proxy.Reserved).
-var reserved = map[string]bool{
-	"admin": true, "api": true, "metrics": true, "healthz": true, "readyz": true,
-	"livez": true, "static": true, "_cb": true, "debug": true, "ws": true,
-	"favicon.ico": true, "robots.txt": true, ".well-known": true, "login": true, "logout": true,
+// Reserved reports whether a mount point is taken by the cluster itself:
+// the paths proxies keep for the cluster, and the workers' login pages.
+func Reserved(mount string) bool {
+	switch strings.ToLower(mount) {
+	case "login", "logout":
+		return true
+	}
+	return urlkind.Reserved(mount)
 }
-
-// Reserved reports whether a mount point is taken by the cluster itself.
-func Reserved(mount string) bool { return reserved[strings.ToLower(mount)] }
 
 var strategies = map[string]bool{
 	wire.SingleAppInstance: true, wire.SingleInstancePerUser: true,
