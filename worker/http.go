@@ -15,9 +15,9 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/web"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
@@ -129,7 +129,7 @@ func isUpgrade(r *http.Request) bool {
 }
 
 func (w *Worker) page(rw http.ResponseWriter, r *http.Request, id string, status int, title, msg string) {
-	proxy.WritePage(rw, r, id, status, title, msg, "", "")
+	pages.Write(rw, r, id, pages.Page{Status: status, Title: title, Message: msg})
 }
 
 // serveApp applies the app's instantiation strategy to an Application URL.
@@ -273,7 +273,7 @@ func (w *Worker) render(rw http.ResponseWriter, r *http.Request, id string, t *t
 		w.page(rw, r, id, http.StatusInternalServerError, "Internal error", "The page could not be rendered.")
 		return
 	}
-	proxy.WriteHTML(rw, r, buf.Bytes(), "no-store")
+	pages.WriteHTML(rw, r, buf.Bytes(), "no-store")
 }
 
 func (w *Worker) placeError(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target, err error) {
@@ -284,22 +284,12 @@ func (w *Worker) placeError(rw http.ResponseWriter, r *http.Request, id string, 
 	}
 	w.log.Warn().Str("request_id", id).Str("app", t.App).Str("code", code).Err(err).Msg("placement failed")
 	switch code {
-	case wire.CodeUnknownApp:
-		w.page(rw, r, id, http.StatusNotFound, "Application not found", "There is no application at this address.")
-	case wire.CodePoolLimit:
-		rw.Header().Set("Retry-After", "10")
-		w.page(rw, r, id, http.StatusServiceUnavailable, "No browser available", re.Message+". Please retry later.")
-	case wire.CodeAppDisabled:
-		w.page(rw, r, id, http.StatusServiceUnavailable, "Application unavailable",
-			"This application has been disabled by an administrator.")
-	case wire.CodeNoWorkers:
-		rw.Header().Set("Retry-After", "5")
-		w.page(rw, r, id, http.StatusServiceUnavailable, "No workers available",
-			"No worker can host this application right now. Please retry shortly.")
+	case wire.CodeUnknownApp, wire.CodePoolLimit, wire.CodeAppDisabled, wire.CodeNoWorkers:
+		pg, _ := pages.ForCode(code, t.App, re.Message)
+		pages.Write(rw, r, id, pg)
 	default:
-		rw.Header().Set("Retry-After", "2")
-		w.page(rw, r, id, http.StatusServiceUnavailable, "Service unavailable",
-			"A new app instance could not be started. Please retry shortly.")
+		pages.Write(rw, r, id, pages.Page{Status: http.StatusServiceUnavailable, Title: "Service unavailable",
+			Message: "A new app instance could not be started. Please retry shortly.", RetryAfter: "2"})
 	}
 }
 
@@ -307,8 +297,8 @@ func (w *Worker) placeError(rw http.ResponseWriter, r *http.Request, id string, 
 func (w *Worker) hosted(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) (*instance, bool) {
 	in, ok := w.apps.instance(t.InstanceID)
 	if !ok || in.app.MountPoint != t.App {
-		w.page(rw, r, id, http.StatusNotFound, "App instance not found",
-			"This app instance does not exist (it may have been closed).")
+		pg, _ := pages.ForCode(wire.CodeUnknownInstance, t.App, "")
+		pages.Write(rw, r, id, pg)
 		return nil, false
 	}
 	return in, true
@@ -335,8 +325,8 @@ func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id strin
 	}
 	switch in.app.Strategy {
 	case wire.SingleAppInstance, wire.SingleInstancePerUser:
-		proxy.WritePage(rw, r, id, http.StatusNotFound, "Not an address of this application",
-			"This application gives each user one browser; open it from its address.", "/"+t.App, "Open "+in.app.Name)
+		pages.Write(rw, r, id, pages.Page{Status: http.StatusNotFound, Title: "Not an address of this application",
+			Message: "This application gives each user one browser; open it from its address.", LinkURL: "/" + t.App, LinkText: "Open " + in.app.Name})
 		return
 	}
 	role := in.instanceRole(user)
@@ -418,8 +408,7 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	if !ok {
-		w.page(rw, r, id, http.StatusNotFound, "Browser not found",
-			"This virtual browser does not exist (it may have been closed).")
+		pages.Write(rw, r, id, pages.BrowserNotFound)
 		return
 	}
 	user, ok := w.viewer(rw, r, id, in.app)
@@ -449,7 +438,7 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	httpsec.SetEngine(rw.Header(), w.users.https(r))
-	proxy.WriteHTML(rw, r, buf.Bytes(), "no-store")
+	pages.WriteHTML(rw, r, buf.Bytes(), "no-store")
 }
 
 // serveSocket connects a client engine to its virtual browser.
@@ -470,7 +459,7 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		return
 	}
 	if !ok {
-		w.page(rw, r, id, http.StatusNotFound, "Browser not found", "This virtual browser does not exist.")
+		pages.Write(rw, r, id, pages.BrowserNotFound)
 		return
 	}
 	user, ok := w.viewer(rw, r, id, in.app)
