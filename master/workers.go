@@ -251,7 +251,7 @@ func (m *WorkerManager) publishSlots(id string) {
 // worker no longer owns (reconcileLocked) come back as fencing orders.
 func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo, ref *rmi.Ref) ([]wire.FencedInstance, error) {
 	if !ids.ValidWorker(info.ID) {
-		return nil, wire.Errorf(wire.CodeInvalid, "register: invalid worker id %q", info.ID)
+		return nil, wire.Errorf(wire.CodeInvalid, "register: invalid worker id %q (%s)", info.ID, ids.WorkerRule)
 	}
 	if info.HTTPAddr == "" {
 		return nil, wire.Err(wire.CodeInvalid, "register: worker "+info.ID+" gave no HTTP address")

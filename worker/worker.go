@@ -153,7 +153,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.ID == "" {
 		cfg.ID = ids.NewWorkerID()
 	} else if !ids.ValidWorker(cfg.ID) {
-		return nil, fmt.Errorf("worker: --id %q must be \"w-\" followed by 1-16 lowercase letters or digits", cfg.ID)
+		return nil, fmt.Errorf("worker: --id %q is not a worker id (%s)", cfg.ID, ids.WorkerRule)
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"

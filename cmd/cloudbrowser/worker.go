@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/worker"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
@@ -34,7 +35,7 @@ end users' requests to its --listen address.`,
 			&cli.StringFlag{Name: "advertise", Sources: cli.EnvVars("CB_ADVERTISE"),
 				Usage: "HTTP address the proxies use (default: the --listen address)"},
 			&cli.StringFlag{Name: "id", Sources: cli.EnvVars("CB_WORKER_ID"),
-				Usage: `worker id, "w-" + up to 16 lowercase letters or digits (default: random)`},
+				Usage: "worker id: " + ids.WorkerRule + ` (default: random, "w-" + 8 characters)`},
 			&cli.StringFlag{Name: "runtime", Value: "chromium", Sources: cli.EnvVars("CB_RUNTIME"),
 				Usage: `virtual browser runtime: "chromium", or "none" (keeps page state, renders nothing; for tests)`},
 			&cli.IntFlag{Name: "max-browsers", Value: 64, Sources: cli.EnvVars("CB_MAX_BROWSERS"),
