@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/web"
 )
@@ -46,7 +46,7 @@ func (m *Master) dashboardRoutes(mux *http.ServeMux) {
 			m.adminLogin(w, r, "")
 			return
 		}
-		proxy.WriteHTML(w, r, web.Admin, "no-store")
+		pages.WriteHTML(w, r, web.Admin, "no-store")
 	})
 	mux.HandleFunc("GET /admin/{file}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
@@ -102,7 +102,7 @@ func (m *Master) adminLogin(w http.ResponseWriter, r *http.Request, msg string) 
 	}
 	var buf bytes.Buffer
 	_ = web.AdminLogin.Execute(&buf, map[string]string{"CSRF": tok, "Error": msg})
-	proxy.WriteHTML(w, r, buf.Bytes(), "no-store")
+	pages.WriteHTML(w, r, buf.Bytes(), "no-store")
 }
 
 // events streams the cluster status as server-sent events every 2 s.

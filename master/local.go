@@ -3,13 +3,14 @@ package master
 import (
 	"context"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 )
 
 // localRouter is the embedded proxy's Router: the master answers in process.
 type localRouter struct{ m *Master }
 
-func (r localRouter) Route(ctx context.Context, t proxy.Target) (proxy.Route, error) {
+func (r localRouter) Route(ctx context.Context, t urlkind.Target) (proxy.Route, error) {
 	rep, err := r.m.workers.route(proxy.RouteRequestFor(t))
 	if err != nil {
 		return proxy.Route{}, proxy.MasterError(err)

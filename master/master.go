@@ -290,7 +290,7 @@ func New(cfg Config) (*Master, error) {
 		return nil, fmt.Errorf("master: %w", err)
 	}
 	m.workers = NewWorkerManager(WorkerManagerConfig{
-		Logger: m.log, Balancer: m.bal, Strategy: string(cfg.Balancer), Epochs: ep, State: st,
+		Logger: m.log, Balancer: m.bal, Epochs: ep, State: st,
 		Apps: func(name string) (wire.App, bool) {
 			// As sent to workers (CreateInstance): large bundles as stubs.
 			app, ok := m.apps.Get(name)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 )
 
 // masterMetrics are the master's own instruments; the rest is read from
@@ -105,6 +106,6 @@ func (m *Master) registerReaders() {
 	)
 	m.metrics.reg.MustRegister(metrics.RMI(m.node)...)
 	if m.embedded != nil {
-		m.metrics.reg.MustRegister(metrics.Proxy(m.embedded, nil)...)
+		m.metrics.reg.MustRegister(proxy.Collectors(m.embedded, nil)...)
 	}
 }

@@ -72,13 +72,12 @@ const maxTombstones = 100_000
 // WorkerManager keeps the workers, their loads and the instance table, and
 // places new instances with the balancer.
 type WorkerManager struct {
-	log      zerolog.Logger
-	bal      *balance.Balancer
-	strategy string
-	apps     func(name string) (wire.App, bool)
-	period   time.Duration
-	grace    time.Duration // disconnected -> dead if no re-register
-	notify   func(ctx context.Context, method string, arg any)
+	log    zerolog.Logger
+	bal    *balance.Balancer
+	apps   func(name string) (wire.App, bool)
+	period time.Duration
+	grace  time.Duration // disconnected -> dead if no re-register
+	notify func(ctx context.Context, method string, arg any)
 
 	// observeLookup and observePlace feed the metrics (nil in tests).
 	observeLookup func(kind string, start time.Time)
@@ -151,7 +150,6 @@ func (m *WorkerManager) noWorkers(msg string) error {
 type WorkerManagerConfig struct {
 	Logger   zerolog.Logger
 	Balancer *balance.Balancer
-	Strategy string
 	// Apps resolves an application by mount point.
 	Apps func(name string) (wire.App, bool)
 	// ReportPeriod is asked of the workers.
@@ -211,7 +209,6 @@ func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
 		quotas: q, quotaUsers: quota.NewCounter(), quotaIPs: quota.NewCounter(),
 		log:       cfg.Logger.With().Str("component", "workers").Logger(),
 		bal:       cfg.Balancer,
-		strategy:  cfg.Strategy,
 		apps:      cfg.Apps,
 		period:    cfg.ReportPeriod,
 		grace:     cfg.DeadAfter,
@@ -254,7 +251,7 @@ func (m *WorkerManager) publishSlots(id string) {
 // worker no longer owns (reconcileLocked) come back as fencing orders.
 func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo, ref *rmi.Ref) ([]wire.FencedInstance, error) {
 	if !ids.ValidWorker(info.ID) {
-		return nil, wire.Errorf(wire.CodeInvalid, "register: invalid worker id %q", info.ID)
+		return nil, wire.Errorf(wire.CodeInvalid, "register: invalid worker id %q (%s)", info.ID, ids.WorkerRule)
 	}
 	if info.HTTPAddr == "" {
 		return nil, wire.Err(wire.CodeInvalid, "register: worker "+info.ID+" gave no HTTP address")
@@ -867,21 +864,13 @@ func (m *WorkerManager) peek() (wire.RouteReply, error) {
 	defer m.mu.Unlock()
 	var cands []balance.WorkerLoad
 	for _, s := range snap {
-		if w, ok := m.workers[s.ID]; ok && w.state == stateConnected && !s.Draining {
+		if w, ok := m.workers[s.ID]; ok && w.state == stateConnected {
 			cands = append(cands, s)
 		}
 	}
-	if len(cands) == 0 {
+	best, ok := m.bal.Peek(cands)
+	if !ok {
 		return wire.RouteReply{}, m.noWorkers("no worker is available")
-	}
-	m.rr++
-	best := cands[int(m.rr%uint64(len(cands)))]
-	if m.strategy != string(balance.RoundRobin) {
-		for _, c := range cands {
-			if c.Projected < best.Projected {
-				best = c
-			}
-		}
 	}
 	return wire.RouteReply{WorkerID: best.ID, Addr: m.workers[best.ID].info.HTTPAddr}, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 )
 
 // CachingRouter decorates a Router (the master) with a route cache.
@@ -92,7 +93,7 @@ func NewCachingRouter(upstream Router, ttl time.Duration, opts ...CacheOption) *
 }
 
 // Route implements Router.
-func (c *CachingRouter) Route(ctx context.Context, t Target) (Route, error) {
+func (c *CachingRouter) Route(ctx context.Context, t urlkind.Target) (Route, error) {
 	if !t.Kind.InstanceKeyed() {
 		r, err := c.up.Route(ctx, t)
 		if err == nil {
@@ -125,7 +126,7 @@ func (c *CachingRouter) Route(ctx context.Context, t Target) (Route, error) {
 }
 
 // lookup runs once per instance id at a time, on behalf of every waiter.
-func (c *CachingRouter) lookup(ctx context.Context, t Target) (Route, error) {
+func (c *CachingRouter) lookup(ctx context.Context, t urlkind.Target) (Route, error) {
 	c.lookups.Add(1)
 	c.mu.RLock()
 	gen := c.gen

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 )
 
 const ttl = 10 * time.Second
@@ -19,8 +20,8 @@ func newTestCache(up Router) (*CachingRouter, *clocktest.Clock) {
 	return NewCachingRouter(up, ttl, WithClock(clk), WithStaleFor(time.Minute)), clk
 }
 
-func instTarget(k Kind, iid string) Target {
-	return Target{Kind: k, App: "chat", InstanceID: iid, BrowserID: testBrowser}
+func instTarget(k urlkind.Kind, iid string) urlkind.Target {
+	return urlkind.Target{Kind: k, App: "chat", InstanceID: iid, BrowserID: testBrowser}
 }
 
 var (
@@ -28,7 +29,7 @@ var (
 	w2 = Route{WorkerID: "w-two", Addr: "10.0.0.2:8001"}
 )
 
-func mustRoute(t *testing.T, c *CachingRouter, tg Target, want Route) {
+func mustRoute(t *testing.T, c *CachingRouter, tg urlkind.Target, want Route) {
 	t.Helper()
 	got, err := c.Route(context.Background(), tg)
 	if err != nil || got != want {
@@ -42,7 +43,7 @@ func TestCachingRouterHitsAndExpiry(t *testing.T) {
 	iid := "w-one.aaaa"
 
 	// Every instance-keyed kind shares the instance's entry.
-	for _, k := range []Kind{KindInstance, KindBrowser, KindResource, KindWebSocket} {
+	for _, k := range []urlkind.Kind{urlkind.KindInstance, urlkind.KindBrowser, urlkind.KindResource, urlkind.KindWebSocket} {
 		mustRoute(t, c, instTarget(k, iid), w1)
 	}
 	if n := up.calls.Load(); n != 1 {
@@ -53,13 +54,13 @@ func TestCachingRouterHitsAndExpiry(t *testing.T) {
 	}
 
 	clk.Advance(ttl - time.Nanosecond)
-	mustRoute(t, c, instTarget(KindResource, iid), w1)
+	mustRoute(t, c, instTarget(urlkind.KindResource, iid), w1)
 	if n := up.calls.Load(); n != 1 {
 		t.Fatalf("entry expired early: upstream calls = %d", n)
 	}
 	clk.Advance(time.Nanosecond)
 	up.set(w2, nil) // the instance moved; the refreshed answer must be used
-	mustRoute(t, c, instTarget(KindResource, iid), w2)
+	mustRoute(t, c, instTarget(urlkind.KindResource, iid), w2)
 	if n := up.calls.Load(); n != 2 {
 		t.Fatalf("after ttl: upstream calls = %d, want 2", n)
 	}
@@ -67,7 +68,7 @@ func TestCachingRouterHitsAndExpiry(t *testing.T) {
 
 func TestCachingRouterInvalidate(t *testing.T) {
 	up := &fakeRouter{}
-	up.fn = func(_ context.Context, t Target) (Route, error) {
+	up.fn = func(_ context.Context, t urlkind.Target) (Route, error) {
 		if t.InstanceID[:5] == "w-one" {
 			return w1, nil
 		}
@@ -76,15 +77,15 @@ func TestCachingRouterInvalidate(t *testing.T) {
 	c, _ := newTestCache(up)
 	a, b, d := "w-one.aaaa", "w-one.bbbb", "w-two.cccc"
 	for _, iid := range []string{a, b, d} {
-		c.Route(context.Background(), instTarget(KindInstance, iid))
+		c.Route(context.Background(), instTarget(urlkind.KindInstance, iid))
 	}
 	if up.calls.Load() != 3 {
 		t.Fatal("setup: expected 3 lookups")
 	}
 
 	c.Invalidate(a)
-	mustRoute(t, c, instTarget(KindInstance, a), w1)
-	mustRoute(t, c, instTarget(KindInstance, b), w1)
+	mustRoute(t, c, instTarget(urlkind.KindInstance, a), w1)
+	mustRoute(t, c, instTarget(urlkind.KindInstance, b), w1)
 	if n := up.calls.Load(); n != 4 {
 		t.Fatalf("after Invalidate(a): upstream calls = %d, want 4", n)
 	}
@@ -93,8 +94,8 @@ func TestCachingRouterInvalidate(t *testing.T) {
 	if s := c.Stats(); s.Entries != 1 || s.Workers != 1 {
 		t.Fatalf("after InvalidateWorker: %+v, want only w-two's entry", s)
 	}
-	mustRoute(t, c, instTarget(KindInstance, d), w2) // untouched
-	mustRoute(t, c, instTarget(KindInstance, b), w1)
+	mustRoute(t, c, instTarget(urlkind.KindInstance, d), w2) // untouched
+	mustRoute(t, c, instTarget(urlkind.KindInstance, b), w1)
 	if n := up.calls.Load(); n != 5 {
 		t.Fatalf("after InvalidateWorker: upstream calls = %d, want 5", n)
 	}
@@ -104,14 +105,14 @@ func TestCachingRouterInvalidateAll(t *testing.T) {
 	up := &fakeRouter{route: w1}
 	c, _ := newTestCache(up)
 	for _, iid := range []string{"w-one.aaaa", "w-one.bbbb"} {
-		mustRoute(t, c, instTarget(KindInstance, iid), w1)
+		mustRoute(t, c, instTarget(urlkind.KindInstance, iid), w1)
 	}
 	c.InvalidateAll()
 	if s := c.Stats(); s.Entries != 0 || s.Workers != 1 {
 		t.Fatalf("after InvalidateAll: %+v; want no routes but the worker address kept for fallback", s)
 	}
 	up.set(w2, nil)
-	mustRoute(t, c, instTarget(KindInstance, "w-one.aaaa"), w2)
+	mustRoute(t, c, instTarget(urlkind.KindInstance, "w-one.aaaa"), w2)
 	if n := up.calls.Load(); n != 3 {
 		t.Fatalf("upstream calls = %d, want 3", n)
 	}
@@ -121,7 +122,7 @@ func TestCachingRouterNeverCachesApps(t *testing.T) {
 	up := &fakeRouter{route: w1}
 	c, _ := newTestCache(up)
 	for i := 0; i < 3; i++ {
-		mustRoute(t, c, Target{Kind: KindApp, App: "chat"}, w1)
+		mustRoute(t, c, urlkind.Target{Kind: urlkind.KindApp, App: "chat"}, w1)
 	}
 	if n := up.calls.Load(); n != 3 {
 		t.Fatalf("app lookups = %d, want 3 (every Application URL is balanced)", n)
@@ -135,7 +136,7 @@ func TestCachingRouterErrorsNotCached(t *testing.T) {
 	up := &fakeRouter{err: fmt.Errorf("master says: %w", ErrUnknownInstance)}
 	c, _ := newTestCache(up)
 	for i := 0; i < 2; i++ {
-		if _, err := c.Route(context.Background(), instTarget(KindInstance, "w-one.x")); !errors.Is(err, ErrUnknownInstance) {
+		if _, err := c.Route(context.Background(), instTarget(urlkind.KindInstance, "w-one.x")); !errors.Is(err, ErrUnknownInstance) {
 			t.Fatalf("err = %v, want ErrUnknownInstance", err)
 		}
 	}
@@ -158,7 +159,7 @@ func TestCachingRouterFallback(t *testing.T) {
 			name: "stale entry while master down",
 			prepare: func(c *CachingRouter, up *fakeRouter, clk *clocktest.Clock) {
 				up.set(w2, nil) // moved instance: id says w-one but it lives on w-two
-				c.Route(context.Background(), instTarget(KindInstance, "w-one.moved"))
+				c.Route(context.Background(), instTarget(urlkind.KindInstance, "w-one.moved"))
 				clk.Advance(ttl)
 			},
 			iid: "w-one.moved", want: w2, wantFallbk: 1,
@@ -167,7 +168,7 @@ func TestCachingRouterFallback(t *testing.T) {
 			name: "decoded worker learned from an app route",
 			prepare: func(c *CachingRouter, up *fakeRouter, clk *clocktest.Clock) {
 				up.set(w1, nil)
-				c.Route(context.Background(), Target{Kind: KindApp, App: "chat"})
+				c.Route(context.Background(), urlkind.Target{Kind: urlkind.KindApp, App: "chat"})
 			},
 			iid: "w-one.neverseen", want: w1, wantFallbk: 1,
 		},
@@ -175,7 +176,7 @@ func TestCachingRouterFallback(t *testing.T) {
 			name: "decoded worker after stale window",
 			prepare: func(c *CachingRouter, up *fakeRouter, clk *clocktest.Clock) {
 				up.set(w1, nil)
-				c.Route(context.Background(), instTarget(KindInstance, "w-one.old"))
+				c.Route(context.Background(), instTarget(urlkind.KindInstance, "w-one.old"))
 				clk.Advance(time.Hour)
 			},
 			iid: "w-one.old", want: w1, wantFallbk: 1,
@@ -189,7 +190,7 @@ func TestCachingRouterFallback(t *testing.T) {
 			name: "id without worker",
 			prepare: func(c *CachingRouter, up *fakeRouter, clk *clocktest.Clock) {
 				up.set(w1, nil)
-				c.Route(context.Background(), Target{Kind: KindApp, App: "chat"})
+				c.Route(context.Background(), urlkind.Target{Kind: urlkind.KindApp, App: "chat"})
 			},
 			iid: "nodot", wantErr: ErrMasterUnavailable,
 		},
@@ -197,7 +198,7 @@ func TestCachingRouterFallback(t *testing.T) {
 			name: "no fallback after InvalidateWorker",
 			prepare: func(c *CachingRouter, up *fakeRouter, clk *clocktest.Clock) {
 				up.set(w1, nil)
-				c.Route(context.Background(), instTarget(KindInstance, "w-one.a"))
+				c.Route(context.Background(), instTarget(urlkind.KindInstance, "w-one.a"))
 				c.InvalidateWorker("w-one")
 			},
 			iid: "w-one.a", wantErr: ErrMasterUnavailable,
@@ -206,7 +207,7 @@ func TestCachingRouterFallback(t *testing.T) {
 			name: "no fallback for other errors",
 			prepare: func(c *CachingRouter, up *fakeRouter, clk *clocktest.Clock) {
 				up.set(w1, nil)
-				c.Route(context.Background(), instTarget(KindInstance, "w-one.a"))
+				c.Route(context.Background(), instTarget(urlkind.KindInstance, "w-one.a"))
 				clk.Advance(ttl)
 				up.set(Route{}, ErrUnknownInstance) // master is up and says it is gone
 			},
@@ -221,7 +222,7 @@ func TestCachingRouterFallback(t *testing.T) {
 			if tc.wantErr != ErrUnknownInstance {
 				up.set(Route{}, down)
 			}
-			got, err := c.Route(context.Background(), instTarget(KindBrowser, tc.iid))
+			got, err := c.Route(context.Background(), instTarget(urlkind.KindBrowser, tc.iid))
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tc.wantErr)
@@ -240,9 +241,9 @@ func TestCachingRouterFallback(t *testing.T) {
 func TestCachingRouterAppDuringOutage(t *testing.T) {
 	up := &fakeRouter{route: w1}
 	c, _ := newTestCache(up)
-	c.Route(context.Background(), Target{Kind: KindApp, App: "chat"})
+	c.Route(context.Background(), urlkind.Target{Kind: urlkind.KindApp, App: "chat"})
 	up.set(Route{}, ErrMasterUnavailable)
-	if _, err := c.Route(context.Background(), Target{Kind: KindApp, App: "chat"}); !errors.Is(err, ErrMasterUnavailable) {
+	if _, err := c.Route(context.Background(), urlkind.Target{Kind: urlkind.KindApp, App: "chat"}); !errors.Is(err, ErrMasterUnavailable) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -251,11 +252,11 @@ func TestCachingRouterLookupTimeoutFallsBack(t *testing.T) {
 	up := &fakeRouter{route: w1}
 	clk := clocktest.New(time.Unix(0, 0))
 	c := NewCachingRouter(up, ttl, WithClock(clk), WithLookupTimeout(time.Millisecond))
-	c.Route(context.Background(), Target{Kind: KindApp, App: "chat"}) // learn w-one
+	c.Route(context.Background(), urlkind.Target{Kind: urlkind.KindApp, App: "chat"}) // learn w-one
 	up.mu.Lock()
-	up.fn = func(ctx context.Context, t Target) (Route, error) { <-ctx.Done(); return Route{}, ctx.Err() } // hung master
+	up.fn = func(ctx context.Context, t urlkind.Target) (Route, error) { <-ctx.Done(); return Route{}, ctx.Err() } // hung master
 	up.mu.Unlock()
-	got, err := c.Route(context.Background(), instTarget(KindInstance, "w-one.z"))
+	got, err := c.Route(context.Background(), instTarget(urlkind.KindInstance, "w-one.z"))
 	if err != nil || got != w1 {
 		t.Fatalf("Route = %+v, %v; want fallback to %+v", got, err, w1)
 	}
@@ -266,7 +267,7 @@ func TestCachingRouterCoalesces(t *testing.T) {
 	release := make(chan struct{})
 	var sawCanceled atomic.Bool
 	up := &fakeRouter{}
-	up.fn = func(ctx context.Context, t Target) (Route, error) {
+	up.fn = func(ctx context.Context, t urlkind.Target) (Route, error) {
 		<-release
 		sawCanceled.Store(ctx.Err() != nil)
 		return w1, nil
@@ -280,14 +281,14 @@ func TestCachingRouterCoalesces(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	impatient := make(chan error, 1)
 	go func() {
-		_, err := c.Route(ctx, instTarget(KindWebSocket, "w-one.q"))
+		_, err := c.Route(ctx, instTarget(urlkind.KindWebSocket, "w-one.q"))
 		impatient <- err
 	}()
 
 	results := make(chan error, n)
 	for i := 0; i < n; i++ {
 		go func() {
-			r, err := c.Route(context.Background(), instTarget(KindResource, "w-one.q"))
+			r, err := c.Route(context.Background(), instTarget(urlkind.KindResource, "w-one.q"))
 			if err == nil && r != w1 {
 				err = fmt.Errorf("route %+v", r)
 			}
@@ -318,7 +319,7 @@ func TestCachingRouterCoalesces(t *testing.T) {
 func TestCachingRouterInvalidateDuringLookup(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	up := &fakeRouter{}
-	up.fn = func(ctx context.Context, t Target) (Route, error) {
+	up.fn = func(ctx context.Context, t urlkind.Target) (Route, error) {
 		if up.calls.Load() == 1 {
 			close(started)
 			<-release
@@ -329,13 +330,13 @@ func TestCachingRouterInvalidateDuringLookup(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.Route(context.Background(), instTarget(KindInstance, "w-one.r"))
+		c.Route(context.Background(), instTarget(urlkind.KindInstance, "w-one.r"))
 	}()
 	<-started
 	c.Invalidate("w-one.r")
 	close(release)
 	<-done
-	mustRoute(t, c, instTarget(KindInstance, "w-one.r"), w1)
+	mustRoute(t, c, instTarget(urlkind.KindInstance, "w-one.r"), w1)
 	if n := up.calls.Load(); n != 2 {
 		t.Fatalf("upstream calls = %d, want 2", n)
 	}
@@ -345,11 +346,11 @@ func TestCachingRouterSweep(t *testing.T) {
 	up := &fakeRouter{route: w1}
 	c, clk := newTestCache(up)
 	for i := 0; i < 1000; i++ {
-		c.Route(context.Background(), instTarget(KindInstance, fmt.Sprintf("w-one.%d", i)))
+		c.Route(context.Background(), instTarget(urlkind.KindInstance, fmt.Sprintf("w-one.%d", i)))
 	}
 	clk.Advance(time.Hour) // beyond ttl + staleFor
 	for i := 1000; i < 1030; i++ {
-		c.Route(context.Background(), instTarget(KindInstance, fmt.Sprintf("w-one.%d", i)))
+		c.Route(context.Background(), instTarget(urlkind.KindInstance, fmt.Sprintf("w-one.%d", i)))
 	}
 	if e := c.Stats().Entries; e >= 1000 {
 		t.Fatalf("entries = %d, expected old ones swept", e)

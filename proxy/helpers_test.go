@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
@@ -29,13 +30,13 @@ type fakeRouter struct {
 	mu      sync.Mutex
 	route   Route
 	err     error
-	fn      func(ctx context.Context, t Target) (Route, error)
+	fn      func(ctx context.Context, t urlkind.Target) (Route, error)
 	apps    []AppLink
 	appsErr error
-	targets []Target
+	targets []urlkind.Target
 }
 
-func (f *fakeRouter) Route(ctx context.Context, t Target) (Route, error) {
+func (f *fakeRouter) Route(ctx context.Context, t urlkind.Target) (Route, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	f.targets = append(f.targets, t)

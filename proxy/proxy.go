@@ -1,3 +1,7 @@
+// Package proxy is CloudBrowser's reverse proxy: it classifies each request
+// URL, asks the master (through a Router) which worker serves it, and forwards
+// the request there. WebSocket connections are routed once and then relayed
+// as raw bytes, so the master is off the data path of live browsers.
 package proxy
 
 import (
@@ -20,6 +24,9 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
 // Config configures a Proxy. Only Router is required.
@@ -167,7 +174,7 @@ func New(cfg Config) *Proxy {
 // ReverseProxy callbacks.
 type reqState struct {
 	id     string
-	target Target
+	target urlkind.Target
 	route  Route
 	body   *bodyWatch
 	hopKey []byte // nil = do not sign
@@ -193,18 +200,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if servePortProof(w, r, p.cfg.PortKey) {
 		return
 	}
-	upgrade := isWebSocketUpgrade(r)
-	t := Classify(r.Method, r.URL.EscapedPath(), upgrade)
+	upgrade := pages.IsWebSocketUpgrade(r)
+	t := urlkind.Classify(r.Method, r.URL.EscapedPath(), upgrade)
 	switch t.Kind {
-	case KindInvalid:
+	case urlkind.KindInvalid:
 		p.st.badRequests.Add(1)
 		p.log.Debug().Str("request_id", id).Str("method", r.Method).Int("path_len", len(r.URL.Path)).Msg("invalid request")
 		p.page(w, r, id, http.StatusBadRequest, "Bad request", "This address is not a valid CloudBrowser URL.")
 		return
-	case KindHome:
+	case urlkind.KindHome:
 		p.serveHome(w, r, id)
 		return
-	case KindReserved:
+	case urlkind.KindReserved:
 		if p.cfg.Fallback != nil {
 			p.cfg.Fallback.ServeHTTP(w, r)
 			return
@@ -317,7 +324,7 @@ func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // upstreamFailed answers a request whose worker could not be reached.
-func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, id string, t Target, route Route, err error) {
+func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, id string, t urlkind.Target, route Route, err error) {
 	p.st.upstreamErrors.Add(1)
 	ev := p.log.Warn().Str("request_id", id).Str("worker", route.WorkerID).Str("addr", route.Addr).
 		Str("kind", t.Kind.String()).Str("instance", t.InstanceID).Err(err)
@@ -331,74 +338,32 @@ func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, id string
 	if unreachable(err) && p.cfg.OnWorkerUnreachable != nil {
 		p.cfg.OnWorkerUnreachable(route)
 	}
-	msg := "The worker hosting this instance is not reachable."
-	if t.Kind == KindApp {
-		msg = "The worker chosen for this application is not reachable. Please retry."
+	pg, _ := pages.ForCode(wire.CodeUnknownWorker, t.App, "")
+	if t.Kind == urlkind.KindApp {
+		pg.Message = "The worker chosen for this application is not reachable. Please retry."
 	}
-	p.page(w, r, id, http.StatusBadGateway, "Worker unreachable", msg)
+	p.write(w, r, id, pg)
 }
 
 // routeError answers a request the Router could not place.
-func (p *Proxy) routeError(w http.ResponseWriter, r *http.Request, id string, t Target, err error) {
+func (p *Proxy) routeError(w http.ResponseWriter, r *http.Request, id string, t urlkind.Target, err error) {
 	if r.Context().Err() != nil {
 		return // client gone while we asked the master
 	}
 	p.st.routeErrors.Add(1)
 	ev := p.log.Info().Str("request_id", id).Str("kind", t.Kind.String()).
 		Str("app", t.App).Str("instance", t.InstanceID).Err(err)
-	switch {
-	case errors.Is(err, ErrUnknownApp):
-		ev.Msg("unknown app")
-		p.page(w, r, id, http.StatusNotFound, "Application not found",
-			"There is no application at this address.")
-	case errors.Is(err, ErrUnknownInstance):
-		ev.Msg("unknown instance")
-		p.pageLink(w, r, id, http.StatusNotFound, "App instance not found",
-			"This app instance does not exist (it may have been closed).", "/"+t.App, "Start the application again")
-	case errors.Is(err, ErrAppDisabled):
-		ev.Msg("app disabled")
-		p.page(w, r, id, http.StatusServiceUnavailable, "Application unavailable",
-			"This application has been disabled by an administrator.")
-	case errors.Is(err, ErrInstanceLost):
-		ev.Msg("instance lost")
-		p.pageLink(w, r, id, http.StatusGone, "App instance lost",
-			"The worker that hosted this app instance stopped, and the instance stopped with it.",
-			"/"+t.App, "Start the application again")
-	case errors.Is(err, ErrInstanceMerged):
-		ev.Msg("instance merged")
-		p.pageLink(w, r, id, http.StatusGone, "App instance replaced",
-			"While its worker was unreachable, this app instance was replaced by a new one, and it was closed when the worker came back. The application goes on in the new one.",
-			"/"+t.App, "Go to the application")
-	case errors.Is(err, ErrInstanceMoving):
-		ev.Msg("instance moving")
-		w.Header().Set("Retry-After", "1")
-		msg := "The worker that hosted this app instance stopped; the instance is being restored on another worker. Reload in a moment."
-		if strings.Contains(err.Error(), "waits for a worker") {
-			msg = "The worker that hosted this app instance stopped, and no other worker is live. The instance will be restored as soon as one is."
+	if code, ok := codeOf(err); ok {
+		if pg, ok := pages.ForCode(code, t.App, err.Error()); ok {
+			ev.Str("code", code).Msg("not routed")
+			p.write(w, r, id, pg)
+			return
 		}
-		p.page(w, r, id, http.StatusServiceUnavailable, "App instance moving", msg)
-	case errors.Is(err, ErrStarting):
-		ev.Msg("cluster starting")
-		// A newcomer who clicked the URL the moment `up` printed it: the
-		// page reloads itself until a worker is there.
-		w.Header().Set("Retry-After", "2")
-		w.Header().Set("Refresh", "2")
-		p.page(w, r, id, http.StatusServiceUnavailable, "Starting",
-			"CloudBrowser is starting: its workers are coming up. This page reloads by itself in a moment.")
-	case errors.Is(err, ErrNoWorkers):
-		ev.Msg("no workers")
-		w.Header().Set("Retry-After", "5")
-		p.page(w, r, id, http.StatusServiceUnavailable, "No workers available",
-			"No worker can host this application right now. Please retry shortly.")
-	case errors.Is(err, ErrWorkerGone):
-		ev.Msg("worker gone")
-		p.page(w, r, id, http.StatusBadGateway, "Worker unreachable",
-			"The worker hosting this instance is not reachable.")
+	}
+	switch {
 	case errors.Is(err, ErrMasterUnavailable), errors.Is(err, context.DeadlineExceeded):
 		ev.Msg("master unavailable")
-		w.Header().Set("Retry-After", "2")
-		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable",
-			"The cluster master is unreachable, retry shortly.")
+		p.write(w, r, id, pages.MasterUnavailable)
 	default:
 		p.log.Error().Str("request_id", id).Err(err).Msg("routing failed")
 		p.page(w, r, id, http.StatusBadGateway, "Routing failed",
@@ -461,66 +426,6 @@ func requestID(s string) string {
 		}
 	}
 	return s
-}
-
-// isWebSocketUpgrade: "Connection: upgrade" and "Upgrade: websocket" tokens
-// on an HTTP/1.x request.
-func isWebSocketUpgrade(r *http.Request) bool {
-	if r.ProtoMajor != 1 {
-		return false
-	}
-	return headerHasToken(r.Header["Connection"], "upgrade") && headerHasToken(r.Header["Upgrade"], "websocket")
-}
-
-func headerHasToken(vals []string, token string) bool {
-	for _, v := range vals {
-		for len(v) > 0 {
-			var tok string
-			tok, v = cutComma(v)
-			if equalFoldASCII(trimOWS(tok), token) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func cutComma(s string) (string, string) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ',' {
-			return s[:i], s[i+1:]
-		}
-	}
-	return s, ""
-}
-
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 func isTimeout(err error) bool {

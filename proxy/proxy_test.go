@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 )
 
 // seen is what the echo worker reports about the request it received.
@@ -43,11 +45,11 @@ func TestHTTPForwarding(t *testing.T) {
 		reqID      string
 		body       string
 		wantReqID  string // "" = generated
-		wantTarget Kind
+		wantTarget urlkind.Kind
 	}{
-		{"post with body and sane id", "POST", "client-id_1.2:3", "hello=world", "client-id_1.2:3", KindResource},
-		{"get with insane id", "GET", "bad id with spaces", "", "", KindResource},
-		{"put with overlong id", "PUT", strings.Repeat("x", 65), "x", "", KindResource},
+		{"post with body and sane id", "POST", "client-id_1.2:3", "hello=world", "client-id_1.2:3", urlkind.KindResource},
+		{"get with insane id", "GET", "bad id with spaces", "", "", urlkind.KindResource},
+		{"put with overlong id", "PUT", strings.Repeat("x", 65), "x", "", urlkind.KindResource},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,7 +179,7 @@ func TestErrorPages(t *testing.T) {
 			status: 404, contains: "This app instance does not exist (it may have been closed).", routerCalls: 1},
 		{name: "unknown app", path: "/nope", err: ErrUnknownApp, status: 404, contains: "no application", routerCalls: 1},
 		{name: "invalid id", path: "/chat/a/BAD_ID", status: 400, contains: "not a valid"},
-		{name: "overlong path", path: "/chat/" + strings.Repeat("x", MaxPathLen), status: 400},
+		{name: "overlong path", path: "/chat/" + strings.Repeat("x", urlkind.MaxPathLen), status: 400},
 		{name: "bad method", path: "/chat", method: "TRACE", status: 400},
 		{name: "no workers", path: "/chat", err: ErrNoWorkers, status: 503, retryAfter: true, routerCalls: 1},
 		{name: "master unavailable", path: "/chat", err: fmt.Errorf("rmi: %w", ErrMasterUnavailable),

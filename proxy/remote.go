@@ -16,6 +16,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
@@ -28,40 +29,49 @@ func MasterError(err error) error {
 	if !errors.As(err, &c) {
 		return fmt.Errorf("%w: %w", ErrMasterUnavailable, err)
 	}
-	var sentinel error
-	switch c.RMICode() {
-	case wire.CodeUnknownApp:
-		sentinel = ErrUnknownApp
-	case wire.CodeAppDisabled:
-		sentinel = ErrAppDisabled
-	case wire.CodeUnknownInstance:
-		sentinel = ErrUnknownInstance
-	case wire.CodeInstanceLost:
-		sentinel = ErrInstanceLost
-	case wire.CodeInstanceMerged:
-		sentinel = ErrInstanceMerged
-	case wire.CodeInstanceMoving:
-		sentinel = ErrInstanceMoving
-	case wire.CodeNoWorkers:
-		sentinel = ErrNoWorkers
-	case wire.CodeStarting:
-		sentinel = ErrStarting
-	case wire.CodeUnknownWorker:
-		sentinel = ErrWorkerGone
-	default:
-		var re *rmi.RemoteError
-		if errors.As(err, &re) {
-			return err
+	for _, s := range sentinels {
+		if s.code == c.RMICode() {
+			return fmt.Errorf("%w: %w", s.err, err)
 		}
-		return fmt.Errorf("%w: %w", ErrMasterUnavailable, err)
 	}
-	return fmt.Errorf("%w: %w", sentinel, err)
+	var re *rmi.RemoteError
+	if errors.As(err, &re) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrMasterUnavailable, err)
+}
+
+// sentinels pair the master's error codes with this package's sentinels;
+// the page each gets is pages.ForCode's.
+var sentinels = []struct {
+	code string
+	err  error
+}{
+	{wire.CodeUnknownApp, ErrUnknownApp},
+	{wire.CodeAppDisabled, ErrAppDisabled},
+	{wire.CodeUnknownInstance, ErrUnknownInstance},
+	{wire.CodeInstanceLost, ErrInstanceLost},
+	{wire.CodeInstanceMerged, ErrInstanceMerged},
+	{wire.CodeInstanceMoving, ErrInstanceMoving},
+	{wire.CodeNoWorkers, ErrNoWorkers},
+	{wire.CodeStarting, ErrStarting},
+	{wire.CodeUnknownWorker, ErrWorkerGone},
+}
+
+// codeOf is the master's error code behind a sentinel in err's chain.
+func codeOf(err error) (string, bool) {
+	for _, s := range sentinels {
+		if errors.Is(err, s.err) {
+			return s.code, true
+		}
+	}
+	return "", false
 }
 
 // RouteRequestFor is the master's question for a classified request.
-func RouteRequestFor(t Target) wire.RouteRequest {
+func RouteRequestFor(t urlkind.Target) wire.RouteRequest {
 	req := wire.RouteRequest{Kind: wire.RouteInstance, App: t.App, InstanceID: t.InstanceID}
-	if t.Kind == KindApp {
+	if t.Kind == urlkind.KindApp {
 		req.Kind = wire.RouteApp
 	}
 	return req
@@ -105,7 +115,7 @@ func (r *RemoteRouter) call(ctx context.Context, method string, reply any, args 
 }
 
 // Route implements Router.
-func (r *RemoteRouter) Route(ctx context.Context, t Target) (Route, error) {
+func (r *RemoteRouter) Route(ctx context.Context, t urlkind.Target) (Route, error) {
 	var rep wire.RouteReply
 	if err := r.call(ctx, "Route", &rep, RouteRequestFor(t)); err != nil {
 		return Route{}, MasterError(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
@@ -61,7 +62,7 @@ func TestRemoteRouterFailsFastWithoutMaster(t *testing.T) {
 	r := &RemoteRouter{Client: node.NewClient(addr, nil)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := r.Route(ctx, Target{Kind: KindApp, App: "hello"}); !errors.Is(err, ErrMasterUnavailable) {
+	if _, err := r.Route(ctx, urlkind.Target{Kind: urlkind.KindApp, App: "hello"}); !errors.Is(err, ErrMasterUnavailable) {
 		t.Fatalf("Route = %v, want ErrMasterUnavailable", err)
 	}
 	if _, err := r.Apps(ctx); !errors.Is(err, ErrMasterUnavailable) {

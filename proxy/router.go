@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 	"errors"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 )
 
 // Route says where a request goes.
@@ -24,7 +26,7 @@ type AppLink struct {
 // timeouts talking to the master to ErrMasterUnavailable: that is what allows
 // CachingRouter to fall back.
 type Router interface {
-	Route(ctx context.Context, t Target) (Route, error)
+	Route(ctx context.Context, t urlkind.Target) (Route, error)
 	Apps(ctx context.Context) ([]AppLink, error)
 }
 
@@ -62,7 +64,7 @@ type StaticRouter struct {
 }
 
 // Route implements Router.
-func (s StaticRouter) Route(ctx context.Context, t Target) (Route, error) { return s.To, nil }
+func (s StaticRouter) Route(ctx context.Context, t urlkind.Target) (Route, error) { return s.To, nil }
 
 // Apps implements Router.
 func (s StaticRouter) Apps(ctx context.Context) ([]AppLink, error) { return s.Links, nil }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 )
 
 // relay is one WebSocket connection pair, tracked so Shutdown can close it.
@@ -81,7 +83,7 @@ var hopHeaders = []string{
 // serveWebSocket forwards an upgrade to the routed worker and, once the
 // worker agreed (101), relays raw bytes until both sides are done. The
 // Router is never consulted again for this connection.
-func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string, t Target, route Route, hopKey []byte) {
+func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string, t urlkind.Target, route Route, hopKey []byte) {
 	log := p.log.With().Str("request_id", id).Str("instance", t.InstanceID).Str("worker", route.WorkerID).Logger()
 	if p.isClosing() {
 		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable", "The proxy is shutting down, retry shortly.")

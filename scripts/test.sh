@@ -46,6 +46,6 @@ go test -race -count=1 -timeout 45m ./internal/e2e
 if [ "$FUZZTIME" != "0" ]; then
 	step "fuzz ($FUZZTIME each)"
 	go test -run '^$' -fuzz '^FuzzDecodeFrame$' -fuzztime "$FUZZTIME" ./rmi
-	go test -run '^$' -fuzz '^FuzzClassify$' -fuzztime "$FUZZTIME" ./proxy
+	go test -run '^$' -fuzz '^FuzzClassify$' -fuzztime "$FUZZTIME" ./internal/urlkind
 fi
 step "all tests passed"

@@ -15,8 +15,9 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/web"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
@@ -66,17 +67,17 @@ func (w *Worker) handler() http.Handler {
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), viaProxyKey{}, true))
-		t := proxy.Classify(r.Method, r.URL.EscapedPath(), isUpgrade(r))
+		t := urlkind.Classify(r.Method, r.URL.EscapedPath(), isUpgrade(r))
 		switch t.Kind {
-		case proxy.KindApp:
+		case urlkind.KindApp:
 			w.serveApp(rw, r, id, t)
-		case proxy.KindInstance:
+		case urlkind.KindInstance:
 			w.serveInstance(rw, r, id, t)
-		case proxy.KindBrowser:
+		case urlkind.KindBrowser:
 			w.serveBrowser(rw, r, id, t)
-		case proxy.KindWebSocket:
+		case urlkind.KindWebSocket:
 			w.serveSocket(rw, r, id, t)
-		case proxy.KindResource:
+		case urlkind.KindResource:
 			in, ok := w.hosted(rw, r, id, t)
 			if !ok {
 				return
@@ -128,7 +129,7 @@ func isUpgrade(r *http.Request) bool {
 }
 
 func (w *Worker) page(rw http.ResponseWriter, r *http.Request, id string, status int, title, msg string) {
-	proxy.WritePage(rw, r, id, status, title, msg, "", "")
+	pages.Write(rw, r, id, pages.Page{Status: status, Title: title, Message: msg})
 }
 
 // serveApp applies the app's instantiation strategy to an Application URL.
@@ -137,7 +138,7 @@ func (w *Worker) page(rw http.ResponseWriter, r *http.Request, id string, status
 // there; the user is redirected to that Browser URL. singleBrowserPerUser
 // and multiInstance: the landing page, where the user picks or creates an
 // instance.
-func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target) {
+func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
 		rw.Header().Set("Allow", "GET, HEAD, POST")
 		w.page(rw, r, id, http.StatusMethodNotAllowed, "Method not allowed", "Open this address with GET.")
@@ -206,7 +207,7 @@ func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t 
 func (w *Worker) landing(ctx context.Context, rw http.ResponseWriter, r *http.Request, id string, app wire.App, user string) {
 	var insts []wire.InstanceInfo
 	if err := w.client.Call(ctx, wire.ObjWorkerManager, "Instances", &insts, app.MountPoint, user); err != nil {
-		w.placeError(rw, r, id, proxy.Target{App: app.MountPoint}, err)
+		w.placeError(rw, r, id, urlkind.Target{App: app.MountPoint}, err)
 		return
 	}
 	d := web.LandingData{AppName: app.Name, Description: app.Description, MountPoint: app.MountPoint, CSRF: w.users.csrf(rw, r)}
@@ -272,10 +273,10 @@ func (w *Worker) render(rw http.ResponseWriter, r *http.Request, id string, t *t
 		w.page(rw, r, id, http.StatusInternalServerError, "Internal error", "The page could not be rendered.")
 		return
 	}
-	proxy.WriteHTML(rw, r, buf.Bytes(), "no-store")
+	pages.WriteHTML(rw, r, buf.Bytes(), "no-store")
 }
 
-func (w *Worker) placeError(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target, err error) {
+func (w *Worker) placeError(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target, err error) {
 	var re *rmi.RemoteError
 	code := ""
 	if errors.As(err, &re) {
@@ -283,31 +284,21 @@ func (w *Worker) placeError(rw http.ResponseWriter, r *http.Request, id string, 
 	}
 	w.log.Warn().Str("request_id", id).Str("app", t.App).Str("code", code).Err(err).Msg("placement failed")
 	switch code {
-	case wire.CodeUnknownApp:
-		w.page(rw, r, id, http.StatusNotFound, "Application not found", "There is no application at this address.")
-	case wire.CodePoolLimit:
-		rw.Header().Set("Retry-After", "10")
-		w.page(rw, r, id, http.StatusServiceUnavailable, "No browser available", re.Message+". Please retry later.")
-	case wire.CodeAppDisabled:
-		w.page(rw, r, id, http.StatusServiceUnavailable, "Application unavailable",
-			"This application has been disabled by an administrator.")
-	case wire.CodeNoWorkers:
-		rw.Header().Set("Retry-After", "5")
-		w.page(rw, r, id, http.StatusServiceUnavailable, "No workers available",
-			"No worker can host this application right now. Please retry shortly.")
+	case wire.CodeUnknownApp, wire.CodePoolLimit, wire.CodeAppDisabled, wire.CodeNoWorkers:
+		pg, _ := pages.ForCode(code, t.App, re.Message)
+		pages.Write(rw, r, id, pg)
 	default:
-		rw.Header().Set("Retry-After", "2")
-		w.page(rw, r, id, http.StatusServiceUnavailable, "Service unavailable",
-			"A new app instance could not be started. Please retry shortly.")
+		pages.Write(rw, r, id, pages.Page{Status: http.StatusServiceUnavailable, Title: "Service unavailable",
+			Message: "A new app instance could not be started. Please retry shortly.", RetryAfter: "2"})
 	}
 }
 
 // hosted finds the instance of t on this worker or answers 404.
-func (w *Worker) hosted(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target) (*instance, bool) {
+func (w *Worker) hosted(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) (*instance, bool) {
 	in, ok := w.apps.instance(t.InstanceID)
 	if !ok || in.app.MountPoint != t.App {
-		w.page(rw, r, id, http.StatusNotFound, "App instance not found",
-			"This app instance does not exist (it may have been closed).")
+		pg, _ := pages.ForCode(wire.CodeUnknownInstance, t.App, "")
+		pages.Write(rw, r, id, pg)
 		return nil, false
 	}
 	return in, true
@@ -318,7 +309,7 @@ func (w *Worker) hosted(rw http.ResponseWriter, r *http.Request, id string, t pr
 // (created if needed); multiInstance shows the instance's page to join a
 // browser or create one; for the single-instance strategies the URL is not
 // meaningful and the user is pointed to the Application URL.
-func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target) {
+func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
 	in, ok := w.hosted(rw, r, id, t)
 	if !ok {
 		return
@@ -334,8 +325,8 @@ func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id strin
 	}
 	switch in.app.Strategy {
 	case wire.SingleAppInstance, wire.SingleInstancePerUser:
-		proxy.WritePage(rw, r, id, http.StatusNotFound, "Not an address of this application",
-			"This application gives each user one browser; open it from its address.", "/"+t.App, "Open "+in.app.Name)
+		pages.Write(rw, r, id, pages.Page{Status: http.StatusNotFound, Title: "Not an address of this application",
+			Message: "This application gives each user one browser; open it from its address.", LinkURL: "/" + t.App, LinkText: "Open " + in.app.Name})
 		return
 	}
 	role := in.instanceRole(user)
@@ -403,7 +394,7 @@ func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id strin
 }
 
 // serveBrowser returns the client engine page.
-func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target) {
+func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
 	in, ok := w.hosted(rw, r, id, t)
 	if !ok {
 		return
@@ -417,8 +408,7 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	if !ok {
-		w.page(rw, r, id, http.StatusNotFound, "Browser not found",
-			"This virtual browser does not exist (it may have been closed).")
+		pages.Write(rw, r, id, pages.BrowserNotFound)
 		return
 	}
 	user, ok := w.viewer(rw, r, id, in.app)
@@ -448,11 +438,11 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	httpsec.SetEngine(rw.Header(), w.users.https(r))
-	proxy.WriteHTML(rw, r, buf.Bytes(), "no-store")
+	pages.WriteHTML(rw, r, buf.Bytes(), "no-store")
 }
 
 // serveSocket connects a client engine to its virtual browser.
-func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string, t proxy.Target) {
+func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
 	in, ok := w.hosted(rw, r, id, t)
 	if !ok {
 		return
@@ -469,7 +459,7 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		return
 	}
 	if !ok {
-		w.page(rw, r, id, http.StatusNotFound, "Browser not found", "This virtual browser does not exist.")
+		pages.Write(rw, r, id, pages.BrowserNotFound)
 		return
 	}
 	user, ok := w.viewer(rw, r, id, in.app)

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/web"
 )
@@ -200,8 +200,8 @@ func (w *Worker) requireUser(rw http.ResponseWriter, r *http.Request, id string,
 		redirectNext(rw, r, "/"+app.MountPoint+"/login?next="+url.QueryEscape(r.URL.Path))
 		return "", false
 	}
-	proxy.WritePage(rw, r, id, http.StatusUnauthorized, "Login required", "This application needs you to log in.",
-		"/"+app.MountPoint+"/login", "Log in")
+	pages.Write(rw, r, id, pages.Page{Status: http.StatusUnauthorized, Title: "Login required", Message: "This application needs you to log in.",
+		LinkURL: "/" + app.MountPoint + "/login", LinkText: "Log in"})
 	return "", false
 }
 

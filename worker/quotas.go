@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
@@ -80,7 +80,7 @@ func (w *Worker) quotaPage(rw http.ResponseWriter, r *http.Request, id string, a
 	if name == "" {
 		name = app.MountPoint
 	}
-	proxy.WritePage(rw, r, id, http.StatusTooManyRequests, "Limit reached", msg, "/"+app.MountPoint, "Open "+name)
+	pages.Write(rw, r, id, pages.Page{Status: http.StatusTooManyRequests, Title: "Limit reached", Message: msg, LinkURL: "/" + app.MountPoint, LinkText: "Open " + name})
 }
 
 // quotaCode turns a refusal into the master's error code, so the message
@@ -112,9 +112,9 @@ func (w *Worker) identify(rw http.ResponseWriter, r *http.Request, id string, ap
 	if retry := w.newIdentityWait(r.Context(), ip); retry > 0 {
 		w.log.Info().Str("request_id", id).Str("client_ip", ip).Int64("retry_after_s", retry).Msg("new anonymous identity refused: quota")
 		rw.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
-		proxy.WritePage(rw, r, id, http.StatusTooManyRequests, "Too many new visitors",
-			fmt.Sprintf("Too many new visitors came from your network address lately. Keep cookies enabled for this site "+
-				"(your identity is in a cookie), or try again in %d seconds.", retry), "/", "Home")
+		pages.Write(rw, r, id, pages.Page{Status: http.StatusTooManyRequests, Title: "Too many new visitors",
+			Message: fmt.Sprintf("Too many new visitors came from your network address lately. Keep cookies enabled for this site "+
+				"(your identity is in a cookie), or try again in %d seconds.", retry), LinkURL: "/", LinkText: "Home"})
 		return "", false
 	}
 	user := "anon-" + ids.Random(16)

@@ -29,12 +29,13 @@ import (
 	cbmetrics "github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
 )
 
 // Config configures a worker.
@@ -150,9 +151,6 @@ func DefaultConfig() Config {
 		MaxBrowsers: 64, LeaveTimeout: 60 * time.Second, SnapshotInterval: DefaultSnapshotInterval}
 }
 
-// minSnapshotInterval keeps snapshots from becoming a write storm.
-const minSnapshotInterval = 100 * time.Millisecond
-
 // New prepares a worker; Start runs it.
 func New(cfg Config) (*Worker, error) {
 	if err := secret.Check(cfg.Secret); err != nil {
@@ -164,7 +162,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.ID == "" {
 		cfg.ID = ids.NewWorkerID()
 	} else if !ids.ValidWorker(cfg.ID) {
-		return nil, fmt.Errorf("worker: --id %q must be \"w-\" followed by 1-16 lowercase letters or digits", cfg.ID)
+		return nil, fmt.Errorf("worker: --id %q is not a worker id (%s)", cfg.ID, ids.WorkerRule)
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
@@ -192,8 +190,6 @@ func New(cfg Config) (*Worker, error) {
 		cfg.LeaveTimeout = def.LeaveTimeout
 	}
 	switch {
-	case cfg.SnapshotInterval < minSnapshotInterval:
-		return nil, fmt.Errorf("worker: %w", config.Errorf("SnapshotInterval", "must be at least %s, got %s", minSnapshotInterval, cfg.SnapshotInterval))
 	case cfg.GeneralMin < 0 || cfg.GeneralMin > cfg.MaxBrowsers:
 		return nil, fmt.Errorf("worker: %w", config.Errorf("GeneralMin", "must be between 0 and the browser limit (%d), got %d", cfg.MaxBrowsers, cfg.GeneralMin))
 	case cfg.JobSlots < 0 || cfg.JobSlots > cfg.MaxBrowsers:
@@ -204,7 +200,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	pm, err := pool.NewManager(pool.ManagerConfig{
 		Types:  map[string]pool.BrowserType{pool.TypeChromium: {Factory: cfg.Runtime, Max: cfg.MaxBrowsers, GeneralMin: cfg.GeneralMin}},
-		Runner: &sequence.Runner{Secrets: cfg.Secrets, Log: w.log.With().Str("component", "sequence").Logger()},
+		Runner: &seqrun.Runner{Secrets: cfg.Secrets, Log: w.log.With().Str("component", "sequence").Logger()},
 		Logger: w.log,
 		// The general pool's browsers get the app's policy at lease.
 		Options: w.browserOptions,

@@ -75,7 +75,6 @@ func TestNewValidates(t *testing.T) {
 		{"no master", Config{Secret: testSecret}, "Master (the master's RMI address) is required"},
 		{"general pool over the limit", Config{Secret: testSecret, Master: "m:1", MaxBrowsers: 4, GeneralMin: 5}, "GeneralMin must be between 0 and the browser limit (4), got 5"},
 		{"job slots over the limit", Config{Secret: testSecret, Master: "m:1", JobSlots: 65}, "JobSlots must be between 0 and the browser limit (64), got 65"},
-		{"snapshots too often", Config{Secret: testSecret, Master: "m:1", SnapshotInterval: time.Millisecond}, "SnapshotInterval must be at least 100ms"},
 		{"bad id", Config{Secret: testSecret, Master: "m:1", ID: "Worker 1"}, "--id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

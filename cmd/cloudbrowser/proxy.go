@@ -76,7 +76,7 @@ cluster, and refuses to start otherwise.`,
 // proxyAdmin serves a proxy process's own endpoints.
 func proxyAdmin(p *proxy.Proxy, cache *proxy.CachingRouter, node *rmi.Node, connected func() bool) http.Handler {
 	reg := metrics.NewRegistry()
-	reg.MustRegister(metrics.Proxy(p, cache)...)
+	reg.MustRegister(proxy.Collectors(p, cache)...)
 	reg.MustRegister(metrics.RMI(node)...)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(reg))

@@ -11,9 +11,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 	"github.com/urfave/cli/v3"
-
-	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 )
 
 // readPassword takes the password from CB_PASSWORD or the first line of
@@ -121,8 +120,8 @@ anyone who has the URL. "none" revokes.`,
 			if u, err := url.Parse(raw); err == nil && u.Path != "" {
 				raw = u.Path
 			}
-			t := proxy.Classify(http.MethodGet, raw, false)
-			if t.InstanceID == "" || (t.Kind != proxy.KindInstance && t.Kind != proxy.KindBrowser) {
+			t := urlkind.Classify(http.MethodGet, raw, false)
+			if t.InstanceID == "" || (t.Kind != urlkind.KindInstance && t.Kind != urlkind.KindBrowser) {
 				return fmt.Errorf("URL %q is not an App-instance or Browser URL", cmd.Args().Get(0))
 			}
 			c, err := newAPIClient(cmd, "admin.token")

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/worker"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
@@ -31,7 +33,7 @@ end users' requests to its --listen address.`,
 			&cli.StringFlag{Name: "advertise", Sources: cli.EnvVars("CB_ADVERTISE"),
 				Usage: "HTTP address the proxies use (default: the --listen address)"},
 			&cli.StringFlag{Name: "id", Sources: cli.EnvVars("CB_WORKER_ID"),
-				Usage: `worker id, "w-" + up to 16 lowercase letters or digits (default: random)`},
+				Usage: "worker id: " + ids.WorkerRule + ` (default: random, "w-" + 8 characters)`},
 			&cli.StringFlag{Name: "runtime", Value: "chromium", Sources: cli.EnvVars("CB_RUNTIME"),
 				Usage: `virtual browser runtime: "chromium", or "none" (keeps page state, renders nothing; for tests)`},
 			&cli.IntFlag{Name: "max-browsers", Value: workerDefaults.MaxBrowsers, Sources: cli.EnvVars("CB_MAX_BROWSERS"),
@@ -59,8 +61,8 @@ end users' requests to its --listen address.`,
 			if n := cmd.Int("max-browsers"); n < 1 {
 				return fmt.Errorf("--max-browsers must be at least 1, got %d", n)
 			}
-			if d := cmd.Duration("snapshot-interval"); d <= 0 { // zero would silently mean the default
-				return fmt.Errorf("--snapshot-interval must be positive, got %s", d)
+			if d := cmd.Duration("snapshot-interval"); d < 100*time.Millisecond { // snapshots are writes at the master
+				return fmt.Errorf("--snapshot-interval must be at least 100ms, got %s", d)
 			}
 			rt, err := newRuntime(ctx, cmd, log)
 			if err != nil {

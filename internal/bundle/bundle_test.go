@@ -13,7 +13,7 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 )
 
 const goodManifest = `{"name":"Demo","mountPoint":"demo","entry":"index.html","strategy":"multiInstance",

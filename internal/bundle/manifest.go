@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"io/fs"
 	"path"
 	"regexp"
@@ -15,9 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
 )
 
 // ManifestName is the manifest file at the root of a bundle.
@@ -48,7 +49,7 @@ type Manifest struct {
 	// keeps browsers until they are closed.
 	IdleTimeout *sequence.Duration `json:"idleTimeout,omitempty"`
 	// Pool configures an application-specific browser pool (pools issue);
-	// validated by the worker's pool package.
+	// see ParsePool.
 	Pool json.RawMessage `json:"pool,omitempty"`
 }
 
@@ -121,15 +122,15 @@ func (es Errors) Error() string {
 
 var mountRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
-// reserved mount points belong to the cluster (kept in step with proxy.Reserved).
-var reserved = map[string]bool{
-	"admin": true, "api": true, "metrics": true, "healthz": true, "readyz": true,
-	"livez": true, "static": true, "_cb": true, "debug": true, "ws": true,
-	"favicon.ico": true, "robots.txt": true, ".well-known": true, "login": true, "logout": true,
+// Reserved reports whether a mount point is taken by the cluster itself:
+// the paths proxies keep for the cluster, and the workers' login pages.
+func Reserved(mount string) bool {
+	switch strings.ToLower(mount) {
+	case "login", "logout":
+		return true
+	}
+	return urlkind.Reserved(mount)
 }
-
-// Reserved reports whether a mount point is taken by the cluster itself.
-func Reserved(mount string) bool { return reserved[strings.ToLower(mount)] }
 
 var strategies = map[string]bool{
 	wire.SingleAppInstance: true, wire.SingleInstancePerUser: true,
@@ -230,11 +231,11 @@ func (m *Manifest) Validate(files map[string]bool) error {
 
 // ParsePool decodes and validates the manifest's "pool" object (nil if
 // absent). Errors name fields under "pool.".
-func ParsePool(raw json.RawMessage) (*pool.Config, error) {
+func ParsePool(raw json.RawMessage) (*PoolConfig, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	var c pool.Config
+	var c PoolConfig
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {

@@ -56,8 +56,14 @@ func WorkerOf(instanceID string) (string, bool) {
 	return w, true
 }
 
-// ValidWorker reports whether s may be used as a worker id: 1-63 characters
-// of [a-z0-9-], starting with a letter or digit.
+// WorkerRule states what a worker id is, for flag help and error messages;
+// ValidWorker checks it. Generated ids ("w-" + 8 characters) follow it.
+// The 63 keeps instance ids (worker id + "." + 12) within ValidToken's 100.
+const WorkerRule = "1-63 lowercase letters, digits or '-', not starting with '-'"
+
+// ValidWorker reports whether s is a worker id (WorkerRule): it is the one
+// check of the rule, used by the worker for its --id and by the master at
+// registration.
 func ValidWorker(s string) bool {
 	if len(s) == 0 || len(s) > 63 || s[0] == '-' {
 		return false

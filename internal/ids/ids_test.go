@@ -1,6 +1,9 @@
 package ids
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestInstanceEncodesWorker(t *testing.T) {
 	w := NewWorkerID()
@@ -48,6 +51,32 @@ func TestValidToken(t *testing.T) {
 	} {
 		if got := ValidToken(tc.in); got != tc.ok {
 			t.Errorf("ValidToken(%q) = %v", tc.in, got)
+		}
+	}
+}
+
+// TestValidWorker pins WorkerRule: 1-63 of [a-z0-9-], not starting with '-'.
+func TestValidWorker(t *testing.T) {
+	tests := []struct {
+		id   string
+		want bool
+	}{
+		{"w-k3j9x2aa", true},
+		{"a", true},
+		{"0", true},
+		{"worker-1", true},
+		{strings.Repeat("a", 63), true},
+		{strings.Repeat("a", 64), false},
+		{"", false},
+		{"-w", false},
+		{"W-1", false},
+		{"w_1", false},
+		{"w.1", false},
+		{"w 1", false},
+	}
+	for _, tt := range tests {
+		if got := ValidWorker(tt.id); got != tt.want {
+			t.Errorf("ValidWorker(%q) = %v, want %v (%s)", tt.id, got, tt.want, WorkerRule)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Strategy is a placement strategy.
@@ -145,8 +146,9 @@ type Balancer struct {
 	mu      sync.Mutex
 	opts    Options
 	workers map[string]*worker
-	ids     []string // sorted; the order of round-robin and of tie rotation
-	last    string   // id of the last pick: rotation resumes after it
+	ids     []string      // sorted; the order of round-robin and of tie rotation
+	last    string        // id of the last pick: rotation resumes after it
+	peeks   atomic.Uint64 // Peek's turn
 	cost    estimator
 	// fixed disables learning (the paper's constant projection); only the
 	// simulation sets it, for comparison.
@@ -294,6 +296,28 @@ func (b *Balancer) Pick() (string, error) {
 	best.fresh++
 	b.last = best.id
 	return best.id, nil
+}
+
+// Peek chooses the worker for a request that places nothing (an
+// Application URL, which the worker then places through Pick): among cands,
+// the workers that can serve now, the least projected load, or under
+// round-robin the next in turn. Draining workers are skipped. Peeks take
+// turns among equals and record nothing else; ok is false when no
+// candidate is eligible.
+func (b *Balancer) Peek(cands []WorkerLoad) (best WorkerLoad, ok bool) {
+	cands = slices.DeleteFunc(slices.Clone(cands), func(w WorkerLoad) bool { return w.Draining })
+	if len(cands) == 0 {
+		return WorkerLoad{}, false
+	}
+	best = cands[int(b.peeks.Add(1)%uint64(len(cands)))]
+	if b.opts.Strategy != RoundRobin {
+		for _, c := range cands {
+			if c.Projected < best.Projected {
+				best = c
+			}
+		}
+	}
+	return best, true
 }
 
 // Release records that an instance on workerID went away, whether it was

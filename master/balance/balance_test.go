@@ -382,3 +382,45 @@ func TestConcurrent(t *testing.T) {
 		}
 	}
 }
+
+func TestPeek(t *testing.T) {
+	a, b, c := WorkerLoad{ID: "a", Projected: 30}, WorkerLoad{ID: "b", Projected: 10}, WorkerLoad{ID: "c", Projected: 10}
+	drained := WorkerLoad{ID: "d", Projected: 0, Draining: true}
+	tests := []struct {
+		name     string
+		strategy Strategy
+		cands    []WorkerLoad
+		want     []string // ids of successive peeks; nil: none eligible
+	}{
+		{"none", LeastLoad, nil, nil},
+		{"only draining", RoundRobin, []WorkerLoad{drained}, nil},
+		{"round-robin takes turns", RoundRobin, []WorkerLoad{a, b, c, drained}, []string{"b", "c", "a", "b"}},
+		{"least load, equals take turns", LeastLoad, []WorkerLoad{a, b, c, drained}, []string{"b", "c", "b", "b"}},
+		{"least load, one", LeastLoad, []WorkerLoad{a}, []string{"a", "a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bal := New(Options{Strategy: tt.strategy})
+			if tt.want == nil {
+				if w, ok := bal.Peek(tt.cands); ok {
+					t.Fatalf("Peek = %v, want none", w.ID)
+				}
+				return
+			}
+			var got []string
+			for range tt.want {
+				w, ok := bal.Peek(tt.cands)
+				if !ok {
+					t.Fatal("Peek found none")
+				}
+				got = append(got, w.ID)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("peeks %v, want %v", got, tt.want)
+			}
+			if len(bal.Snapshot()) != 0 {
+				t.Error("Peek registered workers")
+			}
+		})
+	}
+}

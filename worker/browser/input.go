@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
-	"strings"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/navurl"
 )
 
 // ErrInvalidInput is wrapped by the errors of Browser.Input for events that
@@ -165,40 +165,13 @@ func (ev InputEvent) Validate() error {
 		}
 	case InputBack, InputForward, InputReload:
 	case InputNavigate:
-		if err := CheckNavigateURL(ev.URL); err != nil {
+		if err := navurl.Check(ev.URL); err != nil {
 			return bad("%v", err)
 		}
 	case "":
 		return fmt.Errorf("%w: missing type", ErrInvalidInput)
 	default:
 		return fmt.Errorf("%w: unknown type %q", ErrInvalidInput, ev.Type)
-	}
-	return nil
-}
-
-// CheckNavigateURL accepts the URLs a client may open: http(s), data: and
-// about:blank. Other schemes (file:, chrome:, javascript:, ...) would let a
-// client read the worker's files or poke at browser internals.
-func CheckNavigateURL(raw string) error {
-	if raw == "" {
-		return errors.New("empty url")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("bad url: %w", err)
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "http", "https":
-		if u.Host == "" {
-			return fmt.Errorf("url %q has no host", raw)
-		}
-	case "data":
-	case "about":
-		if u.Opaque != "blank" {
-			return fmt.Errorf("url %q not allowed", raw)
-		}
-	default:
-		return fmt.Errorf("scheme %q not allowed", u.Scheme)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
 )
 
 // freshLeaser makes a new browser for every job and closes it when the job
@@ -137,7 +137,7 @@ func BenchmarkRenderPooledVsFresh(b *testing.B) {
 	defer rt.Close()
 	m, err := pool.NewManager(pool.ManagerConfig{
 		Types:   map[string]pool.BrowserType{pool.TypeChromium: {Factory: rt, Max: slots * 3, GeneralMin: slots}},
-		Runner:  &sequence.Runner{},
+		Runner:  &seqrun.Runner{},
 		Logger:  zerolog.Nop(),
 		Options: func(string) (browser.Options, error) { return browser.Options{}, nil },
 	})

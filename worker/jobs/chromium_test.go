@@ -17,7 +17,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
 )
 
 // poolLeaser leases from the general pool of a real pool.Manager.
@@ -50,7 +50,7 @@ func TestChromiumJobs(t *testing.T) {
 	defer rt.Close()
 	m, err := pool.NewManager(pool.ManagerConfig{
 		Types:   map[string]pool.BrowserType{pool.TypeChromium: {Factory: rt, Max: 4}},
-		Runner:  &sequence.Runner{},
+		Runner:  &seqrun.Runner{},
 		Logger:  zerolog.Nop(),
 		Options: func(string) (browser.Options, error) { return browser.Options{}, nil },
 	})

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
 )
 
 // site is a small web application with sessions: a login form that sets a
@@ -120,7 +122,7 @@ func TestChromiumPool(t *testing.T) {
 	defer rt.Close()
 	m, err := NewManager(ManagerConfig{
 		Types:   map[string]BrowserType{TypeChromium: {Factory: rt, Max: 6}},
-		Runner:  &sequence.Runner{Secrets: sequence.MapSecrets(map[string]string{"DEMO_PASSWORD": sitePassword}), Log: log},
+		Runner:  &seqrun.Runner{Secrets: sequence.MapSecrets(map[string]string{"DEMO_PASSWORD": sitePassword}), Log: log},
 		Logger:  log,
 		Options: func(string) (browser.Options, error) { return browser.Options{Width: 800, Height: 600}, nil },
 	})
@@ -155,7 +157,7 @@ func TestChromiumPool(t *testing.T) {
 	if err := c.Validate("pool"); err != nil {
 		t.Fatal(err)
 	}
-	r := &sequence.Runner{}
+	r := &seqrun.Runner{}
 	loggedIn := func(t *testing.T, b browser.Browser) {
 		t.Helper()
 		var who string

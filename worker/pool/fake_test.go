@@ -12,9 +12,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
@@ -124,7 +125,7 @@ func (r *fakeRunner) Run(ctx context.Context, b browser.Browser, q sequence.Sequ
 		}
 	}
 	if fail != 0 {
-		return &sequence.StepError{Index: 0, Kind: sequence.KindEval, Step: label, Err: errors.New("fake failure")}
+		return &seqrun.StepError{Index: 0, Kind: sequence.KindEval, Step: label, Err: errors.New("fake failure")}
 	}
 	switch label {
 	case "init":

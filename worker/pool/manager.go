@@ -11,7 +11,7 @@
 //
 //	m, err := pool.NewManager(pool.ManagerConfig{
 //		Types:  map[string]pool.BrowserType{pool.TypeChromium: {Factory: runtime, Max: 20}},
-//		Runner: &sequence.Runner{Secrets: sequence.EnvSecrets("CB_SECRET_")},
+//		Runner: &seqrun.Runner{Secrets: sequence.EnvSecrets("CB_SECRET_")},
 //		Logger: log,
 //	})
 //	cfg.Validate("pool")                        // at deploy time; nil cfg = general pool
@@ -23,7 +23,7 @@
 //	m.Close(ctx)                                // destroys every browser, stops every timer
 //
 // Browsers are created through a Factory (a browser.Runtime) and
-// sequences run through a Runner (a *sequence.Runner); both, and the Clock,
+// sequences run through a Runner (a *seqrun.Runner); both, and the Clock,
 // are interfaces so the state machine is tested with fakes.
 package pool
 
@@ -40,8 +40,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
 )
 
 // Factory makes browsers; a browser.Runtime is one.
@@ -49,7 +49,7 @@ type Factory interface {
 	NewBrowser(ctx context.Context, opts browser.Options) (browser.Browser, error)
 }
 
-// Runner runs sequences; a *sequence.Runner is one.
+// Runner runs sequences; a *seqrun.Runner is one.
 type Runner interface {
 	Run(ctx context.Context, b browser.Browser, q sequence.Sequence) error
 }
@@ -288,7 +288,7 @@ func (m *Manager) poolFor(app string, cfg *Config) (*pool, error) {
 		m.log.Info().Str("app", app).Msg("pool configuration changed: replacing the pool")
 		m.retire(old)
 	}
-	p := m.newPool(app, ts, cfg.clone())
+	p := m.newPool(app, ts, cfg.Clone())
 	m.pools[app] = p
 	p.fill(true)
 	p.startTimers()

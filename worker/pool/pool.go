@@ -10,8 +10,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
 )
 
 // state is where a browser is in its pool's lifecycle.
@@ -377,7 +378,7 @@ func (p *pool) run(e *entry, kind string, q sequence.Sequence) error {
 		return err // closing: not the sequence's fault
 	}
 	ev := p.log.Warn().Uint64("browser", e.id).Str("sequence", kind).Str("error", err.Error())
-	var se *sequence.StepError
+	var se *seqrun.StepError
 	if errors.As(err, &se) {
 		ev = ev.Int("step", se.Index).Str("kind", string(se.Kind))
 	}
@@ -498,10 +499,10 @@ func (p *pool) recycle(e *entry) {
 
 // startTimers starts the validation loops the config enables.
 func (p *pool) startTimers() {
-	if p.cfg.refresh() {
+	if p.cfg.Refreshes() {
 		p.refreshT = p.m.clock.AfterFunc(p.cfg.RefreshValidationInterval.D(), p.refreshCheck)
 	}
-	if p.cfg.idleDestroy() {
+	if p.cfg.DestroysIdle() {
 		p.destroyT = p.m.clock.AfterFunc(p.cfg.DestroyValidationInterval.D(), p.destroyCheck)
 	}
 }

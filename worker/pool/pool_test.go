@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
 )
 
 // One test per rule of the "Specific Browser Pool" document, then the
@@ -227,8 +228,8 @@ func TestPoolsAreExclusive(t *testing.T) {
 
 // The limit is per browser type (MSIE / Denodo Browser in the document).
 func TestGlobalLimitIsPerBrowserType(t *testing.T) {
-	browserTypes = append(browserTypes, "other")
-	defer func() { browserTypes = browserTypes[:len(browserTypes)-1] }()
+	bundle.BrowserTypes = append(bundle.BrowserTypes, "other")
+	defer func() { bundle.BrowserTypes = bundle.BrowserTypes[:len(bundle.BrowserTypes)-1] }()
 	other := newFactory()
 	e := newEnv(t, 1, 0, func(c *ManagerConfig) {
 		c.Types["other"] = BrowserType{Factory: other, Max: 1}
@@ -596,7 +597,7 @@ func TestInitFailureAtCreationDestroys(t *testing.T) {
 	e.r.setFails("init", -1)
 	c := cfg(2, 3)
 	_, err := e.m.Lease(context.Background(), "app", c)
-	var se *sequence.StepError
+	var se *seqrun.StepError
 	if err == nil || !strings.Contains(err.Error(), "initialization sequence") || !errors.As(err, &se) {
 		t.Fatalf("err %v", err)
 	}

@@ -32,10 +32,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
 )
 
 const password = "bench-password"
@@ -106,7 +107,7 @@ func main() {
 	defer rt.Close()
 	m, err := pool.NewManager(pool.ManagerConfig{
 		Types:   map[string]pool.BrowserType{pool.TypeChromium: {Factory: rt, Max: 2 + *browsers}},
-		Runner:  &sequence.Runner{Secrets: sequence.MapSecrets(map[string]string{"PW": password})},
+		Runner:  &seqrun.Runner{Secrets: sequence.MapSecrets(map[string]string{"PW": password})},
 		Logger:  logger,
 		Options: func(string) (browser.Options, error) { return browser.Options{}, nil },
 	})

@@ -1,4 +1,13 @@
-package sequence
+// Package seqrun runs declarative navigation sequences (internal/sequence)
+// on a browser.Browser. Browser pools use them to log in once
+// (initialization sequence), to put a returned browser back on its page
+// (back sequence) and to keep an idle session alive (touch sequence).
+//
+// Everything goes through the browser.Browser interface: selectors are
+// resolved with Evaluate in the page, and clicks and typing are real input
+// events (Input) at the element's position, so the page sees the same
+// events a user would produce.
+package seqrun
 
 import (
 	"context"
@@ -12,6 +21,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/navurl"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
@@ -19,7 +30,7 @@ import (
 // timeouts); it is safe for concurrent use.
 type Runner struct {
 	// Secrets resolves ${secret:NAME} (nil = secrets are an error).
-	Secrets Secrets
+	Secrets sequence.Secrets
 	// DefaultTimeout bounds steps without their own timeout (0 = DefaultTimeout).
 	DefaultTimeout time.Duration
 	// Poll is how often waiting steps check the page (0 = 50ms).
@@ -30,13 +41,13 @@ type Runner struct {
 
 // Run runs q on b, step by step, and stops at the first failure with a
 // *StepError naming the step. Variables are not available (use RunVars).
-func (r *Runner) Run(ctx context.Context, b browser.Browser, q Sequence) error {
+func (r *Runner) Run(ctx context.Context, b browser.Browser, q sequence.Sequence) error {
 	return r.RunVars(ctx, b, q, nil)
 }
 
 // RunVars runs q with ${name} variables resolved from vars.
-func (r *Runner) RunVars(ctx context.Context, b browser.Browser, q Sequence, vars map[string]string) error {
-	x := &expander{secrets: r.Secrets, vars: vars}
+func (r *Runner) RunVars(ctx context.Context, b browser.Browser, q sequence.Sequence, vars map[string]string) error {
+	x := &sequence.Expander{Secrets: r.Secrets, Vars: vars}
 	for i, s := range q {
 		start := time.Now()
 		err := ctx.Err()
@@ -44,7 +55,7 @@ func (r *Runner) RunVars(ctx context.Context, b browser.Browser, q Sequence, var
 			err = r.step(ctx, b, s, x)
 		}
 		if err != nil {
-			serr := &StepError{Index: i, Kind: s.Kind, Step: s.String(), Err: err, redact: x.used}
+			serr := &StepError{Index: i, Kind: s.Kind, Step: s.String(), Err: err, redact: x.Used}
 			r.Log.Debug().Int("step", i).Str("kind", string(s.Kind)).Dur("took", time.Since(start)).
 				Str("error", serr.Error()).Msg("sequence step failed")
 			return serr
@@ -62,8 +73,8 @@ func (r *Runner) poll() time.Duration {
 	return 50 * time.Millisecond
 }
 
-func (r *Runner) step(ctx context.Context, b browser.Browser, s Step, x *expander) error {
-	if s.Kind == KindSleep {
+func (r *Runner) step(ctx context.Context, b browser.Browser, s sequence.Step, x *sequence.Expander) error {
+	if s.Kind == sequence.KindSleep {
 		t := time.NewTimer(s.Sleep)
 		defer t.Stop()
 		select {
@@ -78,26 +89,26 @@ func (r *Runner) step(ctx context.Context, b browser.Browser, s Step, x *expande
 		timeout = r.DefaultTimeout
 	}
 	if timeout <= 0 {
-		timeout = DefaultTimeout
+		timeout = sequence.DefaultTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	switch s.Kind {
-	case KindNavigate:
-		u, err := x.expand(s.URL, false)
+	case sequence.KindNavigate:
+		u, err := x.Expand(s.URL, false)
 		if err != nil {
 			return err
 		}
-		if err := browser.CheckNavigateURL(u); err != nil {
+		if err := navurl.Check(u); err != nil {
 			return err
 		}
 		if err := b.Navigate(ctx, u); err != nil {
 			return err
 		}
 		return r.waitDOM(ctx, b, "")
-	case KindClick:
-		sel, err := x.expand(s.Selector, false)
+	case sequence.KindClick:
+		sel, err := x.Expand(s.Selector, false)
 		if err != nil {
 			return err
 		}
@@ -106,12 +117,12 @@ func (r *Runner) step(ctx context.Context, b browser.Browser, s Step, x *expande
 			return err
 		}
 		return click(ctx, b, at.X, at.Y)
-	case KindType:
-		sel, err := x.expand(s.Selector, false)
+	case sequence.KindType:
+		sel, err := x.Expand(s.Selector, false)
 		if err != nil {
 			return err
 		}
-		text, err := x.expand(s.Text, false)
+		text, err := x.Expand(s.Text, false)
 		if err != nil {
 			return err
 		}
@@ -123,24 +134,24 @@ func (r *Runner) step(ctx context.Context, b browser.Browser, s Step, x *expande
 			return pressKey(ctx, b, "Delete", 0)
 		}
 		return b.Input(ctx, browser.InputEvent{Type: browser.InputInsertText, Text: text})
-	case KindPress:
-		k, err := x.expand(s.Key, false)
+	case sequence.KindPress:
+		k, err := x.Expand(s.Key, false)
 		if err != nil {
 			return err
 		}
-		key, mods, err := parseKey(k)
+		key, mods, err := sequence.ParseKey(k)
 		if err != nil {
 			return err
 		}
-		return pressKey(ctx, b, key, mods)
-	case KindWaitVisible:
-		sel, err := x.expand(s.Selector, false)
+		return pressKey(ctx, b, key, cdpModifiers(mods))
+	case sequence.KindWaitVisible:
+		sel, err := x.Expand(s.Selector, false)
 		if err != nil {
 			return err
 		}
 		return r.locate(ctx, b, sel, "visible", nil)
-	case KindWaitURL:
-		pat, err := x.expand(s.Pattern, false)
+	case sequence.KindWaitURL:
+		pat, err := x.Expand(s.Pattern, false)
 		if err != nil {
 			return err
 		}
@@ -156,13 +167,13 @@ func (r *Runner) step(ctx context.Context, b browser.Browser, s Step, x *expande
 			u := b.Page().URL
 			return match(u), "url is " + u, nil
 		})
-	case KindEval:
-		js, err := x.expand(s.JS, true)
+	case sequence.KindEval:
+		js, err := x.Expand(s.JS, true)
 		if err != nil {
 			return err
 		}
 		return b.Evaluate(ctx, js, nil)
-	case KindReload:
+	case sequence.KindReload:
 		// A marker on the old window tells the reloaded document apart:
 		// Chromium answers the reload before the new document exists.
 		if err := b.Evaluate(ctx, "window.__cbSeqReload = true", nil); err != nil {
@@ -172,7 +183,7 @@ func (r *Runner) step(ctx context.Context, b browser.Browser, s Step, x *expande
 			return err
 		}
 		return r.waitDOM(ctx, b, "window.__cbSeqReload === undefined && ")
-	case KindSetCookie:
+	case sequence.KindSetCookie:
 		if s.Cookie == nil {
 			return errors.New("no cookie")
 		}
@@ -181,7 +192,7 @@ func (r *Runner) step(ctx context.Context, b browser.Browser, s Step, x *expande
 			dst *string
 			src string
 		}{{&c.Name, s.Cookie.Name}, {&c.Value, s.Cookie.Value}, {&c.Domain, s.Cookie.Domain}, {&c.Path, s.Cookie.Path}} {
-			v, err := x.expand(f.src, false)
+			v, err := x.Expand(f.src, false)
 			if err != nil {
 				return err
 			}
@@ -336,44 +347,45 @@ func pressKey(ctx context.Context, b browser.Browser, key string, mods browser.M
 	return b.Input(ctx, browser.InputEvent{Type: browser.InputKeyUp, Key: key, Modifiers: mods})
 }
 
-// parseKey splits "Control+Shift+a" into the key and its modifiers.
-func parseKey(s string) (string, browser.Modifiers, error) {
-	var key, prefix string
-	switch {
-	case s == "+":
-		key = "+"
-	case strings.HasSuffix(s, "++"):
-		key, prefix = "+", strings.TrimSuffix(s, "++")
-	default:
-		i := strings.LastIndexByte(s, '+')
-		key, prefix = s[i+1:], s[:max(i, 0)]
-	}
-	if key == "" {
-		return "", 0, fmt.Errorf("key %q: no key after the modifiers", s)
-	}
-	var mods browser.Modifiers
-	if prefix != "" {
-		for m := range strings.SplitSeq(prefix, "+") {
-			switch strings.ToLower(m) {
-			case "alt":
-				mods |= browser.ModAlt
-			case "control", "ctrl":
-				mods |= browser.ModCtrl
-			case "meta", "cmd", "command":
-				mods |= browser.ModMeta
-			case "shift":
-				mods |= browser.ModShift
-			default:
-				return "", 0, fmt.Errorf("key %q: unknown modifier %q (want Alt, Control, Meta or Shift)", s, m)
-			}
-		}
-	}
-	return key, mods, nil
-}
-
 // jsString quotes s as a JavaScript string literal (JSON is valid JS,
 // U+2028/U+2029 included, which encoding/json escapes).
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// StepError is the error of a failed sequence: which step failed and why.
+type StepError struct {
+	Index int // 0-based position in the sequence
+	Kind  sequence.Kind
+	Step  string // sequence.Step.String(), secrets unexpanded
+	Err   error
+	// redact are secret values to hide from Error().
+	redact []string
+}
+
+func (e *StepError) Error() string {
+	msg := e.Err.Error()
+	for _, s := range e.redact {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "***")
+		}
+	}
+	return fmt.Sprintf("step %d (%s): %s", e.Index, e.Step, msg)
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+// cdpModifiers encodes a press step's modifiers for browser.InputEvent.
+func cdpModifiers(m sequence.Modifiers) browser.Modifiers {
+	var mods browser.Modifiers
+	for _, f := range []struct {
+		on  bool
+		bit browser.Modifiers
+	}{{m.Alt, browser.ModAlt}, {m.Ctrl, browser.ModCtrl}, {m.Meta, browser.ModMeta}, {m.Shift, browser.ModShift}} {
+		if f.on {
+			mods |= f.bit
+		}
+	}
+	return mods
 }

@@ -1,13 +1,8 @@
-// Package sequence runs declarative navigation sequences (navigate, click,
-// type, press, wait, eval, sleep, reload, set cookie) on a browser.Browser.
-// Browser pools use them to log in once (initialization sequence), to put a
-// returned browser back on its page (back sequence) and to keep an idle
-// session alive (touch sequence).
-//
-// Everything goes through the browser.Browser interface: selectors are
-// resolved with Evaluate in the page, and clicks and typing are real input
-// events (Input) at the element's position, so the page sees the same
-// events a user would produce.
+// Package sequence is the language of declarative navigation sequences
+// (navigate, click, type, press, wait, eval, sleep, reload, set cookie):
+// steps, their JSON form and their validation. It sits under internal/ so
+// that app manifests (internal/bundle) can be checked anywhere, the master
+// included; worker/seqrun runs sequences on a browser.
 //
 // In JSON (an app manifest) a sequence is an array of steps, each an object
 // whose one kind key holds the step's main argument:
@@ -28,11 +23,10 @@
 // contain variables). "$${" stands for a literal "${".
 //
 // What the worker calls: decode a Sequence from JSON, check it with
-// Sequence.Validate at deploy time, and run it with Runner.Run.
+// Sequence.Validate at deploy time, and run it with worker/seqrun.Runner.
 package sequence
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -191,8 +185,8 @@ func clip(s string) string {
 	return s
 }
 
-// timeout is the step's effective timeout.
-func (s Step) timeout() time.Duration {
+// EffectiveTimeout is the step's timeout, DefaultTimeout when it sets none.
+func (s Step) EffectiveTimeout() time.Duration {
 	if s.Timeout > 0 {
 		return s.Timeout
 	}
@@ -218,25 +212,3 @@ func (es Errors) Error() string {
 	}
 	return strings.Join(parts, "; ")
 }
-
-// StepError is the error of a failed sequence: which step failed and why.
-type StepError struct {
-	Index int // 0-based position in the sequence
-	Kind  Kind
-	Step  string // Step.String(), secrets unexpanded
-	Err   error
-	// redact are secret values to hide from Error().
-	redact []string
-}
-
-func (e *StepError) Error() string {
-	msg := e.Err.Error()
-	for _, s := range e.redact {
-		if s != "" {
-			msg = strings.ReplaceAll(msg, s, "***")
-		}
-	}
-	return fmt.Sprintf("step %d (%s): %s", e.Index, e.Step, msg)
-}
-
-func (e *StepError) Unwrap() error { return e.Err }

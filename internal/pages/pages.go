@@ -1,8 +1,11 @@
-package proxy
+// Package pages writes the cluster's own pages: the error page every
+// process shows (HTML, JSON or text by Accept) and the vocabulary that maps
+// master error codes to what users see. Proxies and workers both use it, so
+// a failure reads the same wherever it is answered.
+package pages
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"html/template"
 	"net/http"
@@ -32,23 +35,8 @@ const errorSrc = `<!doctype html>
 </body></html>
 `
 
-var homeTmpl = template.Must(template.New("home").Parse(homeSrc))
-
-const homeSrc = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>CloudBrowser</title>
-<style>body{font-family:system-ui,sans-serif;max-width:40em;margin:4em auto;padding:0 1em;color:#222}li{margin:.5em 0}</style>
-</head><body>
-<h1>CloudBrowser</h1>
-{{if .}}<ul>
-{{range .}}<li><a href="/{{.MountPoint}}">{{.Name}}</a>{{if .Description}} — {{.Description}}{{end}}</li>
-{{end}}</ul>{{else}}<p>No applications are published yet.</p>{{end}}
-</body></html>
-`
-
 func init() {
 	httpsec.AllowInline(errorSrc)
-	httpsec.AllowInline(homeSrc)
 }
 
 type errorPage struct {
@@ -60,42 +48,52 @@ type errorPage struct {
 	LinkText  string
 }
 
-// page writes an error page in the format the client prefers. Messages are
-// fixed strings: worker addresses and error texts go to the log only.
-func (p *Proxy) page(w http.ResponseWriter, r *http.Request, id string, status int, title, msg string) {
-	p.pageLink(w, r, id, status, title, msg, "", "")
+// Page is an error page: status, title, message and an optional next step
+// (a link), plus the headers that tell the client when to retry.
+type Page struct {
+	Status   int
+	Title    string
+	Message  string
+	LinkURL  string
+	LinkText string
+	// RetryAfter and Refresh are header values ("" = none).
+	RetryAfter, Refresh string
 }
 
-// pageLink is page with a suggested next step (e.g. restart the app).
+// Write writes p in the format the client prefers. Messages are fixed
+// strings: worker addresses and error texts go to the log only.
 // A WebSocket handshake for something that is gone for good (404, 410) is
 // accepted instead, to say so in a "closed" message: a browser cannot read
 // the status of a refused handshake, so the client engine would otherwise
 // keep reconnecting.
-func (p *Proxy) pageLink(w http.ResponseWriter, r *http.Request, id string, status int, title, msg, linkURL, linkText string) {
-	if (status == http.StatusNotFound || status == http.StatusGone) && isWebSocketUpgrade(r) && closeSocket(w, r, msg, linkURL) {
+func Write(w http.ResponseWriter, r *http.Request, requestID string, p Page) {
+	if (p.Status == http.StatusNotFound || p.Status == http.StatusGone) && IsWebSocketUpgrade(r) && closeSocket(w, r, p.Message, p.LinkURL) {
 		return
 	}
 	h := w.Header()
+	if p.RetryAfter != "" {
+		h.Set("Retry-After", p.RetryAfter)
+	}
+	if p.Refresh != "" {
+		h.Set("Refresh", p.Refresh)
+	}
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Request-Id", id)
-	if p != nil { // workers and the master set these for their own responses
-		httpsec.SetPage(h, p.scheme().HTTPS(r))
-	}
-	data := errorPage{Status: status, Title: title, Message: msg, RequestID: id, LinkURL: linkURL, LinkText: linkText}
+	h.Set("X-Request-Id", requestID)
+	data := errorPage{Status: p.Status, Title: p.Title, Message: p.Message, RequestID: requestID, LinkURL: p.LinkURL, LinkText: p.LinkText}
 	var body []byte
 	switch preferredFormat(r.Header.Get("Accept")) {
 	case "json":
 		h.Set("Content-Type", "application/json")
-		m := map[string]any{"status": status, "error": title, "message": msg, "request_id": id}
-		if linkURL != "" {
-			m["next"] = linkURL
+		m := map[string]any{"status": p.Status, "error": p.Title, "message": p.Message, "request_id": requestID}
+		if p.LinkURL != "" {
+			m["next"] = p.LinkURL
 		}
 		body, _ = json.Marshal(m)
 		body = append(body, '\n')
 	case "text":
 		h.Set("Content-Type", "text/plain; charset=utf-8")
-		body = []byte(title + ": " + msg + " (request id " + id + ")\n")
+		body = []byte(p.Title + ": " + p.Message + " (request id " + requestID + ")\n")
 	default:
 		var buf bytes.Buffer
 		_ = errorTmpl.Execute(&buf, data) // static template, cannot fail
@@ -103,7 +101,7 @@ func (p *Proxy) pageLink(w http.ResponseWriter, r *http.Request, id string, stat
 		body = buf.Bytes()
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
+	w.WriteHeader(p.Status)
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)
 	}
@@ -123,45 +121,6 @@ func preferredFormat(accept string) string {
 	return "html"
 }
 
-func (p *Proxy) serveHome(w http.ResponseWriter, r *http.Request, id string) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		p.st.badRequests.Add(1)
-		w.Header().Set("Allow", "GET, HEAD")
-		p.page(w, r, id, http.StatusMethodNotAllowed, "Method not allowed", "The home page only supports GET.")
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.RouteTimeout)
-	apps, err := p.cfg.Router.Apps(ctx)
-	cancel()
-	if err != nil {
-		if r.Context().Err() != nil {
-			return
-		}
-		p.st.routeErrors.Add(1)
-		p.log.Warn().Str("request_id", id).Err(err).Msg("listing apps failed")
-		w.Header().Set("Retry-After", "2")
-		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable",
-			"The cluster master is unreachable, retry shortly.")
-		return
-	}
-	links := make([]AppLink, 0, len(apps))
-	for _, a := range apps {
-		a.MountPoint = strings.TrimPrefix(a.MountPoint, "/")
-		if a.Name == "" {
-			a.Name = a.MountPoint
-		}
-		links = append(links, a)
-	}
-	var buf bytes.Buffer
-	if err := homeTmpl.Execute(&buf, links); err != nil {
-		p.log.Error().Str("request_id", id).Err(err).Msg("home page template")
-		p.page(w, r, id, http.StatusInternalServerError, "Internal error", "The home page could not be rendered.")
-		return
-	}
-	httpsec.SetPage(w.Header(), p.scheme().HTTPS(r))
-	WriteHTML(w, r, buf.Bytes(), "no-cache")
-}
-
 // WriteHTML answers 200 with an HTML page (no body for HEAD).
 func WriteHTML(w http.ResponseWriter, r *http.Request, page []byte, cacheControl string) {
 	h := w.Header()
@@ -174,11 +133,13 @@ func WriteHTML(w http.ResponseWriter, r *http.Request, page []byte, cacheControl
 	}
 }
 
-// WritePage writes the cluster's standard error page (HTML, JSON or text by
-// the Accept header). Workers use it so users see one style of page
-// wherever a request fails.
-func WritePage(w http.ResponseWriter, r *http.Request, requestID string, status int, title, msg, linkURL, linkText string) {
-	(*Proxy)(nil).pageLink(w, r, requestID, status, title, msg, linkURL, linkText)
+// IsWebSocketUpgrade reports whether r asks for a WebSocket upgrade
+// (HTTP/1.1 with the Connection and Upgrade tokens).
+func IsWebSocketUpgrade(r *http.Request) bool {
+	if r.ProtoMajor != 1 {
+		return false
+	}
+	return headerHasToken(r.Header["Connection"], "upgrade") && headerHasToken(r.Header["Upgrade"], "websocket")
 }
 
 // closeSocket completes a WebSocket handshake only to send the client
@@ -201,5 +162,56 @@ func closeSocket(w http.ResponseWriter, r *http.Request, reason, reload string) 
 		short = strings.ToValidUTF8(short[:100], "")
 	}
 	_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, short))
+	return true
+}
+
+func headerHasToken(vals []string, token string) bool {
+	for _, v := range vals {
+		for len(v) > 0 {
+			var tok string
+			tok, v = cutComma(v)
+			if equalFoldASCII(trimOWS(tok), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func cutComma(s string) (string, string) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ',' {
+			return s[:i], s[i+1:]
+		}
+	}
+	return s, ""
+}
+
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
 	return true
 }

@@ -1,4 +1,4 @@
-package sequence
+package seqrun
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
@@ -86,28 +87,28 @@ func TestChromium(t *testing.T) {
 	}
 	defer b.Close(context.Background())
 
-	r := &Runner{Secrets: MapSecrets(map[string]string{"PW": `s3cr"t`})}
-	q := Sequence{
-		Navigate(srv.URL + "/login"),
-		Type("#user", "demo"),
-		Type("#pass", "${secret:PW}"), // replaces the prefilled value
-		Click("#go"),                  // below the fold: scrolled into view first
-		WaitURL("/search"),
-		WaitVisible("#late"),
-		Eval(`document.getElementById('hits').textContent === '1' || Promise.reject(new Error('hits ' + document.getElementById('hits').textContent))`),
-		Reload(),
-		Eval(`document.getElementById('hits').textContent === '2' || Promise.reject(new Error('reload did not reload'))`),
-		Type("#q", "golang"),
-		Press("Enter"),
-		WaitURLMatch(`/results\?q=golang$`),
-		WaitVisible("body"), // the URL commits before the document is parsed
-		Eval(`document.body.textContent.includes('results for golang') || Promise.reject(new Error(document.body.textContent))`),
-		SetCookie(Cookie{Name: "lang", Value: "en"}),
-		Navigate(srv.URL + "/echo"),
-		Eval(`/lang=en/.test(document.getElementById('c').textContent) && /sid=s1/.test(document.getElementById('c').textContent) || Promise.reject(new Error(document.getElementById('c').textContent))`),
-		Sleep(10 * time.Millisecond),
+	r := &Runner{Secrets: sequence.MapSecrets(map[string]string{"PW": `s3cr"t`})}
+	q := sequence.Sequence{
+		sequence.Navigate(srv.URL + "/login"),
+		sequence.Type("#user", "demo"),
+		sequence.Type("#pass", "${secret:PW}"), // replaces the prefilled value
+		sequence.Click("#go"),                  // below the fold: scrolled into view first
+		sequence.WaitURL("/search"),
+		sequence.WaitVisible("#late"),
+		sequence.Eval(`document.getElementById('hits').textContent === '1' || Promise.reject(new Error('hits ' + document.getElementById('hits').textContent))`),
+		sequence.Reload(),
+		sequence.Eval(`document.getElementById('hits').textContent === '2' || Promise.reject(new Error('reload did not reload'))`),
+		sequence.Type("#q", "golang"),
+		sequence.Press("Enter"),
+		sequence.WaitURLMatch(`/results\?q=golang$`),
+		sequence.WaitVisible("body"), // the URL commits before the document is parsed
+		sequence.Eval(`document.body.textContent.includes('results for golang') || Promise.reject(new Error(document.body.textContent))`),
+		sequence.SetCookie(sequence.Cookie{Name: "lang", Value: "en"}),
+		sequence.Navigate(srv.URL + "/echo"),
+		sequence.Eval(`/lang=en/.test(document.getElementById('c').textContent) && /sid=s1/.test(document.getElementById('c').textContent) || Promise.reject(new Error(document.getElementById('c').textContent))`),
+		sequence.Sleep(10 * time.Millisecond),
 	}
-	if err := q.Validate("q", Rules{NoVars: true}); err != nil {
+	if err := q.Validate("q", sequence.Rules{NoVars: true}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -120,9 +121,9 @@ func TestChromium(t *testing.T) {
 	}
 
 	// A failing step names its index and kind; the secret stays hidden.
-	err = r.Run(ctx, b, Sequence{Navigate(srv.URL + "/login"), WaitVisible("#nope").WithTimeout(300 * time.Millisecond)})
+	err = r.Run(ctx, b, sequence.Sequence{sequence.Navigate(srv.URL + "/login"), sequence.WaitVisible("#nope").WithTimeout(300 * time.Millisecond)})
 	var se *StepError
-	if !errors.As(err, &se) || se.Index != 1 || se.Kind != KindWaitVisible || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.As(err, &se) || se.Index != 1 || se.Kind != sequence.KindWaitVisible || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v", err)
 	}
 	if !strings.Contains(err.Error(), "no element matches #nope") {

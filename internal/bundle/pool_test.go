@@ -1,4 +1,4 @@
-package pool
+package bundle
 
 import (
 	"encoding/json"
@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudbrowser-go/cloudbrowser/worker/sequence"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 )
 
-// exampleManifest is the example of docs/pools.md.
-const exampleManifest = `{
+// examplePool is the example of docs/pools.md.
+const examplePool = `{
   "pool": {
     "enabled": true,
     "minSize": 2,
@@ -38,11 +38,11 @@ const exampleManifest = `{
   }
 }`
 
-func TestConfigJSON(t *testing.T) {
+func TestPoolJSON(t *testing.T) {
 	var m struct {
-		Pool Config `json:"pool"`
+		Pool PoolConfig `json:"pool"`
 	}
-	dec := json.NewDecoder(strings.NewReader(exampleManifest))
+	dec := json.NewDecoder(strings.NewReader(examplePool))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestConfigJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var again Config
+	var again PoolConfig
 	if err := json.Unmarshal(raw, &again); err != nil {
 		t.Fatal(err)
 	}
@@ -72,14 +72,14 @@ func TestConfigJSON(t *testing.T) {
 	}
 }
 
-func TestConfigDecodeErrorsNameTheField(t *testing.T) {
+func TestPoolDecodeErrorsNameTheField(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"pool":{"ttl":"5x"}}`:            "pool.ttl",
 		`{"pool":{"minSize":"two"}}`:       "pool.minSize",
 		`{"pool":{"maxIdleToRefresh":30}}`: "pool.maxIdleToRefresh",
 	} {
 		var m struct {
-			Pool Config `json:"pool"`
+			Pool PoolConfig `json:"pool"`
 		}
 		err := json.Unmarshal([]byte(in), &m)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -87,41 +87,43 @@ func TestConfigDecodeErrorsNameTheField(t *testing.T) {
 		}
 	}
 	// 0 is a duration (disabled).
-	var c Config
+	var c PoolConfig
 	if err := json.Unmarshal([]byte(`{"ttl":0,"maxIdleToDestroy":"0s"}`), &c); err != nil || c.TTL != 0 {
 		t.Errorf("zero durations: %v", err)
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
-	ok := func() Config { return *cfg(1, 2) }
+func TestPoolValidate(t *testing.T) {
+	ok := func() PoolConfig {
+		return PoolConfig{Enabled: true, MinSize: 1, MaxSize: 2, Init: sequence.Sequence{sequence.Navigate("http://x.test/")}}
+	}
 	bad := sequence.Sequence{{Kind: "clik"}}
 	for _, tc := range []struct {
 		name  string
-		edit  func(c *Config)
+		edit  func(c *PoolConfig)
 		field string
 		msg   string
 	}{
-		{"negative min", func(c *Config) { c.MinSize = -1 }, "pool.minSize", "negative"},
-		{"negative max", func(c *Config) { c.MaxSize = -1 }, "pool.maxSize", "negative"},
-		{"max required", func(c *Config) { c.MinSize, c.MaxSize = 0, 0 }, "pool.maxSize", "required"},
-		{"min > max", func(c *Config) { c.MinSize = 3 }, "pool.minSize", "greater than maxSize"},
-		{"huge max", func(c *Config) { c.MaxSize = MaxPoolSize + 1 }, "pool.maxSize", "at most"},
-		{"negative ttl", func(c *Config) { c.TTL = Duration(-time.Second) }, "pool.ttl", "negative"},
-		{"negative idle", func(c *Config) { c.MaxIdleToDestroy = Duration(-time.Second) }, "pool.maxIdleToDestroy", "negative"},
-		{"tiny interval", func(c *Config) { c.DestroyValidationInterval = Duration(time.Millisecond) }, "pool.destroyValidationInterval", "at least"},
-		{"refresh without touch", func(c *Config) {
-			c.MaxIdleToRefresh, c.RefreshValidationInterval = Duration(time.Minute), Duration(time.Minute)
+		{"negative min", func(c *PoolConfig) { c.MinSize = -1 }, "pool.minSize", "negative"},
+		{"negative max", func(c *PoolConfig) { c.MaxSize = -1 }, "pool.maxSize", "negative"},
+		{"max required", func(c *PoolConfig) { c.MinSize, c.MaxSize = 0, 0 }, "pool.maxSize", "required"},
+		{"min > max", func(c *PoolConfig) { c.MinSize = 3 }, "pool.minSize", "greater than maxSize"},
+		{"huge max", func(c *PoolConfig) { c.MaxSize = MaxPoolSize + 1 }, "pool.maxSize", "at most"},
+		{"negative ttl", func(c *PoolConfig) { c.TTL = sequence.Duration(-time.Second) }, "pool.ttl", "negative"},
+		{"negative idle", func(c *PoolConfig) { c.MaxIdleToDestroy = sequence.Duration(-time.Second) }, "pool.maxIdleToDestroy", "negative"},
+		{"tiny interval", func(c *PoolConfig) { c.DestroyValidationInterval = sequence.Duration(time.Millisecond) }, "pool.destroyValidationInterval", "at least"},
+		{"refresh without touch", func(c *PoolConfig) {
+			c.MaxIdleToRefresh, c.RefreshValidationInterval = sequence.Duration(time.Minute), sequence.Duration(time.Minute)
 		}, "pool.touchSession", "required"},
-		{"unknown step", func(c *Config) { c.Init = append(c.Init, bad...) }, "pool.init[1]", "unknown step kind"},
-		{"bad back step", func(c *Config) { c.Back = sequence.Sequence{sequence.Click("")} }, "pool.back[0].click", "required"},
-		{"variable in init", func(c *Config) {
+		{"unknown step", func(c *PoolConfig) { c.Init = append(c.Init, bad...) }, "pool.init[1]", "unknown step kind"},
+		{"bad back step", func(c *PoolConfig) { c.Back = sequence.Sequence{sequence.Click("")} }, "pool.back[0].click", "required"},
+		{"variable in init", func(c *PoolConfig) {
 			c.Init = sequence.Sequence{sequence.Type("#u", "${user}")}
 		}, "pool.init[0].text", "the initialization sequence cannot contain variables"},
-		{"variable in touch", func(c *Config) {
+		{"variable in touch", func(c *PoolConfig) {
 			c.TouchSession = sequence.Sequence{sequence.Navigate("http://x.test/${p}")}
 		}, "pool.touchSession[0].navigate", "cannot contain variables"},
-		{"unknown type", func(c *Config) { c.BrowserType = "msie" }, "pool.browserType", "not one of chromium"},
+		{"unknown type", func(c *PoolConfig) { c.BrowserType = "msie" }, "pool.browserType", "not one of chromium"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok()
@@ -143,14 +145,14 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 	// Every problem at once.
-	c := Config{Enabled: true, MinSize: -1, MaxSize: -2, TTL: Duration(-1)}
+	c := PoolConfig{Enabled: true, MinSize: -1, MaxSize: -2, TTL: sequence.Duration(-1)}
 	if es := c.Validate("pool").(sequence.Errors); len(es) != 3 {
 		t.Errorf("errors %v", es)
 	}
 	// Secrets are fine in init; a disabled pool needs no sizes; a pool
 	// with only sizes is fine.
-	s := Config{Enabled: true, MaxSize: 1, Init: sequence.Sequence{sequence.Type("#p", "${secret:PW}")}}
-	for _, c := range []Config{s, {}, {Enabled: true, MaxSize: 1}} {
+	s := PoolConfig{Enabled: true, MaxSize: 1, Init: sequence.Sequence{sequence.Type("#p", "${secret:PW}")}}
+	for _, c := range []PoolConfig{s, {}, {Enabled: true, MaxSize: 1}} {
 		if err := c.Validate("pool"); err != nil {
 			t.Errorf("%+v: %v", c, err)
 		}

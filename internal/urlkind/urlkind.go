@@ -1,8 +1,8 @@
-// Package proxy is CloudBrowser's reverse proxy: it classifies each request
-// URL, asks the master (through a Router) which worker serves it, and forwards
-// the request there. WebSocket connections are routed once and then relayed
-// as raw bytes, so the master is off the data path of live browsers.
-package proxy
+// Package urlkind classifies request URLs into the cluster's URL kinds
+// (home, Application, App-instance, Browser, resource, WebSocket,
+// reserved). Proxies route by it and workers dispatch by it, so both parse
+// URLs the same way.
+package urlkind
 
 import (
 	"net/url"
@@ -32,7 +32,7 @@ const (
 	// requested with a WebSocket upgrade.
 	KindWebSocket
 	// KindReserved is a path whose first segment belongs to the cluster itself
-	// (admin UI, API, metrics...), served by Config.Fallback.
+	// (admin UI, API, metrics...), served by the proxy's Config.Fallback.
 	KindReserved
 )
 
@@ -80,7 +80,7 @@ var reserved = map[string]bool{
 }
 
 // Reserved reports whether name cannot be used as an application mount
-// point because the proxy sends it to Config.Fallback. Case-insensitive.
+// point because proxies send it to the cluster (Config.Fallback). Case-insensitive.
 func Reserved(name string) bool { return reserved[strings.ToLower(name)] }
 
 // allowedMethods are the methods the proxy forwards; anything else (TRACE,

@@ -8,7 +8,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/navurl"
 )
 
 // MaxSteps bounds the length of one sequence.
@@ -102,7 +102,7 @@ func (s Step) validate(path string, r Rules) []FieldError {
 		// A URL starting with a reference (a secret base URL) can only be
 		// checked when the step runs.
 		if lit != "" && !(refs && len(parts) > 0 && parts[0].ref != nil) {
-			if err := browser.CheckNavigateURL(lit); err != nil {
+			if err := navurl.Check(lit); err != nil {
 				bad(k, "%v", err)
 			}
 		}
@@ -113,7 +113,7 @@ func (s Step) validate(path string, r Rules) []FieldError {
 		}
 	case KindPress:
 		if _, refs := text(k, s.Key, true); !refs && strings.TrimSpace(s.Key) != "" {
-			if _, _, err := parseKey(s.Key); err != nil {
+			if _, _, err := ParseKey(s.Key); err != nil {
 				bad(k, "%v", err)
 			}
 		}
@@ -228,17 +228,17 @@ func MapSecrets(m map[string]string) Secrets {
 
 var errNoSecrets = errors.New("no secret resolver configured")
 
-// expander expands the references of one sequence run and remembers the
-// secret values it used, to keep them out of error messages.
-type expander struct {
-	secrets Secrets
-	vars    map[string]string
-	used    []string
+// Expander expands the references of one sequence run and remembers the
+// secret values it used (Used), to keep them out of error messages.
+type Expander struct {
+	Secrets Secrets
+	Vars    map[string]string
+	Used    []string
 }
 
-// expand resolves s; with js, each reference becomes a JavaScript string
+// Expand resolves s; with js, each reference becomes a JavaScript string
 // literal, so a secret with quotes cannot change the script.
-func (x *expander) expand(s string, js bool) (string, error) {
+func (x *Expander) Expand(s string, js bool) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
@@ -254,17 +254,17 @@ func (x *expander) expand(s string, js bool) (string, error) {
 		}
 		var v string
 		if p.ref.secret {
-			if x.secrets == nil {
+			if x.Secrets == nil {
 				return "", fmt.Errorf("secret %s: %w", p.ref.name, errNoSecrets)
 			}
-			val, ok := x.secrets(p.ref.name)
+			val, ok := x.Secrets(p.ref.name)
 			if !ok {
 				return "", fmt.Errorf("secret %s is not set on this worker", p.ref.name)
 			}
 			v = val
-			x.used = append(x.used, val)
+			x.Used = append(x.Used, val)
 		} else {
-			val, ok := x.vars[p.ref.name]
+			val, ok := x.Vars[p.ref.name]
 			if !ok {
 				return "", fmt.Errorf("variable ${%s} is not defined", p.ref.name)
 			}
@@ -277,4 +277,42 @@ func (x *expander) expand(s string, js bool) (string, error) {
 		b.WriteString(v)
 	}
 	return b.String(), nil
+}
+
+// Modifiers are the modifier keys of a press step.
+type Modifiers struct{ Alt, Ctrl, Meta, Shift bool }
+
+// ParseKey splits "Control+Shift+a" into the key and its modifiers.
+func ParseKey(s string) (string, Modifiers, error) {
+	var key, prefix string
+	switch {
+	case s == "+":
+		key = "+"
+	case strings.HasSuffix(s, "++"):
+		key, prefix = "+", strings.TrimSuffix(s, "++")
+	default:
+		i := strings.LastIndexByte(s, '+')
+		key, prefix = s[i+1:], s[:max(i, 0)]
+	}
+	if key == "" {
+		return "", Modifiers{}, fmt.Errorf("key %q: no key after the modifiers", s)
+	}
+	var mods Modifiers
+	if prefix != "" {
+		for m := range strings.SplitSeq(prefix, "+") {
+			switch strings.ToLower(m) {
+			case "alt":
+				mods.Alt = true
+			case "control", "ctrl":
+				mods.Ctrl = true
+			case "meta", "cmd", "command":
+				mods.Meta = true
+			case "shift":
+				mods.Shift = true
+			default:
+				return "", Modifiers{}, fmt.Errorf("key %q: unknown modifier %q (want Alt, Control, Meta or Shift)", s, m)
+			}
+		}
+	}
+	return key, mods, nil
 }
