@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -243,8 +244,8 @@ func fetchArchive(ctx context.Context, c *rmi.Conn, app wire.App) (map[string][]
 	}
 	buf := make([]byte, 0, app.ArchiveSize)
 	for int64(len(buf)) < app.ArchiveSize {
-		var chunk []byte
-		if err := c.Call(ctx, wire.ObjBundles, wire.AppBundleChunk, &chunk, app.MountPoint, app.Version, int64(len(buf))); err != nil {
+		chunk, err := contract.BundlesClient{C: c}.BundleChunk(ctx, wire.BundleChunkRequest{Mount: app.MountPoint, Version: app.Version, Offset: int64(len(buf))})
+		if err != nil {
 			return nil, fmt.Errorf("fetching /%s version %d at byte %d: %w", app.MountPoint, app.Version, len(buf), err)
 		}
 		if len(chunk) == 0 || int64(len(buf)+len(chunk)) > app.ArchiveSize {
