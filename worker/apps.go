@@ -409,7 +409,9 @@ func (a *AppManager) createInstance(ctx context.Context, req wire.CreateInstance
 }
 
 // OpenBrowser returns the user's browser in a local instance, creating it
-// if needed (the master calls it when placing a user).
+// if needed. It is not in contract.WorkerApps: without the client's address
+// it would skip the per-address browser quota, so the master, which opens
+// browsers when placing users, gets OpenBrowserFor only.
 func (a *AppManager) OpenBrowser(ctx context.Context, iid, user string) (string, error) {
 	return a.openBrowser(ctx, iid, user, "")
 }
