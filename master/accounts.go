@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
@@ -232,6 +233,8 @@ type accountService struct {
 	g     *loginGuard
 	ended *endedSessions
 }
+
+var _ contract.Accounts = accountService{}
 
 // EndSession records a logout a worker saw and ends the session on every
 // worker.

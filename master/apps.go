@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -153,7 +154,9 @@ func (a *AppManager) pushApp(ctx context.Context, app wire.App) []PushFailure {
 	}
 	// Fetching a large archive takes longer than an ordinary call.
 	timeout := pushTimeout + time.Duration(out.ArchiveSize>>20)*2*time.Second
-	return a.pushWithin(ctx, timeout, wire.WorkerAddApplication, out)
+	return a.pushWithin(ctx, timeout, "AddApplication", func(ctx context.Context, w contract.WorkerApps) error {
+		return w.AddApplication(ctx, out)
+	})
 }
 
 // forWorkers is app as sent to workers: with its files, or, when they are
@@ -314,7 +317,9 @@ func (a *AppManager) Remove(ctx context.Context, name string, by principal) erro
 		a.log.Warn().Str("app", name).Err(err).Msg("owner record not removed")
 	}
 	a.log.Info().Str("app", name).Str("by", by.name).Msg("application removed")
-	a.push(ctx, wire.WorkerRemoveApplication, name)
+	a.push(ctx, "RemoveApplication", func(ctx context.Context, w contract.WorkerApps) error {
+		return w.RemoveApplication(ctx, name)
+	})
 	return nil
 }
 
@@ -351,14 +356,14 @@ func (a *AppManager) deleted(mount string) bool {
 // pushTimeout bounds one ordinary call to a worker.
 const pushTimeout = 10 * time.Second
 
-// push calls method on every worker in parallel and returns the workers
-// that failed (sorted); failures are logged too. A worker that missed an
-// update gets the full list when it re-registers.
-func (a *AppManager) push(ctx context.Context, method string, arg any) []PushFailure {
-	return a.pushWithin(ctx, pushTimeout, method, arg)
+// push makes call (named what, for logs) on every worker in parallel and
+// returns the workers that failed (sorted); failures are logged too. A
+// worker that missed an update gets the full list when it re-registers.
+func (a *AppManager) push(ctx context.Context, what string, call func(context.Context, contract.WorkerApps) error) []PushFailure {
+	return a.pushWithin(ctx, pushTimeout, what, call)
 }
 
-func (a *AppManager) pushWithin(ctx context.Context, timeout time.Duration, method string, arg any) []PushFailure {
+func (a *AppManager) pushWithin(ctx context.Context, timeout time.Duration, what string, call func(context.Context, contract.WorkerApps) error) []PushFailure {
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex
@@ -370,8 +375,8 @@ func (a *AppManager) pushWithin(ctx context.Context, timeout time.Duration, meth
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			if err := ref.Call(cctx, method, nil, arg); err != nil {
-				a.log.Warn().Str("worker", id).Str("method", method).Err(err).Msg("push to worker failed")
+			if err := call(cctx, contract.WorkerAppsClient{R: ref}); err != nil {
+				a.log.Warn().Str("worker", id).Str("method", what).Err(err).Msg("push to worker failed")
 				mu.Lock()
 				failed = append(failed, PushFailure{Worker: id, Error: err.Error()})
 				mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
@@ -156,8 +157,8 @@ func (m *Master) instanceBrowsers(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var bs []wire.BrowserInfo
-	if err := ref.Call(r.Context(), wire.WorkerBrowsers, &bs, r.PathValue("id")); err != nil {
+	bs, err := contract.WorkerAppsClient{R: ref}.Browsers(r.Context(), r.PathValue("id"))
+	if err != nil {
 		apiError(w, http.StatusBadGateway, err.Error())
 		return
 	}
@@ -171,7 +172,7 @@ func (m *Master) closeInstance(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := ref.Call(r.Context(), wire.WorkerCloseInstance, nil, iid); err != nil {
+	if err := (contract.WorkerAppsClient{R: ref}).CloseInstance(r.Context(), iid); err != nil {
 		apiError(w, http.StatusBadGateway, err.Error())
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
@@ -194,7 +195,8 @@ func (m *Master) grant(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := ref.Call(r.Context(), wire.WorkerGrant, nil, f.Instance, f.Browser, f.Principal, f.Role); err != nil {
+	g := wire.BrowserGrant{Instance: f.Instance, Browser: f.Browser, Principal: f.Principal, Role: f.Role}
+	if err := (contract.WorkerAppsClient{R: ref}).Grant(r.Context(), g); err != nil {
 		status := http.StatusInternalServerError
 		var re *rmi.RemoteError
 		if errors.As(err, &re) {

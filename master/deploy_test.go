@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 )
@@ -188,8 +189,7 @@ func TestLargeBundleChunked(t *testing.T) {
 	check(w)
 	check(addWorker(t, m, "w-late")) // registration reply stays under the frame limit
 	// A superseded version is refused by name, not served half.
-	var chunk []byte
-	err := w.conn.Call(context.Background(), wire.ObjBundles, wire.AppBundleChunk, &chunk, "big", 7, int64(0))
+	_, err := contract.BundlesClient{C: w.conn}.BundleChunk(context.Background(), wire.BundleChunkRequest{Mount: "big", Version: 7})
 	if code(err) != wire.CodeInvalid || !strings.Contains(err.Error(), "no longer current") {
 		t.Fatalf("old version: %v", err)
 	}
@@ -203,8 +203,8 @@ func fetchChunks(t *testing.T, f *fakeWorker, app wire.App) map[string][]byte {
 	var buf []byte
 	calls := 0
 	for int64(len(buf)) < app.ArchiveSize {
-		var chunk []byte
-		if err := f.conn.Call(ctx, wire.ObjBundles, wire.AppBundleChunk, &chunk, app.MountPoint, app.Version, int64(len(buf))); err != nil {
+		chunk, err := contract.BundlesClient{C: f.conn}.BundleChunk(ctx, wire.BundleChunkRequest{Mount: app.MountPoint, Version: app.Version, Offset: int64(len(buf))})
+		if err != nil {
 			t.Fatal(err)
 		}
 		if len(chunk) == 0 || len(chunk) > wire.BundleChunkSize {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -145,7 +146,7 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 			return "", fmt.Errorf("placement epoch: %w", err)
 		}
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		err = ref.Call(cctx, wire.WorkerCreateInstance, nil, restoreRequest(app, info, epoch))
+		err = contract.WorkerAppsClient{R: ref}.CreateInstance(cctx, restoreRequest(app, info, epoch))
 		cancel()
 		if err != nil {
 			m.bal.Release(wid)
@@ -160,7 +161,7 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 			m.mu.Unlock()
 			if alive {
 				dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-				_ = ref.Call(dctx, wire.WorkerCloseInstance, nil, iid)
+				_ = contract.WorkerAppsClient{R: ref}.CloseInstance(dctx, iid)
 				dcancel()
 			}
 			return "", nil
@@ -169,7 +170,7 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 		m.settleLocked(in)
 		m.mu.Unlock()
 		m.placements.Add(1)
-		m.notify(context.Background(), wire.ProxyInvalidate, []string{iid})
+		m.invalidate(iid)
 		return wid, nil
 	}
 	if lastErr == nil {

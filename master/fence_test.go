@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
@@ -25,9 +26,9 @@ func (f *fakeWorker) register(t *testing.T, m *Master, insts ...wire.InstanceInf
 		t.Fatal(err)
 	}
 	f.conn = c
-	var rep wire.RegisterReply
 	info := wire.WorkerInfo{ID: f.id, HTTPAddr: "127.0.0.1:1", Gossip: f.id + ".g2"}
-	if err := c.Call(ctx, wire.ObjWorkerManager, "Register", &rep, info, insts, rmi.Export(f)); err != nil {
+	rep, err := contract.WorkerManagerClient{C: c}.Register(ctx, info, insts, rmi.Export(f))
+	if err != nil {
 		t.Fatal(err)
 	}
 	return rep
@@ -196,11 +197,9 @@ func TestLeaveMigrates(t *testing.T) {
 	b := addWorker(t, m, "w-b")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var res wire.MigrationResult
-	if err := b.conn.Call(ctx, wire.ObjWorkerManager, "Leave", &res, "w-a"); code(err) != wire.CodeUnknownWorker {
-		t.Fatalf("w-b announced w-a's leave: %v", err)
-	}
-	if err := a.conn.Call(ctx, wire.ObjWorkerManager, "Leave", &res, "w-a"); err != nil || res.Migrated != 2 {
+	// Leave names no worker: it is the caller's (TestCallerIdentity).
+	res, err := contract.WorkerManagerClient{C: a.conn}.Leave(ctx)
+	if err != nil || res.Migrated != 2 {
 		t.Fatalf("leave: %+v %v", res, err)
 	}
 	for _, iid := range []string{notes.InstanceID, multi.InstanceID} {

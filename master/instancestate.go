@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/sharedstate"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -379,6 +380,8 @@ func (m *WorkerManager) hostedBy(iid string, c *rmi.Conn) (string, error) {
 
 // stateService is registered as wire.ObjInstanceState, for workers.
 type stateService struct{ m *Master }
+
+var _ contract.InstanceState = stateService{}
 
 // Write stores one write of the caller's instance.
 func (s stateService) Write(ctx context.Context, w wire.StateWrite) (wire.StateWriteReply, error) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/sharedstate"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
@@ -211,9 +212,7 @@ func TestInstanceStateService(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	write := func(f *fakeWorker, w wire.StateWrite) (wire.StateWriteReply, error) {
-		var rep wire.StateWriteReply
-		err := f.conn.Call(ctx, wire.ObjInstanceState, wire.StateWriteMethod, &rep, w)
-		return rep, err
+		return contract.InstanceStateClient{C: f.conn}.Write(ctx, w)
 	}
 	if rep, err := write(one, wire.StateWrite{Instance: iid, Op: wire.StateAppend, Key: "l", Value: []byte(`"x"`)}); err != nil || rep.Seq != 1 || string(rep.Value) != `["x"]` {
 		t.Fatalf("host's write: %+v %v", rep, err)
@@ -230,11 +229,10 @@ func TestInstanceStateService(t *testing.T) {
 	if list := m.workers.userInstances("multi", "bob"); len(list) != 1 || list[0].ID != iid {
 		t.Fatalf("bob's landing page: %+v", list)
 	}
-	var st wire.InstanceState
-	if err := one.conn.Call(ctx, wire.ObjInstanceState, wire.StateGetMethod, &st, iid, ""); err != nil || string(st.Values["l"].Value) != `["x"]` || st.Grants["bob"] != "reader" {
+	if st, err := (contract.InstanceStateClient{C: one.conn}).Get(ctx, iid, ""); err != nil || string(st.Values["l"].Value) != `["x"]` || st.Grants["bob"] != "reader" {
 		t.Fatalf("get: %+v %v", st, err)
 	}
-	if err := one.conn.Call(ctx, wire.ObjWorkerManager, "InstanceClosed", nil, "w-one", iid); err != nil {
+	if err := (contract.WorkerManagerClient{C: one.conn}).InstanceClosed(ctx, iid); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := m.istate.get(iid, ""); got.Found {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/master/rendercache"
@@ -105,7 +106,7 @@ func (r jobRunner) Run(ctx context.Context, workerID string, run wire.JobRun) er
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return ref.Call(ctx, wire.RunJobFn, nil, run)
+	return contract.WorkerAppsClient{R: ref}.RunJob(ctx, run)
 }
 
 func (r jobRunner) Cancel(ctx context.Context, workerID, id string, attempt int) error {
@@ -115,7 +116,7 @@ func (r jobRunner) Cancel(ctx context.Context, workerID, id string, attempt int)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return ref.Call(ctx, wire.CancelJobFn, nil, id, attempt)
+	return contract.WorkerAppsClient{R: ref}.CancelJob(ctx, id, attempt)
 }
 
 // jobPolicy applies the named app's rules: it must exist, be enabled, and
@@ -211,6 +212,8 @@ func (m *Master) monitorChanged(js *jobsSide, old, cur jobs.Monitor) {
 // jobQueueService is registered as wire.ObjJobQueue: workers' reports.
 type jobQueueService struct{ m *Master }
 
+var _ contract.JobQueue = jobQueueService{}
+
 // Working renews the lease of an attempt the calling worker runs.
 func (s jobQueueService) Working(ctx context.Context, p wire.JobProgress) error {
 	return s.report(ctx, func(wid string) error { return s.m.jobs.q.Working(wid, p) })
@@ -219,7 +222,7 @@ func (s jobQueueService) Working(ctx context.Context, p wire.JobProgress) error 
 // Ready is the start gate: whether the calling worker may load the page
 // of its attempt now (jobs.Queue.Ready).
 func (s jobQueueService) Ready(ctx context.Context, p wire.JobProgress) (wire.JobGo, error) {
-	wid, err := s.m.workers.workerOf(rmi.ConnFrom(ctx))
+	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
 	if err != nil {
 		return wire.JobGo{}, err
 	}
@@ -249,7 +252,7 @@ func (s jobQueueService) Done(ctx context.Context, o wire.JobOutcome) error {
 // report runs fn for the worker calling over this connection; a report of
 // an attempt that is no longer current is not the worker's error.
 func (s jobQueueService) report(ctx context.Context, fn func(workerID string) error) error {
-	wid, err := s.m.workers.workerOf(rmi.ConnFrom(ctx))
+	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
 	if err != nil {
 		return err
 	}

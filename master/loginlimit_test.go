@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -321,17 +322,17 @@ func TestAccountsLoginOverRMI(t *testing.T) {
 	w := addWorker(t, m, "w-login")
 	login := func(pw string) wire.LoginResult {
 		t.Helper()
-		var res wire.LoginResult
-		if err := w.conn.Call(context.Background(), wire.ObjAccounts, wire.AccountsLogin, &res,
-			wire.LoginRequest{User: "alice", Password: pw, ClientIP: ip1, RequestID: "r1"}); err != nil {
+		res, err := contract.AccountsClient{C: w.conn}.Login(context.Background(),
+			wire.LoginRequest{User: "alice", Password: pw, ClientIP: ip1, RequestID: "r1"})
+		if err != nil {
 			t.Fatal(err)
 		}
 		return res
 	}
 	verify := func(pw string) bool {
 		t.Helper()
-		var ok bool
-		if err := w.conn.Call(context.Background(), wire.ObjAccounts, wire.AccountsVerify, &ok, "alice", pw); err != nil {
+		ok, err := contract.AccountsClient{C: w.conn}.Verify(context.Background(), "alice", pw)
+		if err != nil {
 			t.Fatal(err)
 		}
 		return ok

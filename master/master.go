@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
@@ -302,7 +303,7 @@ func New(cfg Config) (*Master, error) {
 			}
 			return app, true
 		},
-		ReportPeriod: cfg.ReportPeriod, DeadAfter: cfg.DeadAfter, Notify: m.proxies.notify, Quotas: cfg.Quotas,
+		ReportPeriod: cfg.ReportPeriod, DeadAfter: cfg.DeadAfter, Proxies: m.proxies, Quotas: cfg.Quotas,
 	})
 	m.identities = quota.NewBuckets(cfg.Quotas.IdentityBurst, cfg.Quotas.IdentitiesPerMinute, maxIdentityKeys)
 	m.metrics = newMasterMetrics()
@@ -320,7 +321,9 @@ func New(cfg Config) (*Master, error) {
 		push: func(ctx context.Context, rev wire.SessionRevocation) {
 			ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			defer cancel()
-			m.apps.push(ctx, wire.WorkerEndSession, rev)
+			m.apps.push(ctx, "EndSession", func(ctx context.Context, w contract.WorkerApps) error {
+				return w.EndSession(ctx, rev)
+			})
 		}}
 	m.scheme = httpsec.Scheme{AlwaysHTTPS: publicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto}
 	m.workers.observeLookup = func(kind string, start time.Time) {
@@ -350,7 +353,9 @@ func New(cfg Config) (*Master, error) {
 	acc.onRevoke = func(rev wire.Revocation) {
 		ctx, cancel := context.WithTimeout(m.ctx, 15*time.Second)
 		defer cancel()
-		m.apps.push(ctx, wire.WorkerRevokeSessions, rev)
+		m.apps.push(ctx, "RevokeSessions", func(ctx context.Context, w contract.WorkerApps) error {
+			return w.RevokeSessions(ctx, rev)
+		})
 		m.log.Info().Str("user", rev.User).Msg("sessions revoked on every worker")
 	}
 	m.logins = &loginGuard{verify: acc.Verify, lim: newLoginLimiter(cfg.Login, cfg.Now),

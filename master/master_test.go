@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -91,8 +92,8 @@ func (f *fakeWorker) ReleaseInstance(ctx context.Context, r wire.FencedInstance)
 	return nil
 }
 
-func (f *fakeWorker) OpenBrowser(ctx context.Context, iid, user string) (string, error) {
-	return "b" + user, nil
+func (f *fakeWorker) OpenBrowserFor(ctx context.Context, req wire.OpenBrowser) (string, error) {
+	return "b" + req.User, nil
 }
 
 func (f *fakeWorker) hasApp(name string) bool {
@@ -118,9 +119,9 @@ func addWorker(t *testing.T, m *Master, id string, insts ...wire.InstanceInfo) *
 		t.Fatal(err)
 	}
 	f.conn = c
-	var rep wire.RegisterReply
 	info := wire.WorkerInfo{ID: id, HTTPAddr: "127.0.0.1:1", Gossip: id + ".g1"}
-	if err := c.Call(ctx, wire.ObjWorkerManager, "Register", &rep, info, insts, rmi.Export(f)); err != nil {
+	rep, err := contract.WorkerManagerClient{C: c}.Register(ctx, info, insts, rmi.Export(f))
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range rep.Apps {
@@ -133,16 +134,12 @@ func (f *fakeWorker) place(t *testing.T, app, user string) (wire.Placement, erro
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var p wire.Placement
-	err := f.conn.Call(ctx, wire.ObjWorkerManager, "Place", &p, wire.PlaceRequest{App: app, User: user})
-	return p, err
+	return contract.WorkerManagerClient{C: f.conn}.Place(ctx, wire.PlaceRequest{App: app, User: user})
 }
 
 func (f *fakeWorker) route(t *testing.T, kind, app, iid string) (wire.RouteReply, error) {
 	t.Helper()
-	var r wire.RouteReply
-	err := f.conn.Call(context.Background(), wire.ObjRouter, "Route", &r, wire.RouteRequest{Kind: kind, App: app, InstanceID: iid})
-	return r, err
+	return contract.RouterClient{C: f.conn}.Route(context.Background(), wire.RouteRequest{Kind: kind, App: app, InstanceID: iid})
 }
 
 func code(err error) string {
@@ -167,20 +164,20 @@ func TestRegisterPushesApps(t *testing.T) {
 		t.Fatalf("registration did not hand over the apps: %v", w.apps)
 	}
 	extra := wire.App{Name: "Extra", MountPoint: "extra", Entry: "index.html", Files: map[string][]byte{"index.html": []byte("hi")}}
-	if err := w.conn.Call(context.Background(), wire.ObjAppManager, "Add", nil, extra); err != nil {
+	if err := (contract.AppManagerClient{C: w.conn}).Add(context.Background(), extra); err != nil {
 		t.Fatal(err)
 	}
 	if !w.hasApp("extra") {
 		t.Fatal("Add was not pushed to the worker")
 	}
-	if err := w.conn.Call(context.Background(), wire.ObjAppManager, "Remove", nil, "extra"); err != nil {
+	if err := (contract.AppManagerClient{C: w.conn}).Remove(context.Background(), "extra"); err != nil {
 		t.Fatal(err)
 	}
 	if w.hasApp("extra") {
 		t.Fatal("Remove was not pushed to the worker")
 	}
 	bad := wire.App{Name: "Bad", MountPoint: "admin", Entry: "ftp://x"}
-	err := w.conn.Call(context.Background(), wire.ObjAppManager, "Add", nil, bad)
+	err := contract.AppManagerClient{C: w.conn}.Add(context.Background(), bad)
 	if code(err) != wire.CodeInvalid {
 		t.Fatalf("reserved mount point and ftp entry accepted: %v", err)
 	}
@@ -394,26 +391,34 @@ func TestRegisterRebuildsTable(t *testing.T) {
 
 func TestRegisterValidation(t *testing.T) {
 	m := startMaster(t, balance.LeastLoad)
-	node, _ := rmi.New(rmi.Config{Name: "x", Secret: []byte(testSecret)})
-	defer node.Close()
-	c, err := node.Dial(context.Background(), m.RMIAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, info := range []wire.WorkerInfo{
 		{ID: "BAD", HTTPAddr: "127.0.0.1:1"},
 		{ID: "w-ok"},
 	} {
-		var rep wire.RegisterReply
-		err := c.Call(context.Background(), wire.ObjWorkerManager, "Register", &rep, info, []wire.InstanceInfo(nil), rmi.Export(&fakeWorker{}))
+		c := dialAs(t, m, info.ID) // the peer name matches: only the info is wrong
+		_, err := contract.WorkerManagerClient{C: c}.Register(context.Background(), info, nil, rmi.Export(&fakeWorker{}))
 		if code(err) != wire.CodeInvalid {
 			t.Errorf("register %+v: %v, want invalid", info, err)
 		}
 	}
-	err = c.Call(context.Background(), wire.ObjWorkerManager, "Report", nil, "w-never", wire.Load{})
-	if code(err) != wire.CodeUnknownWorker {
-		t.Errorf("report from unknown worker: %v", err)
+}
+
+// dialAs connects to m's RMI port as a peer named name (the cluster secret:
+// every object is callable, so only the identity checks stand in the way).
+func dialAs(t *testing.T, m *Master, name string) *rmi.Conn {
+	t.Helper()
+	node, err := rmi.New(rmi.Config{Name: name, Secret: []byte(testSecret)})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { node.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := node.Dial(ctx, m.RMIAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func TestInstanceClosedInvalidatesProxies(t *testing.T) {
@@ -430,14 +435,14 @@ func TestInstanceClosedInvalidatesProxies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pc.Call(context.Background(), wire.ObjRouter, "Subscribe", nil, "proxy-1"); err != nil {
+	if _, err := (contract.RouterClient{C: pc}).Subscribe(context.Background(), "proxy-1"); err != nil {
 		t.Fatal(err)
 	}
 	p, err := a.place(t, "multi", "u")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.conn.Call(context.Background(), wire.ObjWorkerManager, "InstanceClosed", nil, "w-a", p.InstanceID); err != nil {
+	if err := (contract.WorkerManagerClient{C: a.conn}).InstanceClosed(context.Background(), p.InstanceID); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, testutil.Cond("the instance's invalidation", func() bool { return inv.has(p.InstanceID) }))
@@ -490,14 +495,17 @@ func TestSharedInstancesListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := func(method string, reply any, args ...any) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return a.conn.Call(ctx, wire.ObjWorkerManager, method, reply, args...)
+	b := addWorker(t, m, "w-b") // after the placement: it is on w-a
+	// by is worker id's WorkerManager (a's: the current connection).
+	by := func(id string) contract.WorkerManagerClient {
+		if id == "w-b" {
+			return contract.WorkerManagerClient{C: b.conn}
+		}
+		return contract.WorkerManagerClient{C: a.conn}
 	}
 	listed := func(user string) []string {
-		var insts []wire.InstanceInfo
-		if err := call("Instances", &insts, "multi", user); err != nil {
+		insts, err := by("w-a").Instances(context.Background(), "multi", user)
+		if err != nil {
 			t.Fatal(err)
 		}
 		var out []string
@@ -523,7 +531,7 @@ func TestSharedInstancesListed(t *testing.T) {
 	}
 	for _, s := range steps {
 		if s.worker != "" {
-			err := call("InstanceShared", nil, s.worker, s.iid, s.who, s.role)
+			err := by(s.worker).InstanceShared(context.Background(), wire.InstanceShare{Instance: s.iid, Principal: s.who, Role: s.role})
 			if code(err) != s.wantErr {
 				t.Fatalf("%s: InstanceShared: %v, want code %q", s.name, err, s.wantErr)
 			}
@@ -534,10 +542,10 @@ func TestSharedInstancesListed(t *testing.T) {
 	}
 	// A closed instance leaves its owner's and its sharers' lists; one
 	// re-registered with other grants is listed by the new ones.
-	if err := call("InstanceShared", nil, "w-a", p.InstanceID, "bob", "reader"); err != nil {
+	if err := by("w-a").InstanceShared(context.Background(), wire.InstanceShare{Instance: p.InstanceID, Principal: "bob", Role: "reader"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := call("InstanceClosed", nil, "w-a", p.InstanceID); err != nil {
+	if err := by("w-a").InstanceClosed(context.Background(), p.InstanceID); err != nil {
 		t.Fatal(err)
 	}
 	if got := listed("bob"); got != nil {
@@ -547,7 +555,7 @@ func TestSharedInstancesListed(t *testing.T) {
 		t.Fatalf("alice's list after the close: %v", got)
 	}
 	a = addWorker(t, m, "w-a", wire.InstanceInfo{ID: adopted, App: "multi", Owner: "alice", Worker: "w-a",
-		Created: time.Now(), Shared: map[string]string{"dave": "reader"}}) // call and listed use the new connection
+		Created: time.Now(), Shared: map[string]string{"dave": "reader"}}) // by and listed use the new connection
 	if got := listed("carol"); got != nil {
 		t.Fatalf("carol's grant was dropped at re-registration, still listed: %v", got)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
@@ -65,7 +66,7 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 	// Fresh snapshots of the browsers, from live state (best effort: an
 	// older worker has no such method; the periodic ones remain).
 	sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
-	if err := oldRef.Call(sctx, wire.WorkerSnapshotInstance, nil, iid); err != nil && !errors.Is(err, rmi.ErrNoMethod) {
+	if err := (contract.WorkerAppsClient{R: oldRef}).SnapshotInstance(sctx, iid); err != nil && !errors.Is(err, rmi.ErrNoMethod) {
 		m.log.Warn().Err(err).Str("instance", iid).Msg("snapshot before migration failed; using the last one")
 	}
 	scancel()
@@ -97,7 +98,7 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	req := restoreRequest(app, info, epoch)
 	req.WaitBrowsers = true // the old copy serves until the browsers are back
-	err = newRef.Call(cctx, wire.WorkerCreateInstance, nil, req)
+	err = contract.WorkerAppsClient{R: newRef}.CreateInstance(cctx, req)
 	cancel()
 	m.mu.Lock()
 	if err != nil {
@@ -113,10 +114,10 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 	m.mu.Unlock()
 	m.placements.Add(1)
 	m.bal.Release(from)
-	m.notify(context.Background(), wire.ProxyInvalidate, []string{iid})
+	m.invalidate(iid)
 	rctx, rcancel := context.WithTimeout(ctx, 15*time.Second)
 	defer rcancel()
-	if err := oldRef.Call(rctx, wire.WorkerReleaseInstance, nil, wire.FencedInstance{ID: iid,
+	if err := (contract.WorkerAppsClient{R: oldRef}).ReleaseInstance(rctx, wire.FencedInstance{ID: iid,
 		Reason: "This app instance moved to another worker.", Location: "/" + info.App, Moved: true}); err != nil {
 		// Its copy is fenced anyway (epoch), and dropped at its next
 		// registration.
@@ -148,13 +149,13 @@ func (m *WorkerManager) leave(ctx context.Context, id string) (wire.MigrationRes
 	return m.migrate(ctx, id), nil
 }
 
-// callerIs refuses a call about worker id made over another worker's
-// connection.
+// callerIs refuses a call whose arguments name worker id when it was not
+// made over id's connection.
 func (m *WorkerManager) callerIs(c *rmi.Conn, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.connIsLocked(id, c) {
-		return wire.Err(wire.CodeUnknownWorker, "worker "+id+" is not registered on this connection")
+		return wire.Errorf(wire.CodeForbidden, "the call names worker %q, but the connection (peer %q) is not its registration", id, peerName(c))
 	}
 	return nil
 }

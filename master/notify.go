@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
@@ -21,8 +22,21 @@ type proxySet struct {
 	mu    sync.Mutex
 	conns map[*rmi.Conn]string
 	stats map[*rmi.Conn]proxyStats
-	// local receives invalidations for the embedded proxy, if any.
-	local func(method string, arg any)
+}
+
+// proxySet passes each invalidation on to every subscribed proxy.
+var _ contract.Proxy = (*proxySet)(nil)
+
+// Invalidate drops iids' routes in every proxy (never fails: see notify).
+func (p *proxySet) Invalidate(_ context.Context, iids []string) error {
+	p.notify("Invalidate", func(ctx context.Context, c contract.ProxyClient) error { return c.Invalidate(ctx, iids) })
+	return nil
+}
+
+// InvalidateWorker drops the routes to worker id in every proxy.
+func (p *proxySet) InvalidateWorker(_ context.Context, id string) error {
+	p.notify("InvalidateWorker", func(ctx context.Context, c contract.ProxyClient) error { return c.InvalidateWorker(ctx, id) })
+	return nil
 }
 
 func (p *proxySet) add(c *rmi.Conn, name string) {
@@ -47,24 +61,20 @@ func (p *proxySet) add(c *rmi.Conn, name string) {
 // notify sends an invalidation to every proxy without waiting: a proxy that
 // misses one re-learns from the master after its cache TTL, and flushes its
 // cache when it reconnects.
-func (p *proxySet) notify(_ context.Context, method string, arg any) {
+func (p *proxySet) notify(method string, call func(context.Context, contract.ProxyClient) error) {
 	p.mu.Lock()
 	conns := make([]*rmi.Conn, 0, len(p.conns))
 	for c := range p.conns {
 		conns = append(conns, c)
 	}
-	local := p.local
 	p.mu.Unlock()
-	if local != nil {
-		local(method, arg)
-	}
 	for _, c := range conns {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
 			ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
 			defer cancel()
-			if err := c.Call(ctx, wire.ObjProxy, method, nil, arg); err != nil {
+			if err := call(ctx, contract.ProxyClient{C: c}); err != nil {
 				p.log.Debug().Str("proxy", c.PeerName()).Str("method", method).Err(err).Msg("invalidation not delivered")
 			}
 		}()

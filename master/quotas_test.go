@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
@@ -37,13 +38,11 @@ func startMasterQuotas(t *testing.T, q wire.Quotas, now func() time.Time) *Maste
 func (f *fakeWorker) placeFrom(app, user, ip string) (wire.Placement, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var p wire.Placement
-	err := f.conn.Call(ctx, wire.ObjWorkerManager, "Place", &p, wire.PlaceRequest{App: app, User: user, ClientIP: ip, New: true, NoBrowser: true})
-	return p, err
+	return contract.WorkerManagerClient{C: f.conn}.Place(ctx, wire.PlaceRequest{App: app, User: user, ClientIP: ip, New: true, NoBrowser: true})
 }
 
 func (f *fakeWorker) closed(iid string) error {
-	return f.conn.Call(context.Background(), wire.ObjWorkerManager, "InstanceClosed", nil, f.id, iid)
+	return contract.WorkerManagerClient{C: f.conn}.InstanceClosed(context.Background(), iid)
 }
 
 // TestInstanceQuota: new instances are refused past the per-user and
@@ -223,8 +222,8 @@ func TestNewIdentityQuota(t *testing.T) {
 	a := addWorker(t, m, "w-a")
 	ask := func(ip string) int64 {
 		t.Helper()
-		var retry int64
-		if err := a.conn.Call(context.Background(), wire.ObjWorkerManager, wire.WorkerManagerNewIdentity, &retry, ip); err != nil {
+		retry, err := contract.WorkerManagerClient{C: a.conn}.NewIdentity(context.Background(), ip)
+		if err != nil {
 			t.Fatal(err)
 		}
 		return retry

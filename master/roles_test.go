@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -39,19 +40,24 @@ func TestRoleEnforcement(t *testing.T) {
 	proxyKey := secret.RoleKey(testSecret, secret.RoleProxy)
 	calls := map[string]func(ctx context.Context, c *rmi.Conn) error{
 		"WorkerManager.Instances": func(ctx context.Context, c *rmi.Conn) error {
-			return c.Call(ctx, wire.ObjWorkerManager, "Instances", nil, "hello", "someone")
+			_, err := contract.WorkerManagerClient{C: c}.Instances(ctx, "hello", "someone")
+			return err
 		},
 		"Accounts.Login": func(ctx context.Context, c *rmi.Conn) error {
-			return c.Call(ctx, wire.ObjAccounts, wire.AccountsLogin, nil, wire.LoginRequest{User: "nobody", Password: "x"})
+			_, err := contract.AccountsClient{C: c}.Login(ctx, wire.LoginRequest{User: "nobody", Password: "x"})
+			return err
 		},
 		"Router.Apps": func(ctx context.Context, c *rmi.Conn) error {
-			return c.Call(ctx, wire.ObjRouter, "Apps", nil)
+			_, err := contract.RouterClient{C: c}.Apps(ctx)
+			return err
 		},
 		"Cluster.Info": func(ctx context.Context, c *rmi.Conn) error {
-			return c.Call(ctx, wire.ObjCluster, "Info", nil)
+			_, err := contract.ClusterClient{C: c}.Info(ctx)
+			return err
 		},
 		"AppManager.List": func(ctx context.Context, c *rmi.Conn) error {
-			return c.Call(ctx, wire.ObjAppManager, "List", nil)
+			_, err := contract.AppManagerClient{C: c}.List(ctx)
+			return err
 		},
 	}
 	tests := []struct {

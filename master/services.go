@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
@@ -56,6 +57,8 @@ func keysFor(clusterSecret, role string) wire.ClusterKeys {
 // appService is registered as wire.ObjAppManager.
 type appService struct{ m *Master }
 
+var _ contract.AppManager = appService{}
+
 // List returns every application.
 func (s appService) List(ctx context.Context) ([]wire.App, error) { return s.m.apps.List(), nil }
 
@@ -68,10 +71,11 @@ func (s appService) Add(ctx context.Context, app wire.App) error {
 // bundleService serves large apps' archives to workers.
 type bundleService struct{ m *Master }
 
-// BundleChunk is part of a large app's archive, fetched by workers (see
-// wire.AppBundleChunk).
-func (s bundleService) BundleChunk(ctx context.Context, mount string, version int, offset int64) ([]byte, error) {
-	return s.m.apps.chunk(mount, version, offset)
+var _ contract.Bundles = bundleService{}
+
+// BundleChunk is part of a large app's archive, fetched by workers.
+func (s bundleService) BundleChunk(ctx context.Context, req wire.BundleChunkRequest) ([]byte, error) {
+	return s.m.apps.chunk(req.Mount, req.Version, req.Offset)
 }
 
 // Remove uninstalls an application.
@@ -79,15 +83,24 @@ func (s appService) Remove(ctx context.Context, name string) error {
 	return s.m.apps.Remove(ctx, name, adminPrincipal)
 }
 
-// workerService is registered as wire.ObjWorkerManager.
+// workerService is registered as wire.ObjWorkerManager. The caller of
+// every method but Register is the worker registered on the connection
+// (WorkerManager.caller): no argument names it.
 type workerService struct{ m *Master }
 
-// Register is called by a worker on every (re)connection, passing its own
-// Application Manager as a remote reference.
+var _ contract.WorkerManager = workerService{}
+
+// Register is called by a worker on every (re)connection, passing its
+// contract.WorkerApps as a remote reference. The worker id must be the
+// name the connection's peer authenticated with in the handshake, so that
+// a connection speaks for one worker only.
 func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts []wire.InstanceInfo, appMgr *rmi.Ref) (wire.RegisterReply, error) {
 	c := rmi.ConnFrom(ctx)
 	if appMgr != nil && appMgr.Conn() != c {
 		return wire.RegisterReply{}, wire.Err(wire.CodeInvalid, "register: reference from another connection")
+	}
+	if c == nil || c.PeerName() != info.ID {
+		return wire.RegisterReply{}, wire.Errorf(wire.CodeForbidden, "register: worker id %q is not the connection's peer name %q", info.ID, peerName(c))
 	}
 	fenced, err := s.m.workers.register(info, insts, appMgr)
 	if err != nil {
@@ -109,20 +122,31 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 
 // Leave is a worker's announcement that it stops (SIGTERM): its instances
 // migrate to other workers before it answers.
-func (s workerService) Leave(ctx context.Context, workerID string) (wire.MigrationResult, error) {
-	if err := s.m.workers.callerIs(rmi.ConnFrom(ctx), workerID); err != nil {
+func (s workerService) Leave(ctx context.Context) (wire.MigrationResult, error) {
+	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
+	if err != nil {
 		return wire.MigrationResult{}, err
 	}
-	return s.m.workers.leave(ctx, workerID)
+	return s.m.workers.leave(ctx, wid)
 }
 
-// Report records a worker's load.
-func (s workerService) Report(ctx context.Context, workerID string, load wire.Load) error {
-	return s.m.workers.report(workerID, load)
+// Report records the calling worker's load.
+func (s workerService) Report(ctx context.Context, load wire.Load) error {
+	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
+	if err != nil {
+		return err
+	}
+	return s.m.workers.report(wid, load)
 }
 
-// Place finds or creates the instance of an app for a user.
+// Place finds or creates the instance of an app for a user. req.From, if
+// set, must be the calling worker.
 func (s workerService) Place(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
+	if req.From != "" {
+		if err := s.m.workers.callerIs(rmi.ConnFrom(ctx), req.From); err != nil {
+			return wire.Placement{}, err
+		}
+	}
 	return s.m.workers.place(ctx, req)
 }
 
@@ -144,19 +168,34 @@ func (s workerService) Instances(ctx context.Context, app, user string) ([]wire.
 	return s.m.workers.userInstances(app, user), nil
 }
 
-// InstanceRenamed records the name an owner gave an instance.
-func (s workerService) InstanceRenamed(ctx context.Context, workerID, iid, name string) error {
-	return s.m.workers.rename(workerID, iid, name)
+// InstanceRenamed records the name an owner gave an instance of the
+// calling worker.
+func (s workerService) InstanceRenamed(ctx context.Context, iid, name string) error {
+	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
+	if err != nil {
+		return err
+	}
+	return s.m.workers.rename(wid, iid, name)
 }
 
-// InstanceShared records a grant on an instance to a named user.
-func (s workerService) InstanceShared(ctx context.Context, workerID, iid, principal, role string) error {
-	return s.m.workers.share(workerID, iid, principal, role)
+// InstanceShared records a grant on an instance of the calling worker to a
+// named user.
+func (s workerService) InstanceShared(ctx context.Context, sh wire.InstanceShare) error {
+	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
+	if err != nil {
+		return err
+	}
+	return s.m.workers.share(wid, sh.Instance, sh.Principal, sh.Role)
 }
 
-// InstanceClosed tells the master a worker closed one of its instances.
-func (s workerService) InstanceClosed(ctx context.Context, workerID, iid string) error {
-	if err := s.m.workers.instanceClosed(workerID, iid); err != nil {
+// InstanceClosed tells the master the calling worker closed one of its
+// instances.
+func (s workerService) InstanceClosed(ctx context.Context, iid string) error {
+	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
+	if err != nil {
+		return err
+	}
+	if err := s.m.workers.instanceClosed(wid, iid); err != nil {
 		return err
 	}
 	// Closed for good: its shared state goes too.
@@ -168,6 +207,8 @@ func (s workerService) InstanceClosed(ctx context.Context, workerID, iid string)
 
 // routerService is registered as wire.ObjRouter, for the proxies.
 type routerService struct{ m *Master }
+
+var _ contract.Router = routerService{}
 
 // Route answers where a request goes.
 func (s routerService) Route(ctx context.Context, req wire.RouteRequest) (wire.RouteReply, error) {
@@ -202,6 +243,17 @@ func (s routerService) ProxyReport(ctx context.Context, r wire.ProxyReport) erro
 
 // clusterService is registered as wire.ObjCluster.
 type clusterService struct{ m *Master }
+
+var _ contract.Cluster = clusterService{}
+
+// peerName is c's authenticated peer name, for messages ("" = no
+// connection: an in-process call).
+func peerName(c *rmi.Conn) string {
+	if c == nil {
+		return ""
+	}
+	return c.PeerName()
+}
 
 // Info tells a joining process how to reach the gossip layer and hands it
 // the keys of its role.

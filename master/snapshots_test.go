@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -108,7 +109,7 @@ func TestBrowserSnapshotService(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	save := func(f *fakeWorker, req wire.SaveBrowser) error {
-		return f.conn.Call(ctx, wire.ObjInstanceState, wire.StateSaveBrowserMethod, nil, req)
+		return contract.InstanceStateClient{C: f.conn}.SaveBrowser(ctx, req)
 	}
 	if err := save(one, wire.SaveBrowser{Instance: iid, Snapshot: snap("b1", "http://x.test/")}); err != nil {
 		t.Fatalf("host's save: %v", err)
@@ -119,15 +120,15 @@ func TestBrowserSnapshotService(t *testing.T) {
 	if err := save(two, wire.SaveBrowser{Instance: iid, Remove: "b1"}); err == nil {
 		t.Fatal("another worker removed a snapshot")
 	}
-	var got wire.BrowserSnapshots
-	if err := two.conn.Call(ctx, wire.ObjInstanceState, wire.StateBrowsersMethod, &got, iid, ""); err != nil || len(got.Browsers) != 1 || got.Browsers[0].ID != "b1" || got.Browsers[0].Local["k"] != "v" {
+	got, err := contract.InstanceStateClient{C: two.conn}.Browsers(ctx, iid, "")
+	if err != nil || len(got.Browsers) != 1 || got.Browsers[0].ID != "b1" || got.Browsers[0].Local["k"] != "v" {
 		t.Fatalf("browsers: %+v %v", got, err)
 	}
 	if err := save(one, wire.SaveBrowser{Instance: iid, Remove: "b1"}); err != nil {
 		t.Fatal(err)
 	}
-	got = wire.BrowserSnapshots{}
-	if err := one.conn.Call(ctx, wire.ObjInstanceState, wire.StateBrowsersMethod, &got, iid, ""); err != nil || len(got.Browsers) != 0 {
+	got, err = contract.InstanceStateClient{C: one.conn}.Browsers(ctx, iid, "")
+	if err != nil || len(got.Browsers) != 0 {
 		t.Fatalf("after removal: %+v %v", got, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -72,12 +73,12 @@ const maxTombstones = 100_000
 // WorkerManager keeps the workers, their loads and the instance table, and
 // places new instances with the balancer.
 type WorkerManager struct {
-	log    zerolog.Logger
-	bal    *balance.Balancer
-	apps   func(name string) (wire.App, bool)
-	period time.Duration
-	grace  time.Duration // disconnected -> dead if no re-register
-	notify func(ctx context.Context, method string, arg any)
+	log     zerolog.Logger
+	bal     *balance.Balancer
+	apps    func(name string) (wire.App, bool)
+	period  time.Duration
+	grace   time.Duration  // disconnected -> dead if no re-register
+	proxies contract.Proxy // nil: no one to tell
 
 	// observeLookup and observePlace feed the metrics (nil in tests).
 	observeLookup func(kind string, start time.Time)
@@ -157,8 +158,8 @@ type WorkerManagerConfig struct {
 	// DeadAfter declares a worker whose connection dropped dead if it does
 	// not re-register in time, as a backstop to the gossip layer.
 	DeadAfter time.Duration
-	// Notify tells the proxies about invalidated routes.
-	Notify func(ctx context.Context, method string, arg any)
+	// Proxies are told about invalidated routes (nil: nobody).
+	Proxies contract.Proxy
 	// Quotas: the instance quotas apply here (nil = wire.DefaultQuotas).
 	Quotas *wire.Quotas
 	// Epochs hands out placement epochs (nil = in memory only).
@@ -191,9 +192,6 @@ func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
 	if cfg.DeadAfter <= 0 {
 		cfg.DeadAfter = 10 * time.Second
 	}
-	if cfg.Notify == nil {
-		cfg.Notify = func(context.Context, string, any) {}
-	}
 	q := wire.DefaultQuotas()
 	if cfg.Quotas != nil {
 		q = *cfg.Quotas
@@ -212,7 +210,7 @@ func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
 		apps:      cfg.Apps,
 		period:    cfg.ReportPeriod,
 		grace:     cfg.DeadAfter,
-		notify:    cfg.Notify,
+		proxies:   cfg.Proxies,
 		workers:   map[string]*workerRec{},
 		instances: map[string]*instanceRec{},
 		byKey:     map[string]string{},
@@ -486,7 +484,9 @@ func (m *WorkerManager) dead(id, reason string) {
 		m.jobsGone(id)
 	}
 	m.log.Warn().Str("worker", id).Str("reason", reason).Int("instances_lost", lost).Int("instances_moving", moving).Msg("worker removed")
-	m.notify(context.Background(), wire.ProxyInvalidateWorker, id)
+	if m.proxies != nil {
+		_ = m.proxies.InvalidateWorker(context.Background(), id)
+	}
 }
 
 func (m *WorkerManager) removeInstanceLocked(iid string) *instanceRec {
@@ -556,8 +556,15 @@ func (m *WorkerManager) instanceClosed(workerID, iid string) error {
 		return wire.Err(wire.CodeUnknownInstance, "instance "+iid+" is not on worker "+workerID)
 	}
 	m.bal.Release(workerID)
-	m.notify(context.Background(), wire.ProxyInvalidate, []string{iid})
+	m.invalidate(iid)
 	return nil
+}
+
+// invalidate tells the proxies that iids' routes changed.
+func (m *WorkerManager) invalidate(iids ...string) {
+	if m.proxies != nil {
+		_ = m.proxies.Invalidate(context.Background(), iids)
+	}
 }
 
 // place finds or creates the instance the app's strategy gives this user
@@ -591,10 +598,7 @@ func (m *WorkerManager) place(ctx context.Context, req wire.PlaceRequest) (p wir
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err = ref.Call(cctx, wire.WorkerOpenBrowserFor, &p.BrowserID, wire.OpenBrowser{InstanceID: p.InstanceID, User: req.User, ClientIP: req.ClientIP})
-	if errors.Is(err, rmi.ErrNoMethod) { // an older worker: no per-address browser quota there
-		err = ref.Call(cctx, wire.WorkerOpenBrowser, &p.BrowserID, p.InstanceID, req.User)
-	}
+	p.BrowserID, err = contract.WorkerAppsClient{R: ref}.OpenBrowserFor(cctx, wire.OpenBrowser{InstanceID: p.InstanceID, User: req.User, ClientIP: req.ClientIP})
 	var re *rmi.RemoteError
 	if errors.As(err, &re) && re.Code == wire.CodeQuota {
 		return wire.Placement{}, err // the worker's words are for the user
@@ -722,7 +726,7 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientI
 			return wire.Placement{}, fmt.Errorf("placement epoch: %w", err)
 		}
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err = ref.Call(cctx, wire.WorkerCreateInstance, nil, wire.CreateInstance{App: app, InstanceID: iid, Owner: owner, ClientIP: clientIP, Epoch: epoch})
+		err = contract.WorkerAppsClient{R: ref}.CreateInstance(cctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: owner, ClientIP: clientIP, Epoch: epoch})
 		cancel()
 		if err != nil {
 			m.bal.Release(wid)
@@ -1028,8 +1032,9 @@ func (m *WorkerManager) instanceCount() int {
 	return len(m.instances)
 }
 
-// workerOf is the worker registered on connection c.
-func (m *WorkerManager) workerOf(c *rmi.Conn) (string, error) {
+// caller is the worker registered on connection c: who a worker's call
+// speaks for, whatever its arguments say.
+func (m *WorkerManager) caller(c *rmi.Conn) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, w := range m.workers {
@@ -1037,5 +1042,5 @@ func (m *WorkerManager) workerOf(c *rmi.Conn) (string, error) {
 			return id, nil
 		}
 	}
-	return "", wire.Err(wire.CodeUnknownWorker, "no worker is registered on this connection")
+	return "", wire.Errorf(wire.CodeForbidden, "no worker is registered on this connection (peer %q): register first", peerName(c))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
@@ -99,8 +100,9 @@ type RemoteRouter struct {
 // DefaultConnectWait bounds the wait for a master connection per request.
 const DefaultConnectWait = 500 * time.Millisecond
 
-// call waits at most ConnectWait for a connection, then calls.
-func (r *RemoteRouter) call(ctx context.Context, method string, reply any, args ...any) error {
+// router waits at most ConnectWait for a connection and answers the
+// master's Router over it.
+func (r *RemoteRouter) router(ctx context.Context) (contract.RouterClient, error) {
 	wait := r.ConnectWait
 	if wait <= 0 {
 		wait = DefaultConnectWait
@@ -109,15 +111,19 @@ func (r *RemoteRouter) call(ctx context.Context, method string, reply any, args 
 	c, err := r.Client.Conn(cctx)
 	cancel()
 	if err != nil {
-		return err
+		return contract.RouterClient{}, err
 	}
-	return c.Call(ctx, wire.ObjRouter, method, reply, args...)
+	return contract.RouterClient{C: c}, nil
 }
 
 // Route implements Router.
 func (r *RemoteRouter) Route(ctx context.Context, t urlkind.Target) (Route, error) {
-	var rep wire.RouteReply
-	if err := r.call(ctx, "Route", &rep, RouteRequestFor(t)); err != nil {
+	master, err := r.router(ctx)
+	if err != nil {
+		return Route{}, MasterError(err)
+	}
+	rep, err := master.Route(ctx, RouteRequestFor(t))
+	if err != nil {
 		return Route{}, MasterError(err)
 	}
 	return Route{WorkerID: rep.WorkerID, Addr: rep.Addr}, nil
@@ -125,8 +131,12 @@ func (r *RemoteRouter) Route(ctx context.Context, t urlkind.Target) (Route, erro
 
 // Apps implements Router.
 func (r *RemoteRouter) Apps(ctx context.Context) ([]AppLink, error) {
-	var apps []wire.App
-	if err := r.call(ctx, "Apps", &apps); err != nil {
+	master, err := r.router(ctx)
+	if err != nil {
+		return nil, MasterError(err)
+	}
+	apps, err := master.Apps(ctx)
+	if err != nil {
 		return nil, MasterError(err)
 	}
 	return AppLinksOf(apps), nil
@@ -167,6 +177,8 @@ func DefaultProcessConfig() ProcessConfig {
 
 // invalidator is the object the master calls back.
 type invalidator struct{ c *CachingRouter }
+
+var _ contract.Proxy = invalidator{}
 
 // Invalidate drops routes of closed instances.
 func (i invalidator) Invalidate(ctx context.Context, iids []string) error {
@@ -219,8 +231,8 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 		}
 	}()
 	client := node.NewClient(cfg.Master, func(ctx context.Context, c *rmi.Conn) error {
-		var info wire.ClusterInfo
-		if err := c.Call(ctx, wire.ObjCluster, "Info", &info); err != nil {
+		info, err := contract.ClusterClient{C: c}.Info(ctx)
+		if err != nil {
 			return err
 		}
 		memberMu.Lock()
@@ -241,8 +253,8 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 		memberMu.Unlock()
 		// Invalidations may have been missed while disconnected.
 		cache.InvalidateAll()
-		var rep wire.SubscribeReply
-		if err := c.Call(ctx, wire.ObjRouter, "Subscribe", &rep, cfg.Name); err != nil {
+		rep, err := contract.RouterClient{C: c}.Subscribe(ctx, cfg.Name)
+		if err != nil {
 			return err
 		}
 		if len(rep.HopKey) == 0 {
@@ -311,7 +323,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 			case <-t.C:
 				st := p.Stats()
 				rctx, cancel := context.WithTimeout(repCtx, 2*time.Second)
-				_ = client.Call(rctx, wire.ObjRouter, "ProxyReport", nil, wire.ProxyReport{Requests: st.Requests,
+				_ = contract.RouterClient{C: client}.ProxyReport(rctx, wire.ProxyReport{Requests: st.Requests,
 					WebSocketsOpen: st.WebSocketsOpen, BytesUp: st.BytesUp, BytesDown: st.BytesDown})
 				cancel()
 			}

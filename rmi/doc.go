@@ -18,7 +18,12 @@
 //		return c.Call(ctx, "master", "Register", nil, info, rmi.Export(appManager))
 //	})
 //
-// Inside a method, ConnFrom(ctx) is the connection the call came over.
+// Inside a method, ConnFrom(ctx) is the connection the call came over, and
+// its PeerName the name the caller proved in the handshake.
+//
+// CloudBrowser does not spell object and method names at call sites: its
+// objects are Go interfaces with typed stubs over Call in internal/contract
+// (docs/architecture.md, "RMI contracts").
 //
 // # Remote references
 //

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -248,8 +249,8 @@ func fetchArchive(ctx context.Context, c *rmi.Conn, app wire.App) (map[string][]
 	}
 	buf := make([]byte, 0, app.ArchiveSize)
 	for int64(len(buf)) < app.ArchiveSize {
-		var chunk []byte
-		if err := c.Call(ctx, wire.ObjBundles, wire.AppBundleChunk, &chunk, app.MountPoint, app.Version, int64(len(buf))); err != nil {
+		chunk, err := contract.BundlesClient{C: c}.BundleChunk(ctx, wire.BundleChunkRequest{Mount: app.MountPoint, Version: app.Version, Offset: int64(len(buf))})
+		if err != nil {
 			return nil, fmt.Errorf("fetching /%s version %d at byte %d: %w", app.MountPoint, app.Version, len(buf), err)
 		}
 		if len(chunk) == 0 || int64(len(buf)+len(chunk)) > app.ArchiveSize {
@@ -413,7 +414,9 @@ func (a *AppManager) createInstance(ctx context.Context, req wire.CreateInstance
 }
 
 // OpenBrowser returns the user's browser in a local instance, creating it
-// if needed (the master calls it when placing a user).
+// if needed. It is not in contract.WorkerApps: without the client's address
+// it would skip the per-address browser quota, so the master, which opens
+// browsers when placing users, gets OpenBrowserFor only.
 func (a *AppManager) OpenBrowser(ctx context.Context, iid, user string) (string, error) {
 	return a.openBrowser(ctx, iid, user, "")
 }

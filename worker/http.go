@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
@@ -205,8 +206,8 @@ func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t 
 
 // landing renders the app's landing page: the user's instances.
 func (w *Worker) landing(ctx context.Context, rw http.ResponseWriter, r *http.Request, id string, app wire.App, user string) {
-	var insts []wire.InstanceInfo
-	if err := w.client.Call(ctx, wire.ObjWorkerManager, "Instances", &insts, app.MountPoint, user); err != nil {
+	insts, err := contract.WorkerManagerClient{C: w.client}.Instances(ctx, app.MountPoint, user)
+	if err != nil {
 		w.placeError(rw, r, id, urlkind.Target{App: app.MountPoint}, err)
 		return
 	}

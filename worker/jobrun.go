@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/jobs"
 )
@@ -80,15 +81,15 @@ func (r jobReporter) Working(ctx context.Context, p wire.JobProgress) error {
 	if r.w.client == nil {
 		return errNoMaster
 	}
-	return r.w.client.Call(ctx, wire.ObjJobQueue, wire.JobWorkingFn, nil, p)
+	return contract.JobQueueClient{C: r.w.client}.Working(ctx, p)
 }
 
 func (r jobReporter) Ready(ctx context.Context, p wire.JobProgress) (time.Duration, error) {
 	if r.w.client == nil {
 		return 0, errNoMaster
 	}
-	var g wire.JobGo
-	if err := r.w.client.Call(ctx, wire.ObjJobQueue, wire.JobReadyFn, &g, p); err != nil {
+	g, err := contract.JobQueueClient{C: r.w.client}.Ready(ctx, p)
+	if err != nil {
 		return 0, err
 	}
 	return time.Duration(g.WaitMs) * time.Millisecond, nil
@@ -98,14 +99,14 @@ func (r jobReporter) Started(ctx context.Context, s wire.JobStarted) error {
 	if r.w.client == nil {
 		return errNoMaster
 	}
-	return r.w.client.Call(ctx, wire.ObjJobQueue, wire.JobStartedFn, nil, s)
+	return contract.JobQueueClient{C: r.w.client}.Started(ctx, s)
 }
 
 func (r jobReporter) Done(ctx context.Context, o wire.JobOutcome) error {
 	if r.w.client == nil {
 		return errNoMaster
 	}
-	return r.w.client.Call(ctx, wire.ObjJobQueue, wire.JobDoneFn, nil, o)
+	return contract.JobQueueClient{C: r.w.client}.Done(ctx, o)
 }
 
 // newJobs makes the worker's executor and its metrics.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -93,7 +94,7 @@ func (w *Worker) endSession(rw http.ResponseWriter, r *http.Request, id string, 
 	_ = w.apps.EndSession(r.Context(), rev)
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	err := w.client.Call(ctx, wire.ObjAccounts, wire.AccountsEndSession, nil, rev)
+	err := contract.AccountsClient{C: w.client}.EndSession(ctx, rev)
 	switch {
 	case errors.Is(err, rmi.ErrNoMethod):
 		w.log.Warn().Str("request_id", id).Msg("logout: the master cannot end sessions (older version); ended on this worker only")
@@ -111,11 +112,11 @@ func (w *Worker) endSession(rw http.ResponseWriter, r *http.Request, id string, 
 // checkLogin asks the master to check a login. A master older than the
 // login limits has no Login method; its Verify still answers.
 func (w *Worker) checkLogin(ctx context.Context, req wire.LoginRequest) (wire.LoginResult, error) {
-	var res wire.LoginResult
-	err := w.client.Call(ctx, wire.ObjAccounts, wire.AccountsLogin, &res, req)
+	accounts := contract.AccountsClient{C: w.client}
+	res, err := accounts.Login(ctx, req)
 	if errors.Is(err, rmi.ErrNoMethod) {
 		res = wire.LoginResult{}
-		err = w.client.Call(ctx, wire.ObjAccounts, wire.AccountsVerify, &res.OK, req.User, req.Password)
+		res.OK, err = accounts.Verify(ctx, req.User, req.Password)
 	}
 	if err != nil {
 		return wire.LoginResult{}, fmt.Errorf("checking login: %w", err)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
@@ -131,8 +132,8 @@ func (w *Worker) newIdentityWait(ctx context.Context, ip string) int64 {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var retry int64
-	if err := w.client.Call(ctx, wire.ObjWorkerManager, wire.WorkerManagerNewIdentity, &retry, ip); err != nil {
+	retry, err := contract.WorkerManagerClient{C: w.client}.NewIdentity(ctx, ip)
+	if err != nil {
 		if !errors.Is(err, rmi.ErrNoMethod) {
 			w.log.Warn().Err(err).Msg("could not ask the master for a new identity; allowing it")
 		}

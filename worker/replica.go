@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
@@ -30,20 +31,11 @@ type stateReplica interface {
 // stateWriteTimeout bounds how long a page waits for the master.
 const stateWriteTimeout = 10 * time.Second
 
-// masterReplica is the master, over the worker's RMI client.
-type masterReplica struct{ c *rmi.Client }
-
-func (r masterReplica) Write(ctx context.Context, w wire.StateWrite) (wire.StateWriteReply, error) {
-	var rep wire.StateWriteReply
-	err := r.c.Call(ctx, wire.ObjInstanceState, wire.StateWriteMethod, &rep, w)
-	return rep, err
-}
-
-func (r masterReplica) Get(ctx context.Context, iid, after string) (wire.InstanceState, error) {
-	var st wire.InstanceState
-	err := r.c.Call(ctx, wire.ObjInstanceState, wire.StateGetMethod, &st, iid, after)
-	return st, err
-}
+// The master's contract.InstanceStateClient is both stores.
+var (
+	_ stateReplica  = contract.InstanceStateClient{}
+	_ snapshotStore = contract.InstanceStateClient{}
+)
 
 // errNotSaved marks a write the master did not store.
 var errNotSaved = errors.New("shared state not saved")

@@ -52,16 +52,6 @@ type snapshotStore interface {
 	Browsers(ctx context.Context, iid, after string) (wire.BrowserSnapshots, error)
 }
 
-func (r masterReplica) SaveBrowser(ctx context.Context, req wire.SaveBrowser) error {
-	return r.c.Call(ctx, wire.ObjInstanceState, wire.StateSaveBrowserMethod, nil, req)
-}
-
-func (r masterReplica) Browsers(ctx context.Context, iid, after string) (wire.BrowserSnapshots, error) {
-	var out wire.BrowserSnapshots
-	err := r.c.Call(ctx, wire.ObjInstanceState, wire.StateBrowsersMethod, &out, iid, after)
-	return out, err
-}
-
 // snapState is a browser's snapshot bookkeeping.
 type snapState struct {
 	// dirty: something happened since the last snapshot.

@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
@@ -277,10 +278,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.reg.MustRegister(cbmetrics.RMI(node)...)
 	w.client = node.NewClient(w.cfg.Master, w.onConnect)
 	if w.replica == nil {
-		w.replica = masterReplica{w.client}
+		w.replica = contract.InstanceStateClient{C: w.client}
 	}
 	if w.snapshots == nil {
-		w.snapshots = masterReplica{w.client}
+		w.snapshots = contract.InstanceStateClient{C: w.client}
 	}
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.reportLoop() }()
@@ -292,8 +293,8 @@ func (w *Worker) Start(ctx context.Context) error {
 // onConnect runs on every (re)connection to the master: join the gossip
 // layer if needed, then register, passing our Application Manager.
 func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
-	var info wire.ClusterInfo
-	if err := c.Call(ctx, wire.ObjCluster, "Info", &info); err != nil {
+	info, err := contract.ClusterClient{C: c}.Info(ctx)
+	if err != nil {
 		return fmt.Errorf("cluster info: %w", err)
 	}
 	if w.egress != nil && info.GossipAddr != "" {
@@ -305,13 +306,15 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 		// only more slowly. Retried on the next reconnection.
 		w.log.Warn().Err(err).Str("gossip", info.GossipAddr).Msg("could not join the gossip layer")
 	}
-	var rep wire.RegisterReply
 	winfo := wire.WorkerInfo{ID: w.id, HTTPAddr: w.HTTPAddr(), Version: w.cfg.Version, JobSlots: w.jobs.Stats().Slots}
 	if m := w.gossip(); m != nil {
 		winfo.Gossip = m.Name()
 	}
 	epoch := w.apps.startRegistration()
-	if err := c.Call(ctx, wire.ObjWorkerManager, "Register", &rep, winfo, w.apps.list(), rmi.Export(w.apps)); err != nil {
+	// Only the contract's methods are exported: the master gets no other
+	// handle on the Application Manager.
+	rep, err := contract.WorkerManagerClient{C: c}.Register(ctx, winfo, w.apps.list(), rmi.Export(workerApps{w.apps}))
+	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
 	if len(rep.HopKey) == 0 {
@@ -401,7 +404,7 @@ func (w *Worker) reportLoop() {
 		l := w.load(w.ctx)
 		l.Pools, _ = json.Marshal(w.pools.Stats())
 		ctx, cancel := context.WithTimeout(w.ctx, max(d, time.Second))
-		err := w.client.Call(ctx, wire.ObjWorkerManager, "Report", nil, w.id, l)
+		err := contract.WorkerManagerClient{C: w.client}.Report(ctx, l)
 		cancel()
 		if err != nil && w.ctx.Err() == nil {
 			w.log.Debug().Err(err).Msg("load report failed")
@@ -450,16 +453,14 @@ func (w *Worker) instanceClosed(iid string) {
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
 	defer cancel()
-	if err := w.client.Call(ctx, wire.ObjWorkerManager, "InstanceClosed", nil, w.id, iid); err != nil && w.ctx.Err() == nil {
+	if err := (contract.WorkerManagerClient{C: w.client}).InstanceClosed(ctx, iid); err != nil && w.ctx.Err() == nil {
 		w.log.Warn().Str("instance", iid).Err(err).Msg("could not tell the master an instance closed")
 	}
 }
 
 // place asks the master for the user's instance (and browser) of an app.
 func (w *Worker) place(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
-	var p wire.Placement
-	err := w.client.Call(ctx, wire.ObjWorkerManager, "Place", &p, req)
-	return p, err
+	return contract.WorkerManagerClient{C: w.client}.Place(ctx, req)
 }
 
 // Ready reports whether the worker is registered with the master.
@@ -475,8 +476,8 @@ func (w *Worker) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.LeaveTimeout)
 	defer cancel()
 	t0 := time.Now()
-	var res wire.MigrationResult
-	if err := w.client.Call(ctx, wire.ObjWorkerManager, "Leave", &res, w.id); err != nil {
+	res, err := contract.WorkerManagerClient{C: w.client}.Leave(ctx)
+	if err != nil {
 		w.log.Warn().Err(err).Msg("could not hand the instances over before stopping")
 		return
 	}

@@ -8,32 +8,10 @@ import "math"
 // a leased browser (worker/jobs), reports JobWorking every ReportEvery while
 // it runs and JobDone once at the end.
 
-// Objects and methods.
-const (
-	// ObjJobQueue is on the master, called by workers:
-	//   Working(JobProgress) error   — the attempt still runs (lease renewal)
-	//   Done(JobOutcome) error       — the attempt ended (success or not)
-	ObjJobQueue  = "JobQueue"
-	JobWorkingFn = "Working"
-	JobDoneFn    = "Done"
-	// JobReadyFn: (JobProgress) (JobGo, error) — the attempt's browser is
-	// ready; the worker loads the page only when the answer's WaitMs is 0
-	// (else it asks again after that long). The master paces the real
-	// requests to a host here, since leasing a browser takes a varying time
-	// after the hand-over. It renews the lease like Working.
-	JobReadyFn = "Ready"
-	// JobStartedFn: (JobStarted) error — when the page's request actually
-	// left after the gate's go, so the next go of that host is spaced from
-	// it, not from the go (the worker's delay in between varies).
-	JobStartedFn = "Started"
-	// RunJob is a method of the worker's Application Manager reference
-	// (the one it registers with): (JobRun) error. It answers at once: nil
-	// = accepted (the worker will report), else refused (no free slot,
-	// unknown app...) and the job stays queued.
-	RunJobFn = "RunJob"
-	// CancelJobFn stops a running attempt on the worker: (id string, attempt int) error.
-	CancelJobFn = "CancelJob"
-)
+// ObjJobQueue is the master's job queue object, called by workers
+// (contract.JobQueue); the master starts attempts with the worker's
+// contract.WorkerApps.RunJob.
+const ObjJobQueue = "JobQueue"
 
 // Job kinds.
 const (
@@ -146,7 +124,7 @@ type JobStarted struct {
 	NotSent bool   `codec:"notsent,omitempty"`
 }
 
-// JobGo answers a JobReadyFn call: 0 = load the page now.
+// JobGo answers JobQueue.Ready: 0 = load the page now.
 type JobGo struct {
 	WaitMs int64 `codec:"wait"`
 }

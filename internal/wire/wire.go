@@ -1,6 +1,7 @@
 // Package wire holds the values that cross RMI between master, workers and
 // proxies, and the names of the objects each process registers. Keeping them
-// in one place keeps the three sides in agreement.
+// in one place keeps the three sides in agreement; the objects' methods are
+// typed in internal/contract.
 package wire
 
 import (
@@ -23,19 +24,6 @@ const (
 	ObjBundles = "Bundles"
 	// On a proxy (called back by the master over the proxy's connection).
 	ObjProxy = "Proxy"
-)
-
-// Methods of the master's Accounts object.
-const (
-	// AccountsLogin checks a login under the login limits:
-	// (LoginRequest) (LoginResult, error).
-	AccountsLogin = "Login"
-	// AccountsVerify is the older check, kept for older workers:
-	// (user, password string) (bool, error); a locked name answers false.
-	AccountsVerify = "Verify"
-	// AccountsEndSession records a logout (worker -> master), which the
-	// master passes on to every worker: (SessionRevocation) error.
-	AccountsEndSession = "EndSession"
 )
 
 // SessionRevocation ends one session (a logout): values carrying its id
@@ -86,9 +74,12 @@ const (
 	CodeUnknownWorker = "unknown_worker"
 	CodeInvalid       = "invalid"
 	CodeUnauthorized  = "unauthorized"
-	CodeUnknownUser   = "unknown_user"
-	CodePoolLimit     = "pool_limit" // a browser pool's or the worker's browser limit
-	CodeQuota         = "quota"      // a per-user or per-address quota (Quotas); the message says which
+	// CodeForbidden: the caller may not do this, e.g. a worker's call
+	// that names another worker, or comes before it registered.
+	CodeForbidden   = "forbidden"
+	CodeUnknownUser = "unknown_user"
+	CodePoolLimit   = "pool_limit" // a browser pool's or the worker's browser limit
+	CodeQuota       = "quota"      // a per-user or per-address quota (Quotas); the message says which
 )
 
 // Error is an error with a code that survives an RMI hop (the message
@@ -147,13 +138,16 @@ type App struct {
 	ArchiveSum  string `codec:"asum" json:"-"`
 }
 
-// AppBundleChunk is the method of the master's Bundles object a worker calls to
-// fetch a large app's archive: (mount string, version int, offset int64)
-// ([]byte, error), at most BundleChunkSize bytes from offset.
-const (
-	AppBundleChunk  = "BundleChunk"
-	BundleChunkSize = 1 << 20
-)
+// BundleChunkSize bounds one answer of Bundles.BundleChunk.
+const BundleChunkSize = 1 << 20
+
+// BundleChunkRequest asks for part of a large app's archive: at most
+// BundleChunkSize bytes from Offset of version Version of the app at Mount.
+type BundleChunkRequest struct {
+	Mount   string `codec:"mount"`
+	Version int    `codec:"version"`
+	Offset  int64  `codec:"offset"`
+}
 
 // Strategies of the paper.
 const (
@@ -377,43 +371,30 @@ type InstanceInfo struct {
 	Epoch uint64 `codec:"epoch" json:"epoch,omitempty"`
 }
 
-// Methods of the worker's Application Manager, which the worker exports to
-// the master as a remote reference when it registers.
-const (
-	WorkerAddApplication    = "AddApplication"    // (App) error
-	WorkerRemoveApplication = "RemoveApplication" // (name string) error
-	WorkerCreateInstance    = "CreateInstance"    // (CreateInstance) error
-	WorkerCloseInstance     = "CloseInstance"     // (iid string) error
-	// WorkerSnapshotInstance stores fresh snapshots of an instance's
-	// browsers at the master (before a migration): (iid string) error.
-	WorkerSnapshotInstance = "SnapshotInstance"
-	// WorkerReleaseInstance drops a migrated instance, sending its clients
-	// on to the same URLs: (FencedInstance) error.
-	WorkerReleaseInstance = "ReleaseInstance"
-	WorkerOpenBrowser     = "OpenBrowser"    // (iid, user string) (browser id, error)
-	WorkerGrant           = "Grant"          // (iid, bid, principal, role string) error
-	WorkerRevokeSessions  = "RevokeSessions" // (Revocation) error
-	WorkerEndSession      = "EndSession"     // (SessionRevocation) error
-	WorkerBrowsers        = "Browsers"       // (iid string) ([]BrowserInfo, error)
-	// WorkerOpenBrowserFor is OpenBrowser with the client's address, for
-	// the per-address browser quota: (OpenBrowser) (browser id, error).
-	WorkerOpenBrowserFor = "OpenBrowserFor"
-)
-
-// OpenBrowser asks a worker for a user's browser in one of its instances.
+// OpenBrowser asks a worker for a user's browser in one of its instances;
+// ClientIP is for the per-address browser quota.
 type OpenBrowser struct {
 	InstanceID string `codec:"iid"`
 	User       string `codec:"user"`
 	ClientIP   string `codec:"ip"`
 }
 
-// Methods of the master's WorkerManager object that the quotas added.
-const (
-	// WorkerManagerNewIdentity asks whether a client address may be given
-	// a new anonymous identity: (client ip string) (retry-after seconds,
-	// error); 0 = yes.
-	WorkerManagerNewIdentity = "NewIdentity"
-)
+// BrowserGrant sets Principal's Role on an instance (Browser "") or on one
+// of its browsers; Role "none" revokes.
+type BrowserGrant struct {
+	Instance  string `codec:"iid"`
+	Browser   string `codec:"bid"`
+	Principal string `codec:"principal"`
+	Role      string `codec:"role"`
+}
+
+// InstanceShare records a grant on an instance to a named user (Role "" or
+// "none" removes it), for landing pages.
+type InstanceShare struct {
+	Instance  string `codec:"iid"`
+	Principal string `codec:"principal"`
+	Role      string `codec:"role"`
+}
 
 // Quotas bound what one user and one client address may hold, against
 // denial of service by a single visitor (docs/quotas.md). 0 = no limit.
@@ -458,13 +439,6 @@ type BrowserInfo struct {
 	Created time.Time `codec:"created" json:"created"`
 	Clients int       `codec:"clients" json:"clients"`
 }
-
-// Methods of the proxy's Proxy object, called by the master over the
-// connection the proxy opened (after Router.Subscribe).
-const (
-	ProxyInvalidate       = "Invalidate"       // ([]string instance ids) error
-	ProxyInvalidateWorker = "InvalidateWorker" // (worker id) error
-)
 
 // ClusterStatus is the master's view of the cluster (admin API, status CLI).
 type ClusterStatus struct {
@@ -543,15 +517,6 @@ type AppView struct {
 // write is acknowledged to the page only once the master stored it.
 const ObjInstanceState = "InstanceState"
 
-// Methods of the master's InstanceState object.
-const (
-	// StateWriteMethod stores one write: (StateWrite) (StateWriteReply, error).
-	StateWriteMethod = "Write"
-	// StateGetMethod reads an instance's stored state, a page at a time:
-	// (iid, after string) (InstanceState, error).
-	StateGetMethod = "Get"
-)
-
 // Kinds of StateWrite.
 const (
 	StateSet    = "set"    // Key = state key, Value = JSON value
@@ -617,16 +582,6 @@ func AllState(get func(after string) (InstanceState, error)) (InstanceState, err
 	}
 	return all, err
 }
-
-// Methods of the master's InstanceState object for browser snapshots.
-const (
-	// StateSaveBrowserMethod stores or removes one browser's snapshot:
-	// (SaveBrowser) error.
-	StateSaveBrowserMethod = "SaveBrowser"
-	// StateBrowsersMethod reads an instance's browser snapshots, a page at
-	// a time: (iid, after string) (BrowserSnapshots, error).
-	StateBrowsersMethod = "Browsers"
-)
 
 // SnapshotCookie is a cookie of a browser snapshot.
 type SnapshotCookie struct {
