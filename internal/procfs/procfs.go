@@ -70,6 +70,29 @@ func ParseStat(b []byte) (Stat, error) {
 	return Stat{Pid: pid, PPid: ppid, State: f[0][0], Start: start}, nil
 }
 
+// ReadAll reads every process's stat. Processes that exit while it reads
+// are skipped.
+func ReadAll() (map[int]Stat, error) {
+	ents, err := os.ReadDir(Dir)
+	if err != nil {
+		return nil, fmt.Errorf("procfs: %w", err)
+	}
+	procs := make(map[int]Stat, len(ents))
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(Dir, e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		if st, err := ParseStat(b); err == nil {
+			procs[st.Pid] = st
+		}
+	}
+	return procs, nil
+}
+
 // Cmdline returns the process's arguments (argv).
 func Cmdline(pid int) ([]string, error) {
 	b, err := os.ReadFile(filepath.Join(Dir, strconv.Itoa(pid), "cmdline"))

@@ -50,3 +50,16 @@ func TestSelf(t *testing.T) {
 		t.Fatalf("missing pid: %v", err)
 	}
 }
+
+// TestReadAll: the real table lists this process with its parent; non-pid
+// entries and unreadable ones are skipped.
+func TestReadAll(t *testing.T) {
+	procs, err := ReadAll()
+	if err != nil {
+		t.Skip("no /proc:", err)
+	}
+	me, ok := procs[os.Getpid()]
+	if !ok || me.PPid != os.Getppid() || !me.Alive() || me.Start == 0 {
+		t.Fatalf("self: %+v (listed %v)", me, ok)
+	}
+}

@@ -33,6 +33,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
@@ -236,7 +237,7 @@ func removeStaleDirs(base string, log zerolog.Logger) {
 	if len(dirs) == 0 {
 		return
 	}
-	procs, err := readProcs()
+	procs, err := procfs.ReadAll()
 	if err != nil {
 		log.Warn().Err(err).Msg("no process table: stale chromium dirs kept")
 		return
@@ -255,7 +256,7 @@ func removeStaleDirs(base string, log zerolog.Logger) {
 		pid, start, ok := parseOwnerTag(tag)
 		switch {
 		case hasOwner && ok:
-			if p, alive := procs[pid]; alive && p.state != 'Z' && p.start == start && ownerTag(pid, start) != selfTag() {
+			if p, alive := procs[pid]; alive && p.Alive() && p.Start == start && ownerTag(pid, start) != selfTag() {
 				continue // a live worker's
 			}
 			if used {
@@ -681,7 +682,7 @@ func (r *Runtime) Stats(ctx context.Context) (browser.Stats, error) {
 	if err := ctx.Err(); err != nil {
 		return st, err
 	}
-	procs, err := readProcs()
+	procs, err := procfs.ReadAll()
 	if err != nil {
 		return st, fmt.Errorf("chromium: stats: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/cdproto/target"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -532,12 +533,8 @@ func TestRendererCrash(t *testing.T) {
 }
 
 // procState returns a process's state and parent, ok=false if it is gone.
-func procState(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, false
-	}
-	st, err := parseStat(b)
+func procState(pid int) (procfs.Stat, bool) {
+	st, err := procfs.ReadStat(pid)
 	return st, err == nil
 }
 
@@ -572,7 +569,7 @@ func TestChromiumCrashRecovery(t *testing.T) {
 	if len(onVictim) != 2 || len(onSurvivor) != 2 {
 		t.Fatalf("browsers not spread: %d/%d", len(onVictim), len(onSurvivor))
 	}
-	procs, _ := readProcs()
+	procs, _ := procfs.ReadAll()
 	oldTree := tree(procs, victim.pid)
 
 	if err := syscall.Kill(victim.pid, syscall.SIGKILL); err != nil {
@@ -620,8 +617,8 @@ func TestChromiumCrashRecovery(t *testing.T) {
 	// init; a zombie there is dead (this sandbox's init may not reap), but
 	// none may be our unreaped child.
 	for _, pid := range oldTree {
-		if st, ok := procState(pid); ok && st.state != 'Z' {
-			t.Errorf("old chromium process %d still alive (%c, ppid %d)", pid, st.state, st.ppid)
+		if st, ok := procState(pid); ok && st.Alive() {
+			t.Errorf("old chromium process %d still alive (%c, ppid %d)", pid, st.State, st.PPid)
 		}
 	}
 	assertNoZombieChildren(t)
@@ -646,13 +643,13 @@ func TestChromiumCrashRecovery(t *testing.T) {
 
 func assertNoZombieChildren(t *testing.T) {
 	t.Helper()
-	procs, err := readProcs()
+	procs, err := procfs.ReadAll()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range procs {
-		if p.ppid == os.Getpid() && p.state == 'Z' {
-			t.Errorf("zombie child %d", p.pid)
+		if p.PPid == os.Getpid() && p.State == 'Z' {
+			t.Errorf("zombie child %d", p.Pid)
 		}
 	}
 }

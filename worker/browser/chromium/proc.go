@@ -13,77 +13,16 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
 )
-
-// procDir is where the process table is read from; tests point it at a fake.
-var procDir = "/proc"
-
-// procStat is what Stats and cleanup need from /proc/<pid>/stat.
-type procStat struct {
-	pid, ppid int
-	state     byte   // R, S, D, Z, ...
-	start     uint64 // start time in clock ticks since boot; 0 if not read
-}
-
-// parseStat parses /proc/<pid>/stat. The command name is in parentheses and
-// may itself contain spaces and parentheses, so fields are read after the
-// last ')'.
-func parseStat(b []byte) (procStat, error) {
-	open := bytes.IndexByte(b, '(')
-	end := bytes.LastIndexByte(b, ')')
-	if open < 1 || end < open {
-		return procStat{}, fmt.Errorf("proc stat %q: no command", b)
-	}
-	pid, err := strconv.Atoi(string(bytes.TrimSpace(b[:open])))
-	if err != nil {
-		return procStat{}, fmt.Errorf("proc stat pid: %w", err)
-	}
-	f := bytes.Fields(b[end+1:])
-	if len(f) < 2 || len(f[0]) != 1 {
-		return procStat{}, fmt.Errorf("proc stat %q: short", b)
-	}
-	ppid, err := strconv.Atoi(string(f[1]))
-	if err != nil {
-		return procStat{}, fmt.Errorf("proc stat ppid: %w", err)
-	}
-	st := procStat{pid: pid, ppid: ppid, state: f[0][0]}
-	if len(f) >= 20 { // field 22, starttime: tells a pid's reuse apart
-		st.start, _ = strconv.ParseUint(string(f[19]), 10, 64)
-	}
-	return st, nil
-}
-
-// readProcs reads every process's stat. Processes that exit while we read
-// are skipped.
-func readProcs() (map[int]procStat, error) {
-	ents, err := os.ReadDir(procDir)
-	if err != nil {
-		return nil, err
-	}
-	procs := make(map[int]procStat, len(ents))
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(procDir, e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		st, err := parseStat(b)
-		if err != nil {
-			continue
-		}
-		procs[st.pid] = st
-	}
-	return procs, nil
-}
 
 // tree returns root and all its live descendants (zombies excluded: they
 // use no memory and are about to go).
-func tree(procs map[int]procStat, root int) []int {
+func tree(procs map[int]procfs.Stat, root int) []int {
 	children := make(map[int][]int, len(procs))
 	for _, p := range procs {
-		children[p.ppid] = append(children[p.ppid], p.pid)
+		children[p.PPid] = append(children[p.PPid], p.Pid)
 	}
 	var out []int
 	queue := []int{root}
@@ -95,7 +34,7 @@ func tree(procs map[int]procStat, root int) []int {
 			continue
 		}
 		seen[pid] = true
-		if p, ok := procs[pid]; !ok || p.state == 'Z' {
+		if p, ok := procs[pid]; !ok || !p.Alive() {
 			continue
 		}
 		out = append(out, pid)
@@ -122,7 +61,7 @@ func parsePSS(b []byte) (uint64, error) {
 
 // pss reads the proportional set size of pid in bytes.
 func pss(pid int) (uint64, error) {
-	b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(pid), "smaps_rollup"))
+	b, err := os.ReadFile(filepath.Join(procfs.Dir, strconv.Itoa(pid), "smaps_rollup"))
 	if err != nil {
 		return 0, err
 	}
@@ -131,7 +70,7 @@ func pss(pid int) (uint64, error) {
 
 // treeUsage sums PSS over root and its descendants and counts them.
 // Processes that exit meanwhile are skipped.
-func treeUsage(procs map[int]procStat, root int) (n int, total uint64) {
+func treeUsage(procs map[int]procfs.Stat, root int) (n int, total uint64) {
 	for _, pid := range tree(procs, root) {
 		v, err := pss(pid)
 		if err != nil {
@@ -164,14 +103,14 @@ func cmdlineHas(cmdline []byte, arg string) bool {
 
 // killMatching SIGKILLs every live process (not us) whose command line has
 // one of args, and returns how many it found.
-func killMatching(procs map[int]procStat, args ...string) int {
+func killMatching(procs map[int]procfs.Stat, args ...string) int {
 	self := os.Getpid()
 	n := 0
 	for pid, p := range procs {
-		if pid == self || p.state == 'Z' {
+		if pid == self || !p.Alive() {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(pid), "cmdline"))
+		b, err := os.ReadFile(filepath.Join(procfs.Dir, strconv.Itoa(pid), "cmdline"))
 		if err != nil || !slices.ContainsFunc(args, func(a string) bool { return cmdlineHas(b, a) }) {
 			continue
 		}
@@ -189,7 +128,7 @@ func killMatching(procs map[int]procStat, args ...string) int {
 func killLeftovers(args ...string) {
 	deadline := time.Now().Add(3 * time.Second)
 	for quiet := 0; quiet < 3 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		procs, err := readProcs()
+		procs, err := procfs.ReadAll()
 		if err != nil {
 			return
 		}
@@ -215,14 +154,14 @@ func removeAllRetry(dir string) error {
 
 // liveArgs returns the command-line arguments of every live process but
 // us (NUL- or space-separated, see cmdlineHas).
-func liveArgs(procs map[int]procStat) map[string]bool {
+func liveArgs(procs map[int]procfs.Stat) map[string]bool {
 	args := map[string]bool{}
 	self := os.Getpid()
 	for pid, p := range procs {
-		if p.state == 'Z' || pid == self {
+		if !p.Alive() || pid == self {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(pid), "cmdline"))
+		b, err := os.ReadFile(filepath.Join(procfs.Dir, strconv.Itoa(pid), "cmdline"))
 		if err != nil {
 			continue
 		}
@@ -254,10 +193,8 @@ func parseOwnerTag(tag string) (pid int, start uint64, ok bool) {
 // selfTag is ownerTag of this process.
 var selfTag = sync.OnceValue(func() string {
 	var start uint64
-	if b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(os.Getpid()), "stat")); err == nil {
-		if st, err := parseStat(b); err == nil {
-			start = st.start
-		}
+	if st, err := procfs.ReadStat(os.Getpid()); err == nil {
+		start = st.Start
 	}
 	return ownerTag(os.Getpid(), start)
 })

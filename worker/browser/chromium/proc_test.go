@@ -10,22 +10,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-)
 
-func TestParseStat(t *testing.T) {
-	st, err := parseStat([]byte("1234 (chrome (renderer) x) S 77 1234 1234 0 -1 4194560 100 0 0 0\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.pid != 1234 || st.ppid != 77 || st.state != 'S' {
-		t.Fatalf("%+v", st)
-	}
-	for _, bad := range []string{"", "12 chrome S 1", "x (c) S 1", "12 (c) S", "12 (c) S x"} {
-		if _, err := parseStat([]byte(bad)); err == nil {
-			t.Errorf("%q parsed", bad)
-		}
-	}
-}
+	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
+)
 
 func TestParsePSS(t *testing.T) {
 	const rollup = `55d0c0a00000-7ffd5a1fe000 ---p 00000000 00:00 0                          [rollup]
@@ -44,15 +31,15 @@ Shared_Clean:      10000 kB
 }
 
 func TestTree(t *testing.T) {
-	procs := map[int]procStat{
-		1:  {pid: 1, ppid: 0, state: 'S'},
-		10: {pid: 10, ppid: 1, state: 'S'},  // chromium main
-		11: {pid: 11, ppid: 10, state: 'S'}, // zygote
-		12: {pid: 12, ppid: 11, state: 'S'}, // renderer
-		13: {pid: 13, ppid: 11, state: 'Z'}, // exited renderer
-		14: {pid: 14, ppid: 10, state: 'S'}, // utility
-		20: {pid: 20, ppid: 1, state: 'S'},  // unrelated
-		21: {pid: 21, ppid: 20, state: 'S'},
+	procs := map[int]procfs.Stat{
+		1:  {Pid: 1, PPid: 0, State: 'S'},
+		10: {Pid: 10, PPid: 1, State: 'S'},  // chromium main
+		11: {Pid: 11, PPid: 10, State: 'S'}, // zygote
+		12: {Pid: 12, PPid: 11, State: 'S'}, // renderer
+		13: {Pid: 13, PPid: 11, State: 'Z'}, // exited renderer
+		14: {Pid: 14, PPid: 10, State: 'S'}, // utility
+		20: {Pid: 20, PPid: 1, State: 'S'},  // unrelated
+		21: {Pid: 21, PPid: 20, State: 'S'},
 	}
 	got := tree(procs, 10)
 	slices.Sort(got)
@@ -94,16 +81,16 @@ func TestProcFake(t *testing.T) {
 		os.WriteFile(filepath.Join(d, "stat"), []byte(stat), 0o644)
 		os.WriteFile(filepath.Join(d, "smaps_rollup"), []byte(rollup), 0o644)
 	}
-	write(100, "100 (chromium) S 1 0 0", "Pss: 1000 kB\n")
-	write(101, "101 (chromium) S 100 0 0", "Pss: 200 kB\n")
-	write(102, "102 (chromium) S 101 0 0", "Pss: 30 kB\n")
-	write(103, "103 (other) S 1 0 0", "Pss: 4 kB\n")
+	write(100, "100 (chromium) S 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 0 0", "Pss: 1000 kB\n")
+	write(101, "101 (chromium) S 100 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 0 0", "Pss: 200 kB\n")
+	write(102, "102 (chromium) S 101 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 0 0", "Pss: 30 kB\n")
+	write(103, "103 (other) S 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 0 0", "Pss: 4 kB\n")
 	os.MkdirAll(filepath.Join(dir, "self"), 0o755) // non-numeric entries are skipped
 
-	old := procDir
-	procDir = dir
-	defer func() { procDir = old }()
-	procs, err := readProcs()
+	old := procfs.Dir
+	procfs.Dir = dir
+	defer func() { procfs.Dir = old }()
+	procs, err := procfs.ReadAll()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,12 +106,12 @@ func TestProcFake(t *testing.T) {
 // TestProcSelf checks the real /proc: this test process is listed with its
 // parent and has a non-zero PSS.
 func TestProcSelf(t *testing.T) {
-	procs, err := readProcs()
+	procs, err := procfs.ReadAll()
 	if err != nil {
 		t.Skip("no /proc:", err)
 	}
 	me, ok := procs[os.Getpid()]
-	if !ok || me.ppid != os.Getppid() {
+	if !ok || me.PPid != os.Getppid() {
 		t.Fatalf("self %+v (ok=%v), want ppid %d", me, ok, os.Getppid())
 	}
 	n, total := treeUsage(procs, os.Getpid())
@@ -152,22 +139,18 @@ func shellProc(t *testing.T, args ...string) *exec.Cmd {
 // tagOf is the ownerTag of a live process.
 func tagOf(t *testing.T, pid int) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := parseStat(b)
-	if err != nil || st.start == 0 {
+	st, err := procfs.ReadStat(pid)
+	if err != nil || st.Start == 0 {
 		t.Fatalf("stat of %d: %+v %v", pid, st, err)
 	}
-	return ownerTag(pid, st.start)
+	return ownerTag(pid, st.Start)
 }
 
 // TestRemoveStaleDirs: at startup every dir of a dead owner goes, however
 // young, and with it any process still using it; dirs of live owners and
 // of this process's runtimes stay.
 func TestRemoveStaleDirs(t *testing.T) {
-	if _, err := readProcs(); err != nil {
+	if _, err := procfs.ReadAll(); err != nil {
 		t.Skip("no /proc:", err)
 	}
 	tmp := t.TempDir()
