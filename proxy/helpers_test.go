@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -104,16 +103,7 @@ func readAll(t testing.TB, r io.Reader) string {
 }
 
 // refusedAddr returns a loopback address nobody listens on.
-func refusedAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
+func refusedAddr(t testing.TB) string { return testutil.RefusedAddr(t) }
 
 // hookRecorder records OnWorkerUnreachable calls.
 type hookRecorder struct {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 )
 
 // serveProof serves proofs under key on a SO_REUSEPORT listener, as a
@@ -59,15 +61,7 @@ func TestProbePort(t *testing.T) {
 		t.Cleanup(func() { ln.Close() })
 		return ln.Addr().String()
 	}
-	closed := func() string { // nobody listens (the port was just released)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		return addr
-	}
+	closed := func() string { return testutil.RefusedAddr(t) } // nobody listens
 	tests := []struct {
 		name    string
 		addr    string

@@ -3,10 +3,10 @@ package proxy
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -53,12 +53,7 @@ func TestRemoteRouterFailsFastWithoutMaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer node.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0") // released at once: nobody answers there
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testutil.RefusedAddr(t) // nobody answers there
 	r := &RemoteRouter{Client: node.NewClient(addr, nil)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -3,7 +3,6 @@ package rmi_test
 import (
 	"context"
 	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,13 +117,7 @@ func TestClientOnConnectRetry(t *testing.T) {
 
 func TestClientUnreachable(t *testing.T) {
 	testutil.NoLeaks(t)
-	// A port with nothing listening.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := testutil.RefusedAddr(t) // nothing listens
 
 	worker, _ := newNode(t, "w-1")
 	cl := worker.NewClient(addr, nil)

@@ -3,6 +3,7 @@ package testutil
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -125,4 +126,18 @@ func TestLoggerDropsAfterEnd(t *testing.T) {
 		log = func() { l.Info().Msg("after the test") }
 	})
 	log() // would panic if it reached the finished subtest's t.Log
+}
+
+func TestRefusedAddr(t *testing.T) {
+	addr := RefusedAddr(t)
+	for range 3 {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			t.Fatalf("%s accepted a connection", addr)
+		}
+	}
+	if ln, err := net.Listen("tcp", addr); err == nil {
+		ln.Close()
+		t.Fatalf("%s could be taken by a listener", addr)
+	}
 }
