@@ -219,7 +219,7 @@ func (m *Master) authorRoutes(mux *http.ServeMux) {
 		if !decodeJSON(w, r, &f) {
 			return
 		}
-		tok, err := m.authors.add(f.Name, m.cfg.Now())
+		tok, err := m.authors.add(f.Name, m.cfg.Clock.Now())
 		if err != nil {
 			status := accountStatus(err)
 			if _, dup := err.(errAuthorExists); dup {

@@ -307,7 +307,7 @@ func TestLoginLimitsValidate(t *testing.T) {
 // lockout) and the older Verify, as the workers call them.
 func TestAccountsLoginOverRMI(t *testing.T) {
 	clock := newFakeClock()
-	m, err := New(Config{Secret: testSecret, AdminToken: "tok", Logger: zerolog.Nop(), Now: clock.Now,
+	m, err := New(Config{Secret: testSecret, AdminToken: "tok", Logger: zerolog.Nop(), Clock: clock,
 		Login: LoginLimits{MaxFailures: 2, Lockout: time.Minute}})
 	if err != nil {
 		t.Fatal(err)

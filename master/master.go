@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
@@ -92,9 +93,9 @@ type Config struct {
 	// identities per user and per client address (nil = wire.DefaultQuotas).
 	// The workers receive them when they register.
 	Quotas *wire.Quotas
-	// Now is the clock of the login limits and session revocations (nil =
-	// time.Now; tests).
-	Now func() time.Time
+	// Clock is the clock of the login limits, session revocations, author
+	// tokens and identity buckets (nil = clock.Real; tests pass a fake).
+	Clock clock.Clock
 
 	// Jobs configures the job queue (docs/jobs.md); Runner, Policy, hooks
 	// and the store are the master's. RenderCache configures the render
@@ -245,8 +246,8 @@ func New(cfg Config) (*Master, error) {
 	if err := cfg.Login.Validate(); err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
 	}
 	publicHTTPS, err := httpsec.PublicHTTPS(cfg.PublicURL)
 	if err != nil {
@@ -317,7 +318,7 @@ func New(cfg Config) (*Master, error) {
 	m.history = newHistory()
 	m.adminTag = session.TokenTag(cfg.Secret, cfg.AdminToken)
 	m.adminCodec = session.NewFor(cfg.Secret, "admin-session").Bound(m.adminTag)
-	m.ended = &endedSessions{st: st, now: cfg.Now, log: m.log.With().Str("component", "sessions").Logger(),
+	m.ended = &endedSessions{st: st, now: cfg.Clock.Now, log: m.log.With().Str("component", "sessions").Logger(),
 		push: func(ctx context.Context, rev wire.SessionRevocation) {
 			ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			defer cancel()
@@ -345,7 +346,7 @@ func New(cfg Config) (*Master, error) {
 	if cfg.DataDir != "" {
 		accPath = filepath.Join(cfg.DataDir, "users.json")
 	}
-	acc, err := loadAccounts(accPath, cfg.Now)
+	acc, err := loadAccounts(accPath, cfg.Clock.Now)
 	if err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
@@ -358,7 +359,7 @@ func New(cfg Config) (*Master, error) {
 		})
 		m.log.Info().Str("user", rev.User).Msg("sessions revoked on every worker")
 	}
-	m.logins = &loginGuard{verify: acc.Verify, lim: newLoginLimiter(cfg.Login, cfg.Now),
+	m.logins = &loginGuard{verify: acc.Verify, lim: newLoginLimiter(cfg.Login, cfg.Clock.Now),
 		log:     m.log.With().Str("component", "logins").Logger(),
 		observe: func(outcome string) { m.metrics.logins.WithLabelValues(outcome).Inc() },
 		lockout: func(by string) { m.metrics.lockouts.WithLabelValues(by).Inc() }}

@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
@@ -19,10 +20,10 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 )
 
-func startMasterQuotas(t *testing.T, q wire.Quotas, now func() time.Time) *Master {
+func startMasterQuotas(t *testing.T, q wire.Quotas, clk clock.Clock) *Master {
 	t.Helper()
 	m, err := New(Config{Secret: testSecret, AdminToken: "tok", Apps: testApps, Balancer: balance.LeastLoad,
-		DeadAfter: 300 * time.Millisecond, Logger: zerolog.Nop(), Quotas: &q, Now: now})
+		DeadAfter: 300 * time.Millisecond, Logger: zerolog.Nop(), Quotas: &q, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestInstanceQuotaFailedCreation(t *testing.T) {
 // client address, as the workers ask it.
 func TestNewIdentityQuota(t *testing.T) {
 	clock := clocktest.New(time.Unix(1_000_000, 0))
-	m := startMasterQuotas(t, wire.Quotas{IdentityBurst: 2, IdentitiesPerMinute: 2}, clock.Now)
+	m := startMasterQuotas(t, wire.Quotas{IdentityBurst: 2, IdentitiesPerMinute: 2}, clock)
 	a := addWorker(t, m, "w-a")
 	ask := func(ip string) int64 {
 		t.Helper()

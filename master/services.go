@@ -154,7 +154,7 @@ func (s workerService) Place(ctx context.Context, req wire.PlaceRequest) (wire.P
 // identity now (the per-address token bucket, cluster-wide): 0 = yes, else
 // the seconds until it may.
 func (s workerService) NewIdentity(ctx context.Context, clientIP string) (int64, error) {
-	ok, wait := s.m.identities.Take(quota.AddrKey(clientIP), s.m.cfg.Now())
+	ok, wait := s.m.identities.Take(quota.AddrKey(clientIP), s.m.cfg.Clock.Now())
 	if ok {
 		return 0, nil
 	}
