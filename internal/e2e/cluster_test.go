@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -82,22 +83,21 @@ type proc struct {
 // worker http).
 func (p *proc) addrs(t *testing.T) map[string]string {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(p.ready); err == nil {
-			var r struct{ Addrs map[string]string }
-			if err := json.Unmarshal(b, &r); err != nil {
-				t.Fatalf("%s: ready file: %v", p.name, err)
+	var r struct{ Addrs map[string]string }
+	testutil.Eventually(t, 60*time.Second, func() error {
+		b, err := os.ReadFile(p.ready)
+		if err != nil {
+			if p.exited() {
+				t.Fatalf("%s exited before it was ready (%v):\n%s", p.name, p.err, tail(p.log.Name(), 40))
 			}
-			return r.Addrs
+			return fmt.Errorf("%s not ready:\n%s", p.name, tail(p.log.Name(), 40))
 		}
-		if p.exited() {
-			t.Fatalf("%s exited before it was ready (%v):\n%s", p.name, p.err, tail(p.log.Name(), 40))
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("%s: ready file: %v", p.name, err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s not ready after 60s:\n%s", p.name, tail(p.log.Name(), 40))
-	return nil
+		return nil
+	})
+	return r.Addrs
 }
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
@@ -292,20 +292,20 @@ func (c *cluster) mustStatus() *wire.ClusterStatus {
 // waitFor polls the status until cond holds.
 func (c *cluster) waitFor(what string, timeout time.Duration, cond func(*wire.ClusterStatus) bool) *wire.ClusterStatus {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last *wire.ClusterStatus
-	var lastErr error
-	for time.Now().Before(deadline) {
+	var got *wire.ClusterStatus
+	testutil.Eventually(c.t, timeout, func() error {
 		st, err := c.status()
-		if err == nil && cond(st) {
-			return st
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		last, lastErr = st, err
-		time.Sleep(50 * time.Millisecond)
-	}
-	js, _ := json.MarshalIndent(last, "", " ")
-	c.t.Fatalf("timed out waiting for %s (last error %v); last status:\n%s", what, lastErr, js)
-	return nil
+		if !cond(st) {
+			js, _ := json.MarshalIndent(st, "", " ")
+			return fmt.Errorf("%s; last status:\n%s", what, js)
+		}
+		got = st
+		return nil
+	})
+	return got
 }
 
 // admin POSTs to the admin API.
@@ -344,18 +344,17 @@ func instanceWorker(st *wire.ClusterStatus, iid string) string {
 
 func waitHTTP(t *testing.T, url string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	testutil.Eventually(t, timeout, func() error {
 		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s not up after %v", url, timeout)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	})
 }
 
 // user is an end user's HTTP client: a cookie jar and no automatic
