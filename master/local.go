@@ -19,6 +19,6 @@ func (r localRouter) Route(ctx context.Context, t urlkind.Target) (proxy.Route, 
 }
 
 func (r localRouter) Apps(ctx context.Context) ([]proxy.AppLink, error) {
-	apps, _ := routerService{r.m}.Apps(ctx)
+	apps, _ := routerService(r).Apps(ctx)
 	return proxy.AppLinksOf(apps), nil
 }

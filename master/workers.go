@@ -102,7 +102,6 @@ type WorkerManager struct {
 	// under m.mu, which routing waits on.
 	byUser map[userKey]map[string]struct{}
 	lost   map[string]lostRec
-	rr     uint64
 
 	sf     singleflight.Group
 	epochs *epochs

@@ -44,7 +44,8 @@ const (
 // msgpack array (toarray) so field names cost nothing on the wire. Fields not
 // used by a kind are left zero.
 type message struct {
-	_struct bool        `codec:",toarray"` //nolint:unused // codec directive
+	//lint:ignore U1000 go-msgpack reads this field's tag (encode as an array)
+	_struct bool        `codec:",toarray"`
 	Kind    uint8       // kind*
 	Seq     uint64      // call id in the caller's sequence space; release: export id
 	Object  string      // call: registered object name (when Ref == 0)
@@ -57,7 +58,8 @@ type message struct {
 }
 
 type wireError struct {
-	_struct bool `codec:",toarray"` //nolint:unused // codec directive
+	//lint:ignore U1000 go-msgpack reads this field's tag (encode as an array)
+	_struct bool `codec:",toarray"`
 	Code    string
 	Message string
 }

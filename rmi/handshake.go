@@ -25,7 +25,8 @@ const (
 
 // hsHello is the server's first frame.
 type hsHello struct {
-	_struct bool `codec:",toarray"` //nolint:unused // codec directive
+	//lint:ignore U1000 go-msgpack reads this field's tag (encode as an array)
+	_struct bool `codec:",toarray"`
 	Version uint8
 	Nonce   []byte
 }
@@ -34,7 +35,8 @@ type hsHello struct {
 // role. Role is last so a version-1 client's shorter array still decodes and
 // is refused for its version rather than as garbage.
 type hsClient struct {
-	_struct bool `codec:",toarray"` //nolint:unused // codec directive
+	//lint:ignore U1000 go-msgpack reads this field's tag (encode as an array)
+	_struct bool `codec:",toarray"`
 	Version uint8
 	Name    string
 	Nonce   []byte
@@ -44,7 +46,8 @@ type hsClient struct {
 
 // hsServer is the server's verdict and, when OK, its own proof.
 type hsServer struct {
-	_struct bool `codec:",toarray"` //nolint:unused // codec directive
+	//lint:ignore U1000 go-msgpack reads this field's tag (encode as an array)
+	_struct bool `codec:",toarray"`
 	OK      bool
 	Reason  string // "auth" or "version" when !OK
 	Name    string

@@ -274,7 +274,8 @@ func TestRoleKeys(t *testing.T) {
 
 // hsClientV1 is the client hello of protocol version 1 (no role).
 type hsClientV1 struct {
-	_struct bool `codec:",toarray"` //nolint:unused // codec directive
+	//lint:ignore U1000 go-msgpack reads this field's tag (encode as an array)
+	_struct bool `codec:",toarray"`
 	Version uint8
 	Name    string
 	Nonce   []byte

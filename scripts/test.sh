@@ -32,6 +32,11 @@ fi
 step "go vet"
 go vet ./...
 
+step "staticcheck"
+# Pinned, fetched from the Go module proxy; //lint:ignore marks the few
+# deliberate exceptions.
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
 step "go test -race (unit)"
 # The end-to-end package runs on its own afterwards, so the timing of its
 # failure-detection test does not depend on the other packages' load.

@@ -118,10 +118,6 @@ func (r Rule) Match(host string, ip netip.Addr, port int) bool {
 	return host == r.host
 }
 
-// names reports whether the rule is about a host name (it may then allow
-// any address the name resolves to).
-func (r Rule) names() bool { return !r.prefix.IsValid() }
-
 // normalizeHost lower-cases a host, strips brackets and one trailing dot.
 func normalizeHost(h string) string {
 	h = strings.ToLower(strings.Trim(h, "[]"))

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // FileName is the database's name inside the data directory.
@@ -43,7 +44,7 @@ func Open(path string) (*Store, error) {
 		return &Store{mem: map[string]map[string][]byte{}}, nil
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s (is another master running on this data directory?)", ErrLocked, path)
 	}
 	if err != nil {
@@ -193,7 +194,7 @@ func (s *Store) DropBucket(bucket string) error {
 		return nil
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.DeleteBucket([]byte(bucket)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+		if err := tx.DeleteBucket([]byte(bucket)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 			return err
 		}
 		return nil
