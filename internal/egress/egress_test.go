@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestClassify(t *testing.T) {
@@ -401,4 +402,64 @@ func TestEndpointCloseCutsTunnels(t *testing.T) {
 	if _, err := g.Open(nil); err == nil {
 		t.Fatal("open after close")
 	}
+}
+
+// TestOnNextRequest: a watcher fires once, for the next request to its
+// host:port (http and CONNECT), before the site sees it; others and a
+// cancelled watcher never fire.
+func TestOnNextRequest(t *testing.T) {
+	var seen atomic.Int64 // unix ns of the site's last request
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(time.Now().UnixNano())
+		fmt.Fprint(w, "ok")
+	}))
+	defer site.Close()
+	secure := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "tls ok") }))
+	defer secure.Close()
+	g, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	e, err := g.Open(&Tenant{App: "a", Allow: mustRules(t, "127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := site.Listener.Addr().String()
+	var fired []time.Time
+	var mu sync.Mutex
+	record := func(at time.Time) { mu.Lock(); fired = append(fired, at); mu.Unlock() }
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(fired) }
+
+	other := e.OnNextRequest("127.0.0.1:1", func(time.Time) { t.Error("watcher of another port fired") })
+	defer other()
+	e.OnNextRequest(plain, record)
+	for range 2 {
+		if code, _ := rawGet(t, e.ProxyURL(), "http://"+plain+"/"); code != 200 {
+			t.Fatalf("GET through the endpoint: %d", code)
+		}
+	}
+	if count() != 1 || fired[0].UnixNano() > seen.Load() {
+		t.Fatalf("http: fired %v, site saw the request at %v", fired, time.Unix(0, seen.Load()))
+	}
+
+	cancel := e.OnNextRequest(plain, record)
+	cancel()
+	if code, _ := rawGet(t, e.ProxyURL(), "http://"+plain+"/"); code != 200 || count() != 1 {
+		t.Fatalf("a cancelled watcher fired (%d) or the GET failed (%d)", count(), code)
+	}
+
+	e.OnNextRequest(secure.Listener.Addr().String(), record)
+	pu, _ := url.Parse(e.ProxyURL())
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu), TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := client.Get("https://" + secure.Listener.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	client.CloseIdleConnections()
+	if count() != 2 {
+		t.Fatalf("CONNECT: %d watchers fired, want 2", count())
+	}
+	_ = e.Close()
 }

@@ -32,6 +32,51 @@ type Endpoint struct {
 	tunnels map[net.Conn]struct{}
 	closed  bool
 	once    sync.Once
+	// watch are one-shot watchers of the next request to a host:port
+	// (OnNextRequest).
+	watch map[string]func(time.Time)
+}
+
+// OnNextRequest calls fn, once, when this endpoint is about to contact
+// hostport ("example.com:443") for the browser: right before it forwards
+// an http request or dials for a CONNECT. It is the moment the site starts
+// to see the visit, closer than anything the browser can report (its own
+// "request sent" comes before it reaches this proxy), so the job start
+// gate spaces a host's visits from it. The returned func drops the watcher
+// if it has not fired.
+func (e *Endpoint) OnNextRequest(hostport string, fn func(at time.Time)) (cancel func()) {
+	key := watchKey(hostport)
+	e.mu.Lock()
+	if e.watch == nil {
+		e.watch = map[string]func(time.Time){}
+	}
+	e.watch[key] = fn
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		delete(e.watch, key)
+		e.mu.Unlock()
+	}
+}
+
+// contacting fires and drops the watcher of host:port, if any.
+func (e *Endpoint) contacting(host string, port int) {
+	key := watchKey(net.JoinHostPort(host, strconv.Itoa(port)))
+	e.mu.Lock()
+	fn := e.watch[key]
+	delete(e.watch, key)
+	e.mu.Unlock()
+	if fn != nil {
+		fn(time.Now())
+	}
+}
+
+func watchKey(hostport string) string {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return normalizeHost(hostport)
+	}
+	return net.JoinHostPort(normalizeHost(host), port)
 }
 
 type tenantKey struct{}
@@ -148,6 +193,7 @@ func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
+	e.contacting(host, port)
 	e.rp.ServeHTTP(w, r)
 }
 
@@ -186,6 +232,7 @@ func (e *Endpoint) connect(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), e.g.cfg.DialTimeout)
+	e.contacting(host, port)
 	up, err := e.g.dial(ctx, t, host, port)
 	cancel()
 	if err != nil {

@@ -481,7 +481,7 @@ func (q *Queue) Ready(workerID string, p wire.JobProgress) (time.Duration, error
 // confirmWait bounds how long a go waits for the previous one's Started;
 // confirmPoll is how often a waiting worker asks again meanwhile.
 const (
-	confirmWait = 2 * time.Second
+	confirmWait = 5 * time.Second
 	confirmPoll = 25 * time.Millisecond
 )
 

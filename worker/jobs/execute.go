@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,16 +103,38 @@ func (e *Executor) execute(ctx context.Context, run wire.JobRun) (out wire.JobOu
 			}
 		})
 	}
+	// When the request left: best from the browser's egress endpoint,
+	// which sees it right before it contacts the site; the browser's own
+	// "request sent" comes earlier, before its proxy, by as much as a
+	// loaded machine delays it. That one is the fallback, for an https
+	// request through a tunnel opened before (the endpoint does not see
+	// it) and browsers without an endpoint.
+	watcher, watched := b.Egress().(requestWatcher)
+	hostport, secure := hostPort(spec.URL)
+	watched = watched && hostport != ""
+	sentAt := func(at time.Time) { started(wire.JobStarted{DelayNs: at.UnixNano() - goAt.Load()}) }
+	var browserSent atomic.Int64 // unix ns of the browser's own report
+	var unwatch atomic.Pointer[func()]
 	res, err := b.Load(ctx, spec.URL, browser.LoadOptions{
 		BeforeNavigate: func(ctx context.Context) error {
 			t := e.cfg.Clock.Now()
 			gateErr = e.awaitGo(ctx, run)
 			goAt.Store(time.Now().UnixNano()) // wall clock, as the browser's request time
 			out.Timings.GateMs = ms(e.cfg.Clock.Now().Sub(t))
+			if gateErr == nil && watched {
+				stop := watcher.OnNextRequest(hostport, sentAt)
+				unwatch.Store(&stop)
+			}
 			return gateErr
 		},
 		OnRequestSent: func(at time.Time) {
-			started(wire.JobStarted{DelayNs: at.UnixNano() - goAt.Load()})
+			browserSent.Store(at.UnixNano())
+			switch {
+			case !watched:
+				sentAt(at)
+			case secure: // the endpoint sees only a new tunnel: wait a little for it
+				time.AfterFunc(tunnelGrace, func() { sentAt(at) })
+			}
 		},
 		WaitSelector:    spec.WaitSelector,
 		WaitNetworkIdle: spec.WaitNetworkIdle,
@@ -118,6 +142,12 @@ func (e *Executor) execute(ctx context.Context, run wire.JobRun) (out wire.JobOu
 	})
 	out.Status, out.FinalURL, out.Title = res.Status, res.FinalURL, res.Title
 	out.Timings.NavigateMs, out.Timings.WaitMs = ms(res.Navigate), ms(res.Wait)
+	if stop := unwatch.Load(); stop != nil {
+		(*stop)()
+	}
+	if at := browserSent.Load(); at != 0 {
+		sentAt(time.Unix(0, at)) // nothing if the endpoint reported it
+	}
 	if gateErr == nil && goAt.Load() != 0 {
 		started(wire.JobStarted{NotSent: true}) // nothing if the request was reported
 	}
@@ -302,4 +332,39 @@ func (e *Executor) awaitGo(ctx context.Context, run wire.JobRun) error {
 		case <-t.C:
 		}
 	}
+}
+
+// requestWatcher is the part of a browser's egress endpoint
+// (internal/egress.Endpoint) that tells when it contacts a host.
+type requestWatcher interface {
+	OnNextRequest(hostport string, fn func(at time.Time)) (cancel func())
+}
+
+// tunnelGrace is how long a job's https request may take from the
+// browser's "sent" to its endpoint opening a tunnel; past it the browser's
+// time is taken (the request went through an open tunnel).
+const tunnelGrace = 250 * time.Millisecond
+
+// hostPort is the host:port a job URL's document request goes to, and
+// whether it is https ("" if the URL is not http(s)).
+func hostPort(raw string) (hostport string, secure bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return "", false
+	}
+	port := u.Port()
+	switch u.Scheme {
+	case "http":
+		if port == "" {
+			port = "80"
+		}
+	case "https":
+		secure = true
+		if port == "" {
+			port = "443"
+		}
+	default:
+		return "", false
+	}
+	return net.JoinHostPort(u.Hostname(), port), secure
 }

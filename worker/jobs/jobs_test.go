@@ -30,6 +30,47 @@ type fakeBrowser struct {
 
 	mu      *sync.Mutex // set by the leaser
 	resized [2]int
+	// exit is the browser's egress endpoint (nil: none); sent and
+	// contacted, if set, are when Load says the browser sent the request
+	// and the endpoint contacted the site (offsets from the gate's go).
+	exit      *fakeExit
+	sent      time.Duration
+	contacted time.Duration
+}
+
+func (b *fakeBrowser) Egress() browser.Egress {
+	if b.exit == nil {
+		return nil
+	}
+	return b.exit
+}
+
+// fakeExit is an egress endpoint that fires its watcher when told.
+type fakeExit struct {
+	mu    sync.Mutex
+	watch map[string]func(time.Time)
+}
+
+func (f *fakeExit) ProxyURL() string { return "http://127.0.0.1:1" }
+func (f *fakeExit) Close() error     { return nil }
+func (f *fakeExit) OnNextRequest(hostport string, fn func(time.Time)) func() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.watch == nil {
+		f.watch = map[string]func(time.Time){}
+	}
+	f.watch[hostport] = fn
+	return func() { f.mu.Lock(); delete(f.watch, hostport); f.mu.Unlock() }
+}
+
+func (f *fakeExit) contact(hostport string, at time.Time) {
+	f.mu.Lock()
+	fn := f.watch[hostport]
+	delete(f.watch, hostport)
+	f.mu.Unlock()
+	if fn != nil {
+		fn(at)
+	}
 }
 
 func (b *fakeBrowser) Load(ctx context.Context, url string, opts browser.LoadOptions) (browser.LoadResult, error) {
@@ -37,6 +78,14 @@ func (b *fakeBrowser) Load(ctx context.Context, url string, opts browser.LoadOpt
 		if err := opts.BeforeNavigate(ctx); err != nil {
 			return browser.LoadResult{}, err
 		}
+	}
+	goAt := time.Now()
+	if b.sent > 0 && opts.OnRequestSent != nil {
+		opts.OnRequestSent(goAt.Add(b.sent))
+	}
+	if b.contacted > 0 && b.exit != nil {
+		hp, _ := hostPort(url) // as the endpoint names it: with the port
+		b.exit.contact(hp, goAt.Add(b.contacted))
 	}
 	if b.block != nil {
 		select {
@@ -456,6 +505,49 @@ func TestStartGate(t *testing.T) {
 
 // TestStartGateOlderMaster: a master without the start gate answers "no
 // such method": the attempt goes on at once.
+// TestStartedFromTheEndpoint: the start time reported to the master is
+// when the browser's egress endpoint contacted the site, later than the
+// browser's own "sent" on a loaded machine; without an endpoint, or for an
+// https request through a tunnel opened before, the browser's time is used.
+func TestStartedFromTheEndpoint(t *testing.T) {
+	const sent, contacted = 10 * time.Millisecond, 700 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		url       string
+		exit      bool
+		contacted time.Duration
+		want      time.Duration
+	}{
+		{"http through the endpoint", "http://example.test:8080/a", true, contacted, contacted},
+		{"https, new tunnel", "https://example.test/a", true, contacted, contacted},
+		{"https through an open tunnel", "https://example.test/a", true, 0, sent},
+		{"no endpoint", "http://example.test/a", false, 0, sent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &fakeBrowser{res: browser.LoadResult{Status: 200}, text: "x", sent: sent, contacted: tc.contacted}
+			if tc.exit {
+				b.exit = &fakeExit{}
+			}
+			r := &fakeReporter{}
+			e := New(Config{}, &fakeLeaser{b: b}, r)
+			defer e.Close(context.Background())
+			if err := e.Start(wire.JobRun{ID: "j", Attempt: 1, Spec: wire.JobSpec{Kind: wire.JobCheck, URL: tc.url}}); err != nil {
+				t.Fatal(err)
+			}
+			testutil.Eventually(t, 30*time.Second, testutil.Cond("Done", func() bool { return len(r.outcomes()) == 1 }))
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if len(r.started) != 1 {
+				t.Fatalf("started reports %+v, want 1", r.started)
+			}
+			// The go time is taken a moment before the fake's: allow that.
+			if d := time.Duration(r.started[0].DelayNs); d < tc.want || d > tc.want+200*time.Millisecond {
+				t.Fatalf("reported delay %v, want about %v", d, tc.want)
+			}
+		})
+	}
+}
+
 func TestStartGateOlderMaster(t *testing.T) {
 	r := &fakeReporter{gateErr: codedErr{"rmi.no_method"}}
 	out := runOneWith(t, r, wire.JobSpec{Kind: wire.JobCheck, URL: "http://example.test/"})
