@@ -30,7 +30,9 @@ func TestLoginLimit(t *testing.T) {
 	apps, _ := filepath.Abs("testdata/apps")
 	c := startCluster(t, clusterOpts{proxies: 2, workers: 2, extra: []string{"--apps", apps,
 		"--login-max-failures", "3", "--login-max-failures-per-ip", "1000",
-		"--login-lockout", "1s", "--login-max-lockout", "2s"}})
+		// Long enough that a loaded machine (race-built processes in CI)
+		// does not outlast a lockout between two attempts.
+		"--login-lockout", "5s", "--login-max-lockout", "10s"}})
 	base := "http://" + c.public
 	for _, name := range []string{"alice", "bob"} {
 		if out, err := c.cliStdin(t, "correct horse\n", "users", "add", name); err != nil {
@@ -86,7 +88,7 @@ func TestLoginLimit(t *testing.T) {
 
 	// After the lockout the right password works. Wait as told by
 	// Retry-After; the deadline only guards against a hang.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		a := try("alice", "correct horse")
 		if a.status == http.StatusSeeOther {
