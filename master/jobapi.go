@@ -352,13 +352,8 @@ func (m *Master) submitOne(w http.ResponseWriter, r *http.Request, spec wire.Job
 		writeJSON(w, http.StatusAccepted, j)
 		return
 	}
-	if err := jobs.Validate(spec); err != nil {
-		jobError(w, err)
-		return
-	}
-	sig, canon, err := m.jobs.cache.Key(spec, m.pooledLogin(spec.App))
-	if err != nil {
-		fieldError(w, "url", err.Error())
+	sig, canon, ok := m.renderKey(w, spec)
+	if !ok {
 		return
 	}
 	holder := rendercache.NewHolder()
@@ -494,6 +489,21 @@ func (m *Master) cancelJob(w http.ResponseWriter, r *http.Request) {
 	answer(w, j, err)
 }
 
+// renderKey validates a render and returns its cache signature and
+// canonical URL; on error it has answered.
+func (m *Master) renderKey(w http.ResponseWriter, spec wire.JobSpec) (sig, canon string, ok bool) {
+	if err := jobs.Validate(spec); err != nil {
+		jobError(w, err)
+		return "", "", false
+	}
+	sig, canon, err := m.jobs.cache.Key(spec, m.pooledLogin(spec.App))
+	if err != nil {
+		fieldError(w, "url", err.Error())
+		return "", "", false
+	}
+	return sig, canon, true
+}
+
 // renderSync is GET /api/v1/render: it waits and answers the bytes. N
 // identical concurrent requests cause one render (the cache's single
 // flight); the others wait for it.
@@ -504,13 +514,8 @@ func (m *Master) renderSync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec = cleanSpec(r, spec)
-	if err := jobs.Validate(spec); err != nil {
-		jobError(w, err)
-		return
-	}
-	sig, canon, err := m.jobs.cache.Key(spec, m.pooledLogin(spec.App))
-	if err != nil {
-		fieldError(w, "url", err.Error())
+	sig, canon, ok := m.renderKey(w, spec)
+	if !ok {
 		return
 	}
 	maxAge := time.Duration(spec.MaxAgeMs) * time.Millisecond

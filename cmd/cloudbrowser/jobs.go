@@ -565,6 +565,17 @@ func jobsListCmd() *cli.Command {
 	}
 }
 
+// idClient is oneID and the API client with the jobs token, which every
+// command about one job or monitor needs.
+func idClient(cmd *cli.Command, what string) (string, *apiClient, error) {
+	id, err := oneID(cmd, what)
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := newAPIClient(cmd, jobsToken)
+	return id, c, err
+}
+
 // oneID checks that a command got exactly one job or monitor id.
 func oneID(cmd *cli.Command, what string) (string, error) {
 	if cmd.Args().Len() != 1 || cmd.Args().First() == "" {
@@ -578,11 +589,7 @@ func jobsShowCmd() *cli.Command {
 		Name: "show", Usage: "show a job: state, attempts, result and timings", ArgsUsage: "ID",
 		Flags: append(apiFlags(jobsToken), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON"}),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			id, err := oneID(cmd, "job")
-			if err != nil {
-				return err
-			}
-			c, err := newAPIClient(cmd, jobsToken)
+			id, c, err := idClient(cmd, "job")
 			if err != nil {
 				return err
 			}
@@ -716,11 +723,7 @@ func jobsCancelCmd() *cli.Command {
 		Name: "cancel", Usage: "cancel a queued or running job", ArgsUsage: "ID",
 		Flags: apiFlags(jobsToken),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			id, err := oneID(cmd, "job")
-			if err != nil {
-				return err
-			}
-			c, err := newAPIClient(cmd, jobsToken)
+			id, c, err := idClient(cmd, "job")
 			if err != nil {
 				return err
 			}
@@ -817,11 +820,7 @@ func monitorCmd() *cli.Command {
 			{
 				Name: "remove", Usage: "remove a monitor", ArgsUsage: "ID", Flags: apiFlags(jobsToken),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
-					id, err := oneID(cmd, "monitor")
-					if err != nil {
-						return err
-					}
-					c, err := newAPIClient(cmd, jobsToken)
+					id, c, err := idClient(cmd, "monitor")
 					if err != nil {
 						return err
 					}

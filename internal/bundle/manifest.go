@@ -101,24 +101,13 @@ type Egress struct {
 	Allow []string `json:"allow,omitempty"`
 }
 
-// FieldError names the manifest field that is wrong.
-type FieldError struct {
-	Field string
-	Msg   string
-}
-
-func (e FieldError) Error() string { return e.Field + ": " + e.Msg }
+// FieldError is one problem, naming the manifest field ("pool.init[2]").
+type FieldError = sequence.FieldError
 
 // Errors is every problem found in one manifest.
 type Errors []FieldError
 
-func (es Errors) Error() string {
-	parts := make([]string, len(es))
-	for i, e := range es {
-		parts[i] = e.Error()
-	}
-	return "invalid manifest: " + strings.Join(parts, "; ")
-}
+func (es Errors) Error() string { return "invalid manifest: " + sequence.Errors(es).Error() }
 
 var mountRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
@@ -215,9 +204,7 @@ func (m *Manifest) Validate(files map[string]bool) error {
 		if _, err := ParsePool(m.Pool); err != nil {
 			var pes sequence.Errors
 			if errors.As(err, &pes) {
-				for _, pe := range pes {
-					es = append(es, FieldError{Field: pe.Field, Msg: pe.Msg})
-				}
+				es = append(es, pes...)
 			} else {
 				add("pool", "%v", err)
 			}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/master/jobs"
 )
 
 // jobSite is a local web site served on several loopback ports, each port
@@ -122,17 +124,8 @@ func (h *siteHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // window of length d.
 func (h *siteHost) maxStartsPerWindow(d time.Duration) int {
 	h.mu.Lock()
-	starts := slices.Clone(h.starts)
-	h.mu.Unlock()
-	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
-	best, lo := 0, 0
-	for hi := range starts {
-		for starts[hi].Sub(starts[lo]) >= d {
-			lo++
-		}
-		best = max(best, hi-lo+1)
-	}
-	return best
+	defer h.mu.Unlock()
+	return jobs.MaxStartsIn(h.starts, d)
 }
 
 func (h *siteHost) peakInFlight() int {

@@ -550,15 +550,8 @@ func (c *Cache) Complete(sig, holder string, r Render) (entry Entry, stored bool
 	var freed int64
 	err = c.st.Update(func(tx state.Tx) error {
 		had, freed = false, 0
-		var res resRec
-		ok, err := getJSON(tx, BucketReservations, sig, &res)
+		res, err := takeReservation(tx, sig, holder)
 		if err != nil {
-			return err
-		}
-		if !ok || res.Holder != holder {
-			return ErrNotHolder
-		}
-		if err := tx.Delete(BucketReservations, sig); err != nil {
 			return err
 		}
 		entry.URL, entry.Created, entry.Stale = res.URL, res.Since, res.Stale
@@ -632,6 +625,20 @@ func (c *Cache) evicted(victims []meta) {
 	c.log.Debug().Int("entries", len(victims)).Msg("evicted least recently used")
 }
 
+// takeReservation removes holder's reservation of sig and returns it
+// (ErrNotHolder if holder does not hold it).
+func takeReservation(tx state.Tx, sig, holder string) (resRec, error) {
+	var res resRec
+	ok, err := getJSON(tx, BucketReservations, sig, &res)
+	if err != nil {
+		return res, err
+	}
+	if !ok || res.Holder != holder {
+		return res, ErrNotHolder
+	}
+	return res, tx.Delete(BucketReservations, sig)
+}
+
 // Fail ends holder's reservation of sig without a result. Its waiters get
 // a *RenderError with cause (they do not render themselves: a page that
 // just failed is not fetched again N times at once); the next request
@@ -641,15 +648,8 @@ func (c *Cache) Fail(sig, holder string, cause error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	err := c.st.Update(func(tx state.Tx) error {
-		var res resRec
-		ok, err := getJSON(tx, BucketReservations, sig, &res)
+		res, err := takeReservation(tx, sig, holder)
 		if err != nil {
-			return err
-		}
-		if !ok || res.Holder != holder {
-			return ErrNotHolder
-		}
-		if err := tx.Delete(BucketReservations, sig); err != nil {
 			return err
 		}
 		if tx.GetRaw(BucketIndex, sig) == nil {

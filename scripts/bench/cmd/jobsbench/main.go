@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/jobs"
 )
 
 func main() {
@@ -198,17 +199,8 @@ func (h *host) count(uri string) int {
 // [t, t+d).
 func (h *host) maxStartsIn(d time.Duration) int {
 	h.mu.Lock()
-	starts := slices.Clone(h.starts)
-	h.mu.Unlock()
-	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
-	best, lo := 0, 0
-	for hi := range starts {
-		for starts[hi].Sub(starts[lo]) >= d {
-			lo++
-		}
-		best = max(best, hi-lo+1)
-	}
-	return best
+	defer h.mu.Unlock()
+	return jobs.MaxStartsIn(h.starts, d)
 }
 
 // ---- the cluster ----
