@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -186,16 +187,14 @@ func TestUpAndStatus(t *testing.T) {
 	}
 	waitFor := func(cond func(string) bool) string {
 		var out string
-		for i := 0; i < 200; i++ {
+		testutil.Eventually(t, 20*time.Second, func() error {
 			b, _ := exec.Command(binary, "status", "--master", url, "--data-dir", dir).CombinedOutput()
-			out = string(b)
-			if cond(out) {
-				return out
+			if out = string(b); !cond(out) {
+				return fmt.Errorf("status does not match yet; last output:\n%s", out)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Fatalf("status never matched; last output:\n%s", out)
-		return ""
+			return nil
+		})
+		return out
 	}
 	waitFor(func(s string) bool {
 		return strings.Contains(s, "w-local1") && strings.Contains(s, "w-local2") && strings.Count(s, "connected") == 2

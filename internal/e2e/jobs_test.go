@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -89,9 +90,9 @@ func (c *cluster) job(id, token string) apiJob {
 // waitJobs waits until every job ended and returns them.
 func (c *cluster) waitJobs(ids []string, token string, timeout time.Duration) map[string]apiJob {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		out := map[string]apiJob{}
+	var out map[string]apiJob
+	testutil.Eventually(c.t, timeout, func() error {
+		out = map[string]apiJob{}
 		open := 0
 		for _, id := range ids {
 			j := c.job(id, token)
@@ -100,14 +101,12 @@ func (c *cluster) waitJobs(ids []string, token string, timeout time.Duration) ma
 				open++
 			}
 		}
-		if open == 0 {
-			return out
+		if open > 0 {
+			return fmt.Errorf("%d of %d jobs still open", open, len(ids))
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%d of %d jobs still open after %v", open, len(ids), timeout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
+	return out
 }
 
 func submitBatch(c *cluster, token string, specs []wire.JobSpec) []string {
@@ -479,13 +478,12 @@ func TestMonitors(t *testing.T) {
 		_ = json.Unmarshal(b, &mon)
 	}
 	waitFor := func(what string, cond func() bool) {
-		deadline := time.Now().Add(90 * time.Second)
-		for get(); !cond(); get() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s: %+v", what, mon)
+		testutil.Eventually(t, 90*time.Second, func() error {
+			if get(); !cond() {
+				return fmt.Errorf("%s: monitor %+v", what, mon)
 			}
-			time.Sleep(250 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitFor("the first check", func() bool { return mon.State == wire.CheckOK })
 	firstChange := mon.LastStateChange
