@@ -499,7 +499,7 @@ func (m *Master) onMember(ev membership.Event) {
 	}
 	switch ev.Kind {
 	case membership.Failed:
-		m.workers.deadMember(ev.Meta.ID, ev.Name, "gossip: failed")
+		m.workers.suspectMember(ev.Meta.ID, ev.Name, "gossip: failed")
 	case membership.Left:
 		m.workers.deadMember(ev.Meta.ID, ev.Name, "gossip: left")
 	}

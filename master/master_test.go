@@ -55,6 +55,15 @@ type fakeWorker struct {
 	mu       sync.Mutex
 	apps     map[string]wire.App
 	released []wire.FencedInstance
+	frozen   atomic.Bool // Ping does not answer
+}
+
+func (f *fakeWorker) Ping(ctx context.Context) error {
+	if f.frozen.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return nil
 }
 
 func (f *fakeWorker) AddApplication(ctx context.Context, app wire.App) error {
@@ -562,4 +571,34 @@ func TestSharedInstancesListed(t *testing.T) {
 	if got := listed("dave"); !slices.Equal(got, []string{adopted + "=reader"}) {
 		t.Fatalf("dave's list after re-registration: %v", got)
 	}
+}
+
+// TestGossipFailureCheckedOverRMI: gossip's "failed" removes a worker only
+// if it does not answer over its RMI connection either (UDP probes miss on
+// an overloaded machine); a frozen worker and one whose connection is gone
+// are removed.
+func TestGossipFailureCheckedOverRMI(t *testing.T) {
+	saved := pingTimeout
+	pingTimeout = 300 * time.Millisecond
+	defer func() { pingTimeout = saved }()
+	m := startMaster(t, balance.LeastLoad)
+	busy := addWorker(t, m, "w-busy")
+	frozen := addWorker(t, m, "w-frozen")
+	gone := addWorker(t, m, "w-gone")
+	frozen.frozen.Store(true)
+	gone.conn.Close()
+	for _, w := range []*fakeWorker{busy, frozen, gone} {
+		m.workers.suspectMember(w.id, w.id+".g1", "gossip: failed")
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		st := m.Status()
+		var ids []string
+		for _, w := range st.Workers {
+			ids = append(ids, w.ID)
+		}
+		if len(ids) != 1 || ids[0] != "w-busy" {
+			return fmt.Errorf("workers %v, want only w-busy", ids)
+		}
+		return nil
+	})
 }

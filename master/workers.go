@@ -42,6 +42,8 @@ type workerRec struct {
 	// deadTimer declares a disconnected worker dead if it neither comes
 	// back nor is declared dead by the gossip layer first.
 	deadTimer *time.Timer
+	// pinging: a gossip "failed" verdict is being checked over RMI.
+	pinging bool
 }
 
 type instanceRec struct {
@@ -430,6 +432,62 @@ func (m *WorkerManager) deadMember(id, member, reason string) {
 		return
 	}
 	m.dead(id, reason)
+}
+
+// pingTimeout bounds the RMI check of a worker gossip says failed (a
+// variable for tests).
+var pingTimeout = 5 * time.Second
+
+// suspectMember handles gossip's "failed" verdict on a worker. UDP probes
+// miss their deadlines on an overloaded machine (seen in CI: two of three
+// busy workers "failed" while their RMI connections carried traffic), and
+// removing a live worker moves its instances for nothing. So a worker the
+// master still has a connection to is asked over that connection first,
+// and removed only if it does not answer within pingTimeout. A worker
+// that is really gone closes its connection (process dead) or does not
+// answer (frozen, partitioned).
+func (m *WorkerManager) suspectMember(id, member, reason string) {
+	m.mu.Lock()
+	w, ok := m.workers[id]
+	if ok && w.pinging {
+		m.mu.Unlock()
+		return // the check under way decides
+	}
+	if !ok || (w.info.Gossip != "" && w.info.Gossip != member) || w.ref == nil {
+		m.mu.Unlock()
+		m.deadMember(id, member, reason) // unknown, stale, unconnected: as before
+		return
+	}
+	if w.conn != nil && w.conn.Err() != nil {
+		m.mu.Unlock()
+		m.deadMember(id, member, reason)
+		return
+	}
+	w.pinging = true
+	ref := w.ref
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(m.ctx, pingTimeout)
+		err := contract.WorkerAppsClient{R: ref}.Ping(ctx)
+		cancel()
+		m.mu.Lock()
+		if cur, ok := m.workers[id]; ok && cur.ref == ref {
+			cur.pinging = false
+		}
+		m.mu.Unlock()
+		if err == nil {
+			m.log.Warn().Str("worker", id).Str("member", member).Str("reason", reason).
+				Msg("gossip says the worker failed, but it answers over RMI: kept")
+			return
+		}
+		if m.ctx.Err() != nil {
+			return
+		}
+		m.log.Info().Str("worker", id).Err(err).Msg("a worker gossip says failed does not answer over RMI either")
+		m.deadMember(id, member, reason)
+	}()
 }
 
 // dead removes a worker and everything it hosted. Its instances become

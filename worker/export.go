@@ -66,3 +66,6 @@ func (x workerApps) RunJob(ctx context.Context, run wire.JobRun) error {
 func (x workerApps) CancelJob(ctx context.Context, id string, attempt int) error {
 	return x.a.CancelJob(ctx, id, attempt)
 }
+
+// Ping answers that the worker's RMI side is alive.
+func (x workerApps) Ping(ctx context.Context) error { return nil }

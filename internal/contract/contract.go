@@ -403,6 +403,9 @@ type WorkerApps interface {
 	// JobQueue), else refused and the job stays queued.
 	RunJob(ctx context.Context, run wire.JobRun) error
 	CancelJob(ctx context.Context, id string, attempt int) error
+	// Ping answers at once: the master asks it before it believes gossip
+	// that a worker it still has a connection to failed.
+	Ping(ctx context.Context) error
 }
 
 const (
@@ -417,6 +420,7 @@ const (
 	mRevokeSessions    = "RevokeSessions"
 	mRunJob            = "RunJob"
 	mCancelJob         = "CancelJob"
+	mPing              = "Ping"
 )
 
 // WorkerAppsClient calls a worker's WorkerApps through the reference it
@@ -467,6 +471,10 @@ func (c WorkerAppsClient) EndSession(ctx context.Context, rev wire.SessionRevoca
 
 func (c WorkerAppsClient) Browsers(ctx context.Context, iid string) ([]wire.BrowserInfo, error) {
 	return callRef[[]wire.BrowserInfo](ctx, c.R, mBrowsers, iid)
+}
+
+func (c WorkerAppsClient) Ping(ctx context.Context) error {
+	return c.R.Call(ctx, mPing, nil)
 }
 
 func (c WorkerAppsClient) RunJob(ctx context.Context, run wire.JobRun) error {
