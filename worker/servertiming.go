@@ -15,7 +15,6 @@ type serverTiming struct {
 	steps []string
 }
 
-
 // step records the time since the previous step (or the start) as name.
 func (s *serverTiming) step(name string) {
 	now := time.Now()
