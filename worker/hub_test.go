@@ -420,3 +420,25 @@ func TestPrimingEnds(t *testing.T) {
 		t.Fatalf("after the window: screencast running %v, priming %v", h.castStop != nil, h.priming)
 	}
 }
+
+// TestBrowserServerTiming: a Browser URL says how its browser was made
+// (Server-Timing), which scripts/bench/first-frame.sh reads.
+func TestBrowserServerTiming(t *testing.T) {
+	f := newHubFixture(t, RoleReader)
+	req, _ := http.NewRequest("GET", f.srv.URL+f.loc, nil)
+	req.AddCookie(f.cookie)
+	resp, err := f.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	st := resp.Header.Get("Server-Timing")
+	if resp.StatusCode != 200 {
+		t.Fatalf("Browser URL: %d", resp.StatusCode)
+	}
+	for _, step := range []string{"lease;dur=", "api;dur=", "policy;dur=", "nav;dur="} {
+		if !strings.Contains(st, step) {
+			t.Fatalf("Server-Timing %q lacks %s", st, step)
+		}
+	}
+}
