@@ -221,8 +221,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.RouteTimeout)
+	t0 := time.Now()
 	route, err := p.cfg.Router.Route(ctx, t)
 	cancel()
+	if t.Kind == urlkind.KindApp || t.Kind == urlkind.KindInstance || t.Kind == urlkind.KindBrowser {
+		// Pages only (not assets or sockets): the first-frame breakdown
+		// reads it; the worker's own steps are added after it.
+		w.Header().Add("Server-Timing", "route;dur="+strconv.FormatFloat(float64(time.Since(t0).Microseconds())/1000, 'f', 1, 64))
+	}
 	if err == nil && route.Addr == "" {
 		err = fmt.Errorf("router returned no address for worker %q: %w", route.WorkerID, ErrWorkerGone)
 	}

@@ -88,6 +88,9 @@ type vbrowser struct {
 	once     sync.Once
 	// snap is its snapshot bookkeeping (snapshots.go).
 	snap snapState
+	// made is how the browser was made (lease, app API, policies, entry
+	// page), a Server-Timing value sent with its Browser URL.
+	made string
 }
 
 func newVBrowser(in *instance, id, owner string) *vbrowser {
@@ -788,7 +791,9 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 	// the lock.
 	pc := a.poolConfig(in.app.MountPoint)
 	t0 := time.Now()
+	st := &serverTiming{last: t0}
 	lease, err := a.w.pools.Lease(ctx, in.app.MountPoint, pc)
+	st.step("lease")
 	kind, outcome := "general", "ok"
 	if pc != nil {
 		kind = "specific"
@@ -807,6 +812,7 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 		lease.Return()
 		return nil, fmt.Errorf("install the app API: %w", err)
 	}
+	st.step("api")
 	if !lease.Specific() {
 		// A general-pool browser is blank: give it the app's egress and
 		// navigation policies, then open the instance's entry page.
@@ -823,13 +829,16 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 			vb.snap.width.Store(int32(in.app.ViewportWidth))
 			vb.snap.height.Store(int32(in.app.ViewportHeight))
 		}
+		st.step("policy")
 		if snap == nil {
 			if err := b.Navigate(ctx, a.w.entryURL(in)); err != nil {
 				lease.Return()
 				return nil, fmt.Errorf("open %s: %w", in.app.Entry, err)
 			}
+			st.step("nav")
 		}
 	}
+	vb.made = st.String()
 	vb.b = b
 	if snap != nil {
 		// A pool's browser too: its cookies keep the user signed in.
@@ -880,6 +889,11 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 	vb.hub.watch(func(err error) { a.browserEnded(in, vb, err) })
 	a.w.kickSnapshot(vb)
 	vb.hub.startIdle(in.idle, a.w.afterFunc, releasedReason(in.idle), reloadURL(in.app, in.info.ID), func() { a.browserIdle(in, vb) })
+	if snap == nil {
+		// A new user's browser: their client engine is about to connect
+		// (a restored one's may never come back).
+		vb.hub.prime(a.w.primeAfter, primeWindow)
+	}
 	a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", user).Msg("browser created")
 	return vb, nil
 }

@@ -183,7 +183,11 @@ func (w *Worker) serveApp(rw http.ResponseWriter, r *http.Request, id string, t 
 		w.page(rw, r, id, http.StatusMethodNotAllowed, "Method not allowed", "Open this address with GET.")
 		return
 	}
+	t0 := time.Now()
 	p, err := w.place(ctx, req)
+	// The whole placement: the master's choice, the instance and the
+	// user's browser (whose own steps come with its Browser URL).
+	rw.Header().Add("Server-Timing", timingEntry("place", time.Since(t0)))
 	if err != nil {
 		var re *rmi.RemoteError
 		if errors.As(err, &re) && re.Code == wire.CodeQuota {
@@ -439,6 +443,9 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	httpsec.SetEngine(rw.Header(), w.users.https(r))
+	if b.made != "" {
+		rw.Header().Add("Server-Timing", b.made)
+	}
 	pages.WriteHTML(rw, r, buf.Bytes(), "no-store")
 }
 

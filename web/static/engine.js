@@ -3,6 +3,15 @@
 // path carries the instance id). Reconnects with backoff.
 (function () {
   "use strict";
+  // Marks for first-frame timing (scripts/bench/first-frame.sh): each is
+  // set once, on the page's first visit to that step.
+  var marked = {};
+  function mark(name) {
+    if (marked[name] || !window.performance || !performance.mark) { return; }
+    marked[name] = true;
+    performance.mark(name);
+  }
+  mark("cb-engine");
   var body = document.body;
   var canvas = document.getElementById("canvas");
   var ctx2d = canvas.getContext("2d");
@@ -45,6 +54,7 @@
 
   // ---- frames ----
   function onFrame(buf) {
+    mark("cb-frame-received");
     var dv = new DataView(buf);
     var n = dv.getUint32(0);
     var hdr = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, n)));
@@ -59,6 +69,7 @@
     createImageBitmap(f.blob).then(function (bmp) {
       lastFrame = {bmp: bmp, hdr: f.hdr};
       paint();
+      mark("cb-first-frame");
       frames++;
       body.dataset.frames = String(frames);
       body.dataset.frameSeq = String(f.hdr.seq);
@@ -174,6 +185,7 @@
     try { m = JSON.parse(ev.data); } catch (e) { return; }
     switch (m.t) {
       case "hello":
+        mark("cb-hello");
         backoff = 250;
         readOnly = !!m.readOnly;
         body.dataset.readOnly = String(readOnly);
@@ -218,6 +230,7 @@
     var proto = location.protocol === "https:" ? "wss://" : "ws://";
     ws = new WebSocket(proto + location.host + socketPath);
     ws.binaryType = "arraybuffer";
+    ws.onopen = function () { mark("cb-ws-open"); };
     ws.onmessage = onMessage;
     ws.onclose = function () {
       ws = null;
