@@ -190,9 +190,6 @@ func visit(parent context.Context, appURL string) (map[string]float64, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	m := pt.Marks
-	if pt.AssetsEnd == 0 { // inlined into the page: nothing to load
-		pt.AssetsEnd = pt.ResponseEnd
-	}
 	v := map[string]float64{
 		"redirect": pt.RedirectEnd - pt.RedirectStart,
 		"page":     pt.ResponseEnd - pt.RedirectEnd,
