@@ -30,34 +30,8 @@ func init() {
 	})
 }
 
-// Engine is the Browser URL's bootstrap page, with engine.css and engine.js
-// inlined: two requests (each through a proxy) fewer before a new user's
-// client engine runs (scripts/bench/first-frame.sh). Both stay served under
-// _cb/ as well. The engine page's policy (httpsec.EngineCSP) does not
-// restrict scripts, so no hashes are needed.
-var Engine = template.Must(template.New("engine.html").Parse(inlineEngine()))
-
-func inlineEngine() string {
-	read := func(name string) string {
-		b, err := files.ReadFile("static/" + name)
-		if err != nil {
-			panic(err)
-		}
-		return string(b)
-	}
-	page := read("engine.html")
-	for _, r := range []struct{ tag, elem, text string }{
-		{`<link rel="stylesheet" href="{{.Base}}/_cb/engine.css">`, "style", read("engine.css")},
-		{`<script src="{{.Base}}/_cb/engine.js"></script>`, "script", read("engine.js")},
-	} {
-		// The text must neither end its element early nor hold template actions.
-		if strings.Count(page, r.tag) != 1 || strings.Contains(r.text, "{{") || strings.Contains(strings.ToLower(r.text), "</"+r.elem) {
-			panic("web: cannot inline into engine.html: " + r.tag)
-		}
-		page = strings.Replace(page, r.tag, "<"+r.elem+">\n"+r.text+"</"+r.elem+">", 1)
-	}
-	return page
-}
+// Engine is the Browser URL's bootstrap page.
+var Engine = template.Must(template.ParseFS(files, "static/engine.html"))
 
 // Landing is the landing page of multiInstance and singleBrowserPerUser
 // applications: a plain page, not a virtual browser (a Chromium context per
