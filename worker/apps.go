@@ -889,11 +889,6 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 	vb.hub.watch(func(err error) { a.browserEnded(in, vb, err) })
 	a.w.kickSnapshot(vb)
 	vb.hub.startIdle(in.idle, a.w.afterFunc, releasedReason(in.idle), reloadURL(in.app, in.info.ID), func() { a.browserIdle(in, vb) })
-	if snap == nil {
-		// A new user's browser: their client engine is about to connect
-		// (a restored one's may never come back).
-		vb.hub.prime(a.w.primeAfter, primeWindow)
-	}
 	a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", user).Msg("browser created")
 	return vb, nil
 }

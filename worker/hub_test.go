@@ -15,7 +15,6 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/rs/zerolog"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -330,94 +329,6 @@ func TestLiveRoleChanges(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("revoked visitor on the Browser URL: %d", resp.StatusCode)
-	}
-}
-
-// hubOf is the hub of the fixture owner's browser.
-func (f *hubFixture) hubOf(t *testing.T) *hub {
-	t.Helper()
-	in, ok := f.w.apps.instance(f.iid)
-	if !ok {
-		t.Fatal("no instance")
-	}
-	bid := f.loc[strings.LastIndex(f.loc, "/")+1:]
-	b, ok := in.browser(bid)
-	if !ok {
-		t.Fatalf("no browser %s", bid)
-	}
-	return b.hub
-}
-
-// TestFirstClientGetsPrimedFrame: a new browser's screencast runs before
-// any client connects, so the first client gets the page's frame with its
-// hello instead of waiting for the screencast to start.
-func TestFirstClientGetsPrimedFrame(t *testing.T) {
-	f := newHubFixture(t, RoleReader)
-	fb := f.rt.last()
-	select {
-	case fb.frames <- browser.Frame{Data: []byte{0xff, 0xd8}, Width: 8, Height: 6, Seq: 7, Timestamp: time.Now()}:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no screencast runs for a new browser without a client")
-	}
-	h := f.hubOf(t)
-	testutil.Eventually(t, 10*time.Second, func() error {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if h.last == nil {
-			return fmt.Errorf("no frame kept yet")
-		}
-		return nil
-	})
-	conn, _ := f.dial(t, true)
-	for {
-		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		typ, data, err := conn.ReadMessage()
-		if err != nil {
-			t.Fatalf("no frame for the first client: %v", err)
-		}
-		if typ != websocket.BinaryMessage {
-			continue
-		}
-		n := binary.BigEndian.Uint32(data)
-		var hdr frameHeader
-		if err := json.Unmarshal(data[4:4+n], &hdr); err != nil || hdr.Seq != 7 {
-			t.Fatalf("first frame: %+v %v", hdr, err)
-		}
-		break
-	}
-	// The client keeps the screencast it found running.
-	h.mu.Lock()
-	running, priming := h.castStop != nil, h.priming
-	h.mu.Unlock()
-	if !running || priming {
-		t.Fatalf("after the first client joined: screencast running %v, priming %v", running, priming)
-	}
-}
-
-// TestPrimingEnds: without a client, the priming screencast stops when its
-// window ends.
-func TestPrimingEnds(t *testing.T) {
-	fa := &fakeAfter{}
-	f := newHubFixture(t, RoleReader, func(w *Worker) { w.primeAfter = fa.after })
-	h := f.hubOf(t)
-	h.mu.Lock()
-	running, done := h.castStop != nil, h.castDone
-	h.mu.Unlock()
-	if !running {
-		t.Fatal("a new browser's screencast is not primed")
-	}
-	if n := fa.fire(false); n != 1 {
-		t.Fatalf("%d priming windows, want 1", n)
-	}
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the priming screencast did not stop")
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.castStop != nil || h.priming {
-		t.Fatalf("after the window: screencast running %v, priming %v", h.castStop != nil, h.priming)
 	}
 }
 

@@ -136,10 +136,7 @@ type Worker struct {
 
 	// afterFunc starts idle-release countdowns (tests replace it);
 	// idleReleased counts browsers released for being idle.
-	afterFunc afterFunc
-	// primeAfter ends new browsers' screencast priming (hub.prime; tests
-	// replace it).
-	primeAfter   afterFunc
+	afterFunc    afterFunc
 	idleReleased atomic.Uint64
 
 	registered atomic.Bool
@@ -177,7 +174,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Runtime == nil {
 		cfg.Runtime = &browser.Null{}
 	}
-	w := &Worker{cfg: cfg, id: cfg.ID, runtime: cfg.Runtime, afterFunc: realAfter, primeAfter: realAfter}
+	w := &Worker{cfg: cfg, id: cfg.ID, runtime: cfg.Runtime, afterFunc: realAfter}
 	w.log = cfg.Logger.With().Str("worker", w.id).Logger()
 	w.users = newUsers(cfg.Secret)
 	w.ctx, w.cancel = context.WithCancel(context.Background())

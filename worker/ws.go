@@ -106,9 +106,6 @@ type hub struct {
 	// last is the newest encoded frame: a client that joins a screen that
 	// is not repainting gets it at once.
 	last []byte
-	// priming: the screencast runs without a client (prime), so the first
-	// client gets a frame at once instead of after the screencast starts.
-	priming bool
 
 	// Idle release (issue 12): with no client for idle, the hub closes
 	// itself (under mu, so a client joining at that moment is either
@@ -290,7 +287,6 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr
 		c.unquota = release
 	}
 	h.clients[c] = struct{}{}
-	h.priming = false // the screencast is the client's now
 	h.disarmIdleLocked()
 	h.mu.Unlock()
 	// The role is read once the client is in the set: a grant changed
@@ -328,37 +324,6 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr
 	wg.Wait()
 	conn.Close()
 	h.leave(c)
-}
-
-// primeWindow is how long a new browser's screencast runs before its
-// first client connects. A new user's client engine connects within a
-// second of the browser being made; Chromium sends frames only when the
-// page repaints, so an idle page costs nothing meanwhile.
-const primeWindow = 5 * time.Second
-
-// prime starts the screencast of a browser nobody watches yet, for d, so
-// that last holds the page's current frame when its first client joins
-// (otherwise that client waits for the screencast to start and Chromium's
-// first frame: ~100 ms of a new user's first frame). A client joining in
-// the meantime keeps the screencast; otherwise it stops after d.
-func (h *hub) prime(after afterFunc, d time.Duration) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed || h.castStop != nil || len(h.clients) > 0 {
-		return
-	}
-	h.priming = true
-	h.startCastLocked()
-	after(d, func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if h.priming {
-			h.priming = false
-			if len(h.clients) == 0 {
-				h.stopCastLocked()
-			}
-		}
-	})
 }
 
 // leave takes a client out of the set; the last one stops the screencast.

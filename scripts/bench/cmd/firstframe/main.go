@@ -49,8 +49,7 @@ var steps = []struct{ key, desc string }{
 	{"    lease", "      lease (Server-Timing)"},
 	{"    nav", "      navigation to the app's entry (Server-Timing)"},
 	{"page", "Browser URL → engine page loaded"},
-	{"assets", "page loaded → engine.css and .js loaded (Resource Timing)"},
-	{"engine", "assets loaded → engine.js running"},
+	{"engine", "page loaded → engine.js running (assets)"},
 	{"ws", "engine running → WebSocket open"},
 	{"frame", "WebSocket open → first frame received"},
 	{"draw", "first frame received → drawn"},
@@ -117,8 +116,6 @@ type pageTimes struct {
 	Redirects     int                `json:"redirectCount"`
 	ServerTiming  map[string]float64 `json:"serverTiming"`
 	Marks         map[string]float64 `json:"marks"`
-	AssetsEnd     float64            `json:"assetsEnd"`
-	AssetsStart   float64            `json:"assetsStart"`
 }
 
 const firstFrameJS = `new Promise(function (resolve) {
@@ -133,13 +130,8 @@ const timesJS = `(function () {
   var st = {}, marks = {};
   (n.serverTiming || []).forEach(function (e) { st[e.name] = (st[e.name] || 0) + e.duration; });
   performance.getEntriesByType("mark").forEach(function (m) { marks[m.name] = m.startTime; });
-  var as = 0, ae = 0;
-  performance.getEntriesByType("resource").forEach(function (r) {
-    if (/\/_cb\/engine\.(js|css)$/.test(r.name)) { as = as ? Math.min(as, r.startTime) : r.startTime; ae = Math.max(ae, r.responseEnd); }
-  });
   return {redirectStart: n.redirectStart, redirectEnd: n.redirectEnd, fetchStart: n.fetchStart,
-    responseEnd: n.responseEnd, redirectCount: n.redirectCount, serverTiming: st, marks: marks,
-    assetsStart: as, assetsEnd: ae};
+    responseEnd: n.responseEnd, redirectCount: n.redirectCount, serverTiming: st, marks: marks};
 })()`
 
 // visit opens the Application URL in a new incognito context and returns
@@ -192,8 +184,7 @@ func visit(parent context.Context, appURL string) (map[string]float64, error) {
 	v := map[string]float64{
 		"redirect": pt.RedirectEnd - pt.RedirectStart,
 		"page":     pt.ResponseEnd - pt.RedirectEnd,
-		"assets":   pt.AssetsEnd - pt.ResponseEnd,
-		"engine":   m["cb-engine"] - pt.AssetsEnd,
+		"engine":   m["cb-engine"] - pt.ResponseEnd,
 		"ws":       m["cb-ws-open"] - m["cb-engine"],
 		"frame":    m["cb-frame-received"] - m["cb-ws-open"],
 		"draw":     m["cb-first-frame"] - m["cb-frame-received"],
