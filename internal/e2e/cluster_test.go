@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ready"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
@@ -83,17 +85,17 @@ type proc struct {
 // worker http).
 func (p *proc) addrs(t *testing.T) map[string]string {
 	t.Helper()
-	var r struct{ Addrs map[string]string }
+	var r ready.File
 	testutil.Eventually(t, 60*time.Second, func() error {
-		b, err := os.ReadFile(p.ready)
-		if err != nil {
-			if p.exited() {
-				t.Fatalf("%s exited before it was ready (%v):\n%s", p.name, p.err, tail(p.log.Name(), 40))
-			}
+		var err error
+		r, err = ready.Read(p.ready)
+		switch {
+		case errors.Is(err, os.ErrNotExist) && p.exited():
+			t.Fatalf("%s exited before it was ready (%v):\n%s", p.name, p.err, tail(p.log.Name(), 40))
+		case errors.Is(err, os.ErrNotExist):
 			return fmt.Errorf("%s not ready:\n%s", p.name, tail(p.log.Name(), 40))
-		}
-		if err := json.Unmarshal(b, &r); err != nil {
-			t.Fatalf("%s: ready file: %v", p.name, err)
+		case err != nil:
+			t.Fatalf("%s: %v", p.name, err)
 		}
 		return nil
 	})

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ready"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
@@ -135,8 +135,8 @@ func TestUpAndStatus(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	dir := t.TempDir()
-	ready := filepath.Join(dir, "up.ready")
-	cmd := exec.Command(binary, "--ready-file", ready, "up", "--data-dir", dir, "--listen", anyPort, "--workers", "2")
+	readyFile := filepath.Join(dir, "up.ready")
+	cmd := exec.Command(binary, "--ready-file", readyFile, "up", "--data-dir", dir, "--listen", anyPort, "--workers", "2")
 	stdout, _ := cmd.StdoutPipe()
 	logf, _ := os.Create(filepath.Join(dir, "up.log"))
 	defer logf.Close()
@@ -177,8 +177,7 @@ func TestUpAndStatus(t *testing.T) {
 		}
 	}
 	// The URL names the port up really bound (it was given port 0).
-	var r struct{ Addrs map[string]string }
-	if b, err := os.ReadFile(ready); err != nil || json.Unmarshal(b, &r) != nil || url != "http://"+r.Addrs["public"]+"/" {
+	if r, err := ready.Read(readyFile); err != nil || url != "http://"+r.Addrs["public"]+"/" {
 		t.Fatalf("up printed %q; its ready file says %v (%v)", url, r.Addrs, err)
 	}
 	// A newcomer clicks at once: the app answers, no "503 no workers".

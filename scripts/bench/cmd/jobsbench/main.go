@@ -43,6 +43,7 @@ import (
 	"syscall"
 	"time"
 
+	readyfile "github.com/cloudbrowser-go/cloudbrowser/internal/ready"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobs"
 )
@@ -212,13 +213,6 @@ type cluster struct {
 	stopOnce                     sync.Once
 }
 
-// readyAddrs reads a --ready-file: the addresses a process bound on port 0.
-func readyAddrs(path string) (map[string]string, bool) {
-	var r struct{ Addrs map[string]string }
-	b, err := os.ReadFile(path)
-	return r.Addrs, err == nil && json.Unmarshal(b, &r) == nil
-}
-
 func startCluster(bin, dir string, masterExtra, workerExtra []string) (*cluster, error) {
 	c := &cluster{dir: dir}
 	data := filepath.Join(dir, "data")
@@ -230,11 +224,11 @@ func startCluster(bin, dir string, masterExtra, workerExtra []string) (*cluster,
 	}
 	var rmi string
 	if err := waitFor(30*time.Second, "the master", func() bool {
-		a, ok := readyAddrs(ready)
-		if !ok {
+		r, err := readyfile.Read(ready)
+		if err != nil {
 			return false
 		}
-		c.admin, rmi = a["admin"], a["rmi"]
+		c.admin, rmi = r.Addrs["admin"], r.Addrs["rmi"]
 		resp, err := http.Get("http://" + c.admin + "/healthz")
 		if err != nil {
 			return false
