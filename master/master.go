@@ -26,6 +26,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/reserve"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/supervise"
@@ -161,8 +162,8 @@ type Master struct {
 	// proxies): --listen with port 0 becomes real here.
 	publicAddr string
 	// publicHold keeps a port-0 public address ours while proxy processes
-	// come and go (see proxy.Reservation).
-	publicHold *proxy.Reservation
+	// come and go (see internal/reserve).
+	publicHold *reserve.Port
 	embedded   *proxy.Proxy
 	children   []*supervise.Process
 	startedAt  time.Time

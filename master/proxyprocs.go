@@ -8,6 +8,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/reserve"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/supervise"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
@@ -57,7 +58,7 @@ func (m *Master) startProxyProcs(ctx context.Context) error {
 	m.publicAddr = m.cfg.PublicAddr
 	if _, port, err := net.SplitHostPort(m.cfg.PublicAddr); err == nil && port == "0" {
 		// Any port: hold one for this cluster's proxies and tell them which.
-		hold, err := proxy.Reserve(m.cfg.PublicAddr)
+		hold, err := reserve.Bind(m.cfg.PublicAddr)
 		if err != nil {
 			return fmt.Errorf("master: %w", config.Errorf("PublicAddr", "%s: %w", m.cfg.PublicAddr, err))
 		}

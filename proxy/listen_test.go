@@ -6,6 +6,8 @@ import (
 	"context"
 	"net"
 	"testing"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/reserve"
 )
 
 func TestListenReusePort(t *testing.T) {
@@ -63,13 +65,13 @@ func TestListenError(t *testing.T) {
 	}
 }
 
-// TestReserve: a reserved port is refused to ordinary listeners, taken by
-// our SO_REUSEPORT listeners, never answers connections itself, and is
-// free again after Close.
-func TestReserve(t *testing.T) {
+// TestReservedPort: a port held by internal/reserve is refused to ordinary
+// listeners, taken by our SO_REUSEPORT listeners, never answers
+// connections itself, and is free again after Close.
+func TestReservedPort(t *testing.T) {
 	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
 		t.Run(addr, func(t *testing.T) {
-			r, err := Reserve(addr)
+			r, err := reserve.Bind(addr)
 			if err != nil {
 				if addr == "[::1]:0" {
 					t.Skipf("no IPv6 loopback: %v", err)
