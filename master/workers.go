@@ -425,13 +425,19 @@ func (m *WorkerManager) disconnected(id string, c *rmi.Conn) {
 func (m *WorkerManager) deadMember(id, member, reason string) {
 	m.mu.Lock()
 	w, ok := m.workers[id]
-	stale := ok && w.info.Gossip != "" && w.info.Gossip != member
+	stale := ok && w.staleVerdict(member)
 	m.mu.Unlock()
 	if stale {
 		m.log.Info().Str("worker", id).Str("member", member).Msg("ignoring gossip verdict on an earlier incarnation")
 		return
 	}
 	m.dead(id, reason)
+}
+
+// staleVerdict: gossip speaks of an earlier incarnation of the worker
+// (member is not the gossip name it registered with).
+func (w *workerRec) staleVerdict(member string) bool {
+	return w.info.Gossip != "" && w.info.Gossip != member
 }
 
 // pingTimeout bounds the RMI check of a worker gossip says failed (a
@@ -453,14 +459,9 @@ func (m *WorkerManager) suspectMember(id, member, reason string) {
 		m.mu.Unlock()
 		return // the check under way decides
 	}
-	if !ok || (w.info.Gossip != "" && w.info.Gossip != member) || w.ref == nil {
+	if !ok || w.staleVerdict(member) || w.ref == nil || (w.conn != nil && w.conn.Err() != nil) {
 		m.mu.Unlock()
-		m.deadMember(id, member, reason) // unknown, stale, unconnected: as before
-		return
-	}
-	if w.conn != nil && w.conn.Err() != nil {
-		m.mu.Unlock()
-		m.deadMember(id, member, reason)
+		m.deadMember(id, member, reason) // unknown, stale or without a live connection: as before
 		return
 	}
 	w.pinging = true
