@@ -172,7 +172,7 @@ func (m *Master) closeInstance(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := (contract.WorkerAppsClient{R: ref}).CloseInstance(r.Context(), iid); err != nil {
+	if err := (contract.WorkerAppsClient{R: ref}).CloseInstance(r.Context(), wire.ClosedInstance{ID: iid}); err != nil {
 		apiError(w, http.StatusBadGateway, err.Error())
 		return
 	}

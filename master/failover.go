@@ -101,7 +101,9 @@ func (m *WorkerManager) moveOrphans() {
 func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error) {
 	m.mu.Lock()
 	in, ok := m.instances[iid]
-	if !ok || in.moving == nil {
+	if !ok || in.moving == nil || in.migrating {
+		// Settled meanwhile, or a live migration holds it (it orphans the
+		// instance again if it fails with its worker gone).
 		delete(m.orphans, iid)
 		m.mu.Unlock()
 		return "", nil
@@ -110,7 +112,6 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 	if holder := m.supersededLocked(in); holder != "" {
 		m.giveWayLocked(in, holder, time.Now())
 		m.mu.Unlock()
-		m.dropMerged([]string{iid})
 		return "", nil
 	}
 	m.mu.Unlock()
@@ -161,7 +162,8 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 			m.mu.Unlock()
 			if alive {
 				dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-				_ = contract.WorkerAppsClient{R: ref}.CloseInstance(dctx, iid)
+				// Under this epoch only: never another live copy.
+				_ = contract.WorkerAppsClient{R: ref}.CloseInstance(dctx, wire.ClosedInstance{ID: iid, Epoch: epoch})
 				dcancel()
 			}
 			return "", nil
@@ -187,20 +189,12 @@ func restoreRequest(app wire.App, info wire.InstanceInfo, epoch uint64) wire.Cre
 }
 
 // giveWayLocked closes an instance in favour of holder, the one that took
-// its strategy key: its URLs say so (410 replaced).
+// its strategy key: its URLs say so (410 replaced). Its stored state is
+// kept (the admin API shows it): what its users saw acknowledged is never
+// deleted by the cluster on its own.
 func (m *WorkerManager) giveWayLocked(in *instanceRec, holder string, now time.Time) {
 	m.removeInstanceLocked(in.ID)
 	m.lost[in.ID] = lostRec{app: in.App, at: now, mergedInto: holder}
-}
-
-// dropMerged forgets the stored state of instances that gave way.
-func (m *WorkerManager) dropMerged(iids []string) {
-	if m.onMerged == nil {
-		return
-	}
-	for _, iid := range iids {
-		m.onMerged(iid)
-	}
 }
 
 // supersededLocked returns the instance that holds in's strategy key if it

@@ -71,7 +71,7 @@ func (e *epochs) observe(v uint64) {
 }
 
 // mergedReason is what users of a fenced duplicate are told.
-const mergedReason = "This app instance was replaced while its worker was unreachable; the application goes on in its current instance."
+const mergedReason = "This app instance was closed in favour of the one the application now gives you; its data is kept."
 
 // reconcileLocked decides, for an instance a registering worker reports,
 // whether the worker keeps it. It returns the fencing order, or nil to
@@ -94,9 +94,11 @@ func (m *WorkerManager) reconcileLocked(workerID string, in wire.InstanceInfo, n
 	if !taken || holder == in.ID {
 		return nil
 	}
-	// Two instances for one strategy key: the one placed while this worker
-	// was unreachable serves the users who came meanwhile, and it has the
-	// larger epoch; the returning one gives way, and its URLs say so.
+	// Two instances for one strategy key (instances from before a master
+	// restart, an app whose strategy changed; never one placed while this
+	// worker was unreachable: placements wait for the holder): the one
+	// holding the key goes on, the returning one gives way, its URLs say
+	// so, and its stored state is kept.
 	m.lost[in.ID] = lostRec{app: in.App, at: now, mergedInto: holder}
 	return &wire.FencedInstance{ID: in.ID, Reason: mergedReason, Location: loc}
 }
@@ -117,5 +119,18 @@ func (m *WorkerManager) checkEpoch(iid string, epoch uint64) error {
 	if in.Epoch != epoch {
 		return wire.Errorf(wire.CodeInstanceLost, "instance %s: epoch %d is fenced (current %d)", iid, epoch, in.Epoch)
 	}
+	if in.moving != nil && !in.migrating {
+		// Its worker was declared dead and the instance is being placed
+		// again from what is stored: a write now would be acknowledged to
+		// users of a copy the new owner never sees.
+		return wire.Errorf(wire.CodeInstanceMoving, "instance %s is moving to another worker: its worker was declared dead", iid)
+	}
 	return nil
+}
+
+// ownedLocked: worker wid holds instance in under epoch, and the master is
+// not moving it (what a worker may do to an instance "for good", such as
+// closing it, needs all three).
+func ownedLocked(in *instanceRec, wid string, epoch uint64) bool {
+	return in.Worker == wid && in.Epoch == epoch && in.moving == nil
 }

@@ -56,6 +56,11 @@ func TestStalledWorkerReconciled(t *testing.T) {
 	if _, err := m.workers.route(wire.RouteRequest{Kind: wire.RouteInstance, InstanceID: room.InstanceID}); code(err) != wire.CodeInstanceMoving {
 		t.Fatalf("route while no worker is live: %v, want %s", err, wire.CodeInstanceMoving)
 	}
+	// Its worker may still be alive (a stall): what it writes now would be
+	// acknowledged to users of a copy the new owner never sees.
+	if err := m.workers.checkEpoch(room.InstanceID, infos[room.InstanceID].Epoch); code(err) != wire.CodeInstanceMoving {
+		t.Fatalf("a write while the instance waits to move: %v, want %s", err, wire.CodeInstanceMoving)
+	}
 	// B registers: they move there, same ids, new epochs.
 	b := addWorker(t, m, "w-b")
 	waitRoute(t, b, room.InstanceID, "w-b")
@@ -83,42 +88,144 @@ func TestStalledWorkerReconciled(t *testing.T) {
 	waitRoute(t, a, room.InstanceID, "w-b")
 }
 
-// TestDuplicateMerged: while a worker is only disconnected (not yet dead),
-// a user gets a new instance for a strategy key elsewhere; when the worker
-// is declared dead its instance for that key gives way instead of moving,
-// its URLs say so, and if the worker comes back it is fenced.
+// appendAs has worker f append v to iid's list "l" under the epoch it
+// created iid with (an acknowledged write, as a page's would be).
+func appendAs(t *testing.T, f *fakeWorker, iid, v string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := (contract.InstanceStateClient{C: f.conn}).Write(ctx, wire.StateWrite{Instance: iid, Epoch: f.epoch(iid),
+		Op: wire.StateAppend, Key: "l", Value: []byte(v)}); err != nil {
+		t.Fatalf("append %s to %s: %v", v, iid, err)
+	}
+}
+
+// storedList is iid's list "l" as the master stores it.
+func storedList(t *testing.T, m *Master, iid string) string {
+	t.Helper()
+	st, err := m.istate.get(iid, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(st.Values["l"].Value)
+}
+
+// TestHolderWaitedForNeverReplaced: while the worker of the instance that
+// holds a strategy key is unreachable, a placement for the key waits for
+// it (it comes back, or is declared dead and the instance moves) and never
+// opens a second instance, whose existence would force one of the two to
+// give way with its acknowledged writes when the first returns. If the
+// holder stays unreachable past the wait, the answer is "moving" (retry).
+func TestHolderWaitedForNeverReplaced(t *testing.T) {
+	disconnect := func(m *Master, id string) {
+		m.workers.mu.Lock()
+		conn := m.workers.workers[id].conn // the master's end
+		m.workers.mu.Unlock()
+		m.workers.disconnected(id, conn)
+	}
+	t.Run("declared dead: the same instance, moved", func(t *testing.T) {
+		m := startMaster(t, balance.RoundRobin) // DeadAfter 300 ms
+		a := addWorker(t, m, "w-a")
+		old, err := a.place(t, "notes", "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendAs(t, a, old.InstanceID, `"acked"`)
+		infos := instanceInfos(t, m)
+		disconnect(m, "w-a")
+		b := addWorker(t, m, "w-b")
+		p, err := b.place(t, "notes", "alice")
+		if err != nil || p.InstanceID != old.InstanceID || p.WorkerID != "w-b" {
+			t.Fatalf("alice while w-a is unreachable: %+v %v, want %s on w-b", p, err, old.InstanceID)
+		}
+		if n := b.creates.Load(); n != 1 {
+			t.Fatalf("w-b got %d creations, want 1 (the move)", n)
+		}
+		rep := a.register(t, m, infos[old.InstanceID])
+		if len(rep.Fenced) != 1 || !rep.Fenced[0].Moved {
+			t.Fatalf("w-a's copy: fenced %+v, want moved", rep.Fenced)
+		}
+		if got := storedList(t, m, old.InstanceID); got != `["acked"]` {
+			t.Fatalf("stored %s, want the acknowledged write", got)
+		}
+	})
+	t.Run("back in time: the same instance, where it was", func(t *testing.T) {
+		m := startMaster(t, balance.RoundRobin)
+		m.workers.grace = time.Minute
+		a := addWorker(t, m, "w-a")
+		old, err := a.place(t, "notes", "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos := instanceInfos(t, m)
+		disconnect(m, "w-a")
+		b := addWorker(t, m, "w-b")
+		got := make(chan wire.Placement, 1)
+		go func() {
+			p, err := b.place(t, "notes", "alice")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- p
+		}()
+		testutil.Eventually(t, 5*time.Second, testutil.Cond("a placement waiting", func() bool { return len(got) == 0 }))
+		a.register(t, m, infos[old.InstanceID])
+		if p := <-got; p.InstanceID != old.InstanceID || p.WorkerID != "w-a" {
+			t.Fatalf("alice: %+v, want %s on w-a", p, old.InstanceID)
+		}
+		if n := b.creates.Load(); n != 0 {
+			t.Fatalf("w-b got %d creations, want none", n)
+		}
+	})
+	t.Run("still unreachable: moving, retry", func(t *testing.T) {
+		saved := holderWait
+		holderWait = 200 * time.Millisecond
+		defer func() { holderWait = saved }()
+		m := startMaster(t, balance.RoundRobin)
+		m.workers.grace = time.Minute
+		a := addWorker(t, m, "w-a")
+		if _, err := a.place(t, "notes", "alice"); err != nil {
+			t.Fatal(err)
+		}
+		disconnect(m, "w-a")
+		b := addWorker(t, m, "w-b")
+		if _, err := b.place(t, "notes", "alice"); code(err) != wire.CodeInstanceMoving {
+			t.Fatalf("alice: %v, want %s", err, wire.CodeInstanceMoving)
+		}
+		if n := b.creates.Load(); n != 0 {
+			t.Fatalf("w-b got %d creations, want none", n)
+		}
+	})
+}
+
+// TestDuplicateMerged: two instances for one strategy key can still meet
+// (instances from before a master restart, an app whose strategy changed):
+// the one holding the key goes on, the other gives way, its URLs say so,
+// and its stored state is kept.
 func TestDuplicateMerged(t *testing.T) {
 	m := startMaster(t, balance.RoundRobin)
 	a := addWorker(t, m, "w-a")
-	old, err := a.place(t, "notes", "alice")
+	held, err := a.place(t, "notes", "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	multi, err := a.place(t, "multi", "carol")
-	if err != nil {
+	dup := wire.InstanceInfo{ID: "w-b.dupdupdupdup", App: "notes", Owner: "alice", Worker: "w-b", Created: time.Now(), Epoch: 1}
+	if err := m.istate.st.Put(stateBucket(dup.ID), stateMetaKey, stateMeta{Seq: 1, Name: "kept"}); err != nil {
 		t.Fatal(err)
 	}
-	infos := instanceInfos(t, m)
-	m.workers.mu.Lock()
-	conn := m.workers.workers["w-a"].conn // the master's end
-	m.workers.mu.Unlock()
-	m.workers.disconnected("w-a", conn)
 	b := addWorker(t, m, "w-b")
-	dup, err := b.place(t, "notes", "alice")
-	if err != nil || dup.InstanceID == old.InstanceID {
-		t.Fatalf("alice while w-a is unreachable: %+v %v", dup, err)
-	}
-	m.workers.dead("w-a", "test: no re-registration")
-	if _, err := m.workers.route(wire.RouteRequest{Kind: wire.RouteInstance, InstanceID: old.InstanceID}); code(err) != wire.CodeInstanceMerged {
-		t.Fatalf("route to the duplicate: %v, want %s", err, wire.CodeInstanceMerged)
-	}
-	waitRoute(t, b, multi.InstanceID, "w-b") // nobody replaced it: it moved
-	rep := a.register(t, m, infos[old.InstanceID])
-	if len(rep.Fenced) != 1 || rep.Fenced[0].ID != old.InstanceID || rep.Fenced[0].Reason != mergedReason {
+	rep := b.register(t, m, dup)
+	if len(rep.Fenced) != 1 || rep.Fenced[0].ID != dup.ID || rep.Fenced[0].Reason != mergedReason || rep.Fenced[0].Moved {
 		t.Fatalf("fenced %+v", rep.Fenced)
 	}
-	if p, err := a.place(t, "notes", "alice"); err != nil || p.InstanceID != dup.InstanceID {
-		t.Fatalf("alice: %+v %v, want %s", p, err, dup.InstanceID)
+	if _, err := m.workers.route(wire.RouteRequest{Kind: wire.RouteInstance, InstanceID: dup.ID}); code(err) != wire.CodeInstanceMerged {
+		t.Fatalf("route to the duplicate: %v, want %s", err, wire.CodeInstanceMerged)
+	}
+	if p, err := b.place(t, "notes", "alice"); err != nil || p.InstanceID != held.InstanceID {
+		t.Fatalf("alice: %+v %v, want %s", p, err, held.InstanceID)
+	}
+	if st, err := m.istate.get(dup.ID, ""); err != nil || !st.Found || st.Name != "kept" {
+		t.Fatalf("the duplicate's stored state: %+v %v, want it kept", st, err)
 	}
 }
 
@@ -229,4 +336,56 @@ func TestLeaveMigrates(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestWorkerDiesDuringMigration: a leaving worker declared dead while one
+// of its instances is being restored elsewhere by the migration: the
+// failover leaves it to the migration, which fails (its end of the leaving
+// worker's call goes) or succeeds; either way the instance ends up on a
+// live worker, held under the epoch the master's table gives it, and
+// nothing is left waiting to move.
+func TestWorkerDiesDuringMigration(t *testing.T) {
+	for _, fails := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restore fails=%v", fails), func(t *testing.T) {
+			m := startMaster(t, balance.RoundRobin)
+			a := addWorker(t, m, "w-a")
+			notes, err := a.place(t, "notes", "alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := addWorker(t, m, "w-b")
+			gate := make(chan struct{})
+			b.mu.Lock()
+			b.gate = gate
+			b.mu.Unlock()
+			b.failOnce.Store(fails)
+			left := make(chan struct{})
+			go func() {
+				defer close(left)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_, _ = contract.WorkerManagerClient{C: a.conn}.Leave(ctx)
+			}()
+			testutil.Eventually(t, 5*time.Second, testutil.Cond("the migration's restore", func() bool { return b.creates.Load() == 1 }))
+			m.workers.dead("w-a", "test: died while leaving")
+			b.mu.Lock()
+			b.gate = nil
+			b.mu.Unlock()
+			close(gate)
+			<-left
+			waitRoute(t, b, notes.InstanceID, "w-b")
+			st := m.Status()
+			for _, in := range st.Instances {
+				if in.ID == notes.InstanceID && in.Epoch != b.epoch(in.ID) {
+					t.Fatalf("table epoch %d, w-b holds it under %d", in.Epoch, b.epoch(in.ID))
+				}
+			}
+			m.workers.mu.Lock()
+			orphans := len(m.workers.orphans)
+			m.workers.mu.Unlock()
+			if orphans != 0 {
+				t.Fatalf("%d orphans left", orphans)
+			}
+		})
+	}
 }

@@ -45,11 +45,13 @@ func TestCallerIdentity(t *testing.T) {
 			return err
 		}, wire.CodeForbidden},
 		{"close another worker's instance", func(ctx context.Context) error {
-			return wm(b.conn).InstanceClosed(ctx, p.InstanceID)
+			return wm(b.conn).InstanceClosed(ctx, wire.ClosedInstance{ID: p.InstanceID, Epoch: a.epoch(p.InstanceID)})
 		}, wire.CodeUnknownInstance},
 		{"report unregistered", func(ctx context.Context) error { return wm(stranger).Report(ctx, wire.Load{Total: 1}) }, wire.CodeForbidden},
 		{"leave unregistered", func(ctx context.Context) error { _, err := wm(stranger).Leave(ctx); return err }, wire.CodeForbidden},
-		{"close unregistered", func(ctx context.Context) error { return wm(stranger).InstanceClosed(ctx, p.InstanceID) }, wire.CodeForbidden},
+		{"close unregistered", func(ctx context.Context) error {
+			return wm(stranger).InstanceClosed(ctx, wire.ClosedInstance{ID: p.InstanceID})
+		}, wire.CodeForbidden},
 		{"rename unregistered", func(ctx context.Context) error { return wm(stranger).InstanceRenamed(ctx, p.InstanceID, "x") }, wire.CodeForbidden},
 		{"share unregistered", func(ctx context.Context) error {
 			return wm(stranger).InstanceShared(ctx, wire.InstanceShare{Instance: p.InstanceID, Principal: "eve", Role: "reader"})
@@ -69,7 +71,12 @@ func TestCallerIdentity(t *testing.T) {
 			return err
 		}, ""},
 		{"rename its instance", func(ctx context.Context) error { return wm(a.conn).InstanceRenamed(ctx, p.InstanceID, "board") }, ""},
-		{"close its instance", func(ctx context.Context) error { return wm(a.conn).InstanceClosed(ctx, p.InstanceID) }, ""},
+		{"close its instance under another epoch", func(ctx context.Context) error {
+			return wm(a.conn).InstanceClosed(ctx, wire.ClosedInstance{ID: p.InstanceID, Epoch: a.epoch(p.InstanceID) + 1})
+		}, wire.CodeInstanceLost},
+		{"close its instance", func(ctx context.Context) error {
+			return wm(a.conn).InstanceClosed(ctx, wire.ClosedInstance{ID: p.InstanceID, Epoch: a.epoch(p.InstanceID)})
+		}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

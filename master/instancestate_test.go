@@ -232,7 +232,7 @@ func TestInstanceStateService(t *testing.T) {
 	if st, err := (contract.InstanceStateClient{C: one.conn}).Get(ctx, iid, ""); err != nil || string(st.Values["l"].Value) != `["x"]` || st.Grants["bob"] != "reader" {
 		t.Fatalf("get: %+v %v", st, err)
 	}
-	if err := (contract.WorkerManagerClient{C: one.conn}).InstanceClosed(ctx, iid); err != nil {
+	if err := (contract.WorkerManagerClient{C: one.conn}).InstanceClosed(ctx, wire.ClosedInstance{ID: iid, Epoch: one.epoch(iid)}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := m.istate.get(iid, ""); got.Found {

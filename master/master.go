@@ -310,11 +310,6 @@ func New(cfg Config) (*Master, error) {
 	m.identities = quota.NewBuckets(cfg.Quotas.IdentityBurst, cfg.Quotas.IdentitiesPerMinute, maxIdentityKeys)
 	m.metrics = newMasterMetrics()
 	m.istate = newInstanceStates(st, m.workers.checkEpoch)
-	m.workers.onMerged = func(iid string) {
-		if err := m.istate.drop(iid); err != nil {
-			m.log.Warn().Err(err).Str("instance", iid).Msg("dropping a fenced duplicate's state")
-		}
-	}
 	m.metrics.reg.MustRegister(m.istate.collectors()...)
 	m.history = newHistory()
 	m.adminTag = session.TokenTag(cfg.Secret, cfg.AdminToken)

@@ -55,7 +55,10 @@ type fakeWorker struct {
 	mu       sync.Mutex
 	apps     map[string]wire.App
 	released []wire.FencedInstance
-	frozen   atomic.Bool // Ping does not answer
+	frozen   atomic.Bool       // Ping does not answer
+	epochs   map[string]uint64 // instance -> epoch it was created under
+	gate     chan struct{}     // non-nil: CreateInstance waits for it
+	failOnce atomic.Bool       // the next CreateInstance fails
 }
 
 func (f *fakeWorker) Ping(ctx context.Context) error {
@@ -85,14 +88,33 @@ func (f *fakeWorker) RemoveApplication(ctx context.Context, name string) error {
 
 func (f *fakeWorker) CreateInstance(ctx context.Context, req wire.CreateInstance) error {
 	f.creates.Add(1)
-	if f.fail.Load() {
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	if f.fail.Load() || f.failOnce.Swap(false) {
 		return errors.New("out of browsers")
 	}
 	time.Sleep(20 * time.Millisecond) // creation takes a while: concurrent requests overlap
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.epochs == nil {
+		f.epochs = map[string]uint64{}
+	}
+	f.epochs[req.InstanceID] = max(f.epochs[req.InstanceID], req.Epoch) // as a worker does: the newest placement
 	return nil
 }
 
-func (f *fakeWorker) CloseInstance(ctx context.Context, iid string) error { return nil }
+// epoch is the epoch f created iid under (0: never).
+func (f *fakeWorker) epoch(iid string) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.epochs[iid]
+}
+
+func (f *fakeWorker) CloseInstance(ctx context.Context, c wire.ClosedInstance) error { return nil }
 
 func (f *fakeWorker) ReleaseInstance(ctx context.Context, r wire.FencedInstance) error {
 	f.mu.Lock()
@@ -451,7 +473,7 @@ func TestInstanceClosedInvalidatesProxies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (contract.WorkerManagerClient{C: a.conn}).InstanceClosed(context.Background(), p.InstanceID); err != nil {
+	if err := a.closed(p.InstanceID); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, testutil.Cond("the instance's invalidation", func() bool { return inv.has(p.InstanceID) }))
@@ -554,7 +576,7 @@ func TestSharedInstancesListed(t *testing.T) {
 	if err := by("w-a").InstanceShared(context.Background(), wire.InstanceShare{Instance: p.InstanceID, Principal: "bob", Role: "reader"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := by("w-a").InstanceClosed(context.Background(), p.InstanceID); err != nil {
+	if err := by("w-a").InstanceClosed(context.Background(), wire.ClosedInstance{ID: p.InstanceID, Epoch: a.epoch(p.InstanceID)}); err != nil {
 		t.Fatal(err)
 	}
 	if got := listed("bob"); got != nil {

@@ -102,11 +102,20 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 	cancel()
 	m.mu.Lock()
 	if err != nil {
+		m.bal.Release(wid)
+		if _, alive := m.workers[from]; !alive && m.instances[iid] == in {
+			// Its worker died meanwhile (dead() left it to us): it moves
+			// like any orphan; its waiters go on waiting.
+			in.migrating = false
+			m.orphanLocked(in)
+			m.mu.Unlock()
+			m.kickMoves()
+			return "", fmt.Errorf("restore on %s: %w (its worker is gone: placed again)", wid, err)
+		}
 		// It stays where it was, under its old epoch again.
 		in.Epoch = info.Epoch
 		m.settleLocked(in)
 		m.mu.Unlock()
-		m.bal.Release(wid)
 		return "", fmt.Errorf("restore on %s: %w", wid, err)
 	}
 	in.Worker, in.Version = wid, app.Version

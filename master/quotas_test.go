@@ -43,7 +43,7 @@ func (f *fakeWorker) placeFrom(app, user, ip string) (wire.Placement, error) {
 }
 
 func (f *fakeWorker) closed(iid string) error {
-	return contract.WorkerManagerClient{C: f.conn}.InstanceClosed(context.Background(), iid)
+	return contract.WorkerManagerClient{C: f.conn}.InstanceClosed(context.Background(), wire.ClosedInstance{ID: iid, Epoch: f.epoch(iid)})
 }
 
 // TestInstanceQuota: new instances are refused past the per-user and

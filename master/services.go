@@ -190,17 +190,17 @@ func (s workerService) InstanceShared(ctx context.Context, sh wire.InstanceShare
 
 // InstanceClosed tells the master the calling worker closed one of its
 // instances.
-func (s workerService) InstanceClosed(ctx context.Context, iid string) error {
+func (s workerService) InstanceClosed(ctx context.Context, c wire.ClosedInstance) error {
 	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
 	if err != nil {
 		return err
 	}
-	if err := s.m.workers.instanceClosed(wid, iid); err != nil {
+	if err := s.m.workers.instanceClosed(wid, c); err != nil {
 		return err
 	}
 	// Closed for good: its shared state goes too.
-	if err := s.m.istate.drop(iid); err != nil {
-		s.m.log.Error().Str("instance", iid).Err(err).Msg("could not delete a closed instance's shared state")
+	if err := s.m.istate.drop(c.ID); err != nil {
+		s.m.log.Error().Str("instance", c.ID).Err(err).Msg("could not delete a closed instance's shared state")
 	}
 	return nil
 }

@@ -44,6 +44,17 @@ type workerRec struct {
 	deadTimer *time.Timer
 	// pinging: a gossip "failed" verdict is being checked over RMI.
 	pinging bool
+	// back is closed when a disconnected worker registers again or is
+	// declared dead: placements waiting for its instances look again.
+	back chan struct{}
+}
+
+// wakeLocked ends the waits on a disconnected worker's return.
+func (w *workerRec) wakeLocked() {
+	if w.back != nil {
+		close(w.back)
+		w.back = nil
+	}
 }
 
 type instanceRec struct {
@@ -110,8 +121,6 @@ type WorkerManager struct {
 	state  *state.Store // drain flags (nil: not kept)
 	// drainMu orders admin drains, store write included.
 	drainMu sync.Mutex
-	// onMerged is told of fenced duplicates (their stored state goes).
-	onMerged func(iid string)
 	// orphans are instances of dead workers waiting to be placed again;
 	// moving is set while a round of re-placements runs (failover.go).
 	orphans map[string]struct{}
@@ -274,11 +283,11 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 		w.deadTimer = nil
 	}
 	w.info, w.ref, w.conn, w.state = info, ref, ref.Conn(), stateConnected
+	w.wakeLocked()
 	m.registeredOnce.Store(true)
 	w.registered = time.Now()
 	adopted := 0
 	var fenced []wire.FencedInstance
-	var merged []string
 	now := time.Now()
 	for _, in := range insts {
 		if in.ID == "" || in.Worker != info.ID {
@@ -286,9 +295,6 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 		}
 		if f := m.reconcileLocked(info.ID, in, now); f != nil {
 			fenced = append(fenced, *f)
-			if m.lost[in.ID].mergedInto != "" {
-				merged = append(merged, in.ID)
-			}
 			m.log.Warn().Str("instance", in.ID).Str("worker", info.ID).Uint64("epoch", in.Epoch).Msg("instance fenced: its place was taken while the worker was unreachable")
 			continue
 		}
@@ -313,7 +319,6 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 	}
 	m.log.Info().Str("worker", info.ID).Str("http", info.HTTPAddr).Str("peer", ref.Conn().RemoteAddr().String()).
 		Int("instances", adopted).Int("fenced", len(fenced)).Msg("worker registered")
-	m.dropMerged(merged)
 	m.kickMoves() // orphans waiting for a live worker
 	m.publishSlots(info.ID)
 	return fenced, nil
@@ -406,6 +411,9 @@ func (m *WorkerManager) disconnected(id string, c *rmi.Conn) {
 	}
 	w.state = stateDisconnected
 	w.conn, w.ref = nil, nil
+	if w.back == nil {
+		w.back = make(chan struct{})
+	}
 	m.bal.Remove(id)
 	if m.jobSlots != nil {
 		go m.jobSlots(id, 0)
@@ -505,9 +513,9 @@ func (m *WorkerManager) dead(id, reason string) {
 	}
 	conn := w.conn
 	delete(m.workers, id)
+	w.wakeLocked() // its instances are now moving (or lost): waiters look again
 	now := time.Now()
 	lost, moving := 0, 0
-	var merged []string
 	for iid, in := range m.instances {
 		if in.Worker != id {
 			continue
@@ -516,7 +524,12 @@ func (m *WorkerManager) dead(id, reason string) {
 			// Its strategy key went to another instance while this worker
 			// was unreachable: that one goes on, this one gives way.
 			m.giveWayLocked(in, holder, now)
-			merged = append(merged, iid)
+			continue
+		}
+		if in.migrating {
+			// A live migration is restoring it elsewhere: its outcome
+			// decides (migrateOne orphans it if it fails).
+			moving++
 			continue
 		}
 		if _, ok := m.apps(in.App); ok {
@@ -534,7 +547,6 @@ func (m *WorkerManager) dead(id, reason string) {
 	if moving > 0 {
 		m.kickMoves()
 	}
-	m.dropMerged(merged)
 	if conn != nil {
 		conn.Close()
 	}
@@ -602,19 +614,26 @@ func (m *WorkerManager) report(id string, l wire.Load) error {
 	return nil
 }
 
-// instanceClosed removes an instance the worker closed.
-func (m *WorkerManager) instanceClosed(workerID, iid string) error {
+// instanceClosed removes an instance the worker closed for good (its user
+// or owner closed it, its app was removed). Only the instance's current
+// owner, under the current epoch and while the master is not moving it, can
+// do so: a worker's belated word on an instance that has moved on must not
+// remove it (and its stored state with it).
+func (m *WorkerManager) instanceClosed(workerID string, c wire.ClosedInstance) error {
 	m.mu.Lock()
-	in, ok := m.instances[iid]
-	if ok && in.Worker == workerID {
-		m.removeInstanceLocked(iid)
+	in, ok := m.instances[c.ID]
+	switch {
+	case !ok || in.Worker != workerID:
+		m.mu.Unlock()
+		return wire.Err(wire.CodeUnknownInstance, "instance "+c.ID+" is not on worker "+workerID)
+	case !ownedLocked(in, workerID, c.Epoch):
+		m.mu.Unlock()
+		return wire.Errorf(wire.CodeInstanceLost, "instance %s: epoch %d is not the current placement (%d) or the instance is moving: kept", c.ID, c.Epoch, in.Epoch)
 	}
+	m.removeInstanceLocked(c.ID)
 	m.mu.Unlock()
-	if !ok || in.Worker != workerID {
-		return wire.Err(wire.CodeUnknownInstance, "instance "+iid+" is not on worker "+workerID)
-	}
 	m.bal.Release(workerID)
-	m.invalidate(iid)
+	m.invalidate(c.ID)
 	return nil
 }
 
@@ -679,19 +698,19 @@ func (m *WorkerManager) placeInstance(ctx context.Context, req wire.PlaceRequest
 	}
 	key := strategyKey(app, req.User)
 	if key == "" || req.New {
-		return m.create(ctx, app, req.User, req.ClientIP, "", req.RequestID)
+		return m.create(ctx, app, req.User, req.ClientIP, req.RequestID)
 	}
-	if p, ok := m.existing(key); ok {
-		return p, nil
+	if p, ok, err := m.existing(ctx, key); ok || err != nil {
+		return p, err
 	}
 	ch := m.sf.DoChan(key, func() (any, error) {
 		// Detached: the creation serves every waiter, not just the first.
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if p, ok := m.existing(key); ok {
-			return p, nil
+		if p, ok, err := m.existing(cctx, key); ok || err != nil {
+			return p, err
 		}
-		return m.create(cctx, app, req.User, req.ClientIP, key, req.RequestID)
+		return m.create(cctx, app, req.User, req.ClientIP, req.RequestID)
 	})
 	select {
 	case r := <-ch:
@@ -708,41 +727,58 @@ func (m *WorkerManager) placeInstance(ctx context.Context, req wire.PlaceRequest
 	}
 }
 
-func (m *WorkerManager) existing(key string) (wire.Placement, bool) {
-	m.mu.Lock()
-	iid, ok := m.byKey[key]
-	if !ok {
-		m.mu.Unlock()
-		return wire.Placement{}, false
-	}
-	in := m.instances[iid]
-	if moving := in.moving; moving != nil {
-		// Its worker died and it is being placed again: wait for that
-		// rather than open a second instance for the key.
-		m.mu.Unlock()
-		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
-		err := waitMoved(ctx, moving)
-		cancel()
-		if err != nil {
-			return wire.Placement{}, false
-		}
+// holderWait bounds how long a placement waits for the instance holding
+// its strategy key to be reachable again (a variable for tests).
+var holderWait = 30 * time.Second
+
+// existing returns the instance that holds key (ok false: none does). An
+// instance whose worker is unreachable, or which is moving, is waited for
+// and never replaced: a second instance for the key would split its users,
+// and when the first came back one of the two would have to give way with
+// the writes its users saw acknowledged. If it does not become reachable
+// within holderWait (or ctx), the answer is "instance moving" (503, retry).
+func (m *WorkerManager) existing(ctx context.Context, key string) (wire.Placement, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, holderWait)
+	defer cancel()
+	for {
 		m.mu.Lock()
-		if m.instances[iid] != in {
+		iid, ok := m.byKey[key]
+		if !ok {
 			m.mu.Unlock()
-			return wire.Placement{}, false
+			return wire.Placement{}, false, nil
+		}
+		in := m.instances[iid]
+		w, wok := m.workers[in.Worker]
+		var wait <-chan struct{}
+		switch {
+		case in.moving != nil:
+			wait = in.moving // its worker died: it is being placed again
+		case wok && w.state == stateConnected:
+			m.mu.Unlock()
+			return wire.Placement{InstanceID: iid, WorkerID: in.Worker}, true, nil
+		case wok && w.back != nil:
+			wait = w.back // disconnected: back, or declared dead (then moving)
+		}
+		m.mu.Unlock()
+		if wait == nil {
+			return wire.Placement{}, false, holderUnreachable(iid)
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return wire.Placement{}, false, holderUnreachable(iid)
 		}
 	}
-	defer m.mu.Unlock()
-	if w, ok := m.workers[in.Worker]; !ok || w.state != stateConnected {
-		return wire.Placement{}, false
-	}
-	return wire.Placement{InstanceID: iid, WorkerID: in.Worker}, true
+}
+
+func holderUnreachable(iid string) error {
+	return wire.Err(wire.CodeInstanceMoving, "app instance "+iid+" is on a worker that does not answer right now, or is moving to another one; try again in a moment")
 }
 
 // create places a new instance on the balancer's pick, trying another worker
 // if the first fails to create it. The owner's and the client address's
 // instance quotas are checked (and a place reserved) first.
-func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientIP, key, requestID string) (p wire.Placement, err error) {
+func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientIP, requestID string) (p wire.Placement, err error) {
 	var qUser, qIP string
 	if countsForQuota(app, true) {
 		if qUser, qIP, err = m.reserveInstance(owner, clientIP); err != nil {
@@ -803,9 +839,6 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientI
 		}
 		m.addInstanceLocked(wire.InstanceInfo{ID: iid, App: app.MountPoint, Version: app.Version, Owner: owner, Worker: wid,
 			Created: time.Now(), ClientIP: clientIP, Epoch: epoch}, qUser, qIP, true)
-		if key != "" {
-			m.byKey[key] = iid // replaces an instance whose worker is unreachable
-		}
 		m.mu.Unlock()
 		m.placements.Add(1)
 		m.log.Info().Str("request_id", requestID).Str("instance", iid).Str("app", app.MountPoint).Str("worker", wid).Str("owner", owner).Msg("instance placed")

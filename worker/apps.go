@@ -351,8 +351,9 @@ func (a *AppManager) createInstance(ctx context.Context, req wire.CreateInstance
 		}
 		req.App = app
 	}
-	if _, dup := a.instance(req.InstanceID); dup {
-		return nil, nil // a retried call: already done
+	if in, dup := a.instance(req.InstanceID); dup {
+		in.placedAgain(req.Epoch) // a retried call: already done
+		return nil, nil
 	}
 	// An id the master already holds shared state for (a re-placement)
 	// starts from that state, before anyone can use it.
@@ -371,8 +372,9 @@ func (a *AppManager) createInstance(ctx context.Context, req wire.CreateInstance
 	if a.w.closing() {
 		return nil, wire.Err(wire.CodeNoWorkers, "worker "+a.w.id+" is shutting down")
 	}
-	if _, dup := a.instances[req.InstanceID]; dup {
-		return nil, nil // a retried call: already done
+	if in, dup := a.instances[req.InstanceID]; dup {
+		in.placedAgain(req.Epoch) // a retried call: already done
+		return nil, nil
 	}
 	app := req.App
 	if cur, ok := a.apps[app.MountPoint]; ok && app.Files == nil {
@@ -551,10 +553,18 @@ func (a *AppManager) Browsers(ctx context.Context, iid string) ([]wire.BrowserIn
 	return out, nil
 }
 
-// CloseInstance closes an instance and its browsers.
-func (a *AppManager) CloseInstance(ctx context.Context, iid string) error {
-	if !a.closeInstance(ctx, iid, "instance closed") {
-		return wire.Err(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
+// CloseInstance closes an instance and its browsers for good, if this
+// worker holds it under c.Epoch (0: whatever the epoch, an admin's order).
+func (a *AppManager) CloseInstance(ctx context.Context, c wire.ClosedInstance) error {
+	in, ok := a.instance(c.ID)
+	if !ok {
+		return wire.Err(wire.CodeUnknownInstance, "no instance "+c.ID+" on worker "+a.w.id)
+	}
+	if e := in.epoch(); c.Epoch != 0 && e != c.Epoch {
+		return wire.Errorf(wire.CodeInstanceLost, "instance %s is held here under epoch %d, not %d: kept", c.ID, e, c.Epoch)
+	}
+	if !a.closeInstance(ctx, c.ID, "instance closed") {
+		return wire.Err(wire.CodeUnknownInstance, "no instance "+c.ID+" on worker "+a.w.id)
 	}
 	return nil
 }
@@ -610,7 +620,7 @@ func (a *AppManager) dropInstance(ctx context.Context, iid string, end func(*vbr
 		end(b)
 	}
 	if tellMaster {
-		a.w.instanceClosed(iid)
+		a.w.instanceClosed(iid, in.epoch())
 	}
 	return true
 }
@@ -1043,7 +1053,10 @@ func (a *AppManager) counts(l *wire.Load) {
 	l.FramesProduced, l.FramesSent, l.FramesDropped = f.Produced, f.Sent, f.Dropped
 }
 
-// closeAll closes every instance (worker shutdown).
+// closeAll closes every instance here (worker shutdown). The master is not
+// told they closed: they did not close for their users. Those it did not
+// migrate away before the stop, it places again elsewhere from their
+// stored state when this worker's connection ends.
 func (a *AppManager) closeAll(ctx context.Context) {
 	a.mu.RLock()
 	idsList := make([]string, 0, len(a.instances))
@@ -1052,6 +1065,6 @@ func (a *AppManager) closeAll(ctx context.Context) {
 	}
 	a.mu.RUnlock()
 	for _, id := range idsList {
-		a.closeInstance(ctx, id, "worker shutting down")
+		a.dropInstance(ctx, id, func(b *vbrowser) { b.close(ctx, "worker shutting down") }, false)
 	}
 }

@@ -27,8 +27,8 @@ func (x workerApps) CreateInstance(ctx context.Context, req wire.CreateInstance)
 	return x.a.CreateInstance(ctx, req)
 }
 
-func (x workerApps) CloseInstance(ctx context.Context, iid string) error {
-	return x.a.CloseInstance(ctx, iid)
+func (x workerApps) CloseInstance(ctx context.Context, c wire.ClosedInstance) error {
+	return x.a.CloseInstance(ctx, c)
 }
 
 func (x workerApps) SnapshotInstance(ctx context.Context, iid string) error {

@@ -116,3 +116,9 @@ func isCode(err error, code string) bool {
 	var re *rmi.RemoteError
 	return errors.As(err, &re) && re.Code == code
 }
+
+// hasCode: an in-process call failed with code.
+func hasCode(err error, code string) bool {
+	var we *wire.Error
+	return errors.As(err, &we) && we.Code == code
+}

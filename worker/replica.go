@@ -103,7 +103,22 @@ func (in *instance) restore(st wire.InstanceState) {
 }
 
 // epoch is the placement epoch the instance is held under.
-func (in *instance) epoch() uint64 { return in.info.Epoch }
+func (in *instance) epoch() uint64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.info.Epoch
+}
+
+// placedAgain takes a newer placement epoch the master gave this instance
+// (a placement retried, or a failover racing a migration, to this same
+// worker): from now on writes go under it. An older one changes nothing.
+func (in *instance) placedAgain(epoch uint64) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if epoch > in.info.Epoch {
+		in.info.Epoch = epoch
+	}
+}
 
 // saveGrant has the master store a grant on the instance, then applies it.
 // Grants and names of one instance are stored one at a time (writeMu), so

@@ -445,15 +445,16 @@ func (w *Worker) measure(ctx context.Context) (wire.Load, browser.Stats) {
 	return l, st
 }
 
-// instanceClosed tells the master, best effort (the master also learns it
-// from the next registration).
-func (w *Worker) instanceClosed(iid string) {
+// instanceClosed tells the master an instance was closed for good, best
+// effort (the master also learns it from the next registration). The epoch
+// lets the master ignore it if the instance has moved on meanwhile.
+func (w *Worker) instanceClosed(iid string, epoch uint64) {
 	if w.client == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
 	defer cancel()
-	if err := (contract.WorkerManagerClient{C: w.client}).InstanceClosed(ctx, iid); err != nil && w.ctx.Err() == nil {
+	if err := (contract.WorkerManagerClient{C: w.client}).InstanceClosed(ctx, wire.ClosedInstance{ID: iid, Epoch: epoch}); err != nil && w.ctx.Err() == nil {
 		w.log.Warn().Str("instance", iid).Err(err).Msg("could not tell the master an instance closed")
 	}
 }

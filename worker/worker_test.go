@@ -92,18 +92,30 @@ func TestCreateInstanceRules(t *testing.T) {
 	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: "w-other.abcdefabcdef"}); err == nil {
 		t.Fatal("accepted an instance id of another worker")
 	}
-	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: "w-test.abcdefabcdef", Owner: "u"}); err != nil {
+	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: "w-test.abcdefabcdef", Owner: "u", Epoch: 3}); err != nil {
 		t.Fatal(err)
 	}
-	// A retried call is harmless.
-	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: "w-test.abcdefabcdef", Owner: "u"}); err != nil {
-		t.Fatal(err)
+	// A retried call is harmless, and takes the master's newer epoch (the
+	// first answer was lost, the master placed it again here); an older
+	// one changes nothing.
+	for _, epoch := range []uint64{5, 4} {
+		if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: "w-test.abcdefabcdef", Owner: "u", Epoch: epoch}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got := w.apps.list(); len(got) != 1 || got[0].Owner != "u" || got[0].Worker != "w-test" {
+	if got := w.apps.list(); len(got) != 1 || got[0].Owner != "u" || got[0].Worker != "w-test" || got[0].Epoch != 5 {
 		t.Fatalf("instances: %+v", got)
 	}
-	if err := w.apps.CloseInstance(ctx, "w-test.nope"); err == nil {
+	if err := w.apps.CloseInstance(ctx, wire.ClosedInstance{ID: "w-test.nope"}); err == nil {
 		t.Fatal("closed an unknown instance")
+	}
+	// The master closes a copy under the epoch it made it with: never a
+	// copy it placed again since.
+	if err := w.apps.CloseInstance(ctx, wire.ClosedInstance{ID: "w-test.abcdefabcdef", Epoch: 3}); !hasCode(err, wire.CodeInstanceLost) {
+		t.Fatalf("close under an old epoch: %v, want %s", err, wire.CodeInstanceLost)
+	}
+	if got := w.apps.list(); len(got) != 1 {
+		t.Fatalf("closed under an old epoch: %+v", got)
 	}
 	if err := w.apps.RemoveApplication(ctx, "hello"); err != nil {
 		t.Fatal(err)
@@ -207,7 +219,7 @@ func TestInstanceToBrowserFlow(t *testing.T) {
 	if _, resp, err := websocket.DefaultDialer.Dial(wsURL, http.Header{"Origin": {"http://evil.example"}}); err == nil || resp.StatusCode != 403 {
 		t.Fatalf("cross-origin socket: %v", err)
 	}
-	if err := w.apps.CloseInstance(context.Background(), iid); err != nil {
+	if err := w.apps.CloseInstance(context.Background(), wire.ClosedInstance{ID: iid}); err != nil {
 		t.Fatal(err)
 	}
 	for _, conn := range []*websocket.Conn{owner, viewer} {

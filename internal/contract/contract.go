@@ -126,7 +126,7 @@ type WorkerManager interface {
 	Instances(ctx context.Context, app, user string) ([]wire.InstanceInfo, error)
 	InstanceRenamed(ctx context.Context, iid, name string) error
 	InstanceShared(ctx context.Context, s wire.InstanceShare) error
-	InstanceClosed(ctx context.Context, iid string) error
+	InstanceClosed(ctx context.Context, c wire.ClosedInstance) error
 }
 
 const (
@@ -181,8 +181,8 @@ func (c WorkerManagerClient) InstanceShared(ctx context.Context, s wire.Instance
 	return c.C.Call(ctx, wire.ObjWorkerManager, mInstanceShared, nil, s)
 }
 
-func (c WorkerManagerClient) InstanceClosed(ctx context.Context, iid string) error {
-	return c.C.Call(ctx, wire.ObjWorkerManager, mInstanceClosed, nil, iid)
+func (c WorkerManagerClient) InstanceClosed(ctx context.Context, ci wire.ClosedInstance) error {
+	return c.C.Call(ctx, wire.ObjWorkerManager, mInstanceClosed, nil, ci)
 }
 
 // ---- master: Accounts (workers)
@@ -385,7 +385,7 @@ type WorkerApps interface {
 	AddApplication(ctx context.Context, app wire.App) error
 	RemoveApplication(ctx context.Context, name string) error
 	CreateInstance(ctx context.Context, req wire.CreateInstance) error
-	CloseInstance(ctx context.Context, iid string) error
+	CloseInstance(ctx context.Context, c wire.ClosedInstance) error
 	// SnapshotInstance stores fresh snapshots of an instance's browsers at
 	// the master (before a migration).
 	SnapshotInstance(ctx context.Context, iid string) error
@@ -441,8 +441,8 @@ func (c WorkerAppsClient) CreateInstance(ctx context.Context, req wire.CreateIns
 	return c.R.Call(ctx, mCreateInstance, nil, req)
 }
 
-func (c WorkerAppsClient) CloseInstance(ctx context.Context, iid string) error {
-	return c.R.Call(ctx, mCloseInstance, nil, iid)
+func (c WorkerAppsClient) CloseInstance(ctx context.Context, ci wire.ClosedInstance) error {
+	return c.R.Call(ctx, mCloseInstance, nil, ci)
 }
 
 func (c WorkerAppsClient) SnapshotInstance(ctx context.Context, iid string) error {

@@ -207,6 +207,14 @@ type FencedInstance struct {
 	Moved bool `codec:"moved"`
 }
 
+// ClosedInstance is a worker's word that it closed an instance for good,
+// under the placement epoch it held it with (the master ignores it from
+// anyone but the current owner under the current epoch).
+type ClosedInstance struct {
+	ID    string `codec:"id"`
+	Epoch uint64 `codec:"epoch"`
+}
+
 // MigrationResult says what a migration of a worker's instances did.
 type MigrationResult struct {
 	Worker   string            `codec:"worker" json:"worker"`
