@@ -161,7 +161,7 @@ func New(cfg Config) *Proxy {
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      rt,
-		FlushInterval:  -1, // interactive apps: never hold bytes back
+		FlushInterval:  0, // streamed answers (unknown length, event streams) are flushed as they come by ReverseProxy itself
 		BufferPool:     bufPool{},
 		ModifyResponse: modifyResponse,
 		ErrorHandler:   p.proxyError,
