@@ -124,11 +124,30 @@ func (p *pool) newEntry() *entry {
 	return e
 }
 
-// fill starts browsers until the pool has MinSize, as far as the global
-// limit allows (no shifting: that is for leases). At the pool's start a
-// shortfall is a warning, as the document says.
+// short reports whether the pool is below its minimum. A specific pool's
+// minimum counts all its browsers (its document's rule: leased ones come
+// back through the back sequence). The general pool's counts the browsers
+// ready for the next user, free or being made: its leased browsers never
+// come back (nothing resets them), so counting them would leave it empty
+// after GeneralMin leases, and every later first visit cold.
+func (p *pool) short() bool {
+	if !p.general {
+		return p.size() < p.cfg.MinSize
+	}
+	ready := 0
+	for _, e := range p.entries {
+		if e.st == stFree || e.st == stCreating {
+			ready++
+		}
+	}
+	return ready < p.cfg.MinSize
+}
+
+// fill starts browsers until the pool has its minimum (short), as far as
+// the global limit allows (no shifting: that is for leases). At the pool's
+// start a shortfall is a warning, as the document says.
 func (p *pool) fill(start bool) {
-	for p.size() < p.cfg.MinSize {
+	for p.short() {
 		if !p.m.reserve(p.ts) {
 			ev := p.log.Debug()
 			if start {
@@ -223,8 +242,14 @@ func (p *pool) expired(e *entry) bool {
 	return ttl > 0 && !e.born.IsZero() && p.m.clock.Now().Sub(e.born) >= ttl
 }
 
-// lease hands a locked entry to a caller.
+// lease hands a locked entry to a caller; the general pool starts the
+// next user's browser at once.
 func (p *pool) lease(e *entry, start time.Time) *Lease {
+	defer func() {
+		if p.general {
+			p.fill(false)
+		}
+	}()
 	l := &Lease{m: p.m, e: e, b: e.b, app: p.app, specific: !p.general}
 	e.lease = l
 	now := p.m.clock.Now()

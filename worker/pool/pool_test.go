@@ -157,6 +157,28 @@ func closedCount(bs []browser.Browser) int {
 	return n
 }
 
+// GeneralMin browsers are kept ready for the next users: a lease from the
+// general pool starts a replacement at once (its browser never comes back),
+// as far as the global limit allows; leased browsers do not count.
+func TestGeneralPoolKeepsBrowsersReady(t *testing.T) {
+	e := newEnv(t, 5, 2)
+	var leases []*Lease
+	for i, want := range []struct{ free, size int }{{2, 3}, {2, 4}, {2, 5}, {1, 5}, {0, 5}} {
+		leases = append(leases, e.lease("app", nil))
+		if g := e.pool(""); g.Free != want.free || g.Size != want.size {
+			t.Fatalf("after lease %d: general pool %+v, want %d free of %d", i+1, g.Gauges, want.free, want.size)
+		}
+	}
+	if g := e.pool(""); g.Leases != 5 || g.CreateFailures != 0 {
+		t.Fatalf("general pool %+v", g.Counters)
+	}
+	// A user leaves: their browser is destroyed and the slot makes a ready one.
+	e.ret(leases[0])
+	if g := e.pool(""); g.Free != 1 || g.Size != 5 {
+		t.Fatalf("after a return: general pool %+v, want 1 free of 5", g.Gauges)
+	}
+}
+
 // "If no such unlocked/free browser can be found, an error is thrown
 // (global maximum number of browsers has been reached)."
 func TestGlobalMaxWithoutFreeGeneralBrowser(t *testing.T) {
