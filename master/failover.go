@@ -208,13 +208,3 @@ func (m *WorkerManager) supersededLocked(in *instanceRec) string {
 	}
 	return ""
 }
-
-// waitMoved waits until in has a worker again (or ctx ends).
-func waitMoved(ctx context.Context, moving chan struct{}) error {
-	select {
-	case <-moving:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
