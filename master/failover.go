@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -124,61 +123,45 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 		m.mu.Unlock()
 		return "", nil
 	}
-	tried := map[string]bool{}
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		wid, err := m.bal.Pick()
-		if err != nil {
-			return "", errNoWorkerForMove
-		}
-		if tried[wid] {
-			m.bal.Release(wid)
-			break
-		}
-		tried[wid] = true
-		ref := m.refOf(wid)
-		if ref == nil {
-			m.bal.Release(wid)
-			continue
-		}
-		epoch, err := m.epochs.next()
-		if err != nil {
-			m.bal.Release(wid)
-			return "", fmt.Errorf("placement epoch: %w", err)
-		}
+	var wid string
+	err := m.firstTaker(func(c candidate) (bool, error) {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		err = contract.WorkerAppsClient{R: ref}.CreateInstance(cctx, restoreRequest(app, info, epoch))
+		err := c.apps.CreateInstance(cctx, restoreRequest(app, info, c.epoch))
 		cancel()
 		if err != nil {
-			m.bal.Release(wid)
-			lastErr = fmt.Errorf("restore %s on %s: %w", iid, wid, err)
-			continue
+			return true, fmt.Errorf("restore %s on %s: %w", iid, c.wid, err)
 		}
 		m.mu.Lock()
-		_, alive := m.workers[wid]
+		_, alive := m.workers[c.wid]
 		if !alive || in.moving != moving || m.instances[iid] != in {
 			// Its old worker came back and kept it, or the new one died:
 			// drop the copy just made.
 			m.mu.Unlock()
+			m.bal.Release(c.wid)
 			if alive {
 				dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 				// Under this epoch only: never another live copy.
-				_ = contract.WorkerAppsClient{R: ref}.CloseInstance(dctx, wire.ClosedInstance{ID: iid, Epoch: epoch})
+				_ = c.apps.CloseInstance(dctx, wire.ClosedInstance{ID: iid, Epoch: c.epoch})
 				dcancel()
 			}
-			return "", nil
+			return false, nil
 		}
-		in.Worker, in.Epoch, in.Version = wid, epoch, app.Version
+		in.Worker, in.Epoch, in.Version = c.wid, c.epoch, app.Version
 		m.settleLocked(in)
 		m.mu.Unlock()
+		wid = c.wid
+		return false, nil
+	})
+	switch {
+	case errors.Is(err, errNoPick):
+		return "", errNoWorkerForMove
+	case err != nil:
+		return "", err
+	case wid != "":
 		m.placements.Add(1)
 		m.invalidate(iid)
-		return wid, nil
 	}
-	if lastErr == nil {
-		lastErr = errNoWorkerForMove
-	}
-	return "", lastErr
+	return wid, nil
 }
 
 // restoreRequest places instance info again under epoch, from the state

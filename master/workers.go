@@ -792,62 +792,88 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientI
 			}
 		}()
 	}
-	var lastErr error
+	err = m.firstTaker(func(c candidate) (bool, error) {
+		iid := ids.NewInstance(c.wid)
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err := c.apps.CreateInstance(cctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: owner, ClientIP: clientIP, Epoch: c.epoch})
+		cancel()
+		if err != nil {
+			m.log.Warn().Str("worker", c.wid).Str("app", app.MountPoint).Err(err).Msg("instance creation failed")
+			return ctx.Err() == nil, fmt.Errorf("create instance of %s on %s: %w", app.MountPoint, c.wid, err)
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if _, still := m.workers[c.wid]; !still {
+			return true, wire.Err(wire.CodeNoWorkers, "worker "+c.wid+" died while creating the instance")
+		}
+		m.addInstanceLocked(wire.InstanceInfo{ID: iid, App: app.MountPoint, Version: app.Version, Owner: owner, Worker: c.wid,
+			Created: time.Now(), ClientIP: clientIP, Epoch: c.epoch}, qUser, qIP, true)
+		p = wire.Placement{InstanceID: iid, WorkerID: c.wid, Created: true}
+		return false, nil
+	})
+	if errors.Is(err, errNoPick) {
+		return wire.Placement{}, m.noWorkers("no worker is available to host " + app.MountPoint)
+	}
+	if err != nil {
+		return wire.Placement{}, err
+	}
+	m.placements.Add(1)
+	m.log.Info().Str("request_id", requestID).Str("instance", p.InstanceID).Str("app", app.MountPoint).Str("worker", p.WorkerID).Str("owner", owner).Msg("instance placed")
+	return p, nil
+}
+
+// candidate is a worker the balancer picked for a placement: its
+// Application Manager and the placement's new epoch.
+type candidate struct {
+	wid   string
+	apps  contract.WorkerAppsClient
+	epoch uint64
+}
+
+// errNoPick: the balancer had no (other) connected worker to offer.
+var errNoPick = errors.New("no worker to pick")
+
+// firstTaker offers up to three distinct connected workers, as the
+// balancer picks them, each with a new epoch, to try in turn until one
+// takes the placement (try returns nil; its pick is kept). A failed try's
+// pick is released; retry says whether the next worker is tried. It
+// returns errNoPick if no worker was tried, else the last try's error.
+func (m *WorkerManager) firstTaker(try func(c candidate) (retry bool, err error)) error {
 	tried := map[string]bool{}
+	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		wid, err := m.bal.Pick()
-		if err != nil {
-			if lastErr != nil {
-				return wire.Placement{}, lastErr
+		if err != nil || tried[wid] {
+			if err == nil {
+				m.bal.Release(wid)
 			}
-			return wire.Placement{}, m.noWorkers("no worker is available to host " + app.MountPoint)
-		}
-		if tried[wid] {
-			m.bal.Release(wid)
 			break
 		}
 		tried[wid] = true
 		ref := m.refOf(wid)
 		if ref == nil {
 			m.bal.Release(wid)
-			lastErr = wire.Err(wire.CodeNoWorkers, "worker "+wid+" is not connected")
 			continue
 		}
-		iid := ids.NewInstance(wid)
 		epoch, err := m.epochs.next()
 		if err != nil {
 			m.bal.Release(wid)
-			return wire.Placement{}, fmt.Errorf("placement epoch: %w", err)
+			return fmt.Errorf("placement epoch: %w", err)
 		}
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err = contract.WorkerAppsClient{R: ref}.CreateInstance(cctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: owner, ClientIP: clientIP, Epoch: epoch})
-		cancel()
-		if err != nil {
-			m.bal.Release(wid)
-			m.log.Warn().Str("worker", wid).Str("app", app.MountPoint).Err(err).Msg("instance creation failed")
-			lastErr = fmt.Errorf("create instance of %s on %s: %w", app.MountPoint, wid, err)
-			if ctx.Err() != nil {
-				return wire.Placement{}, lastErr
-			}
-			continue
+		retry, err := try(candidate{wid: wid, apps: contract.WorkerAppsClient{R: ref}, epoch: epoch})
+		if err == nil {
+			return nil
 		}
-		m.mu.Lock()
-		if _, still := m.workers[wid]; !still {
-			m.mu.Unlock()
-			lastErr = wire.Err(wire.CodeNoWorkers, "worker "+wid+" died while creating the instance")
-			continue
+		m.bal.Release(wid)
+		lastErr = err
+		if !retry {
+			break
 		}
-		m.addInstanceLocked(wire.InstanceInfo{ID: iid, App: app.MountPoint, Version: app.Version, Owner: owner, Worker: wid,
-			Created: time.Now(), ClientIP: clientIP, Epoch: epoch}, qUser, qIP, true)
-		m.mu.Unlock()
-		m.placements.Add(1)
-		m.log.Info().Str("request_id", requestID).Str("instance", iid).Str("app", app.MountPoint).Str("worker", wid).Str("owner", owner).Msg("instance placed")
-		return wire.Placement{InstanceID: iid, WorkerID: wid, Created: true}, nil
 	}
 	if lastErr == nil {
-		lastErr = wire.Err(wire.CodeNoWorkers, "no worker could host "+app.MountPoint)
+		return errNoPick
 	}
-	return wire.Placement{}, lastErr
+	return lastErr
 }
 
 // rename records an instance's new name.

@@ -398,25 +398,35 @@ func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id strin
 	redirectNext(rw, r, b.url())
 }
 
-// serveBrowser returns the client engine page.
-func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
+// browserOf finds the Browser URL's browser and its viewer, answering
+// the request itself when it cannot (ok false): released answers for a
+// browser released for being idle, and the usual pages for the rest.
+func (w *Worker) browserOf(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target, released func(*instance)) (*instance, *vbrowser, string, bool) {
 	in, ok := w.hosted(rw, r, id, t)
 	if !ok {
-		return
+		return nil, nil, "", false
 	}
 	in.awaitRestore(r.Context(), t.BrowserID) // a re-placed instance's browser coming back
 	b, ok := in.browser(t.BrowserID)
-	if !ok && in.wasReleased(t.BrowserID) {
+	switch {
+	case !ok && in.wasReleased(t.BrowserID):
+		released(in)
+		return nil, nil, "", false
+	case !ok:
+		pages.Write(rw, r, id, pages.BrowserNotFound)
+		return nil, nil, "", false
+	}
+	user, ok := w.viewer(rw, r, id, in.app)
+	return in, b, user, ok
+}
+
+// serveBrowser returns the client engine page.
+func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
+	in, b, user, ok := w.browserOf(rw, r, id, t, func(in *instance) {
 		// Released for being idle: the strategy gives the user a new
 		// browser, whose page says the previous one was released.
 		redirectNext(rw, r, reloadURL(in.app, in.info.ID))
-		return
-	}
-	if !ok {
-		pages.Write(rw, r, id, pages.BrowserNotFound)
-		return
-	}
-	user, ok := w.viewer(rw, r, id, in.app)
+	})
 	if !ok {
 		return
 	}
@@ -451,26 +461,14 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 
 // serveSocket connects a client engine to its virtual browser.
 func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
-	in, ok := w.hosted(rw, r, id, t)
-	if !ok {
-		return
-	}
-	in.awaitRestore(r.Context(), t.BrowserID) // a re-placed instance's browser coming back
-	b, ok := in.browser(t.BrowserID)
-	if !ok && in.wasReleased(t.BrowserID) {
+	in, b, user, ok := w.browserOf(rw, r, id, t, func(in *instance) {
 		// A client engine cannot read an upgrade's status: it is told in
 		// the protocol, with the address that gives a new browser, and
 		// does not reconnect.
 		if conn, err := upgrader.Upgrade(rw, r, nil); err == nil {
 			writeClosed(conn, releasedReason(in.idle), reloadURL(in.app, in.info.ID))
 		}
-		return
-	}
-	if !ok {
-		pages.Write(rw, r, id, pages.BrowserNotFound)
-		return
-	}
-	user, ok := w.viewer(rw, r, id, in.app)
+	})
 	if !ok {
 		return
 	}

@@ -535,20 +535,27 @@ func (p *pool) startTimers() {
 // refreshCheck runs the touch session sequence on free browsers idle for
 // MaxIdleToRefresh.
 func (p *pool) refreshCheck() {
-	m := p.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if p.retired || m.closed {
+	p.idleCheck(func(now time.Time) {
+		for _, e := range p.entries {
+			if e.st == stFree && now.Sub(e.active) >= p.cfg.MaxIdleToRefresh.D() {
+				e.st = stBusy
+				p.m.spawn(func() { p.touch(e) })
+			}
+		}
+		p.refreshT = p.m.clock.AfterFunc(p.cfg.RefreshValidationInterval.D(), p.refreshCheck)
+	})
+}
+
+// idleCheck runs one of the validation timers' checks under the manager's
+// lock, unless the pool is retired or the manager closed (the check then
+// does not schedule itself again).
+func (p *pool) idleCheck(check func(now time.Time)) {
+	p.m.mu.Lock()
+	defer p.m.mu.Unlock()
+	if p.retired || p.m.closed {
 		return
 	}
-	now := m.clock.Now()
-	for _, e := range p.entries {
-		if e.st == stFree && now.Sub(e.active) >= p.cfg.MaxIdleToRefresh.D() {
-			e.st = stBusy
-			m.spawn(func() { p.touch(e) })
-		}
-	}
-	p.refreshT = m.clock.AfterFunc(p.cfg.RefreshValidationInterval.D(), p.refreshCheck)
+	check(p.m.clock.Now())
 }
 
 // touch keeps e's session alive; the document's chain: touch fails →
@@ -574,20 +581,15 @@ func (p *pool) touch(e *entry) {
 // destroyCheck destroys free browsers unused for MaxIdleToDestroy, without
 // replacement.
 func (p *pool) destroyCheck() {
-	m := p.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if p.retired || m.closed {
-		return
-	}
-	now := m.clock.Now()
-	for _, e := range slices.Clone(p.entries) {
-		if e.st == stFree && now.Sub(e.used) >= p.cfg.MaxIdleToDestroy.D() {
-			p.destroy(e, "idle")
-			p.log.Info().Uint64("browser", e.id).Msg("idle browser destroyed")
+	p.idleCheck(func(now time.Time) {
+		for _, e := range slices.Clone(p.entries) {
+			if e.st == stFree && now.Sub(e.used) >= p.cfg.MaxIdleToDestroy.D() {
+				p.destroy(e, "idle")
+				p.log.Info().Uint64("browser", e.id).Msg("idle browser destroyed")
+			}
 		}
-	}
-	p.destroyT = m.clock.AfterFunc(p.cfg.DestroyValidationInterval.D(), p.destroyCheck)
+		p.destroyT = p.m.clock.AfterFunc(p.cfg.DestroyValidationInterval.D(), p.destroyCheck)
+	})
 }
 
 // retire stops the pool: timers stop, waiting leases fail, free browsers

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
+	"github.com/cloudbrowser-go/cloudbrowser/scripts/bench/internal/addrfile"
 )
 
 func main() {
@@ -67,7 +68,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := writeAddr(*addrFile, ln.Addr().String()); err != nil {
+	if err := addrfile.Write(*addrFile, ln.Addr().String()); err != nil {
 		log.Fatal(err)
 	}
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
@@ -88,16 +89,4 @@ func main() {
 		stop()
 	}
 	<-done
-}
-
-func writeAddr(path, addr string) error {
-	if path == "" {
-		fmt.Println(addr)
-		return nil
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/scripts/bench/internal/addrfile"
 	"github.com/gorilla/websocket"
 )
 
@@ -48,7 +49,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := writeAddr(*addrFile, ln.Addr().String()); err != nil {
+	if err := addrfile.Write(*addrFile, ln.Addr().String()); err != nil {
 		log.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(serve), ReadHeaderTimeout: 10 * time.Second}
@@ -86,18 +87,4 @@ func serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-}
-
-// writeAddr publishes the address atomically so a polling script never reads
-// half a line.
-func writeAddr(path, addr string) error {
-	if path == "" {
-		fmt.Println(addr)
-		return nil
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
