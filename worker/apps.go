@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -418,6 +419,75 @@ func (a *AppManager) createInstance(ctx context.Context, req wire.CreateInstance
 	return done, nil
 }
 
+// errEgressBypassed: a browser's traffic did not go through its egress
+// guard (seen once in a few hundred warm-pool leases: the entry page of the
+// app's internal origin failed with a DNS error, which only Chromium's own
+// resolver gives). Such a browser is never handed to a user.
+var errEgressBypassed = errors.New("browser bypassed its egress guard")
+
+// leaseBrowser leases vb's browser from the app's pool (or the general
+// pool) and prepares it: app API, and for a blank general-pool browser the
+// app's egress, navigation policy, viewport and entry page.
+func (a *AppManager) leaseBrowser(ctx context.Context, in *instance, vb *vbrowser, snap *wire.BrowserSnapshot) (*pool.Lease, browser.Browser, *serverTiming, error) {
+	// Leasing can take a second with Chromium (a cold browser): not under
+	// the lock.
+	pc := a.poolConfig(in.app.MountPoint)
+	t0 := time.Now()
+	st := &serverTiming{last: t0}
+	lease, err := a.w.pools.Lease(ctx, in.app.MountPoint, pc)
+	st.step("lease")
+	kind, outcome := "general", "ok"
+	if pc != nil {
+		kind = "specific"
+	}
+	if err != nil {
+		outcome = "failed"
+	}
+	a.w.leaseSeconds.WithLabelValues(kind, outcome).Observe(time.Since(t0).Seconds())
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("lease a browser: %w", err)
+	}
+	b := lease.Browser()
+	vb.lease, vb.released = lease, make(chan struct{})
+	// The app API is per browser and per user: installed at lease time.
+	if err := b.Install(ctx, a.w.apiScript(vb), map[string]func(string){apiBinding: func(p string) { a.onAPICall(vb, p) }}); err != nil {
+		lease.Return()
+		return nil, nil, nil, fmt.Errorf("install the app API: %w", err)
+	}
+	st.step("api")
+	if !lease.Specific() {
+		// A general-pool browser is blank: give it the app's egress and
+		// navigation policies, then open the instance's entry page.
+		a.w.assignEgress(b, in.app.MountPoint)
+		if err := b.SetPolicy(ctx, a.w.navigationPolicy(in.app)); err != nil {
+			lease.Return()
+			return nil, nil, nil, fmt.Errorf("navigation policy: %w", err)
+		}
+		if in.app.ViewportWidth > 0 && in.app.ViewportHeight > 0 && snap == nil {
+			if err := b.Input(ctx, browser.InputEvent{Type: browser.InputResize, Width: in.app.ViewportWidth, Height: in.app.ViewportHeight}); err != nil {
+				lease.Return()
+				return nil, nil, nil, fmt.Errorf("viewport: %w", err)
+			}
+			vb.snap.width.Store(int32(in.app.ViewportWidth))
+			vb.snap.height.Store(int32(in.app.ViewportHeight))
+		}
+		st.step("policy")
+		if snap == nil {
+			if err := b.Navigate(ctx, a.w.entryURL(in)); err != nil {
+				lease.Return() // a general-pool browser is never reused
+				if b.Egress() != nil && strings.Contains(err.Error(), "ERR_NAME_NOT_RESOLVED") {
+					// Behind its guard a browser never resolves a name
+					// itself (the guard does, and answers with a page).
+					return nil, nil, nil, fmt.Errorf("%w: open %s: %w", errEgressBypassed, in.app.Entry, err)
+				}
+				return nil, nil, nil, fmt.Errorf("open %s: %w", in.app.Entry, err)
+			}
+			st.step("nav")
+		}
+	}
+	return lease, b, st, nil
+}
+
 // OpenBrowser returns the user's browser in a local instance, creating it
 // if needed. It is not in contract.WorkerApps: without the client's address
 // it would skip the per-address browser quota, so the master, which opens
@@ -797,56 +867,15 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 			unquota()
 		}
 	}()
-	// Leasing can take a second with Chromium (a cold browser): not under
-	// the lock.
-	pc := a.poolConfig(in.app.MountPoint)
-	t0 := time.Now()
-	st := &serverTiming{last: t0}
-	lease, err := a.w.pools.Lease(ctx, in.app.MountPoint, pc)
-	st.step("lease")
-	kind, outcome := "general", "ok"
-	if pc != nil {
-		kind = "specific"
+	// A browser caught going round its egress guard is destroyed, and the
+	// user gets another one.
+	lease, b, st, err := a.leaseBrowser(ctx, in, vb, snap)
+	if errors.Is(err, errEgressBypassed) {
+		a.log.Error().Str("instance", in.info.ID).Err(err).Msg("browser bypassed its egress guard: destroyed, leasing another")
+		lease, b, st, err = a.leaseBrowser(ctx, in, vb, snap)
 	}
 	if err != nil {
-		outcome = "failed"
-	}
-	a.w.leaseSeconds.WithLabelValues(kind, outcome).Observe(time.Since(t0).Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("lease a browser: %w", err)
-	}
-	b := lease.Browser()
-	vb.lease, vb.released = lease, make(chan struct{})
-	// The app API is per browser and per user: installed at lease time.
-	if err := b.Install(ctx, a.w.apiScript(vb), map[string]func(string){apiBinding: func(p string) { a.onAPICall(vb, p) }}); err != nil {
-		lease.Return()
-		return nil, fmt.Errorf("install the app API: %w", err)
-	}
-	st.step("api")
-	if !lease.Specific() {
-		// A general-pool browser is blank: give it the app's egress and
-		// navigation policies, then open the instance's entry page.
-		a.w.assignEgress(b, in.app.MountPoint)
-		if err := b.SetPolicy(ctx, a.w.navigationPolicy(in.app)); err != nil {
-			lease.Return()
-			return nil, fmt.Errorf("navigation policy: %w", err)
-		}
-		if in.app.ViewportWidth > 0 && in.app.ViewportHeight > 0 && snap == nil {
-			if err := b.Input(ctx, browser.InputEvent{Type: browser.InputResize, Width: in.app.ViewportWidth, Height: in.app.ViewportHeight}); err != nil {
-				lease.Return()
-				return nil, fmt.Errorf("viewport: %w", err)
-			}
-			vb.snap.width.Store(int32(in.app.ViewportWidth))
-			vb.snap.height.Store(int32(in.app.ViewportHeight))
-		}
-		st.step("policy")
-		if snap == nil {
-			if err := b.Navigate(ctx, a.w.entryURL(in)); err != nil {
-				lease.Return()
-				return nil, fmt.Errorf("open %s: %w", in.app.Entry, err)
-			}
-			st.step("nav")
-		}
+		return nil, err
 	}
 	vb.made = st.String()
 	vb.b = b

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -89,4 +90,71 @@ func TestConcurrentFirstRequestsOneBrowser(t *testing.T) {
 	if rt.made() != 1 {
 		t.Fatalf("%d browsers started, want 1", rt.made())
 	}
+}
+
+// bypassRuntime's first browser navigates as if it went round its egress
+// guard (Chromium's own resolver answered).
+type bypassRuntime struct {
+	*browser.Null
+	mu    sync.Mutex
+	made  int
+	first browser.Browser
+}
+
+type bypassBrowser struct{ browser.Browser }
+
+func (b bypassBrowser) Navigate(ctx context.Context, url string) error {
+	return errors.New("chromium: navigate: " + url + ": net::ERR_NAME_NOT_RESOLVED")
+}
+
+func (r *bypassRuntime) NewBrowser(ctx context.Context, opts browser.Options) (browser.Browser, error) {
+	b, err := r.Null.NewBrowser(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.made++
+	if r.made == 1 {
+		r.first = b
+		return bypassBrowser{b}, nil
+	}
+	return b, nil
+}
+
+// TestEgressBypassNeverHandedOut: a browser whose entry navigation shows it
+// resolved a name itself (its traffic did not go through its egress guard)
+// is destroyed, and the user gets another browser.
+func TestEgressBypassNeverHandedOut(t *testing.T) {
+	rt := &bypassRuntime{Null: &browser.Null{}}
+	w, err := New(Config{ID: "w-by", Secret: testSecret, Master: "127.0.0.1:1", Runtime: rt, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.startEgress(); err != nil { // browsers behind a guard, as in production
+		t.Fatal(err)
+	}
+	w.replica = newLocalReplica()
+	t.Cleanup(func() { w.Close() })
+	ctx := context.Background()
+	app := wire.App{Name: "T", MountPoint: "typing", Entry: "index.html", Strategy: wire.SingleInstancePerUser}
+	if err := w.apps.AddApplication(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	const iid = "w-by.bypassbypass"
+	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "dave"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.apps.OpenBrowserFor(ctx, wire.OpenBrowser{InstanceID: iid, User: "dave"}); err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	rt.mu.Lock()
+	made, first := rt.made, rt.first
+	rt.mu.Unlock()
+	if made != 2 {
+		t.Fatalf("%d browsers made, want 2 (the bypassing one, then another)", made)
+	}
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("the bypassing browser closed", func() bool {
+		return errors.Is(first.Navigate(ctx, "about:blank"), browser.ErrClosed)
+	}))
 }
