@@ -328,6 +328,8 @@ func (vb *vbrowser) deliver(r apiReply) {
 	defer cancel()
 	// The JSON is a valid JavaScript expression.
 	if err := vb.b.Evaluate(ctx, "window.__cbDeliver && window.__cbDeliver("+string(b)+")", nil); err != nil {
-		vb.hub.log.Debug().Err(err).Msg("app API delivery failed")
+		// Not vb.hub's logger: a page calls the API while it loads,
+		// before the hub exists.
+		vb.inst.w.log.Debug().Str("browser", vb.id).Str("instance", vb.inst.info.ID).Err(err).Msg("app API delivery failed")
 	}
 }

@@ -48,9 +48,6 @@ func newAPIFixture(t *testing.T) *apiFixture {
 	}
 	t.Cleanup(func() { w.Close() })
 	w.replica = newLocalReplica()
-	if err := w.startEgress(); err != nil {
-		t.Fatal(err)
-	}
 	app := wire.App{Name: "API", MountPoint: "api1", Entry: "index.html", Strategy: wire.SingleAppInstance,
 		Files: map[string][]byte{"index.html": []byte(apiPage)}, BrowsersPerUser: 2} // createBrowser is tested
 	_ = w.apps.AddApplication(ctx, app)

@@ -420,9 +420,10 @@ func (a *AppManager) createInstance(ctx context.Context, req wire.CreateInstance
 }
 
 // errEgressBypassed: a browser's traffic did not go through its egress
-// guard (seen once in a few hundred warm-pool leases: the entry page of the
-// app's internal origin failed with a DNS error, which only Chromium's own
-// resolver gives). Such a browser is never handed to a user.
+// guard: its entry page failed with a name resolved by Chromium itself.
+// Browsers always get an endpoint (the guard starts before the pools); this
+// is the second line, should Chromium ever ignore a context's proxy. Such a
+// browser is never handed to a user.
 var errEgressBypassed = errors.New("browser bypassed its egress guard")
 
 // leaseBrowser leases vb's browser from the app's pool (or the general
@@ -448,7 +449,9 @@ func (a *AppManager) leaseBrowser(ctx context.Context, in *instance, vb *vbrowse
 		return nil, nil, nil, fmt.Errorf("lease a browser: %w", err)
 	}
 	b := lease.Browser()
-	vb.lease, vb.released = lease, make(chan struct{})
+	// Set before the app API is installed: its calls (another goroutine)
+	// deliver their replies to vb.b.
+	vb.lease, vb.released, vb.b = lease, make(chan struct{}), b
 	// The app API is per browser and per user: installed at lease time.
 	if err := b.Install(ctx, a.w.apiScript(vb), map[string]func(string){apiBinding: func(p string) { a.onAPICall(vb, p) }}); err != nil {
 		lease.Return()
@@ -878,7 +881,6 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 		return nil, err
 	}
 	vb.made = st.String()
-	vb.b = b
 	if snap != nil {
 		// A pool's browser too: its cookies keep the user signed in.
 		if err := a.w.restorePage(ctx, vb, *snap); err != nil {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -34,16 +35,15 @@ const AppHostSuffix = ".app.cloudbrowser.internal"
 const instancePath = "/.instance/"
 
 // startEgress starts the guard, refusing the cluster's endpoints that this
-// worker knows of (more are added as they are learnt).
+// worker knows of (more are added as they are learnt: its own listener at
+// Start, the master's gossip and members). New starts it before the pools,
+// so no browser, warm ones included, is ever made without it.
 func (w *Worker) startEgress() error {
 	rules, err := egress.ParseRules("entry", w.cfg.EgressAllow)
 	if err != nil {
 		return fmt.Errorf("worker: %w", config.Errorf("EgressAllow", "%w", err))
 	}
 	var cluster []string
-	if w.ln != nil {
-		cluster = append(cluster, w.ln.Addr().String()) // a local address: every local address (AddCluster)
-	}
 	if w.cfg.Master != "" {
 		cluster = append(cluster, w.cfg.Master)
 	}
@@ -51,7 +51,6 @@ func (w *Worker) startEgress() error {
 		Name: "cloudbrowser_egress_blocked_total",
 		Help: "Requests of virtual browsers refused by the egress guard, by app and reason (loopback, private, metadata, cluster, other-app, ...).",
 	}, []string{"app", "reason"})
-	w.reg.MustRegister(w.egressBlocked)
 	g, err := egress.New(egress.Config{Allow: rules, Cluster: cluster, InternalSuffix: AppHostSuffix,
 		Logger: w.log, Lookup: w.cfg.EgressLookup,
 		OnBlock: func(app, reason, _ string) {
@@ -79,7 +78,7 @@ func (w *Worker) browserOptions(app string) (browser.Options, error) {
 		opts = browser.Options{Width: a.ViewportWidth, Height: a.ViewportHeight, Allow: w.navigationPolicy(a)}
 	}
 	if w.egress == nil {
-		return opts, nil // unit tests without a guard
+		return opts, errors.New("worker: no egress guard: a browser is never made without one")
 	}
 	e, err := w.egress.Open(w.tenant(app))
 	if err != nil {

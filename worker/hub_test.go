@@ -119,9 +119,6 @@ func newHubFixture(t *testing.T, role Role, setup ...func(*Worker)) *hubFixture 
 	for _, f := range setup {
 		f(w)
 	}
-	if err := w.startEgress(); err != nil {
-		t.Fatal(err)
-	}
 	srv := httptest.NewServer(signedHandler(w))
 	t.Cleanup(func() { srv.Close(); w.Close() })
 	app := wire.App{Name: "A", MountPoint: "app", Entry: "https://example.test/", Strategy: wire.SingleBrowserPerUser}

@@ -131,9 +131,6 @@ func TestEgressBypassNeverHandedOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.startEgress(); err != nil { // browsers behind a guard, as in production
-		t.Fatal(err)
-	}
 	w.replica = newLocalReplica()
 	t.Cleanup(func() { w.Close() })
 	ctx := context.Background()

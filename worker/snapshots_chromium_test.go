@@ -40,9 +40,6 @@ func TestSnapshotRestoreWithChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.replica, w.snapshots = newLocalReplica(), snaps
-		if err := w.startEgress(); err != nil {
-			t.Fatal(err)
-		}
 		t.Cleanup(func() { w.cancel(); w.egress.Close() })
 		if err := w.apps.AddApplication(ctx, app); err != nil {
 			t.Fatal(err)

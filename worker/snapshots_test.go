@@ -141,9 +141,6 @@ func snapWorker(t *testing.T, id string, snaps *memSnapshots, interval time.Dura
 		t.Fatal(err)
 	}
 	w.replica, w.snapshots = newLocalReplica(), snaps
-	if err := w.startEgress(); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { w.Close() })
 	app := wire.App{Name: "A", MountPoint: "app", Entry: "https://example.test/", Strategy: wire.MultiInstance}
 	if err := w.apps.AddApplication(context.Background(), app); err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	cbmetrics "github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
@@ -60,7 +61,8 @@ type Config struct {
 	Runtime browser.Runtime
 	// MaxBrowsers is the worker's global browser limit (general pool and
 	// specific pools together; default 64). GeneralMin blank browsers are
-	// kept ready in the general pool (default 0).
+	// kept ready in the general pool for the next first visits (0: none;
+	// GeneralMinAuto, DefaultConfig's: sized from memory, AutoGeneralMin).
 	MaxBrowsers, GeneralMin int
 	// JobSlots is how many render and check jobs run at once (0 =
 	// jobs.SlotsFor(MaxBrowsers)).
@@ -149,7 +151,23 @@ type Worker struct {
 // values too.
 func DefaultConfig() Config {
 	return Config{Master: "127.0.0.1:7070", Listen: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
-		MaxBrowsers: 64, LeaveTimeout: 60 * time.Second, SnapshotInterval: DefaultSnapshotInterval}
+		MaxBrowsers: 64, GeneralMin: GeneralMinAuto, LeaveTimeout: 60 * time.Second, SnapshotInterval: DefaultSnapshotInterval}
+}
+
+// GeneralMinAuto sizes the general pool's ready browsers from memory.
+const GeneralMinAuto = -1
+
+// readyBrowserBudget is the memory available per ready browser that
+// AutoGeneralMin asks for: a blank browser costs about 64 MiB of PSS
+// (docs/benchmarks.md, density), so it takes at most ~1/16 of what is
+// available, and a small machine keeps none.
+const readyBrowserBudget = 1 << 30
+
+// AutoGeneralMin is how many blank browsers a worker keeps ready when
+// GeneralMin is GeneralMinAuto: one per GiB available, at most 2 (a first
+// visit then skips the cold browser, ~0.3-0.4 s), within the browser limit.
+func AutoGeneralMin(available uint64, maxBrowsers int) int {
+	return min(int(available/readyBrowserBudget), 2, maxBrowsers)
 }
 
 // New prepares a worker; Start runs it.
@@ -190,14 +208,25 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.LeaveTimeout <= 0 {
 		cfg.LeaveTimeout = def.LeaveTimeout
 	}
+	if cfg.GeneralMin == GeneralMinAuto {
+		avail, err := procfs.MemAvailable()
+		if err != nil {
+			avail = 0 // unknown: keep none ready
+		}
+		cfg.GeneralMin = AutoGeneralMin(avail, cfg.MaxBrowsers)
+	}
 	switch {
 	case cfg.GeneralMin < 0 || cfg.GeneralMin > cfg.MaxBrowsers:
-		return nil, fmt.Errorf("worker: %w", config.Errorf("GeneralMin", "must be between 0 and the browser limit (%d), got %d", cfg.MaxBrowsers, cfg.GeneralMin))
+		return nil, fmt.Errorf("worker: %w", config.Errorf("GeneralMin", "must be -1 (sized from memory) or between 0 and the browser limit (%d), got %d", cfg.MaxBrowsers, cfg.GeneralMin))
 	case cfg.JobSlots < 0 || cfg.JobSlots > cfg.MaxBrowsers:
 		return nil, fmt.Errorf("worker: %w", config.Errorf("JobSlots", "must be between 0 and the browser limit (%d), got %d", cfg.MaxBrowsers, cfg.JobSlots))
 	}
 	if cfg.Secrets == nil {
 		cfg.Secrets = sequence.EnvSecrets("CB_SECRET_")
+	}
+	w.cfg = cfg
+	if err := w.startEgress(); err != nil {
+		return nil, fmt.Errorf("worker: egress guard: %w", err)
 	}
 	pm, err := pool.NewManager(pool.ManagerConfig{
 		Types:  map[string]pool.BrowserType{pool.TypeChromium: {Factory: cfg.Runtime, Max: cfg.MaxBrowsers, GeneralMin: cfg.GeneralMin}},
@@ -207,10 +236,10 @@ func New(cfg Config) (*Worker, error) {
 		Options: w.browserOptions,
 	})
 	if err != nil {
+		_ = w.egress.Close()
 		return nil, fmt.Errorf("worker: pools: %w", err)
 	}
 	w.pools = pm
-	w.cfg = cfg
 	w.leaseSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "cloudbrowser_pool_lease_seconds",
 		Help:    "Time to lease a browser, by pool kind (specific, general) and outcome.",
@@ -225,7 +254,7 @@ func New(cfg Config) (*Worker, error) {
 	w.quota = quotas{browserUsers: quota.NewCounter(), browserIPs: quota.NewCounter(), socketIPs: quota.NewCounter(),
 		refused: func(limit string) { refusals.WithLabelValues(limit).Inc() }}
 	w.reg = w.newMetrics()
-	w.reg.MustRegister(refusals)
+	w.reg.MustRegister(refusals, w.egressBlocked)
 	var jobMetrics []prometheus.Collector
 	w.jobs, jobMetrics = w.newJobs(cfg.JobSlots)
 	w.reg.MustRegister(jobMetrics...)
@@ -257,7 +286,8 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("worker: listen %s: %w", w.cfg.Listen, err)
 	}
 	w.ln = ln
-	if err := w.startEgress(); err != nil {
+	// A local address stands for every local address (AddCluster).
+	if err := w.egress.AddCluster(ln.Addr().String()); err != nil {
 		ln.Close()
 		return fmt.Errorf("worker: egress guard: %w", err)
 	}

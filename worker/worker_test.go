@@ -32,9 +32,6 @@ func newTestWorker(t *testing.T) (*Worker, *httptest.Server) {
 		t.Fatal(err)
 	}
 	w.replica = newLocalReplica()
-	if err := w.startEgress(); err != nil {
-		t.Fatal(err)
-	}
 	srv := httptest.NewServer(signedHandler(w))
 	t.Cleanup(func() {
 		srv.Close()
@@ -73,7 +70,7 @@ func TestNewValidates(t *testing.T) {
 	}{
 		{"short secret", Config{Secret: "x", Master: "m:1"}, "secret"},
 		{"no master", Config{Secret: testSecret}, "Master (the master's RMI address) is required"},
-		{"general pool over the limit", Config{Secret: testSecret, Master: "m:1", MaxBrowsers: 4, GeneralMin: 5}, "GeneralMin must be between 0 and the browser limit (4), got 5"},
+		{"general pool over the limit", Config{Secret: testSecret, Master: "m:1", MaxBrowsers: 4, GeneralMin: 5}, "GeneralMin must be -1 (sized from memory) or between 0 and the browser limit (4), got 5"},
 		{"job slots over the limit", Config{Secret: testSecret, Master: "m:1", JobSlots: 65}, "JobSlots must be between 0 and the browser limit (64), got 65"},
 		{"bad id", Config{Secret: testSecret, Master: "m:1", ID: "Worker 1"}, "--id"},
 	} {
@@ -359,5 +356,26 @@ func TestRevokedSessions(t *testing.T) {
 	}
 	if got, _ := u.loggedIn(req("bob", now.Add(-time.Minute))); got != "" {
 		t.Errorf("after setRevoked bob's old session should be refused: %q", got)
+	}
+}
+
+func TestAutoGeneralMin(t *testing.T) {
+	const gib = 1 << 30
+	tests := []struct {
+		avail uint64
+		max   int
+		want  int
+	}{
+		{0, 64, 0},         // unknown or nothing available
+		{gib - 1, 64, 0},   // under a GiB: none
+		{gib, 64, 1},       // one per GiB
+		{3*gib + 5, 64, 2}, // at most 2
+		{24 * gib, 1, 1},   // within the browser limit
+		{24 * gib, 64, 2},
+	}
+	for _, tc := range tests {
+		if got := AutoGeneralMin(tc.avail, tc.max); got != tc.want {
+			t.Errorf("AutoGeneralMin(%d, %d) = %d, want %d", tc.avail, tc.max, got, tc.want)
+		}
 	}
 }

@@ -56,6 +56,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Setenv("GORACE", "log_path="+filepath.Join(raceDir, "race")+" "+os.Getenv("GORACE"))
 	}
+	// Workers keep no warm browsers unless a test asks (TestWarmFirstVisit):
+	// the tests count browsers, and a 2-core CI runner has no CPU to spare
+	// for browsers nobody uses.
+	os.Setenv("CB_GENERAL_POOL_MIN", "0")
 	code := m.Run()
 	if unreported := newRaceReports(); len(unreported) > 0 {
 		fmt.Fprintf(os.Stderr, "data races reported by processes of the binary under test:\n%s\n", strings.Join(unreported, "\n"))

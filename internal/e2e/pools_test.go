@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -86,4 +87,58 @@ func TestPoolDemoSample(t *testing.T) {
 	u := open(t, users, "http://"+c.public+"/pooldemo")
 	eventually(t, u, "engine live", "document.body.dataset.status", "live")
 	eventually(t, u, "already signed in", "document.title", "Search · signed in as demo · CloudBrowser")
+}
+
+// poolStats is what the e2e tests read of a pool's statistics
+// (worker/pool.Stats as JSON).
+type poolStats struct {
+	General bool `json:"general"`
+	MinSize int  `json:"minSize"`
+	Free    int  `json:"free"`
+	Locked  int  `json:"locked"`
+	Leases  int  `json:"leases"`
+	Created int  `json:"created"`
+}
+
+// generalPool reads the general pool's statistics from a worker's report.
+func generalPool(st *wire.ClusterStatus) (poolStats, bool) {
+	if len(st.Workers) != 1 || len(st.Workers[0].Pools) == 0 {
+		return poolStats{}, false
+	}
+	var ms struct{ Pools []poolStats }
+	if json.Unmarshal(st.Workers[0].Pools, &ms) != nil {
+		return poolStats{}, false
+	}
+	for _, p := range ms.Pools {
+		if p.General {
+			return p, true
+		}
+	}
+	return poolStats{}, false
+}
+
+// TestWarmFirstVisit: with the default general pool (sized from memory;
+// this machine has plenty), a worker keeps two blank browsers ready, a new
+// user's first visit takes one and gets a working browser, and the pool
+// makes the next user's at once.
+func TestWarmFirstVisit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("../../apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps},
+		worker: []string{"--general-pool-min", "-1"}}) // the default; the harness sets 0 for the other tests
+	c.waitFor("two browsers ready", 60*time.Second, func(st *wire.ClusterStatus) bool {
+		g, ok := generalPool(st)
+		return ok && g.Free == 2 && g.MinSize == 2
+	})
+	u := newUser(t, "http://"+c.public)
+	path := lastHop(t, u.open("/notes"))
+	conn := dialSocket(t, u, "ws://"+c.public+path+"/ws")
+	waitMessage(t, conn, "hello", "")
+	c.waitFor("the next user's browser ready", 60*time.Second, func(st *wire.ClusterStatus) bool {
+		g, ok := generalPool(st)
+		return ok && g.Leases == 1 && g.Free == 2 && g.Locked == 1 && g.Created == 3
+	})
 }

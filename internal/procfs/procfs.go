@@ -113,3 +113,32 @@ func Cmdline(pid int) ([]string, error) {
 	}
 	return out, nil
 }
+
+// MemAvailable returns the kernel's estimate of memory available for new
+// work (MemAvailable in /proc/meminfo), in bytes.
+func MemAvailable() (uint64, error) {
+	b, err := os.ReadFile(filepath.Join(Dir, "meminfo"))
+	if err != nil {
+		return 0, fmt.Errorf("procfs: %w", err)
+	}
+	return parseMemAvailable(b)
+}
+
+func parseMemAvailable(b []byte) (uint64, error) {
+	for line := range bytes.Lines(b) {
+		rest, ok := bytes.CutPrefix(line, []byte("MemAvailable:"))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(rest)
+		if len(f) != 2 || string(f[1]) != "kB" {
+			break
+		}
+		kb, err := strconv.ParseUint(string(f[0]), 10, 64)
+		if err != nil {
+			break
+		}
+		return kb * 1024, nil
+	}
+	return 0, errors.New("procfs: meminfo has no MemAvailable line in kB")
+}

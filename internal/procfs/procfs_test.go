@@ -63,3 +63,26 @@ func TestReadAll(t *testing.T) {
 		t.Fatalf("self: %+v (listed %v)", me, ok)
 	}
 }
+
+func TestParseMemAvailable(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"linux", "MemTotal:       24576000 kB\nMemFree:  100 kB\nMemAvailable:   20000000 kB\nBuffers: 1 kB\n", 20000000 * 1024, true},
+		{"missing", "MemTotal: 1 kB\n", 0, false},
+		{"not kB", "MemAvailable: 5 MB\n", 0, false},
+		{"garbage", "MemAvailable: lots kB\n", 0, false},
+	}
+	for _, tc := range tests {
+		got, err := parseMemAvailable([]byte(tc.in))
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%s: %d %v, want %d ok=%v", tc.name, got, err, tc.want, tc.ok)
+		}
+	}
+	if n, err := MemAvailable(); err != nil || n == 0 {
+		t.Errorf("this machine: %d %v", n, err)
+	}
+}
