@@ -76,8 +76,15 @@ type pool struct {
 	retired  bool
 	refreshT clock.Timer
 	destroyT clock.Timer
+	refillT  clock.Timer // the general pool's pending refill after leases
 	c        Counters
 }
+
+// RefillDelay is how long after a lease the general pool starts the next
+// user's browser: not at once, when making it (a few hundred ms of CPU)
+// would compete with preparing the leased one and with its user's first
+// frame. Leases meanwhile coalesce into one refill.
+const RefillDelay = time.Second
 
 func (m *Manager) newPool(app string, ts *typeState, cfg Config) *pool {
 	p := &pool{m: m, app: app, general: app == "", ts: ts, cfg: cfg, c: newCounters()}
@@ -243,13 +250,11 @@ func (p *pool) expired(e *entry) bool {
 }
 
 // lease hands a locked entry to a caller; the general pool starts the
-// next user's browser at once.
+// next user's browser RefillDelay later.
 func (p *pool) lease(e *entry, start time.Time) *Lease {
-	defer func() {
-		if p.general {
-			p.fill(false)
-		}
-	}()
+	if p.general && p.refillT == nil {
+		p.refillT = p.m.clock.AfterFunc(RefillDelay, p.refill)
+	}
 	l := &Lease{m: p.m, e: e, b: e.b, app: p.app, specific: !p.general}
 	e.lease = l
 	now := p.m.clock.Now()
@@ -532,6 +537,17 @@ func (p *pool) startTimers() {
 	}
 }
 
+// refill is the general pool's delayed fill after leases.
+func (p *pool) refill() {
+	p.m.mu.Lock()
+	defer p.m.mu.Unlock()
+	p.refillT = nil
+	if p.retired || p.m.closed {
+		return
+	}
+	p.fill(false)
+}
+
 // refreshCheck runs the touch session sequence on free browsers idle for
 // MaxIdleToRefresh.
 func (p *pool) refreshCheck() {
@@ -596,7 +612,7 @@ func (p *pool) destroyCheck() {
 // are destroyed; the others are destroyed when they come back.
 func (p *pool) retire(err error, reason string) {
 	p.retired = true
-	for _, t := range []clock.Timer{p.refreshT, p.destroyT} {
+	for _, t := range []clock.Timer{p.refreshT, p.destroyT, p.refillT} {
 		if t != nil {
 			t.Stop()
 		}

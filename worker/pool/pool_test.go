@@ -158,13 +158,26 @@ func closedCount(bs []browser.Browser) int {
 }
 
 // GeneralMin browsers are kept ready for the next users: a lease from the
-// general pool starts a replacement at once (its browser never comes back),
-// as far as the global limit allows; leased browsers do not count.
+// general pool starts a replacement RefillDelay later (its browser never
+// comes back), as far as the global limit allows; leased browsers do not
+// count. Leases within the delay share one refill.
 func TestGeneralPoolKeepsBrowsersReady(t *testing.T) {
 	e := newEnv(t, 5, 2)
+	e.lease("app", nil)
+	e.lease("app", nil)
+	if g := e.pool(""); g.Free != 0 || g.Size != 2 {
+		t.Fatalf("before the refill: general pool %+v, want 0 free of 2", g.Gauges)
+	}
+	e.clock.Advance(RefillDelay)
+	e.settle()
+	if g := e.pool(""); g.Free != 2 || g.Size != 4 {
+		t.Fatalf("after the refill: general pool %+v, want 2 free of 4", g.Gauges)
+	}
 	var leases []*Lease
-	for i, want := range []struct{ free, size int }{{2, 3}, {2, 4}, {2, 5}, {1, 5}, {0, 5}} {
+	for i, want := range []struct{ free, size int }{{2, 5}, {1, 5}, {0, 5}} {
 		leases = append(leases, e.lease("app", nil))
+		e.clock.Advance(RefillDelay)
+		e.settle()
 		if g := e.pool(""); g.Free != want.free || g.Size != want.size {
 			t.Fatalf("after lease %d: general pool %+v, want %d free of %d", i+1, g.Gauges, want.free, want.size)
 		}

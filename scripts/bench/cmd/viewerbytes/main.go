@@ -1,0 +1,177 @@
+// Command viewerbytes measures what one viewer of a virtual browser
+// receives: bytes and frames per second while the page is idle, while the
+// user types and while they scroll. It opens the reading benchmark app as a
+// user would (cookie jar, redirects) and speaks the client engine's
+// protocol over the proxy.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+func main() {
+	public := flag.String("public", "http://127.0.0.1:8080", "public (proxy) URL")
+	app := flag.String("app", "reading", "app mount point (an input at 20..320 x 40..80, a long page)")
+	phase := flag.Duration("phase", 10*time.Second, "length of each measured phase")
+	width := flag.Int("width", 1280, "the viewer's window width")
+	height := flag.Int("height", 720, "the viewer's window height")
+	focus := flag.Bool("focus", true, "click into the input first (its caret blinks while idle)")
+	flag.Parse()
+	if err := run(*public, *app, *phase, *width, *height, *focus); err != nil {
+		log.Fatalf("viewerbytes: %v", err)
+	}
+}
+
+// counter counts what the socket delivers.
+type counter struct {
+	frames, frameBytes, otherBytes atomic.Int64
+}
+
+func (c *counter) snapshot() (frames, frameBytes, otherBytes int64) {
+	return c.frames.Load(), c.frameBytes.Load(), c.otherBytes.Load()
+}
+
+func run(public, app string, phase time.Duration, width, height int, focus bool) error {
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 60 * time.Second}
+	resp, err := hc.Get(public + "/" + app)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(resp.Request.URL.Path, "/b/") {
+		return fmt.Errorf("GET /%s: %s at %s (want a Browser URL)", app, resp.Status, resp.Request.URL.Path)
+	}
+	pu, _ := url.Parse(public)
+	h := http.Header{"Origin": {public}}
+	for _, ck := range jar.Cookies(pu) {
+		h.Add("Cookie", ck.String())
+	}
+	conn, _, err := websocket.DefaultDialer.Dial("ws://"+pu.Host+resp.Request.URL.Path+"/ws", h)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var c counter
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			typ, data, err := conn.ReadMessage()
+			if err != nil {
+				readErr <- err
+				return
+			}
+			if typ == websocket.BinaryMessage {
+				c.frames.Add(1)
+				c.frameBytes.Add(int64(len(data)))
+				continue
+			}
+			c.otherBytes.Add(int64(len(data)))
+			var m map[string]any
+			if json.Unmarshal(data, &m) == nil && m["t"] == "hello" && m["readOnly"] == true {
+				readErr <- fmt.Errorf("connected read-only: the cookie did not make us the owner")
+				return
+			}
+		}
+	}()
+	send := func(m map[string]any) error { m["t"] = "input"; return conn.WriteJSON(m) }
+	if err := send(map[string]any{"type": "resize", "width": width, "height": height}); err != nil {
+		return err
+	}
+	if focus {
+		_ = send(map[string]any{"type": "mousedown", "x": 300, "y": 60, "button": "left", "buttons": 1, "clickCount": 1})
+		_ = send(map[string]any{"type": "mouseup", "x": 300, "y": 60, "button": "left", "clickCount": 1})
+	}
+
+	type result struct {
+		name                        string
+		secs                        float64
+		frames, frameBytes, textLen int64
+	}
+	var results []result
+	// every runs act every interval for one phase and records the counts.
+	measure := func(name string, interval time.Duration, act func(i int) error) error {
+		f0, b0, o0 := c.snapshot()
+		t0 := time.Now()
+		deadline := time.After(phase)
+		var tick <-chan time.Time
+		if act != nil {
+			tk := time.NewTicker(interval)
+			defer tk.Stop()
+			tick = tk.C
+		}
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case err := <-readErr:
+				return err
+			case <-deadline:
+				f1, b1, o1 := c.snapshot()
+				results = append(results, result{name, time.Since(t0).Seconds(), f1 - f0, b1 - b0, o1 - o0})
+				return nil
+			case <-tick:
+				if err := act(i); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	time.Sleep(3 * time.Second) // the first frames and the page settle
+	if err := measure("idle", 0, nil); err != nil {
+		return err
+	}
+	if err := measure("typing (5 keys/s)", 200*time.Millisecond, func(i int) error {
+		k := string(rune('a' + i%26))
+		if i%30 == 29 {
+			k = "Backspace" // keep the text short
+		}
+		ev := map[string]any{"type": "keydown", "key": k}
+		if len(k) == 1 {
+			ev["text"] = k
+		}
+		if err := send(ev); err != nil {
+			return err
+		}
+		return send(map[string]any{"type": "keyup", "key": k})
+	}); err != nil {
+		return err
+	}
+	if err := measure("scrolling (5 wheel/s)", 200*time.Millisecond, func(i int) error {
+		dy := 120
+		if (i/20)%2 == 1 {
+			dy = -120 // down, then back up: the page never runs out
+		}
+		return send(map[string]any{"type": "wheel", "x": width / 2, "y": height / 2, "deltaX": 0, "deltaY": dy})
+	}); err != nil {
+		return err
+	}
+	if err := measure("idle again", 0, nil); err != nil {
+		return err
+	}
+	fmt.Printf("\nbytes to one viewer, %dx%d window, JPEG screencast (worker default quality 80), %v phases\n", width, height, phase)
+	fmt.Printf("%-22s %10s %10s %12s %12s\n", "phase", "frames/s", "KiB/s", "KiB/frame", "other_B/s")
+	for _, r := range results {
+		perFrame := 0.0
+		if r.frames > 0 {
+			perFrame = float64(r.frameBytes) / float64(r.frames) / 1024
+		}
+		fmt.Printf("%-22s %10.2f %10.1f %12.1f %12.0f\n", r.name, float64(r.frames)/r.secs,
+			float64(r.frameBytes)/r.secs/1024, perFrame, float64(r.textLen)/r.secs)
+	}
+	return nil
+}
