@@ -11,17 +11,16 @@ import (
 	"fmt"
 	"log"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
+	"github.com/cloudbrowser-go/cloudbrowser/scripts/bench/internal/engineclient"
 )
 
 func main() {
@@ -45,22 +44,11 @@ func main() {
 }
 
 func run(public, worker, app string, n int) error {
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 60 * time.Second}
-	resp, err := c.Get(public + "/" + app)
+	path, cookies, err := engineclient.Open(public, app)
 	if err != nil {
 		return err
 	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("GET /%s: %s", app, resp.Status)
-	}
-	path := resp.Request.URL.Path
-	if !strings.Contains(path, "/b/") {
-		return fmt.Errorf("did not reach a Browser URL: %s", path)
-	}
 	pu, _ := url.Parse(public)
-	cookies := jar.Cookies(pu)
 	type target struct{ name, host string }
 	targets := []target{{"proxy", pu.Host}}
 	if worker != "" {
@@ -98,15 +86,12 @@ type msg map[string]any
 var hopKey []byte
 
 func measure(host, path string, cookies []*http.Cookie, n int) ([]time.Duration, float64, error) {
-	h := http.Header{"Origin": {"http://" + host}}
-	for _, ck := range cookies {
-		h.Add("Cookie", ck.String())
-	}
+	h := http.Header{}
 	if hopKey != nil {
 		// Proxies sign what they relay; straight to a worker, the tool does.
 		h.Set(hop.Header, hop.Sign(hopKey, time.Now(), hop.Fields{Method: http.MethodGet, Host: host, URI: path + "/ws"}))
 	}
-	conn, _, err := websocket.DefaultDialer.Dial("ws://"+host+path+"/ws", h)
+	conn, err := engineclient.Dial(host, path, cookies, h)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -11,14 +11,13 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net/http"
-	"net/http/cookiejar"
 	"net/url"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/cloudbrowser-go/cloudbrowser/scripts/bench/internal/engineclient"
 )
 
 func main() {
@@ -44,22 +43,15 @@ func (c *counter) snapshot() (frames, frameBytes, otherBytes int64) {
 }
 
 func run(public, app string, phase time.Duration, width, height int, focus bool) error {
-	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar, Timeout: 60 * time.Second}
-	resp, err := hc.Get(public + "/" + app)
+	path, cookies, err := engineclient.Open(public, app)
 	if err != nil {
 		return err
 	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(resp.Request.URL.Path, "/b/") {
-		return fmt.Errorf("GET /%s: %s at %s (want a Browser URL)", app, resp.Status, resp.Request.URL.Path)
+	pu, err := url.Parse(public)
+	if err != nil {
+		return err
 	}
-	pu, _ := url.Parse(public)
-	h := http.Header{"Origin": {public}}
-	for _, ck := range jar.Cookies(pu) {
-		h.Add("Cookie", ck.String())
-	}
-	conn, _, err := websocket.DefaultDialer.Dial("ws://"+pu.Host+resp.Request.URL.Path+"/ws", h)
+	conn, err := engineclient.Dial(pu.Host, path, cookies, nil)
 	if err != nil {
 		return err
 	}
