@@ -13,11 +13,12 @@ func ChromiumRequired() bool {
 	return os.Getenv("CB_REQUIRE_CHROMIUM") == "1" || CI()
 }
 
-// ChromiumPath finds Chromium as the product does (chromium.Find, which
-// this package may not import): CB_CHROMIUM if set, else the first of
-// chromium, chromium-browser and google-chrome on PATH. "" if none.
+// ChromiumPath finds Chromium as the product does (chromium.Find and
+// chromium.Binaries, which this package may not import): CB_CHROMIUM if
+// set, else the headless shell, else full Chromium. "" if none.
 func ChromiumPath() string {
-	names := []string{"chromium", "chromium-browser", "google-chrome"}
+	names := []string{"/usr/lib/chromium/chromium-headless-shell", "chromium-headless-shell", "chrome-headless-shell",
+		"chromium", "chromium-browser", "google-chrome"}
 	if p := os.Getenv("CB_CHROMIUM"); p != "" {
 		names = []string{p}
 	}

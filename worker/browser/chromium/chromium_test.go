@@ -672,8 +672,33 @@ func TestConfig(t *testing.T) {
 		t.Fatalf("disabled features with the cache enabled %v", d)
 	}
 	t.Setenv("CB_CHROMIUM", filepath.Join(t.TempDir(), "missing"))
-	if _, err := findChromium(""); err == nil {
+	if _, err := findChromium("", false); err == nil {
 		t.Fatal("missing CB_CHROMIUM binary accepted")
+	}
+}
+
+// TestFindPrefersTheHeadlessShell: without a path, the headless shell is
+// taken before full Chromium, except for headful debugging.
+func TestFindPrefersTheHeadlessShell(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"chromium-headless-shell", "chromium"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saved := Binaries
+	Binaries = []string{"chromium-headless-shell", "chrome-headless-shell", "chromium", "google-chrome"}
+	defer func() { Binaries = saved }()
+	t.Setenv("CB_CHROMIUM", "")
+	t.Setenv("PATH", dir)
+	for _, tc := range []struct {
+		headful bool
+		want    string
+	}{{false, "chromium-headless-shell"}, {true, "chromium"}} {
+		got, err := findChromium("", tc.headful)
+		if err != nil || filepath.Base(got) != tc.want {
+			t.Errorf("headful=%v: %q %v, want %s", tc.headful, got, err, tc.want)
+		}
 	}
 }
 
@@ -748,5 +773,46 @@ func TestScriptAndBindings(t *testing.T) {
 	}
 	if _, err := rt.NewBrowser(ctx, browser.Options{Bindings: map[string]func(string){"not a name": func(string) {}}}); err == nil {
 		t.Fatal("bad binding name accepted")
+	}
+}
+
+// TestOneProcessPerBrowser is the density smoke check: an idle virtual
+// browser costs one renderer process. With full Chromium 156 it cost two
+// (each context's window runs its omnibox popup WebUI in a renderer of its
+// own), which more than doubled the memory per browser unnoticed
+// (docs/chromium.md, "Which binary").
+func TestOneProcessPerBrowser(t *testing.T) {
+	testutil.NeedChromium(t)
+	ctx := testCtx(t)
+	rt, err := New(ctx, Config{Logger: testutil.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	processes := func() int {
+		st, err := rt.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Processes
+	}
+	const n = 4
+	first := newBrowser(t, rt, browser.Options{URL: testSrv.URL + "/title?0"})
+	waitLoaded(t, first)
+	base := processes() // Chromium, its helpers, the first browser's renderer
+	for i := 1; i <= n; i++ {
+		waitLoaded(t, newBrowser(t, rt, browser.Options{URL: fmt.Sprintf("%s/title?%d", testSrv.URL, i)}))
+	}
+	// The new browsers' renderers come up with their pages; wait for them,
+	// then count. One process of slack: Chromium may start a utility
+	// process late.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if got := processes() - base; got < n {
+			return fmt.Errorf("%d more processes for %d more browsers so far", got, n)
+		}
+		return nil
+	})
+	if got := processes() - base; got > n+1 {
+		t.Fatalf("%d more processes for %d more browsers (binary %s): more than one per browser", got, n, rt.path)
 	}
 }

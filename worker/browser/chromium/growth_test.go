@@ -242,12 +242,20 @@ func TestNoBackForwardCache(t *testing.T) {
 	}
 }
 
-// ExtraFlags can turn the back-forward cache back on; a restored page
-// keeps its state and still gets its title reported.
+// ExtraFlags can turn the back-forward cache back on (with full Chromium:
+// the headless shell has none); a restored page keeps its state and still
+// gets its title reported.
 func TestBackForwardCacheOptIn(t *testing.T) {
 	testutil.NeedChromium(t)
+	full, err := findChromium("", true)
+	if err != nil {
+		if testutil.ChromiumRequired() {
+			t.Fatal(err)
+		}
+		t.Skip("full Chromium is not installed:", err)
+	}
 	ctx := testCtx(t)
-	rt, err := New(ctx, Config{Logger: testutil.Logger(t), ExtraFlags: []string{bfcacheOn}})
+	rt, err := New(ctx, Config{Path: full, Logger: testutil.Logger(t), ExtraFlags: []string{bfcacheOn}})
 	if err != nil {
 		t.Fatal(err)
 	}
