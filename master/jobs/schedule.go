@@ -417,11 +417,11 @@ func (q *Queue) currentLocked(workerID, id string, attempt int) *Job {
 	return j
 }
 
-// startMargin widens the spacing of page-load starts a little beyond
-// 1/rate, so the time between the gate's answer and the request reaching
-// the site (RMI, CDP, the network stack) cannot push two requests into one
-// second: 5% of the interval, at least 20 ms.
-func startMargin(emit time.Duration) time.Duration { return max(emit/20, 20*time.Millisecond) }
+// startMargin widens the spacing of page-load starts beyond 1/rate, so
+// that what varies between a start's recorded time and the site's handling
+// of the request (the site's own scheduling under load) cannot push two
+// requests into one second: 10% of the interval, at least 50 ms.
+func startMargin(emit time.Duration) time.Duration { return max(emit/10, 50*time.Millisecond) }
 
 // Ready is the start gate: a worker whose browser is ready asks whether it
 // may load the page now. The answer is 0 (go; the start is counted) or how
