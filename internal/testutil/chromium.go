@@ -15,10 +15,10 @@ func ChromiumRequired() bool {
 
 // ChromiumPath finds Chromium as the product does (chromium.Find and
 // chromium.Binaries, which this package may not import): CB_CHROMIUM if
-// set, else full Chromium, else the headless shell. "" if none.
+// set, else the headless shell, else full Chromium. "" if none.
 func ChromiumPath() string {
-	names := []string{"chromium", "chromium-browser", "google-chrome",
-		"/usr/lib/chromium/chromium-headless-shell", "chromium-headless-shell", "chrome-headless-shell"}
+	names := []string{"/usr/lib/chromium/chromium-headless-shell", "chromium-headless-shell", "chrome-headless-shell",
+		"chromium", "chromium-browser", "google-chrome"}
 	if p := os.Getenv("CB_CHROMIUM"); p != "" {
 		names = []string{p}
 	}

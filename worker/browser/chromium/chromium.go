@@ -284,18 +284,16 @@ func leftoverArgs(dir string) []string {
 }
 
 // Binaries is where the runtime looks for Chromium, in order, when neither
-// Config.Path nor CB_CHROMIUM names one. Full Chromium comes first. The
-// headless shell (Debian's chromium-headless-shell) is much denser: full
-// Chromium 156 gives every browser context a window whose omnibox popup
-// WebUI runs in a renderer of its own (2 renderers per virtual browser
-// instead of 1, ~68 instead of ~28 MiB PSS each; docs/chromium.md,
-// density), but it is not the default yet: with it, job page loads reach a
-// site ~0.1 s later than the start the gate spaces them from, and a 1/s
-// host saw requests 0.96 s apart (TestJobsPoliteBatch). Choose it with
-// --chromium /usr/lib/chromium/chromium-headless-shell (Debian's /usr/bin
-// wrapper of the shell does not exec).
-var Binaries = []string{"chromium", "chromium-browser", "google-chrome",
-	"/usr/lib/chromium/chromium-headless-shell", "chromium-headless-shell", "chrome-headless-shell"}
+// Config.Path nor CB_CHROMIUM names one. The headless shell (Debian's
+// chromium-headless-shell, Chrome for Testing's chrome-headless-shell) comes
+// first: it has no browser UI, while full Chromium 156 gives every browser
+// context a window whose omnibox popup WebUI runs in a renderer of its own
+// (2 renderers per virtual browser instead of 1, 67 instead of 28 MiB PSS
+// each, creation p50 ~480 instead of ~200 ms; docs/chromium.md, density).
+// Debian's /usr/bin wrapper of the shell does not exec, so its real binary
+// is named first.
+var Binaries = []string{"/usr/lib/chromium/chromium-headless-shell", "chromium-headless-shell", "chrome-headless-shell",
+	"chromium", "chromium-browser", "google-chrome"}
 
 // headlessShell reports whether path is a headless shell (no windows).
 func headlessShell(path string) bool { return strings.Contains(filepath.Base(path), "headless-shell") }
@@ -324,7 +322,7 @@ func findChromium(path string, headful bool) (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("chromium: no binary found (set CB_CHROMIUM, or install chromium or chromium-headless-shell)")
+	return "", errors.New("chromium: no binary found (set CB_CHROMIUM, or install chromium-headless-shell or chromium)")
 }
 
 // disabledFeatures are Chromium features that only phone home or add UI a

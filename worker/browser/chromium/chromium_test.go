@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -678,9 +677,9 @@ func TestConfig(t *testing.T) {
 	}
 }
 
-// TestFindOrder: without a path, Binaries' order; never the headless shell
-// for headful debugging.
-func TestFindOrder(t *testing.T) {
+// TestFindPrefersTheHeadlessShell: without a path, the headless shell is
+// taken before full Chromium, except for headful debugging.
+func TestFindPrefersTheHeadlessShell(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"chromium-headless-shell", "chromium"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
@@ -688,7 +687,7 @@ func TestFindOrder(t *testing.T) {
 		}
 	}
 	saved := Binaries
-	Binaries = []string{"chromium-headless-shell", "chrome-headless-shell", "chromium", "google-chrome"} // a shell first
+	Binaries = []string{"chromium-headless-shell", "chrome-headless-shell", "chromium", "google-chrome"}
 	defer func() { Binaries = saved }()
 	t.Setenv("CB_CHROMIUM", "")
 	t.Setenv("PATH", dir)
@@ -777,29 +776,15 @@ func TestScriptAndBindings(t *testing.T) {
 	}
 }
 
-// TestOneProcessPerBrowser is the density smoke check for the headless
-// shell (installed by scripts/install-chromium.sh): an idle virtual browser
-// costs one renderer process. Full Chromium 156 costs two (each context's
-// window runs its omnibox popup WebUI in a renderer of its own), which more
-// than doubled the memory per browser unnoticed (docs/chromium.md, "Which
-// binary"); the shell is not the default yet (Binaries).
+// TestOneProcessPerBrowser is the density smoke check: an idle virtual
+// browser costs one renderer process. With full Chromium 156 it cost two
+// (each context's window runs its omnibox popup WebUI in a renderer of its
+// own), which more than doubled the memory per browser unnoticed
+// (docs/chromium.md, "Which binary").
 func TestOneProcessPerBrowser(t *testing.T) {
 	testutil.NeedChromium(t)
-	shell := ""
-	for _, name := range Binaries {
-		if p, err := exec.LookPath(name); err == nil && headlessShell(name) {
-			shell = p
-			break
-		}
-	}
-	if shell == "" {
-		if testutil.ChromiumRequired() {
-			t.Fatal("the headless shell is not installed (scripts/install-chromium.sh)")
-		}
-		t.Skip("the headless shell is not installed")
-	}
 	ctx := testCtx(t)
-	rt, err := New(ctx, Config{Path: shell, Logger: testutil.Logger(t)})
+	rt, err := New(ctx, Config{Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -243,8 +243,8 @@ func TestNoBackForwardCache(t *testing.T) {
 }
 
 // ExtraFlags can turn the back-forward cache back on (with full Chromium:
-// the headless shell has none, should it be the binary chosen); a restored
-// page keeps its state and still gets its title reported.
+// the headless shell has none); a restored page keeps its state and still
+// gets its title reported.
 func TestBackForwardCacheOptIn(t *testing.T) {
 	testutil.NeedChromium(t)
 	full, err := findChromium("", true)
