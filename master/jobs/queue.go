@@ -87,6 +87,17 @@ type budget struct {
 	goAt    time.Time
 }
 
+// idle: nothing runs and neither the hand-overs' limits nor the start
+// gate's hold anything back any more, so the budget can be forgotten. The
+// gate's state counts too: forgotten after a quick attempt ended, it let
+// the next page load go at once (CI: two requests 0.96 s apart at a 1/s
+// host once browsers leased in ~0.2 s).
+func (b *budget) idle(now time.Time, maxInterval time.Duration) bool {
+	return b.running <= 0 && b.pending == "" &&
+		!b.tat.After(now) && !b.goTat.After(now) &&
+		now.Sub(b.last) > maxInterval && now.Sub(b.goLast) > maxInterval
+}
+
 type worker struct {
 	slots, used int
 	refusedAt   time.Time // refused a run: skipped for refuseBackoff, or until it frees a slot or changes its slots

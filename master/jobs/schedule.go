@@ -635,7 +635,7 @@ func (q *Queue) sweep() {
 	// Budgets nobody uses and whose limits no longer hold anything back
 	// are forgotten, so the map stays as small as the active sites.
 	for k, b := range q.budgets {
-		if b.running <= 0 && !b.tat.After(now) && now.Sub(b.last) > q.maxInterval {
+		if b.idle(now, q.maxInterval) {
 			delete(q.budgets, k)
 		}
 	}

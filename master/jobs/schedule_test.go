@@ -628,6 +628,43 @@ func TestRunLoop(t *testing.T) {
 	}
 }
 
+// TestStartGateOutlivesQuickAttempts: an attempt that ends before the next
+// one is ready (a fast lease, a fast site) leaves its budget unused, and
+// the cleanup must not forget the gate's spacing with it: the next load
+// still waits 1/rate (+margin) after the first request.
+func TestStartGateOutlivesQuickAttempts(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Defaults = Limits{StartsPerSec: 1, Concurrent: 5} })
+	e.q.SetWorker("w1", 10)
+	e.check(hostURL("q.test", 0))
+	e.check(hostURL("q.test", 1))
+	first := e.pump()
+	if len(first) != 1 {
+		t.Fatalf("hand-overs %d", len(first))
+	}
+	if w, err := e.q.Ready(first[0].worker, wire.JobProgress{ID: first[0].run.ID, Attempt: first[0].run.Attempt}); err != nil || w != 0 {
+		t.Fatalf("first go: %v %v", w, err)
+	}
+	if err := e.q.Started(first[0].worker, wire.JobStarted{ID: first[0].run.ID, Attempt: first[0].run.Attempt}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(100 * time.Millisecond)
+	if err := e.done(first[0], wire.JobOutcome{Check: wire.CheckOK, Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(900 * time.Millisecond) // the hand-over's bucket is free again
+	second := e.tick()
+	second = append(second, e.pump()...)
+	if len(second) != 1 {
+		t.Fatalf("second hand-over: %d", len(second))
+	}
+	e.tick() // the cleanup runs
+	emit := time.Second
+	want := emit + startMargin(emit) - time.Second
+	if w, err := e.q.Ready(second[0].worker, wire.JobProgress{ID: second[0].run.ID, Attempt: second[0].run.Attempt}); err != nil || w != want {
+		t.Fatalf("second go waits %v (%v), want %v: 1/rate plus margin after the first request", w, err, want)
+	}
+}
+
 // TestStartGate: hand-overs are paced, but a browser lease takes a varying
 // time; the gate paces the page loads themselves, with a small margin, so
 // two attempts handed over 1/rate apart whose browsers became ready at
