@@ -11,11 +11,18 @@ import (
 type localRouter struct{ m *Master }
 
 func (r localRouter) Route(ctx context.Context, t urlkind.Target) (proxy.Route, error) {
+	rt, _, err := r.RouteNow(t)
+	return rt, err
+}
+
+// RouteNow implements proxy.InstantRouter: the in-process master answers
+// every target without waiting on anything but its own locks.
+func (r localRouter) RouteNow(t urlkind.Target) (proxy.Route, bool, error) {
 	rep, err := r.m.workers.route(proxy.RouteRequestFor(t))
 	if err != nil {
-		return proxy.Route{}, proxy.MasterError(err)
+		return proxy.Route{}, true, proxy.MasterError(err)
 	}
-	return proxy.Route{WorkerID: rep.WorkerID, Addr: rep.Addr}, nil
+	return proxy.Route{WorkerID: rep.WorkerID, Addr: rep.Addr}, true, nil
 }
 
 func (r localRouter) Apps(ctx context.Context) ([]proxy.AppLink, error) {

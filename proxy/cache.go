@@ -101,14 +101,10 @@ func (c *CachingRouter) Route(ctx context.Context, t urlkind.Target) (Route, err
 		}
 		return r, err
 	}
-	iid := t.InstanceID
-	c.mu.RLock()
-	e, ok := c.routes[iid]
-	c.mu.RUnlock()
-	if ok && c.now().Before(e.expires) {
-		c.hits.Add(1)
-		return e.route, nil
+	if r, ok, _ := c.RouteNow(t); ok {
+		return r, nil
 	}
+	iid := t.InstanceID
 	c.misses.Add(1)
 	ch := c.sf.DoChan(iid, func() (any, error) { return c.lookup(ctx, t) })
 	if c.testHookJoined != nil {
@@ -123,6 +119,21 @@ func (c *CachingRouter) Route(ctx context.Context, t urlkind.Target) (Route, err
 	case <-ctx.Done():
 		return Route{}, fmt.Errorf("proxy: route lookup for %s: %w", iid, ctx.Err())
 	}
+}
+
+// RouteNow implements InstantRouter: a fresh cached route.
+func (c *CachingRouter) RouteNow(t urlkind.Target) (Route, bool, error) {
+	if !t.Kind.InstanceKeyed() {
+		return Route{}, false, nil
+	}
+	c.mu.RLock()
+	e, ok := c.routes[t.InstanceID]
+	c.mu.RUnlock()
+	if !ok || !c.now().Before(e.expires) {
+		return Route{}, false, nil
+	}
+	c.hits.Add(1)
+	return e.route, true, nil
 }
 
 // lookup runs once per instance id at a time, on behalf of every waiter.

@@ -11,9 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,7 +19,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
@@ -75,18 +72,14 @@ type Config struct {
 	// connection before answering, so the caller can tell the master. It
 	// runs on the request goroutine and must not block.
 	OnWorkerUnreachable func(Route)
-	// Transport replaces the pooled transport (tests, custom TLS). The
-	// WebSocket relay always dials plain TCP.
-	Transport http.RoundTripper
 }
 
 // Proxy is an http.Handler that dispatches CloudBrowser requests.
 type Proxy struct {
-	cfg       Config
-	log       zerolog.Logger
-	rp        *httputil.ReverseProxy
-	transport *http.Transport // nil if cfg.Transport was given
-	dialer    net.Dialer
+	cfg    Config
+	log    zerolog.Logger
+	up     *upstreams
+	dialer net.Dialer
 
 	idPrefix string
 	idSeq    atomic.Uint64
@@ -144,47 +137,17 @@ func New(cfg Config) *Proxy {
 		idPrefix: ids.Random(8) + "-", // distinguishes proxy processes sharing a port
 		relays:   make(map[*relay]struct{}),
 	}
-	rt := cfg.Transport
-	if rt == nil {
-		p.transport = &http.Transport{
-			Proxy:                 nil, // never honour HTTP_PROXY for worker traffic
-			DialContext:           p.dialer.DialContext,
-			MaxIdleConns:          4 * cfg.MaxIdleConnsPerWorker,
-			MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerWorker,
-			IdleConnTimeout:       90 * time.Second,
-			ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
-			ExpectContinueTimeout: time.Second,
-			DisableCompression:    true, // pass Accept-Encoding through untouched
-		}
-		rt = p.transport
-	}
-	p.rp = &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		Transport:      rt,
-		FlushInterval:  0, // streamed answers (unknown length, event streams) are flushed as they come by ReverseProxy itself
-		BufferPool:     bufPool{},
-		ModifyResponse: modifyResponse,
-		ErrorHandler:   p.proxyError,
-		ErrorLog:       nil,
-	}
+	p.up = newUpstreams(&p.dialer, cfg.MaxIdleConnsPerWorker, 90*time.Second)
 	return p
 }
 
-// reqState travels in the request context from ServeHTTP to the
-// ReverseProxy callbacks.
+// reqState is one relayed request.
 type reqState struct {
 	id     string
 	target urlkind.Target
 	route  Route
 	body   *bodyWatch
 	hopKey []byte // nil = do not sign
-}
-
-type stateKey struct{}
-
-func stateOf(r *http.Request) *reqState {
-	st, _ := r.Context().Value(stateKey{}).(*reqState)
-	return st
 }
 
 // ServeHTTP implements http.Handler.
@@ -220,10 +183,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.RouteTimeout)
 	t0 := time.Now()
-	route, err := p.cfg.Router.Route(ctx, t)
-	cancel()
+	route, err := p.route(r.Context(), t)
 	if t.Kind == urlkind.KindApp || t.Kind == urlkind.KindInstance || t.Kind == urlkind.KindBrowser {
 		// Pages only (not assets or sockets): the first-frame breakdown
 		// reads it; the worker's own steps are added after it.
@@ -252,81 +213,24 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Only WebSocket upgrades are supported; any other Upgrade (h2c...) is
-	// dropped so ReverseProxy's own untracked upgrade path never runs.
-	r.Header.Del("Upgrade")
+	// not relayed (it is a hop-by-hop header).
 	p.forward(w, r, &reqState{id: id, target: t, route: route, hopKey: key})
 }
 
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, st *reqState) {
-	if r.Body != nil && r.Body != http.NoBody {
-		// Tell client body errors apart from worker failures in proxyError.
-		st.body = &bodyWatch{ReadCloser: r.Body}
-		r.Body = st.body
+// route asks the Router where t goes, from memory when it can answer so.
+func (p *Proxy) route(ctx context.Context, t urlkind.Target) (Route, error) {
+	if ir, ok := p.cfg.Router.(InstantRouter); ok {
+		if r, answered, err := ir.RouteNow(t); answered {
+			return r, err
+		}
 	}
-	p.log.Debug().Str("request_id", st.id).Str("kind", st.target.Kind.String()).
-		Str("app", st.target.App).Str("instance", st.target.InstanceID).
-		Str("worker", st.route.WorkerID).Str("method", r.Method).Msg("forward")
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
-}
-
-func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	st := stateOf(pr.In)
-	pr.Out.URL.Scheme = "http"
-	pr.Out.URL.Host = st.route.Addr
-	pr.Out.Host = pr.In.Host // workers build absolute URLs from the public host
-	if p.cfg.TrustForwardedFor {
-		pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
-	}
-	pr.SetXForwarded()
-	pr.Out.Header.Set("X-Forwarded-Proto", p.scheme().Proto(pr.In))
-	pr.Out.Header.Set("X-Request-Id", st.id)
-	host := pr.Out.Host
-	if host == "" { // the transport then sends the worker's address
-		host = pr.Out.URL.Host
-	}
-	signHop(pr.Out.Header, st.hopKey, pr.Out.Method, host, pr.Out.URL.RequestURI())
-}
-
-// signHop replaces any inbound X-CB-Hop with ours over what the worker will
-// read: the request line the transport writes and the forwarded headers set
-// above. Without a key the inbound one is still dropped.
-func signHop(h http.Header, key []byte, method, host, uri string) {
-	h.Del(hop.Header)
-	if key == nil {
-		return
-	}
-	h.Set(hop.Header, hop.Sign(key, time.Now(), hop.Fields{Method: method, Host: host, URI: uri,
-		ForwardedFor: strings.Join(h.Values("X-Forwarded-For"), ", "),
-		Proto:        strings.Join(h.Values("X-Forwarded-Proto"), ", ")}))
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.RouteTimeout)
+	defer cancel()
+	return p.cfg.Router.Route(ctx, t)
 }
 
 func (p *Proxy) scheme() httpsec.Scheme {
 	return httpsec.Scheme{AlwaysHTTPS: p.cfg.PublicHTTPS, TrustForwardedProto: p.cfg.TrustForwardedProto}
-}
-
-// modifyResponse keeps the proxy's X-Request-Id (already on the
-// ResponseWriter) the only one.
-func modifyResponse(resp *http.Response) error {
-	resp.Header.Del("X-Request-Id")
-	return nil
-}
-
-// proxyError is ReverseProxy's ErrorHandler: the worker could not be asked.
-func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
-	st := stateOf(r)
-	if st == nil { // not one of ours; cannot happen via forward
-		st = &reqState{id: "-"}
-	}
-	if r.Context().Err() != nil || (st.body != nil && st.body.failed.Load()) {
-		// The client went away or broke its upload; nobody to answer.
-		p.log.Debug().Str("request_id", st.id).Err(err).Msg("client aborted")
-		if r.Context().Err() == nil {
-			p.st.badRequests.Add(1)
-			p.page(w, r, st.id, http.StatusBadRequest, "Bad request", "The request body could not be read.")
-		}
-		return
-	}
-	p.upstreamFailed(w, r, st.id, st.target, st.route, err)
 }
 
 // upstreamFailed answers a request whose worker could not be reached.
@@ -408,9 +312,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}
 	drained := p.drained
 	p.mu.Unlock()
-	if p.transport != nil {
-		p.transport.CloseIdleConnections()
-	}
+	p.up.close()
 	select {
 	case <-drained:
 		return nil
@@ -451,26 +353,3 @@ func unreachable(err error) bool {
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
-
-// bodyWatch records the client's request body read error.
-// The transport reads the body on its own goroutine, hence the atomic.
-type bodyWatch struct {
-	io.ReadCloser
-	failed atomic.Bool
-}
-
-func (b *bodyWatch) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
-		b.failed.Store(true)
-	}
-	return n, err
-}
-
-// bufPool implements httputil.BufferPool.
-type bufPool struct{}
-
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-func (bufPool) Get() []byte  { return *copyBufs.Get().(*[]byte) }
-func (bufPool) Put(b []byte) { copyBufs.Put(&b) }

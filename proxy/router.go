@@ -30,6 +30,14 @@ type Router interface {
 	Apps(ctx context.Context) ([]AppLink, error)
 }
 
+// InstantRouter is a Router that can answer some targets from memory. The
+// proxy asks RouteNow first and, when it answered, skips Route and the
+// timer that bounds it: most requests of a page load take this path.
+type InstantRouter interface {
+	// RouteNow answers t without blocking, or reports answered false.
+	RouteNow(t urlkind.Target) (r Route, answered bool, err error)
+}
+
 var (
 	// ErrUnknownApp: no application is mounted at Target.App.
 	ErrUnknownApp = errors.New("unknown application")
@@ -65,6 +73,9 @@ type StaticRouter struct {
 
 // Route implements Router.
 func (s StaticRouter) Route(ctx context.Context, t urlkind.Target) (Route, error) { return s.To, nil }
+
+// RouteNow implements InstantRouter.
+func (s StaticRouter) RouteNow(urlkind.Target) (Route, bool, error) { return s.To, true, nil }
 
 // Apps implements Router.
 func (s StaticRouter) Apps(ctx context.Context) ([]AppLink, error) { return s.Links, nil }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,13 +72,6 @@ func (p *Proxy) isClosing() bool {
 	return p.closing
 }
 
-// hopHeaders are connection-specific (RFC 9110 §7.6.1); Connection and
-// Upgrade are rebuilt explicitly for the handshake.
-var hopHeaders = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
 // serveWebSocket forwards an upgrade to the routed worker and, once the
 // worker agreed (101), relays raw bytes until both sides are done. The
 // Router is never consulted again for this connection.
@@ -104,7 +96,7 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string
 	}
 	defer p.untrack(rl)
 
-	resp, wbr, err := p.handshake(r, id, wc, hopKey)
+	resp, wbr, err := p.handshake(r, id, wc, route.Addr, hopKey)
 	if err != nil {
 		rl.close()
 		switch {
@@ -148,35 +140,16 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string
 }
 
 // handshake sends the upgrade request to the worker and reads its answer.
-func (p *Proxy) handshake(r *http.Request, id string, wc net.Conn, hopKey []byte) (*http.Response, *bufio.Reader, error) {
+func (p *Proxy) handshake(r *http.Request, id string, wc net.Conn, addr string, hopKey []byte) (*http.Response, *bufio.Reader, error) {
 	// Abort a stalled handshake if the client leaves; after return the relay
 	// owns the connection, so the hook must be stopped first.
 	stop := context.AfterFunc(r.Context(), func() { wc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	_ = wc.SetDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
 
-	h := r.Header.Clone()
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
-	h.Set("Connection", "Upgrade")
-	h.Set("Upgrade", "websocket")
-	h.Set("X-Request-Id", id)
-	setForwarded(h, r, p.cfg.TrustForwardedFor)
-	h.Set("X-Forwarded-Proto", p.scheme().Proto(r))
-	h.Del("Content-Length") // an upgrade GET has no body; never forward one
-
-	uri := r.RequestURI
-	if uri == "" || uri[0] != '/' {
-		uri = r.URL.RequestURI() // absolute-form request line
-	}
-	signHop(h, hopKey, http.MethodGet, r.Host, uri)
+	hd := p.newHead(r, id, http.MethodGet, addr, hopKey)
 	bw := bufio.NewWriterSize(wc, 4096)
-	bw.WriteString("GET " + uri + " HTTP/1.1\r\nHost: " + r.Host + "\r\n")
-	if err := h.Write(bw); err != nil {
-		return nil, nil, err
-	}
-	bw.WriteString("\r\n")
+	hd.write(bw, r.Header, "Connection: Upgrade\r\nUpgrade: websocket\r\n") // an upgrade GET never carries a body
 	if err := bw.Flush(); err != nil {
 		return nil, nil, err
 	}
@@ -199,11 +172,11 @@ func (p *Proxy) relayRefusal(w http.ResponseWriter, resp *http.Response, wc net.
 	defer resp.Body.Close()
 	_ = wc.SetReadDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
 	h := w.Header()
+	conn := connectionTokens(resp.Header)
 	for k, v := range resp.Header {
-		h[k] = v
-	}
-	for _, k := range hopHeaders {
-		h.Del(k)
+		if !hopByHop[k] && !conn[k] {
+			h[k] = v
+		}
 	}
 	h.Set("X-Request-Id", id)
 	w.WriteHeader(resp.StatusCode)
@@ -281,27 +254,5 @@ func (p *Proxy) copyHalf(dst, src net.Conn, counter *atomic.Uint64) {
 		src.Close()
 		dst.Close()
 		return
-	}
-}
-
-// setForwarded sets X-Forwarded-{For,Host,Proto} like
-// httputil.ProxyRequest.SetXForwarded, for the hand-written handshake.
-func setForwarded(h http.Header, r *http.Request, trust bool) {
-	prior := h["X-Forwarded-For"]
-	h.Del("Forwarded")
-	h.Del("X-Forwarded-For")
-	h.Del("X-Forwarded-Host")
-	h.Del("X-Forwarded-Proto")
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		if trust && len(prior) > 0 {
-			ip = strings.Join(prior, ", ") + ", " + ip
-		}
-		h.Set("X-Forwarded-For", ip)
-	}
-	h.Set("X-Forwarded-Host", r.Host)
-	if r.TLS != nil {
-		h.Set("X-Forwarded-Proto", "https")
-	} else {
-		h.Set("X-Forwarded-Proto", "http")
 	}
 }
