@@ -13,13 +13,16 @@
 package hop
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"hash"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -60,14 +63,50 @@ func FieldsOf(r *http.Request) Fields {
 }
 
 func mac(key []byte, ts string, f Fields) []byte {
+	m := macs.get(key)
+	defer macs.put(m)
 	// Header values cannot contain '\n', so the encoding is unambiguous.
-	msg := make([]byte, 0, 128+len(f.URI)+len(f.ForwardedFor))
-	for _, s := range []string{version, ts, f.Method, f.Host, f.URI, f.ForwardedFor, f.Proto} {
+	msg := m.buf[:0]
+	for _, s := range [...]string{version, ts, f.Method, f.Host, f.URI, f.ForwardedFor, f.Proto} {
 		msg = append(append(msg, s...), '\n')
 	}
-	h := hmac.New(sha256.New, key)
-	h.Write(msg)
-	return h.Sum(nil)
+	m.buf = msg
+	m.h.Reset()
+	m.h.Write(msg)
+	return m.h.Sum(nil)
+}
+
+// A process signs or verifies with one key at a time (the cluster's), on
+// every relayed request: its HMAC states are reused instead of keyed anew.
+type macState struct {
+	h    hash.Hash
+	buf  []byte
+	pool *macPool // keyed with pool.key
+}
+
+type macPool struct {
+	key  []byte
+	pool sync.Pool
+}
+
+type macCache struct{ cur atomic.Pointer[macPool] }
+
+var macs macCache
+
+func (c *macCache) get(key []byte) *macState {
+	p := c.cur.Load()
+	if p == nil || !bytes.Equal(p.key, key) {
+		p = &macPool{key: append([]byte(nil), key...)}
+		c.cur.Store(p) // a replaced key's states are left to the collector
+	}
+	if m, ok := p.pool.Get().(*macState); ok {
+		return m
+	}
+	return &macState{h: hmac.New(sha256.New, p.key), buf: make([]byte, 0, 256), pool: p}
+}
+
+func (c *macCache) put(m *macState) {
+	m.pool.pool.Put(m) // a replaced pool is unreachable soon, with its states
 }
 
 // Sign returns the X-CB-Hop value for a request relayed at now.

@@ -1,9 +1,12 @@
 package hop
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -88,5 +91,41 @@ func BenchmarkSignVerify(b *testing.B) {
 		if err := Verify(key, now, Sign(key, now, f), f); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// HMAC states are reused per key: signing with two keys in turn, from
+// several goroutines, must give each key's own signature every time.
+func TestReusedStatesNeverMixKeys(t *testing.T) {
+	keys := [][]byte{bytes.Repeat([]byte{1}, KeyLen), bytes.Repeat([]byte{2}, KeyLen)}
+	f := Fields{Method: "GET", Host: "h", URI: "/x", ForwardedFor: "1.2.3.4", Proto: "http"}
+	now := time.Unix(1_700_000_000, 0)
+	want := []string{Sign(keys[0], now, f), Sign(keys[1], now, f)}
+	if want[0] == want[1] {
+		t.Fatal("two keys, one signature")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				k := (g + i) % 2
+				if got := Sign(keys[k], now, f); got != want[k] {
+					errs <- fmt.Sprintf("key %d: %s, want %s", k, got, want[k])
+					return
+				}
+				if err := Verify(keys[k], now, want[k], f); err != nil {
+					errs <- fmt.Sprintf("verify with key %d: %v", k, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }

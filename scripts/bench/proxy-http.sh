@@ -1,50 +1,82 @@
 #!/usr/bin/env bash
-# HTTP requests/s and p99 latency of a tiny handler, measured with wrk
-# directly against the worker and through the CloudBrowser proxy (and
-# through nginx when it is installed), in one run.
+# HTTP requests/s, p99 latency and CPU per request of a tiny handler,
+# measured with wrk directly against the worker, through the CloudBrowser
+# proxy and through nginx (installed if missing), alternating targets for
+# ROUNDS rounds and reporting medians.
 #
-#   scripts/bench/proxy-http.sh            # DURATION=10 CONNS=32 THREADS=1
+#   scripts/bench/proxy-http.sh            # DURATION=6 CONNS=32 THREADS=1 ROUNDS=3
 #   DURATION=5 CONNS=64 scripts/bench/proxy-http.sh
 #
 # On small machines wrk, the proxy and the worker share the CPUs: compare
-# ratios within a run, not absolute numbers across machines.
+# ratios within a run, not absolute numbers across machines. CPU per
+# request (from /proc, the proxy's process or nginx's workers; the worker
+# behind them apart) is the figure least disturbed by other load.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-DURATION=${DURATION:-10}
+DURATION=${DURATION:-6}
 CONNS=${CONNS:-32}
 THREADS=${THREADS:-1}
+ROUNDS=${ROUNDS:-3}
 REQ_PATH=${REQ_PATH:-/bench/a/w-bench.aaaaaaaaaaaa/b/baaaaaaaaaaa/r}
 
 command -v wrk >/dev/null || apt_install wrk
+command -v nginx >/dev/null || apt_install nginx || log "no nginx: its row is skipped"
 build_bins
 start_worker
+WORKER_PID=${PIDS[-1]}
 start_proxy
-targets=("direct $WORKER" "proxy $PROXY")
+targets=("direct $WORKER $WORKER_PID" "proxy $PROXY ${PIDS[-1]}")
 if command -v nginx >/dev/null; then
 	start_nginx
-	targets+=("nginx $NGINX")
+	targets+=("nginx $NGINX ${PIDS[-1]}")
 fi
 
 # to_ms converts wrk latency strings (812.00us, 1.23ms, 1.01s) to ms.
 to_ms() { awk '{ v=$1; if (v ~ /us$/) { sub(/us$/,"",v); v/=1000 } else if (v ~ /ms$/) { sub(/ms$/,"",v) } else if (v ~ /s$/) { sub(/s$/,"",v); v*=1000 } printf "%.3f", v }' <<<"$1"; }
 
-declare -A RPS P99
-for t in "${targets[@]}"; do
-	read -r name addr <<<"$t"
-	url="http://$addr$REQ_PATH"
-	if command -v curl >/dev/null; then curl -fsS -o /dev/null --max-time 5 "$url"; fi # fail early, not after a run
-	log "wrk $name: $url (${DURATION}s, $CONNS conns, $THREADS threads)"
-	out=$(timeout $((DURATION + 30)) wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$url")
-	if grep -q "Non-2xx" <<<"$out"; then log "$out"; log "non-2xx answers from $name"; exit 1; fi
-	RPS[$name]=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
-	P99[$name]=$(to_ms "$(awk '$1 == "99%" {print $2}' <<<"$out")")
+# ticks PID: CPU clock ticks used so far by PID and its children (nginx's
+# workers are children of its master).
+ticks() {
+	local s=0 p
+	for p in "$1" $(pgrep -P "$1" || true); do s=$((s + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+	echo "$s"
+}
+HZ=$(getconf CLK_TCK)
+
+declare -A RPS P99 HOP WRK
+for round in $(seq 1 "$ROUNDS"); do
+	for t in "${targets[@]}"; do
+		read -r name addr pid <<<"$t"
+		url="http://$addr$REQ_PATH"
+		if command -v curl >/dev/null; then curl -fsS -o /dev/null --max-time 5 "$url"; fi # fail early, not after a run
+		log "round $round, wrk $name: $url (${DURATION}s, $CONNS conns, $THREADS threads)"
+		a=$(ticks "$pid") wa=$(ticks "$WORKER_PID")
+		out=$(timeout $((DURATION + 30)) wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$url")
+		b=$(ticks "$pid") wb=$(ticks "$WORKER_PID")
+		if grep -q "Non-2xx" <<<"$out"; then log "$out"; log "non-2xx answers from $name"; exit 1; fi
+		n=$(awk '/requests in/ {print $1}' <<<"$out")
+		RPS[$name]+="$(awk '/^Requests\/sec:/ {print $2}' <<<"$out") "
+		P99[$name]+="$(to_ms "$(awk '$1 == "99%" {print $2}' <<<"$out")") "
+		if [ "$name" != direct ]; then HOP[$name]+="$(awk -v c=$((b - a)) -v n="$n" -v hz="$HZ" 'BEGIN { printf "%.1f", c * 1e6 / hz / n }') "; fi
+		WRK[$name]+="$(awk -v c=$((wb - wa)) -v n="$n" -v hz="$HZ" 'BEGIN { printf "%.1f", c * 1e6 / hz / n }') "
+	done
 done
 
-printf '\nHTTP GET %s  (wrk -t%s -c%s -d%ss, %s CPUs)\n' "$REQ_PATH" "$THREADS" "$CONNS" "$DURATION" "$(nproc)"
-printf '%-8s %12s %10s %12s %10s\n' target req/s p99_ms rps_vs_direct p99_vs_direct
+med() { tr ' ' '\n' <<<"$1" | grep . | median; }
+printf '\nHTTP GET %s  (wrk -t%s -c%s -d%ss, %s rounds alternated, medians, %s CPUs)\n' "$REQ_PATH" "$THREADS" "$CONNS" "$DURATION" "$ROUNDS" "$(nproc)"
+printf '%-8s %10s %9s %13s %13s %14s %15s\n' target req/s p99_ms rps_vs_direct p99_vs_direct hop_cpu_us/req worker_cpu_us/req
 for t in "${targets[@]}"; do
 	read -r name _ <<<"$t"
-	printf '%-8s %12.0f %10.3f %12s %10s\n' "$name" "${RPS[$name]}" "${P99[$name]}" \
-		"$(ratio "${RPS[$name]}" "${RPS[direct]}")" "$(ratio "${P99[$name]}" "${P99[direct]}")"
+	rps=$(med "${RPS[$name]}") p99=$(med "${P99[$name]}")
+	hop=n/a
+	[ "$name" = direct ] || hop=$(med "${HOP[$name]}")
+	printf '%-8s %10.0f %9.3f %13s %13s %14s %15s\n' "$name" "$rps" "$p99" \
+		"$(ratio "$rps" "$(med "${RPS[direct]}")")" "$(ratio "$p99" "$(med "${P99[direct]}")")" "$hop" "$(med "${WRK[$name]}")"
 done
+if [ -n "${RPS[nginx]:-}" ]; then
+	printf 'proxy vs nginx: req/s %s, p99 %s, CPU per request %s\n' \
+		"$(ratio "$(med "${RPS[proxy]}")" "$(med "${RPS[nginx]}")")" \
+		"$(ratio "$(med "${P99[proxy]}")" "$(med "${P99[nginx]}")")" \
+		"$(ratio "$(med "${HOP[proxy]}")" "$(med "${HOP[nginx]}")")"
+fi
