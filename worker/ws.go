@@ -74,16 +74,19 @@ type FrameStats struct {
 	Produced uint64 // frames painted while someone watched
 	Sent     uint64 // frame messages written to clients
 	Dropped  uint64 // frames replaced by a newer one before a slow client got them
+	// Held counts the times a frame waited for its client to acknowledge
+	// earlier ones (pacing); Acks the acknowledgements clients sent.
+	Held, Acks uint64
 }
 
 // frameCounters are a worker's frame and input totals, shared by its hubs.
 type frameCounters struct {
-	produced, sent, dropped atomic.Uint64
-	inputs, ignored         atomic.Uint64
+	produced, sent, dropped, held, acks atomic.Uint64
+	inputs, ignored                     atomic.Uint64
 }
 
 func (f *frameCounters) snapshot() FrameStats {
-	return FrameStats{Produced: f.produced.Load(), Sent: f.sent.Load(), Dropped: f.dropped.Load()}
+	return FrameStats{Produced: f.produced.Load(), Sent: f.sent.Load(), Dropped: f.dropped.Load(), Held: f.held.Load(), Acks: f.acks.Load()}
 }
 
 // hub is the set of client engines connected to one virtual browser. It
@@ -105,7 +108,7 @@ type hub struct {
 	page     browser.Page
 	// last is the newest encoded frame: a client that joins a screen that
 	// is not repainting gets it at once.
-	last []byte
+	last *frameMsg
 
 	// Idle release (issue 12): with no client for idle, the hub closes
 	// itself (under mu, so a client joining at that moment is either
@@ -131,8 +134,9 @@ type hub struct {
 type client struct {
 	conn     *websocket.Conn
 	send     chan []byte // control messages, in order
-	frame    atomic.Pointer[[]byte]
+	frame    atomic.Pointer[frameMsg]
 	frameSig chan struct{} // 1-buffered: "a frame is waiting"
+	pace     pacer
 	done     chan struct{}
 	once     sync.Once
 	user     string
@@ -305,8 +309,7 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr
 	h.mu.Lock()
 	page := h.page
 	if h.last != nil {
-		last := h.last
-		c.frame.Store(&last)
+		c.frame.Store(h.last)
 		c.frameSig <- struct{}{}
 	}
 	h.startCastLocked()
@@ -374,19 +377,22 @@ func (h *hub) fanOut(f browser.Frame) {
 	if h.vb != nil {
 		h.vb.snap.dirty.Store(true) // the page changed: snapshotted within the interval
 	}
-	msg := encodeFrame(f)
+	msg := &frameMsg{seq: f.Seq, b: encodeFrame(f)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.last = msg
 	for c := range h.clients {
-		if old := c.frame.Swap(&msg); old != nil {
+		if old := c.frame.Swap(msg); old != nil {
 			h.frames.dropped.Add(1)
 		}
-		select {
-		case c.frameSig <- struct{}{}:
-		default:
-		}
+		c.signalFrame()
 	}
+}
+
+// frameMsg is an encoded frame and its sequence number.
+type frameMsg struct {
+	seq uint64
+	b   []byte
 }
 
 type frameHeader struct {
@@ -411,7 +417,20 @@ func encodeFrame(f browser.Frame) []byte {
 	return out
 }
 
-func (c *client) stop() { c.once.Do(func() { close(c.done) }) }
+func (c *client) stop() {
+	c.once.Do(func() {
+		close(c.done)
+		c.pace.stop()
+	})
+}
+
+// signalFrame wakes the writer for the frame in the slot.
+func (c *client) signalFrame() {
+	select {
+	case c.frameSig <- struct{}{}:
+	default:
+	}
+}
 
 // end sends msg (a "closed" notice), then disconnects the client.
 func (c *client) end(msg []byte) {
@@ -458,6 +477,10 @@ func (h *hub) readLoop(c *client) {
 		switch m.T {
 		case "ping":
 			c.enqueue(mustJSON(wsMsg{T: "pong", Seq: m.Seq, Data: m.Data}))
+		case "ack":
+			h.frames.acks.Add(1)
+			c.pace.acked(uint64(m.Seq))
+			c.signalFrame() // a held frame may go now
 		case "input":
 			h.input(c, m.InputEvent)
 		default:
@@ -526,10 +549,18 @@ func (h *hub) writeLoop(c *client) {
 				return
 			}
 		case <-c.frameSig:
+			if c.frame.Load() == nil {
+				continue
+			}
+			if !c.pace.mayWrite(c.signalFrame) {
+				h.frames.held.Add(1) // stays in the slot; the next ack signals
+				continue
+			}
 			if f := c.frame.Swap(nil); f != nil {
-				if !write(websocket.BinaryMessage, *f) {
+				if !write(websocket.BinaryMessage, f.b) {
 					return
 				}
+				c.pace.wrote(f.seq)
 				h.frames.sent.Add(1)
 			}
 		case <-ping.C:

@@ -142,6 +142,19 @@ func TestVirtualBrowserThroughProxies(t *testing.T) {
 	eventually(t, alice, "typed text reached the virtual page", "document.title", "typed:Hi therE!|clicks:0 · CloudBrowser")
 	click(t, alice, x0+60, y0+140) // the button
 	eventually(t, alice, "click reached the virtual page", "document.title", "typed:Hi therE!|clicks:1 · CloudBrowser")
+	// The engine acknowledges the frames it draws, so the worker paces
+	// frames by them (worker/pace.go).
+	var acks float64
+	for _, w := range c.mustStatus().Workers {
+		v := value(scrape(t, "http://"+w.HTTPAddr+"/metrics", c.metricsToken()), "cloudbrowser_screencast_acks_total", nil)
+		if v < 0 {
+			t.Fatal("worker exports no cloudbrowser_screencast_acks_total")
+		}
+		acks += v
+	}
+	if acks == 0 {
+		t.Fatal("the client engine acknowledged no frame")
+	}
 
 	// Alice shares her browser with anyone holding the URL, read-only; bob
 	// opens it and sees the same page.

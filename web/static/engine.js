@@ -73,9 +73,14 @@
       frames++;
       body.dataset.frames = String(frames);
       body.dataset.frameSeq = String(f.hdr.seq);
+      ack(f.hdr.seq);
       drawNext();
-    }, function () { drawNext(); });
+    }, function () { ack(f.hdr.seq); drawNext(); });
   }
+  // ack tells the worker this frame (and any skipped before it) is done:
+  // it sends the next ones only as fast as they are drawn, so frames never
+  // queue up on a slow link.
+  function ack(n) { send({t: "ack", seq: n}); }
   function paint() {
     var dpr = window.devicePixelRatio || 1;
     var cw = canvas.clientWidth, ch = canvas.clientHeight;
