@@ -139,10 +139,15 @@ func TestFramePacing(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, sent(1))
 	feed(3, 3)
 	testutil.Eventually(t, 5*time.Second, sent(2))
+	droppedBefore := f.w.frames.dropped.Load()
 	feed(4, 10) // two in flight: these wait in the slot, the newest wins
 	testutil.Eventually(t, 5*time.Second, func() error {
 		if f.w.frames.held.Load() == 0 {
 			return errors.New("no frame held yet")
+		}
+		// 5..10 each replaced the one before in the slot: 10 waits there.
+		if d := f.w.frames.dropped.Load() - droppedBefore; d != 6 {
+			return fmt.Errorf("%d frames replaced in the slot, want 6", d)
 		}
 		return sent(maxInFlight)()
 	})

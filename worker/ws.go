@@ -557,10 +557,10 @@ func (h *hub) writeLoop(c *client) {
 				continue
 			}
 			if f := c.frame.Swap(nil); f != nil {
+				c.pace.wrote(f.seq) // before the write: its ack may come back before the write returns
 				if !write(websocket.BinaryMessage, f.b) {
 					return
 				}
-				c.pace.wrote(f.seq)
 				h.frames.sent.Add(1)
 			}
 		case <-ping.C:
