@@ -930,6 +930,7 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 	vb.hub.watch(func(err error) { a.browserEnded(in, vb, err) })
 	a.w.kickSnapshot(vb)
 	vb.hub.startIdle(in.idle, a.w.afterFunc, releasedReason(in.idle), reloadURL(in.app, in.info.ID), func() { a.browserIdle(in, vb) })
+	vb.hub.startRest(a.w.cfg.RestAfter, a.w.afterFunc, &a.w.rest)
 	a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", user).Msg("browser created")
 	return vb, nil
 }
@@ -1059,6 +1060,13 @@ func (b *vbrowser) close(ctx context.Context, reason string) {
 func (b *vbrowser) release() {
 	b.once.Do(func() {
 		close(b.released)
+		if b.hub != nil {
+			// Back to its pool awake: a pool's next user or job expects
+			// a page that paints.
+			ctx, cancel := context.WithTimeout(context.Background(), restTimeout)
+			b.hub.wake(ctx)
+			cancel()
+		}
 		b.lease.Return()
 		if b.unquota != nil {
 			b.unquota() // closing a browser frees its quota

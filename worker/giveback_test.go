@@ -25,6 +25,7 @@ type fakeAfter struct {
 
 type fakeStopper struct {
 	a       *fakeAfter
+	d       time.Duration
 	f       func()
 	stopped bool
 	fired   bool
@@ -41,18 +42,21 @@ func (s *fakeStopper) Stop() bool {
 func (a *fakeAfter) after(d time.Duration, f func()) stopper {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := &fakeStopper{a: a, f: f}
+	s := &fakeStopper{a: a, d: d, f: f}
 	a.timers = append(a.timers, s)
 	return s
 }
 
 // fire runs the pending countdowns (and, with stale, the stopped ones too:
 // a timer that fired just as it was stopped); it returns how many ran.
-func (a *fakeAfter) fire(stale bool) int {
+func (a *fakeAfter) fire(stale bool) int { return a.fireOf(0, stale) }
+
+// fireOf is fire for the countdowns of duration d only (0 = all).
+func (a *fakeAfter) fireOf(d time.Duration, stale bool) int {
 	a.mu.Lock()
 	var run []func()
 	for _, s := range a.timers {
-		if !s.fired && (stale || !s.stopped) {
+		if !s.fired && (stale || !s.stopped) && (d == 0 || s.d == d) {
 			s.fired = true
 			run = append(run, s.f)
 		}
@@ -64,12 +68,15 @@ func (a *fakeAfter) fire(stale bool) int {
 	return len(run)
 }
 
-func (a *fakeAfter) pending() int {
+func (a *fakeAfter) pending() int { return a.pendingOf(0) }
+
+// pendingOf is pending for the countdowns of duration d only (0 = all).
+func (a *fakeAfter) pendingOf(d time.Duration) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := 0
 	for _, s := range a.timers {
-		if !s.fired && !s.stopped {
+		if !s.fired && !s.stopped && (d == 0 || s.d == d) {
 			n++
 		}
 	}

@@ -28,6 +28,11 @@ func (w *Worker) newMetrics() *prometheus.Registry {
 		metrics.One("cloudbrowser_input_events_total", "Input events dispatched to virtual browsers.", c, func() float64 { return float64(w.frames.inputs.Load()) }),
 		metrics.One("cloudbrowser_browsers_released_idle_total", "Virtual browsers released (given back to their pool) after the app's idleTimeout without a client.", c,
 			func() float64 { return float64(w.idleReleased.Load()) }),
+		metrics.One("cloudbrowser_browsers_resting", "Virtual browsers resting now: no client for RestAfter, page hidden.", g,
+			func() float64 { return float64(w.rest.resting.Load()) }),
+		metrics.One("cloudbrowser_browser_rests_total", "Times a browser without a client started resting.", c, func() float64 { return float64(w.rest.rests.Load()) }),
+		metrics.One("cloudbrowser_browser_wakes_total", "Times a resting browser was woken (a client came, or it went back to its pool).", c,
+			func() float64 { return float64(w.rest.wakes.Load()) }),
 		metrics.One("cloudbrowser_input_events_ignored_total", "Input events ignored (read-only clients).", c, func() float64 { return float64(w.frames.ignored.Load()) }),
 	)
 	poolSamples := func(val func(p poolRow) float64) func() []metrics.Sample {

@@ -83,8 +83,11 @@ type Config struct {
 	// in is snapshotted for failover (besides right after each top-level
 	// navigation); 0 = DefaultSnapshotInterval.
 	SnapshotInterval time.Duration
-	Logger           zerolog.Logger
-	Version          string
+	// RestAfter is how long a browser goes without a client before its
+	// page rests (hidden, scripts running; rest.go); 0 = never.
+	RestAfter time.Duration
+	Logger    zerolog.Logger
+	Version   string
 }
 
 // Worker is a running worker.
@@ -123,6 +126,7 @@ type Worker struct {
 	member   *membership.Member
 
 	frames       frameCounters
+	rest         restCounters
 	reg          *prometheus.Registry
 	leaseSeconds *prometheus.HistogramVec
 
@@ -151,7 +155,8 @@ type Worker struct {
 // values too.
 func DefaultConfig() Config {
 	return Config{Master: "127.0.0.1:7070", Listen: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
-		MaxBrowsers: 64, GeneralMin: GeneralMinAuto, LeaveTimeout: 60 * time.Second, SnapshotInterval: DefaultSnapshotInterval}
+		MaxBrowsers: 64, GeneralMin: GeneralMinAuto, LeaveTimeout: 60 * time.Second, SnapshotInterval: DefaultSnapshotInterval,
+		RestAfter: DefaultRestAfter}
 }
 
 // GeneralMinAuto sizes the general pool's ready browsers from memory.
@@ -181,7 +186,10 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.ID == "" {
 		cfg.ID = ids.NewWorkerID()
 	} else if !ids.ValidWorker(cfg.ID) {
-		return nil, fmt.Errorf("worker: --id %q is not a worker id (%s)", cfg.ID, ids.WorkerRule)
+		return nil, fmt.Errorf("worker: %w", config.Errorf("ID", "%q is not a worker id (%s)", cfg.ID, ids.WorkerRule))
+	}
+	if cfg.RestAfter < 0 {
+		return nil, fmt.Errorf("worker: %w", config.Errorf("RestAfter", "must not be negative (0 = never rest), got %s", cfg.RestAfter))
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"

@@ -72,7 +72,8 @@ func TestNewValidates(t *testing.T) {
 		{"no master", Config{Secret: testSecret}, "Master (the master's RMI address) is required"},
 		{"general pool over the limit", Config{Secret: testSecret, Master: "m:1", MaxBrowsers: 4, GeneralMin: 5}, "GeneralMin must be -1 (sized from memory) or between 0 and the browser limit (4), got 5"},
 		{"job slots over the limit", Config{Secret: testSecret, Master: "m:1", JobSlots: 65}, "JobSlots must be between 0 and the browser limit (64), got 65"},
-		{"bad id", Config{Secret: testSecret, Master: "m:1", ID: "Worker 1"}, "--id"},
+		{"bad id", Config{Secret: testSecret, Master: "m:1", ID: "Worker 1"}, `ID "Worker 1" is not a worker id`},
+		{"negative rest", Config{Secret: testSecret, Master: "m:1", RestAfter: -time.Second}, "RestAfter must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -123,6 +123,9 @@ type hub struct {
 	idleReload string
 	onIdle     func()
 
+	// rest is the resting state (rest.go).
+	rest hubRest
+
 	// onPage is told of the browser's page changes (snapshots; nil = none).
 	onPage func(browser.Page)
 
@@ -154,7 +157,7 @@ type client struct {
 }
 
 func newHub(vb *vbrowser, frames *frameCounters, log zerolog.Logger) *hub {
-	h := &hub{vb: vb, frames: frames, clients: map[*client]struct{}{},
+	h := &hub{vb: vb, frames: frames, clients: map[*client]struct{}{}, rest: hubRest{callMu: make(chan struct{}, 1)},
 		log: log.With().Str("browser", vb.id).Str("instance", vb.inst.info.ID).Logger()}
 	h.page = vb.b.Page()
 	return h
@@ -234,6 +237,7 @@ func (h *hub) idleFired(gen uint64) {
 	}
 	h.closed, h.reason, h.reload = true, h.idleReason, h.idleReload
 	h.idleTimer = nil
+	h.disarmRestLocked()
 	h.stopCastLocked()
 	done, idle, onIdle := h.castDone, h.idle, h.onIdle
 	h.mu.Unlock()
@@ -292,6 +296,7 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr
 	}
 	h.clients[c] = struct{}{}
 	h.disarmIdleLocked()
+	h.disarmRestLocked()
 	h.mu.Unlock()
 	// The role is read once the client is in the set: a grant changed
 	// before this is seen here, one changed after it reaches the client
@@ -306,6 +311,7 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr
 	readOnly := cur < RoleReaderWriter
 	c.owner = cur == RoleOwner
 	c.readOnly.Store(readOnly)
+	h.wake(r.Context()) // a resting page paints nothing
 	h.mu.Lock()
 	page := h.page
 	if h.last != nil {
@@ -340,6 +346,7 @@ func (h *hub) leave(c *client) {
 	if len(h.clients) == 0 {
 		h.stopCastLocked()
 		h.armIdleLocked()
+		h.armRestLocked()
 	}
 }
 
@@ -667,6 +674,7 @@ func (h *hub) end(msg []byte, reason, reload string) {
 	}
 	h.closed, h.reason, h.reload = true, reason, reload
 	h.disarmIdleLocked()
+	h.disarmRestLocked()
 	h.stopCastLocked()
 	done := h.castDone
 	cs := make([]*client, 0, len(h.clients))

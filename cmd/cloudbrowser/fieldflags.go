@@ -20,7 +20,7 @@ func fieldFlags() map[string]string {
 		// worker.Config and proxy.ProcessConfig
 		"Master": "--master", "Listen": "--listen", "ID": "--id", "EgressAllow": "--egress-allow",
 		"MaxBrowsers": "--max-browsers", "GeneralMin": "--general-pool-min", "JobSlots": "--job-slots",
-		"MaxAppBytes": "--max-app-bytes",
+		"MaxAppBytes": "--max-app-bytes", "RestAfter": "--rest-after",
 	}
 	for _, f := range quotaFlagList {
 		m["Quotas."+quotaFieldName(f)] = "--quota-" + f.name

@@ -248,7 +248,8 @@ func TestCLIErrors(t *testing.T) {
 	}{
 		{"worker without secret", []string{"worker"}, nil, "--secret-file"},
 		{"worker with readable secret", []string{"worker", "--secret-file", loose}, nil, "chmod 600"},
-		{"worker bad id", []string{"worker", "--id", "BAD"}, []string{"CB_SECRET=0123456789abcdef0123"}, "--id"},
+		{"worker bad id", []string{"worker", "--id", "BAD"}, []string{"CB_SECRET=0123456789abcdef0123"}, `--id "BAD" is not a worker id`},
+		{"worker negative rest", []string{"worker", "--runtime", "none", "--rest-after", "-1s"}, []string{"CB_SECRET=0123456789abcdef0123"}, "--rest-after must not be negative"},
 		{"short CB_SECRET", []string{"proxy"}, []string{"CB_SECRET=short"}, "CB_SECRET"},
 		{"master bad balancer", []string{"master", "--data-dir", dir, "--balancer", "fastest"}, nil, "--balancer"},
 		{"master bad apps dir", []string{"master", "--data-dir", dir, "--apps", filepath.Join(dir, "nope")}, nil, "--apps"},

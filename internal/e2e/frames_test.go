@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 )
 
 // TestStaticPageSendsNoFrames: a viewer of a page that does not change
@@ -67,5 +70,69 @@ func TestStaticPageSendsNoFrames(t *testing.T) {
 	}
 	if frameWithin(5 * time.Second) {
 		t.Fatal("a frame for a page that did not change")
+	}
+}
+
+// TestUnwatchedBrowserRests: a browser whose viewer left rests (its page
+// hidden, worker/rest.go); a viewer who comes back to the Browser URL gets
+// a live engine, new frames and the page as it was left, and can go on
+// typing.
+func TestUnwatchedBrowserRests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("testdata/apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps},
+		worker: []string{"--rest-after", "1s"}})
+	base := "http://" + c.public
+	metricsURL := "http://" + c.mustStatus().Workers[0].HTTPAddr + "/metrics"
+	metric := func(name string) float64 { return value(scrape(t, metricsURL, c.metricsToken()), name, nil) }
+	users := userBrowsers(t)
+
+	alice := open(t, users, base+"/typing")
+	eventually(t, alice, "alice's engine connects", "document.body.dataset.status", "live")
+	eventually(t, alice, "alice sees frames", "Number(document.body.dataset.frames || 0) > 0", "true")
+	browserURL := alice.Page().URL
+	x0, y0 := canvasOrigin(t, alice)
+	click(t, alice, x0+60, y0+60)
+	typeText(t, alice, "before")
+	eventually(t, alice, "typed text reached the virtual page", "document.title", "typed:before|clicks:0 · CloudBrowser")
+	if n := metric("cloudbrowser_browsers_resting"); n != 0 {
+		t.Fatalf("%v browsers resting while alice watches", n)
+	}
+
+	// Alice leaves the page: a second later the browser rests.
+	if err := alice.Navigate(ctxT(t, 10*time.Second), "about:blank"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := metric("cloudbrowser_browsers_resting"); n != 1 {
+			return fmt.Errorf("%v browsers resting, want 1", n)
+		}
+		return nil
+	})
+
+	// She comes back: the page wakes for her, as she left it.
+	if err := alice.Navigate(ctxT(t, 30*time.Second), browserURL); err != nil {
+		t.Fatal(err)
+	}
+	back := alice
+	eventually(t, back, "the engine connects again", "document.body.dataset.status", "live")
+	eventually(t, back, "frames after waking", "Number(document.body.dataset.frames || 0) > 0", "true")
+	eventually(t, back, "the page as she left it", "document.title", "typed:before|clicks:0 · CloudBrowser")
+	// A client joining gets the last frame at once, painted or not: the
+	// proof of a page that paints again is frames after that one.
+	var seen int
+	if err := back.Evaluate(ctxT(t, 10*time.Second), "Number(document.body.dataset.frames || 0)", &seen); err != nil {
+		t.Fatal(err)
+	}
+	x0, y0 = canvasOrigin(t, back)
+	click(t, back, x0+300, y0+60)
+	typeText(t, back, "+after")
+	eventually(t, back, "typing goes on", "document.title", "typed:before+after|clicks:0 · CloudBrowser")
+	eventually(t, back, "new frames of the woken page", fmt.Sprintf("Number(document.body.dataset.frames || 0) > %d", seen), "true")
+	if n, w := metric("cloudbrowser_browsers_resting"), metric("cloudbrowser_browser_wakes_total"); n != 0 || w < 1 {
+		t.Fatalf("after the return: %v resting, %v wakes; want 0 and at least 1", n, w)
 	}
 }

@@ -104,6 +104,8 @@ type Member struct {
 	events chan Event
 	done   chan struct{}
 	once   sync.Once
+	// name and addr of the local node, fixed at start.
+	name, addr string
 }
 
 // Start creates the local member; call Join to meet the others.
@@ -140,11 +142,11 @@ func Start(cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("membership: create: %w", err)
 	}
-	if cfg.BindPort == 0 && cfg.Advertise == "" {
-		// memberlist wrote the chosen port back into mc.BindPort; advertise it.
-		_ = mc
-	}
 	m.ml = ml
+	// The local node's fields are rewritten under memberlist's lock by
+	// UpdateNode (Leave): read them once here, not through LocalNode later.
+	n := ml.LocalNode()
+	m.name, m.addr = n.Name, net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
 	go m.dispatch(cfg.OnEvent)
 	return m, nil
 }
@@ -159,13 +161,10 @@ func (m *Member) dispatch(fn func(Event)) {
 }
 
 // Addr is the host:port others join through.
-func (m *Member) Addr() string {
-	n := m.ml.LocalNode()
-	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
-}
+func (m *Member) Addr() string { return m.addr }
 
 // Name is the local node name.
-func (m *Member) Name() string { return m.ml.LocalNode().Name }
+func (m *Member) Name() string { return m.name }
 
 // Join contacts seeds, retrying until one answers or ctx ends.
 func (m *Member) Join(ctx context.Context, seeds ...string) error {

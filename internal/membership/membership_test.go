@@ -2,39 +2,44 @@ package membership
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 )
 
+// recorder keeps every event; waitFor looks through all of them, because
+// the seed may see b join before a (both joins are merged concurrently).
 type recorder struct {
 	mu  sync.Mutex
 	evs []Event
-	ch  chan Event
 }
 
 func (r *recorder) on(ev Event) {
 	r.mu.Lock()
 	r.evs = append(r.evs, ev)
 	r.mu.Unlock()
-	r.ch <- ev
 }
 
 func (r *recorder) waitFor(t *testing.T, kind EventKind, name string) Event {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case ev := <-r.ch:
+	var got Event
+	testutil.Eventually(t, 20*time.Second, func() error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, ev := range r.evs {
 			if ev.Kind == kind && ev.Name == name {
-				return ev
+				got = ev
+				return nil
 			}
-		case <-deadline:
-			t.Fatalf("no %s event for %s", kind, name)
 		}
-	}
+		return fmt.Errorf("no %s event for %s", kind, name)
+	})
+	return got
 }
 
 func start(t *testing.T, name string, key []byte, rec *recorder) *Member {
@@ -53,7 +58,7 @@ func start(t *testing.T, name string, key []byte, rec *recorder) *Member {
 func TestGracefulLeaveAndCrashAreDistinguished(t *testing.T) {
 	key := make([]byte, 32)
 	key[0] = 7
-	rec := &recorder{ch: make(chan Event, 64)}
+	rec := &recorder{}
 	seed := start(t, "master", key, rec)
 	defer seed.Shutdown()
 	a := start(t, "a", key, nil)
@@ -110,7 +115,7 @@ func TestBadKeyLength(t *testing.T) {
 func TestMembersDuringChurn(t *testing.T) {
 	key := make([]byte, 32)
 	key[0] = 9
-	rec := &recorder{ch: make(chan Event, 64)}
+	rec := &recorder{}
 	seed := start(t, "seed", key, rec)
 	defer seed.Shutdown()
 	stop := make(chan struct{})

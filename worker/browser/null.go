@@ -101,6 +101,7 @@ type nullBrowser struct {
 	allowMu sync.Mutex
 	allow   func(string) bool
 	egress  Egress
+	resting atomic.Bool
 
 	mu            sync.Mutex
 	page          Page
@@ -344,6 +345,18 @@ func (b *nullBrowser) Load(ctx context.Context, url string, opts LoadOptions) (L
 	}
 	return LoadResult{FinalURL: url}, nil
 }
+
+// SetResting implements Browser: the state is kept (Resting reports it).
+func (b *nullBrowser) SetResting(_ context.Context, resting bool) error {
+	if b.closed() {
+		return ErrClosed
+	}
+	b.resting.Store(resting)
+	return nil
+}
+
+// Resting reports the state SetResting set last (for tests).
+func (b *nullBrowser) Resting() bool { return b.resting.Load() }
 
 // Capture implements Browser: the null runtime renders nothing.
 func (b *nullBrowser) Capture(context.Context, CaptureOptions) ([]byte, error) {

@@ -196,6 +196,8 @@ func (b *fakeBrowser) SetCookies(ctx context.Context, cs []browser.Cookie) error
 	return nil
 }
 
+func (b *fakeBrowser) SetResting(context.Context, bool) error { return nil }
+
 func (b *fakeBrowser) Done() <-chan struct{} { return b.done }
 func (b *fakeBrowser) Err() error            { return nil }
 func (b *fakeBrowser) Close(context.Context) error {

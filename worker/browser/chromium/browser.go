@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto"
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/css"
 	"github.com/chromedp/cdproto/dom"
@@ -116,6 +117,12 @@ type cbrowser struct {
 	// Load run at a time.
 	lw     *loadWatch
 	loadMu sync.Mutex
+
+	// restMu serializes SetResting; resting is its state and window the
+	// page's window (0 until first needed; rest.go).
+	restMu  sync.Mutex
+	resting bool
+	window  cdpbrowser.WindowID
 
 	screencasting atomic.Bool
 	frameSeq      atomic.Uint64
