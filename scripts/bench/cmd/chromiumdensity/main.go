@@ -5,6 +5,7 @@
 //
 //	chromiumdensity -name default -counts 1,10,30
 //	chromiumdensity -name dense -renderer-limit 1 -flags "--enable-low-end-device-mode"
+//	chromiumdensity -rest   # also: every browser resting, and the wake time
 //
 // It prints one tab-separated result line per count (and a header with
 // -header).
@@ -47,6 +48,7 @@ func main() {
 	rendererLimit := flag.Int("renderer-limit", 0, "--renderer-process-limit (0 = Chromium default)")
 	settle := flag.Duration("settle", 3*time.Second, "idle time before each memory sample")
 	header := flag.Bool("header", false, "print the column header first")
+	rest := flag.Bool("rest", false, "at each count, also measure with every browser resting (SetResting), then wake each and time its first frame")
 	flag.Parse()
 
 	var ns []int
@@ -79,7 +81,7 @@ func main() {
 	base, baseUSS := sample(ctx, rt)
 
 	if *header {
-		fmt.Println("config\tbrowsers\tprocesses\tpss_MiB\tpss_base_MiB\tpss_per_browser_MiB\tuss_per_browser_MiB\tcreate_p50_ms\tcreate_p95_ms")
+		fmt.Println("config\tbrowsers\tprocesses\tpss_MiB\tpss_base_MiB\tpss_per_browser_MiB\tuss_per_browser_MiB\tcreate_p50_ms\tcreate_p95_ms\twake_p50_ms\twake_p95_ms")
 	}
 	var open []browser.Browser
 	var creates []time.Duration
@@ -93,16 +95,55 @@ func main() {
 			creates = append(creates, d)
 		}
 		time.Sleep(*settle)
-		st, uss := sample(ctx, rt)
-		per := (float64(st.PSS) - float64(base.PSS)) / float64(n)
-		perUSS := (float64(uss) - float64(baseUSS)) / float64(n)
-		fmt.Printf("%s\t%d\t%d\t%.0f\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\n", *name, n, st.Processes,
-			mib(float64(st.PSS)), mib(float64(base.PSS)), mib(per), mib(perUSS),
-			ms(percentile(creates, 50)), ms(percentile(creates, 95)))
+		report(ctx, rt, *name, n, base, baseUSS, creates, nil)
+		if !*rest {
+			continue
+		}
+		for _, b := range open {
+			if err := b.SetResting(ctx, true); err != nil {
+				log.Fatalf("rest: %v", err)
+			}
+		}
+		time.Sleep(*settle)
+		report(ctx, rt, *name+"/resting", n, base, baseUSS, creates, func() []time.Duration { return wakeAll(ctx, open) })
 	}
 	for _, b := range open {
 		b.Close(ctx)
 	}
+}
+
+// report samples memory with n browsers open and prints one result line;
+// wake, if the browsers rest, wakes them after the sample and its times
+// fill the last two columns.
+func report(ctx context.Context, rt browser.Runtime, name string, n int, base browser.Stats, baseUSS uint64, creates []time.Duration, wake func() []time.Duration) {
+	st, uss := sample(ctx, rt)
+	var wakes []time.Duration
+	if wake != nil {
+		wakes = wake()
+	}
+	per := (float64(st.PSS) - float64(base.PSS)) / float64(n)
+	perUSS := (float64(uss) - float64(baseUSS)) / float64(n)
+	wake50, wake95 := "-", "-"
+	if wakes != nil {
+		wake50, wake95 = fmt.Sprintf("%.0f", ms(percentile(wakes, 50))), fmt.Sprintf("%.0f", ms(percentile(wakes, 95)))
+	}
+	fmt.Printf("%s\t%d\t%d\t%.0f\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%s\n", name, n, st.Processes,
+		mib(float64(st.PSS)), mib(float64(base.PSS)), mib(per), mib(perUSS),
+		ms(percentile(creates, 50)), ms(percentile(creates, 95)), wake50, wake95)
+}
+
+// wakeAll wakes each resting browser in turn, as a returning viewer would,
+// and times SetResting(false) until its first screencast frame.
+func wakeAll(ctx context.Context, bs []browser.Browser) []time.Duration {
+	var out []time.Duration
+	for _, b := range bs {
+		d, err := firstFrame(ctx, b, time.Now(), func() error { return b.SetResting(ctx, false) })
+		if err != nil {
+			log.Fatalf("wake: %v", err)
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // create makes a browser and waits for its first painted frame.
@@ -114,9 +155,27 @@ func create(ctx context.Context, rt browser.Runtime, url string) (browser.Browse
 	if err != nil {
 		return nil, 0, err
 	}
+	took, err := firstFrame(ctx, b, t0, nil)
+	if err != nil {
+		b.Close(ctx)
+		return nil, 0, err
+	}
+	return b, took, nil
+}
+
+// firstFrame runs before (if any), then waits for b's next screencast
+// frame and returns the time since t0.
+func firstFrame(ctx context.Context, b browser.Browser, t0 time.Time, before func() error) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if before != nil {
+		if err := before(); err != nil {
+			return 0, err
+		}
+	}
 	cctx, stop := context.WithCancel(ctx)
 	var took time.Duration
-	err = b.Screencast(cctx, browser.ScreencastOptions{}, func(browser.Frame) {
+	err := b.Screencast(cctx, browser.ScreencastOptions{}, func(browser.Frame) {
 		if took == 0 {
 			took = time.Since(t0)
 		}
@@ -124,10 +183,9 @@ func create(ctx context.Context, rt browser.Runtime, url string) (browser.Browse
 	})
 	stop()
 	if took == 0 {
-		b.Close(ctx)
-		return nil, 0, fmt.Errorf("no frame: %w", err)
+		return 0, fmt.Errorf("no frame: %w", err)
 	}
-	return b, took, nil
+	return took, nil
 }
 
 // sample takes the lowest of a few readings a second apart, to skip
