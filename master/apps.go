@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
@@ -164,9 +165,7 @@ func (a *AppManager) pushApp(ctx context.Context, app wire.App) []PushFailure {
 // archive the worker fetches by chunks.
 func (a *AppManager) forWorkers(app wire.App, budget *int64) (wire.App, error) {
 	left := a.inlineMax
-	if left <= 0 {
-		left = defaultInlineMax
-	}
+	config.OrDefault(&left, defaultInlineMax)
 	if budget != nil {
 		left = *budget
 	}
@@ -193,9 +192,7 @@ func (a *AppManager) forWorkers(app wire.App, budget *int64) (wire.App, error) {
 // the frame budget is used up, stubs after.
 func (a *AppManager) listForWorkers() []wire.App {
 	budget := a.inlineMax
-	if budget <= 0 {
-		budget = defaultInlineMax
-	}
+	config.OrDefault(&budget, defaultInlineMax)
 	var out []wire.App
 	for _, app := range a.List() {
 		w, err := a.forWorkers(app, &budget)

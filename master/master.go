@@ -225,9 +225,7 @@ func New(cfg Config) (*Master, error) {
 		cfg.GossipAddr = "127.0.0.1:0"
 	}
 	def := DefaultConfig()
-	if cfg.ReportPeriod <= 0 {
-		cfg.ReportPeriod = def.ReportPeriod
-	}
+	config.OrDefault(&cfg.ReportPeriod, def.ReportPeriod)
 	if cfg.Balancer == "" {
 		cfg.Balancer = def.Balancer
 	}

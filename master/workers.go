@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
@@ -196,12 +197,8 @@ type drainedRecord struct {
 
 // NewWorkerManager returns an empty manager.
 func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
-	if cfg.ReportPeriod <= 0 {
-		cfg.ReportPeriod = time.Second
-	}
-	if cfg.DeadAfter <= 0 {
-		cfg.DeadAfter = 10 * time.Second
-	}
+	config.OrDefault(&cfg.ReportPeriod, time.Second)
+	config.OrDefault(&cfg.DeadAfter, 10*time.Second)
 	q := wire.DefaultQuotas()
 	if cfg.Quotas != nil {
 		q = *cfg.Quotas

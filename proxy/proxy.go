@@ -19,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
@@ -115,21 +116,11 @@ func New(cfg Config) *Proxy {
 	if cfg.Router == nil {
 		panic("proxy: Config.Router is nil")
 	}
-	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = 5 * time.Second
-	}
-	if cfg.RouteTimeout <= 0 {
-		cfg.RouteTimeout = 5 * time.Second
-	}
-	if cfg.HandshakeTimeout <= 0 {
-		cfg.HandshakeTimeout = 10 * time.Second
-	}
-	if cfg.HalfCloseTimeout <= 0 {
-		cfg.HalfCloseTimeout = 30 * time.Second
-	}
-	if cfg.MaxIdleConnsPerWorker <= 0 {
-		cfg.MaxIdleConnsPerWorker = 256
-	}
+	config.OrDefault(&cfg.DialTimeout, 5*time.Second)
+	config.OrDefault(&cfg.RouteTimeout, 5*time.Second)
+	config.OrDefault(&cfg.HandshakeTimeout, 10*time.Second)
+	config.OrDefault(&cfg.HalfCloseTimeout, 30*time.Second)
+	config.OrDefault(&cfg.MaxIdleConnsPerWorker, 256)
 	p := &Proxy{
 		cfg:      cfg,
 		log:      cfg.Logger.With().Str("component", "proxy").Logger(),

@@ -104,9 +104,7 @@ const DefaultConnectWait = 500 * time.Millisecond
 // master's Router over it.
 func (r *RemoteRouter) router(ctx context.Context) (contract.RouterClient, error) {
 	wait := r.ConnectWait
-	if wait <= 0 {
-		wait = DefaultConnectWait
-	}
+	config.OrDefault(&wait, DefaultConnectWait)
 	cctx, cancel := context.WithTimeout(ctx, wait)
 	c, err := r.Client.Conn(cctx)
 	cancel()
@@ -202,9 +200,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 		return fmt.Errorf("proxy: %w", config.Errorf("Master", "(the master's RMI address) is required"))
 	}
 	def := DefaultProcessConfig()
-	if cfg.RouteTTL <= 0 {
-		cfg.RouteTTL = def.RouteTTL
-	}
+	config.OrDefault(&cfg.RouteTTL, def.RouteTTL)
 	if cfg.GossipAddr == "" {
 		cfg.GossipAddr = def.GossipAddr
 	}

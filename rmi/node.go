@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 )
 
 // Config configures a Node.
@@ -115,12 +117,8 @@ func New(cfg Config) (*Node, error) {
 		roleKeys[role] = append([]byte(nil), k...)
 	}
 	cfg.RoleSecrets = roleKeys
-	if cfg.MaxFrame <= 0 {
-		cfg.MaxFrame = DefaultMaxFrame
-	}
-	if cfg.HandshakeTimeout <= 0 {
-		cfg.HandshakeTimeout = 5 * time.Second
-	}
+	config.OrDefault(&cfg.MaxFrame, DefaultMaxFrame)
+	config.OrDefault(&cfg.HandshakeTimeout, 5*time.Second)
 	cfg.Secret = append([]byte(nil), cfg.Secret...) // caller may reuse its slice
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Node{

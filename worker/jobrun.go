@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/jobs"
@@ -111,9 +112,7 @@ func (r jobReporter) Done(ctx context.Context, o wire.JobOutcome) error {
 
 // newJobs makes the worker's executor and its metrics.
 func (w *Worker) newJobs(slots int) (*jobs.Executor, []prometheus.Collector) {
-	if slots <= 0 {
-		slots = jobs.SlotsFor(w.cfg.MaxBrowsers)
-	}
+	config.OrDefault(&slots, jobs.SlotsFor(w.cfg.MaxBrowsers))
 	total := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cloudbrowser_worker_jobs_total",
 		Help: "Job attempts this worker ended, by kind (render, check) and result (ok, changed, unavailable, error, done, failed, cancelled).",

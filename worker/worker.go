@@ -207,15 +207,9 @@ func New(cfg Config) (*Worker, error) {
 	w.apps = newAppManager(w)
 	w.period.Store(int64(time.Second))
 	def := DefaultConfig()
-	if cfg.SnapshotInterval <= 0 {
-		cfg.SnapshotInterval = def.SnapshotInterval
-	}
-	if cfg.MaxBrowsers <= 0 {
-		cfg.MaxBrowsers = def.MaxBrowsers
-	}
-	if cfg.LeaveTimeout <= 0 {
-		cfg.LeaveTimeout = def.LeaveTimeout
-	}
+	config.OrDefault(&cfg.SnapshotInterval, def.SnapshotInterval)
+	config.OrDefault(&cfg.MaxBrowsers, def.MaxBrowsers)
+	config.OrDefault(&cfg.LeaveTimeout, def.LeaveTimeout)
 	if cfg.GeneralMin == GeneralMinAuto {
 		avail, err := procfs.MemAvailable()
 		if err != nil {

@@ -11,6 +11,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 )
 
 // Limits bound what an uploaded bundle may contain.
@@ -21,15 +23,9 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
-	if l.MaxFiles <= 0 {
-		l.MaxFiles = 10_000
-	}
-	if l.MaxFileBytes <= 0 {
-		l.MaxFileBytes = MaxFileSize
-	}
-	if l.MaxTotal <= 0 {
-		l.MaxTotal = 64 << 20
-	}
+	config.OrDefault(&l.MaxFiles, 10_000)
+	config.OrDefault(&l.MaxFileBytes, MaxFileSize)
+	config.OrDefault(&l.MaxTotal, 64<<20)
 	return l
 }
 

@@ -41,3 +41,12 @@ func Rename(err error, names map[string]string) error {
 	}
 	return &FieldError{Field: name, Msg: fe.Msg, Err: fe.Err}
 }
+
+// OrDefault gives an unset (zero) or nonsensical (negative) Config field
+// its package default: the rule every Config here follows for sizes,
+// counts and durations.
+func OrDefault[T ~int | ~int32 | ~int64 | ~uint32 | ~float64](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}

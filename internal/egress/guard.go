@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 )
 
 // Config configures a Guard.
@@ -69,9 +71,7 @@ type Guard struct {
 
 // New makes a Guard.
 func New(cfg Config) (*Guard, error) {
-	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = 10 * time.Second
-	}
+	config.OrDefault(&cfg.DialTimeout, 10*time.Second)
 	g := &Guard{cfg: cfg, log: cfg.Logger.With().Str("component", "egress").Logger(),
 		clusterAny: map[int]bool{}, clusterAt: map[netip.AddrPort]bool{}, localAddrs: map[netip.Addr]bool{},
 		endpoints: map[*Endpoint]struct{}{}}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
 )
 
@@ -97,9 +98,7 @@ func Adopt(ctx context.Context, log zerolog.Logger, spec Spec, adopted ID) *Proc
 }
 
 func start(ctx context.Context, log zerolog.Logger, spec Spec, adopted ID) *Process {
-	if spec.StopTimeout <= 0 {
-		spec.StopTimeout = 10 * time.Second
-	}
+	config.OrDefault(&spec.StopTimeout, 10*time.Second)
 	p := &Process{spec: spec, log: log.With().Str("child", spec.Name).Logger(), done: make(chan struct{})}
 	go p.loop(ctx, adopted)
 	return p

@@ -27,6 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
@@ -153,39 +154,19 @@ func DefaultConfig() Config {
 
 func (c *Config) fill() {
 	d := DefaultConfig()
-	if c.QueueCount <= 0 {
-		c.QueueCount = d.QueueCount
-	}
-	if c.QueueLen <= 0 {
-		c.QueueLen = d.QueueLen
-	}
-	if c.LeftoverMax <= 0 {
-		c.LeftoverMax = d.LeftoverMax
-	}
+	config.OrDefault(&c.QueueCount, d.QueueCount)
+	config.OrDefault(&c.QueueLen, d.QueueLen)
+	config.OrDefault(&c.LeftoverMax, d.LeftoverMax)
 	if c.Defaults == (Limits{}) {
 		c.Defaults = d.Defaults
 	}
-	if c.ReportEvery <= 0 {
-		c.ReportEvery = d.ReportEvery
-	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = d.MaxAttempts
-	}
-	if c.Retention <= 0 {
-		c.Retention = d.Retention
-	}
-	if c.MaxFinished <= 0 {
-		c.MaxFinished = d.MaxFinished
-	}
-	if c.MaxResultBytes <= 0 {
-		c.MaxResultBytes = d.MaxResultBytes
-	}
-	if c.RobotsTTL <= 0 {
-		c.RobotsTTL = d.RobotsTTL
-	}
-	if c.RobotsErrorTTL <= 0 {
-		c.RobotsErrorTTL = d.RobotsErrorTTL
-	}
+	config.OrDefault(&c.ReportEvery, d.ReportEvery)
+	config.OrDefault(&c.MaxAttempts, d.MaxAttempts)
+	config.OrDefault(&c.Retention, d.Retention)
+	config.OrDefault(&c.MaxFinished, d.MaxFinished)
+	config.OrDefault(&c.MaxResultBytes, d.MaxResultBytes)
+	config.OrDefault(&c.RobotsTTL, d.RobotsTTL)
+	config.OrDefault(&c.RobotsErrorTTL, d.RobotsErrorTTL)
 	if c.Clock == nil {
 		c.Clock = clock.Real
 	}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
@@ -643,9 +644,7 @@ func (q *Queue) retryAfterLocked(n int) time.Duration {
 	for _, hq := range q.hosts {
 		rate += hq.limits.StartsPerSec
 	}
-	if rate <= 0 {
-		rate = 1
-	}
+	config.OrDefault(&rate, 1)
 	d := time.Duration(float64(n)/rate*float64(time.Second)) + time.Second
 	return min(d.Round(time.Second), time.Hour)
 }

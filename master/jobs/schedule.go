@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -720,9 +721,7 @@ func (q *Queue) Get(id string) (Job, error) {
 // the next page ("" = no more).
 func (q *Queue) List(opts ListOptions) ([]Job, string) {
 	limit := opts.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	config.OrDefault(&limit, 100)
 	limit = min(limit, 1000)
 	var out []Job
 	next := ""

@@ -28,6 +28,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 )
 
@@ -121,25 +122,13 @@ func (c *Config) defaults() {
 	if c.Clock == nil {
 		c.Clock = d.Clock
 	}
-	if c.DefaultMaxAge <= 0 {
-		c.DefaultMaxAge = d.DefaultMaxAge
-	}
-	if c.MaxKeep <= 0 {
-		c.MaxKeep = d.MaxKeep
-	}
+	config.OrDefault(&c.DefaultMaxAge, d.DefaultMaxAge)
+	config.OrDefault(&c.MaxKeep, d.MaxKeep)
 	c.MaxKeep = max(c.MaxKeep, c.DefaultMaxAge)
-	if c.UnusedAfter <= 0 {
-		c.UnusedAfter = d.UnusedAfter
-	}
-	if c.ReservationTimeout <= 0 {
-		c.ReservationTimeout = d.ReservationTimeout
-	}
-	if c.MaxBytes <= 0 {
-		c.MaxBytes = d.MaxBytes
-	}
-	if c.MaxEntryBytes <= 0 {
-		c.MaxEntryBytes = d.MaxEntryBytes
-	}
+	config.OrDefault(&c.UnusedAfter, d.UnusedAfter)
+	config.OrDefault(&c.ReservationTimeout, d.ReservationTimeout)
+	config.OrDefault(&c.MaxBytes, d.MaxBytes)
+	config.OrDefault(&c.MaxEntryBytes, d.MaxEntryBytes)
 	c.MaxEntryBytes = min(c.MaxEntryBytes, c.MaxBytes)
 	if c.IgnoreParams == nil {
 		c.IgnoreParams = d.IgnoreParams

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -145,21 +146,11 @@ func New(cfg Config, l Leaser, r Reporter) *Executor {
 	if cfg.Slots < 1 {
 		cfg.Slots = 1
 	}
-	if cfg.ReportEvery <= 0 {
-		cfg.ReportEvery = DefaultReportEvery
-	}
-	if cfg.MaxResultBytes <= 0 {
-		cfg.MaxResultBytes = DefaultMaxResultBytes
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.DoneRetries <= 0 {
-		cfg.DoneRetries = DefaultDoneRetries
-	}
-	if cfg.DoneBackoff <= 0 {
-		cfg.DoneBackoff = DefaultDoneBackoff
-	}
+	config.OrDefault(&cfg.ReportEvery, DefaultReportEvery)
+	config.OrDefault(&cfg.MaxResultBytes, DefaultMaxResultBytes)
+	config.OrDefault(&cfg.Timeout, DefaultTimeout)
+	config.OrDefault(&cfg.DoneRetries, DefaultDoneRetries)
+	config.OrDefault(&cfg.DoneBackoff, DefaultDoneBackoff)
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real
 	}
@@ -260,9 +251,7 @@ func (e *Executor) runAttempt(ctx context.Context, a *attempt) {
 	}
 	defer free()
 	every := time.Duration(run.ReportEveryMs) * time.Millisecond
-	if every <= 0 {
-		every = e.cfg.ReportEvery
-	}
+	config.OrDefault(&every, e.cfg.ReportEvery)
 	stopProgress := e.progress(ctx, run, every)
 	out := e.execute(ctx, run)
 	stopProgress()

@@ -40,6 +40,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -143,12 +144,8 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real
 	}
-	if cfg.CreateTimeout <= 0 {
-		cfg.CreateTimeout = time.Minute
-	}
-	if cfg.SequenceTimeout <= 0 {
-		cfg.SequenceTimeout = 5 * time.Minute
-	}
+	config.OrDefault(&cfg.CreateTimeout, time.Minute)
+	config.OrDefault(&cfg.SequenceTimeout, 5*time.Minute)
 	m := &Manager{
 		cfg:   cfg,
 		log:   cfg.Logger.With().Str("component", "pool").Logger(),

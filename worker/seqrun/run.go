@@ -21,6 +21,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/navurl"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/sequence"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
@@ -85,12 +86,8 @@ func (r *Runner) step(ctx context.Context, b browser.Browser, s sequence.Step, x
 		}
 	}
 	timeout := s.Timeout
-	if timeout <= 0 {
-		timeout = r.DefaultTimeout
-	}
-	if timeout <= 0 {
-		timeout = sequence.DefaultTimeout
-	}
+	config.OrDefault(&timeout, r.DefaultTimeout)
+	config.OrDefault(&timeout, sequence.DefaultTimeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 

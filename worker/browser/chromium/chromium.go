@@ -33,6 +33,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -139,9 +140,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Processes <= 0 {
-		cfg.Processes = 1
-	}
+	config.OrDefault(&cfg.Processes, 1)
 	if cfg.healthInterval <= 0 {
 		cfg.healthInterval, cfg.healthTimeout = defaultHealthInterval, defaultHealthTimeout
 	}

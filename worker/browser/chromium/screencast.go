@@ -11,6 +11,7 @@ import (
 	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
 	"github.com/chromedp/cdproto/page"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
@@ -37,12 +38,8 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 	}
 	b.mu.Lock()
 	maxW, maxH := opts.MaxWidth, opts.MaxHeight
-	if maxW <= 0 {
-		maxW = b.width
-	}
-	if maxH <= 0 {
-		maxH = b.height
-	}
+	config.OrDefault(&maxW, b.width)
+	config.OrDefault(&maxH, b.height)
 	b.mu.Unlock()
 
 	// Subscribe before starting, so the first frame cannot be missed.
