@@ -50,8 +50,10 @@ func (m *Master) dashboardRoutes(mux *http.ServeMux) {
 		pages.WriteHTML(w, r, web.Admin, "no-store")
 	})
 	mux.HandleFunc("GET /admin/{file}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-cache")
-		http.ServeFileFS(w, r, web.Static, "admin/"+r.PathValue("file"))
+		// admin.js and admin.css; unversioned URLs, revalidated by ETag.
+		if !web.Assets.Serve(w, r, "admin/"+r.PathValue("file")) {
+			http.NotFound(w, r)
+		}
 	})
 	mux.HandleFunc("POST /admin/login", func(w http.ResponseWriter, r *http.Request) {
 		c, err := r.Cookie("cb_csrf")

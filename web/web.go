@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/assets"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 )
 
@@ -17,6 +18,19 @@ var files embed.FS
 // Static is the client engine's assets (engine.js, engine.css), served by
 // workers under /<app>/a/<instanceId>/_cb/.
 var Static, _ = fs.Sub(files, "static")
+
+// Assets serves Static with validators and compression (internal/assets);
+// pages name their files with Assets.URL so browsers keep them. The .html
+// files are templates the processes render, not files to hand out.
+var Assets = mustAssets()
+
+func mustAssets() *assets.Set {
+	s, err := assets.New(Static, func(name string) bool { return !strings.HasSuffix(name, ".html") })
+	if err != nil {
+		panic(err) // embedded files: only a broken build gets here
+	}
+	return s
+}
 
 // The pages' inline scripts and styles are allowed by hash in the
 // Content-Security-Policy (internal/httpsec).
@@ -30,8 +44,11 @@ func init() {
 	})
 }
 
-// Engine is the Browser URL's bootstrap page.
-var Engine = template.Must(template.ParseFS(files, "static/engine.html"))
+// Engine is the Browser URL's bootstrap page. It names its assets with
+// {{asset "engine.js"}}: the versioned URL, cached by browsers until the
+// binary serves other bytes.
+var Engine = template.Must(template.New("engine.html").
+	Funcs(template.FuncMap{"asset": Assets.URL}).ParseFS(files, "static/engine.html"))
 
 // Landing is the landing page of multiInstance and singleBrowserPerUser
 // applications: a plain page, not a virtual browser (a Chromium context per

@@ -27,7 +27,6 @@ import (
 // handler serves the worker's HTTP endpoints. Requests arrive through a
 // proxy, so URLs are classified exactly as the proxy does.
 func (w *Worker) handler() http.Handler {
-	static := http.FileServerFS(web.Static)
 	metricsH := metrics.Handler(w.reg)
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		rw.Header().Set("X-CB-Worker", w.id)
@@ -83,11 +82,8 @@ func (w *Worker) handler() http.Handler {
 			if !ok {
 				return
 			}
-			if rest, ok := strings.CutPrefix(t.Rest, "_cb/"); ok && t.BrowserID == "" {
-				r2 := r.Clone(r.Context())
-				r2.URL.Path = "/" + path.Clean("/" + rest)[1:]
-				rw.Header().Set("Cache-Control", "no-cache")
-				static.ServeHTTP(rw, r2)
+			if rest, ok := strings.CutPrefix(t.Rest, "_cb/"); ok && t.BrowserID == "" &&
+				web.Assets.Serve(rw, r, path.Clean("/" + rest)[1:]) {
 				return
 			}
 			_ = in

@@ -14,9 +14,12 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/assets"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/web"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
@@ -170,6 +173,8 @@ func TestInstanceToBrowserFlow(t *testing.T) {
 		{loc, 200, `data-socket="` + loc + `/ws"`},
 		{"/hello/a/" + iid + "/_cb/engine.js", 200, "CloudBrowser client engine"},
 		{"/hello/a/" + iid + "/_cb/../../etc/passwd", 404, ""},
+		{"/hello/a/" + iid + "/_cb/", 404, "nothing at this address"},            // no listing
+		{"/hello/a/" + iid + "/_cb/engine.html", 404, "nothing at this address"}, // a template
 		{"/hello/a/" + iid + "/b/bnope", 404, "does not exist"},
 		{"/hello/a/w-test.zzzzzzzzzzzz", 404, "does not exist"},
 		{"/other/a/" + iid, 404, "does not exist"},
@@ -230,6 +235,65 @@ func TestInstanceToBrowserFlow(t *testing.T) {
 	if status, _ := get(loc); status != 404 {
 		t.Fatalf("browser URL of a closed instance: %d", status)
 	}
+}
+
+// TestEngineAssetsCached: the engine page names its assets by version; the
+// worker serves those immutable, with an ETag that gets a 304, gzipped for
+// clients that accept it, and with the security headers of every answer.
+func TestEngineAssetsCached(t *testing.T) {
+	w, srv := newTestWorker(t)
+	app, _ := w.apps.app("hello")
+	iid := "w-test.abcdefabcdef"
+	if err := w.apps.CreateInstance(context.Background(), wire.CreateInstance{App: app, InstanceID: iid, Owner: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	get := func(path string, hdr ...string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	js := "/hello/a/" + iid + "/_cb/" + must(web.Assets.URL("engine.js"))
+	first := get(js, "Accept-Encoding", "gzip")
+	h := first.Header
+	if first.StatusCode != 200 || h.Get("Cache-Control") != assets.Immutable || h.Get("Content-Encoding") != "gzip" ||
+		h.Get("Vary") != "Accept-Encoding" || !strings.HasPrefix(h.Get("Content-Type"), "text/javascript") ||
+		h.Get("ETag") == "" || h.Get("X-CB-Worker") != "w-test" ||
+		h.Get("Content-Security-Policy") != httpsec.PageCSP() || h.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("versioned engine.js: %d %v", first.StatusCode, h)
+	}
+	again := get(js, "Accept-Encoding", "gzip", "If-None-Match", h.Get("ETag"))
+	if again.StatusCode != 304 || again.Header.Get("ETag") != h.Get("ETag") || again.Header.Get("Cache-Control") != assets.Immutable {
+		t.Fatalf("revalidated engine.js: %d %v", again.StatusCode, again.Header)
+	}
+	plain := get("/hello/a/"+iid+"/_cb/engine.css", "Accept-Encoding", "identity")
+	if plain.StatusCode != 200 || plain.Header.Get("Cache-Control") != assets.Revalidate || plain.Header.Get("Content-Encoding") != "" ||
+		plain.Header.Get("ETag") != `"`+web.Assets.Version("engine.css")+`"` {
+		t.Fatalf("unversioned engine.css: %d %v", plain.StatusCode, plain.Header)
+	}
+	// Assets are read-only.
+	req, _ := http.NewRequest("POST", srv.URL+js, nil)
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("POST engine.js: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 func TestUserCookies(t *testing.T) {

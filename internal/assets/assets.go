@@ -51,15 +51,16 @@ type file struct {
 	gzETag  string
 }
 
-// New reads every regular file of fsys. Names are slash-separated paths
-// relative to its root, as fs.WalkDir gives them.
-func New(fsys fs.FS) (*Set, error) {
+// New reads the regular files of fsys that keep accepts (all if keep is
+// nil). Names are slash-separated paths relative to its root, as
+// fs.WalkDir gives them.
+func New(fsys fs.FS, keep func(name string) bool) (*Set, error) {
 	s := &Set{files: map[string]*file{}}
 	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if !d.Type().IsRegular() {
+		if !d.Type().IsRegular() || keep != nil && !keep(name) {
 			return nil
 		}
 		body, err := fs.ReadFile(fsys, name)

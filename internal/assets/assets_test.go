@@ -24,7 +24,8 @@ func testSet(t *testing.T) *Set {
 		"logo.png":        {Data: png},
 		"tiny.css":        {Data: tiny},
 		"admin/admin.css": {Data: []byte(strings.Repeat("body { margin: 0 }\n", 20))},
-	})
+		"page.html":       {Data: []byte("<p>{{.Template}}</p>")},
+	}, func(name string) bool { return !strings.HasSuffix(name, ".html") })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestURLAndVersion(t *testing.T) {
 		t.Fatal("URL of an unknown file: no error")
 	}
 	// The version follows the content, not the name.
-	other, _ := New(fstest.MapFS{"engine.js": {Data: append([]byte("// changed\n"), script...)}})
+	other, _ := New(fstest.MapFS{"engine.js": {Data: append([]byte("// changed\n"), script...)}}, nil)
 	if other.Version("engine.js") == v {
 		t.Fatal("changed content kept its version")
 	}
@@ -182,7 +183,7 @@ func TestServe(t *testing.T) {
 
 func TestServeUnknown(t *testing.T) {
 	s := testSet(t)
-	for _, name := range []string{"nope.js", "", ".", "admin", "../engine.js", "/engine.js"} {
+	for _, name := range []string{"nope.js", "", ".", "admin", "../engine.js", "/engine.js", "page.html"} {
 		w := httptest.NewRecorder()
 		if s.Serve(w, httptest.NewRequest("GET", "/x", nil), name) {
 			t.Errorf("%q: served", name)
@@ -225,7 +226,7 @@ func TestAcceptsGzip(t *testing.T) {
 // validators, so nothing that relied on it breaks.
 func TestSameBytesAsFileServer(t *testing.T) {
 	fsys := fstest.MapFS{"engine.js": {Data: script}}
-	s, _ := New(fsys)
+	s, _ := New(fsys, nil)
 	w1, w2 := httptest.NewRecorder(), httptest.NewRecorder()
 	s.Serve(w1, httptest.NewRequest("GET", "/engine.js", nil), "engine.js")
 	http.FileServerFS(fsys).ServeHTTP(w2, httptest.NewRequest("GET", "/engine.js", nil))
