@@ -19,8 +19,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
-	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/scripts/bench/internal/engineclient"
+	"github.com/cloudbrowser-go/cloudbrowser/scripts/bench/internal/hopsign"
 )
 
 func main() {
@@ -31,11 +31,10 @@ func main() {
 	secretFile := flag.String("secret-file", "", "the cluster secret: the direct run signs its handshake as a proxy would (workers refuse unsigned requests)")
 	flag.Parse()
 	if *secretFile != "" {
-		sec, err := secret.Load(*secretFile)
-		if err != nil {
+		var err error
+		if hopKey, err = hopsign.Key(*secretFile); err != nil {
 			log.Fatal(err)
 		}
-		hopKey = secret.Derive(sec, "http-hop", hop.KeyLen)
 	}
 	if err := run(*public, *worker, *app, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "inputlatency:", err)
@@ -89,7 +88,7 @@ func measure(host, path string, cookies []*http.Cookie, n int) ([]time.Duration,
 	h := http.Header{}
 	if hopKey != nil {
 		// Proxies sign what they relay; straight to a worker, the tool does.
-		h.Set(hop.Header, hop.Sign(hopKey, time.Now(), hop.Fields{Method: http.MethodGet, Host: host, URI: path + "/ws"}))
+		h.Set(hop.Header, hopsign.Sign(hopKey, http.MethodGet, host, path+"/ws"))
 	}
 	conn, err := engineclient.Dial(host, path, cookies, h)
 	if err != nil {
