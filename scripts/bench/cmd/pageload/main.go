@@ -256,7 +256,7 @@ func (u *user) load(tg target, c *cache) (load, error) {
 	down0, up0 := u.down.Load(), u.up.Load()
 	t0 := time.Now()
 	base := &url.URL{Scheme: "http", Host: tg.host, Path: u.path}
-	page, st, err := u.fetch(tg, base.String(), c)
+	page, st, err := u.fetch(tg, base.String(), c, true)
 	if err != nil {
 		return load{}, fmt.Errorf("page: %w", err)
 	}
@@ -279,7 +279,7 @@ func (u *user) load(tg target, c *cache) (load, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, sts[i], errs[i] = u.fetch(tg, ref, c)
+			_, sts[i], errs[i] = u.fetch(tg, ref, c, false)
 		}()
 	}
 	wg.Wait()
@@ -298,8 +298,10 @@ func (u *user) load(tg target, c *cache) (load, error) {
 type fetchStats struct{ requests, notModified int }
 
 // fetch gets rawURL as a browser would with cache c, and returns the
-// decoded body ("" for a cached asset: only pages are parsed).
-func (u *user) fetch(tg target, rawURL string, c *cache) ([]byte, fetchStats, error) {
+// decoded body if decode is set (the page, to find its assets). Assets are
+// not decoded: the driver shares the CPUs with the servers, and a
+// browser's decoding is no cost of the cluster.
+func (u *user) fetch(tg target, rawURL string, c *cache, decode bool) ([]byte, fetchStats, error) {
 	now := time.Now()
 	e, cached := c.get(rawURL)
 	if cached && e.fresh(now) {
@@ -346,7 +348,7 @@ func (u *user) fetch(tg target, rawURL string, c *cache) ([]byte, fetchStats, er
 		c.put(rawURL, ent)
 	}
 	body := raw
-	if resp.Header.Get("Content-Encoding") == "gzip" {
+	if decode && resp.Header.Get("Content-Encoding") == "gzip" {
 		zr, err := gzip.NewReader(bytes.NewReader(raw))
 		if err != nil {
 			return nil, st, fmt.Errorf("GET %s: gzip: %w", rawURL, err)
