@@ -3,11 +3,13 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/assets"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
@@ -102,4 +104,28 @@ func TestEngineAssetsThroughProxy(t *testing.T) {
 	if again, _ := do("GET", s[1], "If-None-Match", css.Header.Get("ETag")); again.StatusCode != http.StatusNotModified {
 		t.Fatalf("GET %s revalidated: %d %v", s[1], again.StatusCode, again.Header)
 	}
+}
+
+// TestEngineAssetsCachedByChromium: a real browser keeps the versioned
+// assets. Coming back to its Browser URL, a user's Chromium takes
+// engine.js and engine.css from its cache (nothing transferred, not even a
+// revalidation) and only the page from the network.
+func TestEngineAssetsCachedByChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1})
+	users := userBrowsers(t)
+	b := open(t, users, "http://"+c.public+"/hello")
+	const assetsLoaded = `performance.getEntriesByType("resource").filter(e => e.name.includes("/_cb/engine.")).map(e => e.transferSize > 0).join()`
+	eventually(t, b, "the first visit downloads the assets", assetsLoaded, "true,true")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.Navigate(ctx, b.Page().URL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, b, "the second visit takes them from the cache", assetsLoaded, "false,false")
+	eventually(t, b, "the page itself comes from the network",
+		`performance.getEntriesByType("navigation")[0].transferSize > 0`, "true")
 }
