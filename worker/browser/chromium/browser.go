@@ -310,6 +310,11 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 	if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: titleScript}); err != nil {
 		return nil, fmt.Errorf("title script: %w", err)
 	}
+	if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+		Source: steadyCaretScript, WorldName: steadyCaretWorld, RunImmediately: new(true),
+	}); err != nil {
+		return nil, fmt.Errorf("steady caret: %w", err)
+	}
 	for name := range b.bindings {
 		if _, err := pageCall(ctx, b, runtime.AddBinding, runtime.AddBindingParams{Name: name}); err != nil {
 			return nil, fmt.Errorf("binding %s: %w", name, err)
