@@ -13,9 +13,8 @@ import (
 
 // TestStaticPageSendsNoFrames: a viewer of a page that does not change
 // gets its first frames and then none (docs/benchmarks.md, bytes per
-// viewer: an idle page costs nothing; typing and scrolling do). The typing
-// app's page is static until someone types: nothing is focused, so no
-// caret blinks.
+// viewer: an idle page costs nothing; typing and scrolling do), also when
+// its input has the focus (a steady caret).
 func TestStaticPageSendsNoFrames(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and Chromium")
@@ -57,20 +56,36 @@ func TestStaticPageSendsNoFrames(t *testing.T) {
 	if !frameWithin(30 * time.Second) {
 		t.Fatal("no first frame")
 	}
-	// The page settles (fonts, first layouts): a second without frames.
-	settled := false
-	for range 30 {
-		if !frameWithin(time.Second) {
-			settled = true
-			break
+	// quiet: the page settles (fonts, first layouts, the click's repaint):
+	// a second without frames; then none for 5 s.
+	quiet := func(what string) {
+		t.Helper()
+		settled := false
+		for range 30 {
+			if !frameWithin(time.Second) {
+				settled = true
+				break
+			}
+		}
+		if !settled {
+			t.Fatalf("%s: frames keep coming: never a second without one in 30 frames", what)
+		}
+		if frameWithin(5 * time.Second) {
+			t.Fatalf("%s: a frame for a page that did not change", what)
 		}
 	}
-	if !settled {
-		t.Fatal("frames keep coming for a static page: never a second without one in 30 frames")
+	quiet("static page")
+	// The input focused: its caret shows but does not blink (a blink
+	// was a whole frame, twice a second).
+	for _, typ := range []string{"mousedown", "mouseup"} {
+		if err := conn.WriteJSON(map[string]any{"t": "input", "type": typ, "x": 100, "y": 60, "button": "left", "buttons": 1, "clickCount": 1}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if frameWithin(5 * time.Second) {
-		t.Fatal("a frame for a page that did not change")
+	if !frameWithin(30 * time.Second) {
+		t.Fatal("no frame after the click into the input")
 	}
+	quiet("focused input")
 }
 
 // TestUnwatchedBrowserRests: a browser whose viewer left rests (its page
