@@ -10,6 +10,7 @@
 # comes from 127.0.0.1).
 #
 #   nice -n 19 scripts/bench/capacity.sh    # STEPS=1,2,4,6,8,12,16,24,32,48 KEYRATE=5 WINDOW=20s KNEE=100ms PERF=1
+#   PERF_DIR=/tmp/cap-perf …                  # keeps perf.data and the reports
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 STEPS=${STEPS:-1,2,4,6,8,12,16,24,32,48}
@@ -22,7 +23,7 @@ PERF=${PERF:-1}
 PERF_ARGS=()
 if [ "$PERF" = 1 ]; then
 	if command -v perf >/dev/null || apt_install linux-perf; then
-		PERF_ARGS=(-perf-dir "$TMP/perf")
+		PERF_ARGS=(-perf-dir "${PERF_DIR:-$TMP/perf}")
 	else
 		log "no perf: the profile is skipped"
 	fi

@@ -20,17 +20,20 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"math/rand/v2"
 	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -552,8 +555,10 @@ func treePSS(worker int) (total, goPss uint64, err error) {
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 // profile records the worker's tree with perf for c.perfTime while the
-// clients keep typing, then prints where the samples fall: by thread name
-// and library, the libraries alone, and the Go worker's hottest functions.
+// clients keep typing, then prints where the samples fall: by process
+// (the Go worker, Chromium's browser, GPU and renderer processes), by
+// thread name (Chromium names its threads) and by shared object (libjpeg is
+// the screencast's JPEG encoder), and the Go worker's hottest functions.
 func profile(ctx context.Context, c config, p procSet) error {
 	if _, err := exec.LookPath("perf"); err != nil {
 		return fmt.Errorf("perf is not installed: %w", err)
@@ -565,9 +570,17 @@ func profile(ctx context.Context, c config, p procSet) error {
 	if err != nil {
 		return err
 	}
+	kinds := map[int]string{} // thread id → its process's kind
 	var pids []string
 	for _, pid := range procfs.Tree(all, p.worker) {
 		pids = append(pids, strconv.Itoa(pid))
+		kind := processKind(pid, pid == p.worker)
+		tasks, _ := os.ReadDir(filepath.Join(procfs.Dir, strconv.Itoa(pid), "task"))
+		for _, t := range tasks {
+			if tid, err := strconv.Atoi(t.Name()); err == nil {
+				kinds[tid] = kind
+			}
+		}
 	}
 	data := filepath.Join(c.perfDir, "perf.data")
 	rec := exec.CommandContext(ctx, "perf", "record", "-F", "499", "-g", "-o", data, "-p", strings.Join(pids, ","),
@@ -575,35 +588,121 @@ func profile(ctx context.Context, c config, p procSet) error {
 	if out, err := rec.CombinedOutput(); err != nil {
 		return fmt.Errorf("perf record: %w: %s", err, out)
 	}
-	exe, err := os.Readlink(filepath.Join(procfs.Dir, strconv.Itoa(p.worker), "exe"))
+	report := func(name string, args ...string) (string, error) {
+		args = append([]string{"report", "-i", data, "--stdio", "--no-children", "-g", "none"}, args...)
+		out, err := exec.CommandContext(ctx, "perf", args...).Output()
+		if err != nil {
+			return "", fmt.Errorf("perf %v: %w", args, err)
+		}
+		return string(out), os.WriteFile(filepath.Join(c.perfDir, name), out, 0o644)
+	}
+	byThread, err := report("by-thread-dso.txt", "--sort", "pid,dso", "--percent-limit", "0")
 	if err != nil {
 		return err
 	}
-	reports := []struct {
-		title string
-		args  []string
-	}{
-		{"samples by process and shared object", []string{"--sort", "pid,dso"}},
-		{"samples by thread name and shared object (Chromium names its threads)", []string{"--sort", "comm,dso", "--percent-limit", "1"}},
-		{"the Go worker's functions (self time, % of the Go worker's samples)", []string{"--pid", strconv.Itoa(p.worker), "--sort", "sym", "--percent-limit", "1"}},
+	shares, err := parseThreadShares(byThread, kinds)
+	if err != nil {
+		return err
 	}
-	for _, r := range reports {
-		args := append([]string{"report", "-i", data, "--stdio", "--no-children", "-g", "none"}, r.args...)
-		out, err := exec.CommandContext(ctx, "perf", args...).Output()
-		if err != nil {
-			return fmt.Errorf("perf report %v: %w", r.args, err)
-		}
-		if err := os.WriteFile(filepath.Join(c.perfDir, strings.Join(r.args[:2], "")+".txt"), out, 0o644); err != nil {
-			return err
-		}
-		fmt.Printf("\n### %s\n\n```\n", r.title)
-		for line := range strings.Lines(string(out)) {
-			if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
-				fmt.Print(line)
+	fmt.Printf("\n%s samples at 499 Hz per thread. Shares of all samples:\n", shares.samples)
+	printShares("process", shares.byKind, 0)
+	printShares("process / thread name", shares.byThread, 1)
+	printShares("process / shared object", shares.byDso, 1)
+	goSyms, err := report("go-symbols.txt", "--pid", strconv.Itoa(p.worker), "--percentage", "relative", "--sort", "dso,sym", "--percent-limit", "1.5")
+	if err != nil {
+		return err
+	}
+	goTotal, err := report("go-inclusive.txt", "--pid", strconv.Itoa(p.worker), "--percentage", "relative", "--children", "--sort", "sym", "--percent-limit", "5")
+	if err != nil {
+		return err
+	}
+	for _, r := range []struct {
+		title, out string
+		keep       func(string) bool
+	}{
+		{"the Go worker's functions, self time, % of the Go worker's samples (≥ 1.5%)", goSyms,
+			func(string) bool { return true }},
+		{"the Go worker's own and libraries' functions with their callees, % of the Go worker's samples (≥ 5%)", goTotal,
+			func(l string) bool { return strings.Contains(l, "github.com/") }},
+	} {
+		fmt.Printf("\n%s:\n\n```\n", r.title)
+		for line := range strings.Lines(r.out) {
+			if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") && r.keep(line) {
+				fmt.Print(strings.ReplaceAll(line, "github.com/cloudbrowser-go/cloudbrowser/", ""))
 			}
 		}
 		fmt.Println("```")
 	}
-	fmt.Printf("\n(worker binary %s; perf.data in %s)\n", exe, c.perfDir)
+	fmt.Printf("\n(perf.data and the reports in %s)\n", c.perfDir)
 	return nil
+}
+
+// processKind names what a process of the worker's tree is.
+func processKind(pid int, worker bool) string {
+	if worker {
+		return "Go worker"
+	}
+	args, _ := procfs.Cmdline(pid)
+	// Chromium's children rewrite their argv into one string.
+	for _, a := range strings.Fields(strings.Join(args, " ")) {
+		if t, ok := strings.CutPrefix(a, "--type="); ok {
+			if t == "gpu-process" {
+				return "Chromium GPU process"
+			}
+			return "Chromium " + t
+		}
+	}
+	return "Chromium browser process"
+}
+
+// threadShares are perf's sample shares added up by process kind, by kind
+// and thread name, and by kind and shared object.
+type threadShares struct {
+	samples                 string // as perf says it: "5K"
+	byKind, byThread, byDso map[string]float64
+}
+
+var reportLine = regexp.MustCompile(`^\s*([0-9.]+)%\s+(\d+):(.*?)\s{2,}(\S.*?)\s*$`)
+
+// parseThreadShares reads `perf report --sort pid,dso` (pid is the thread
+// id there).
+func parseThreadShares(out string, kinds map[int]string) (threadShares, error) {
+	s := threadShares{byKind: map[string]float64{}, byThread: map[string]float64{}, byDso: map[string]float64{}}
+	for line := range strings.Lines(out) {
+		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "# Samples: "); ok && s.samples == "" {
+			s.samples = strings.Fields(n + " ?")[0]
+		}
+		m := reportLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		pct, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			return s, fmt.Errorf("perf report line %q: %w", line, err)
+		}
+		tid, _ := strconv.Atoi(m[2])
+		kind := kinds[tid]
+		if kind == "" {
+			kind = "thread started during the profile"
+		}
+		s.byKind[kind] += pct
+		s.byThread[kind+" / "+strings.TrimSpace(m[3])] += pct
+		s.byDso[kind+" / "+m[4]] += pct
+	}
+	if len(s.byKind) == 0 {
+		return s, errors.New("perf report: no samples")
+	}
+	return s, nil
+}
+
+// printShares prints the shares of at least minPct, largest first.
+func printShares(title string, shares map[string]float64, minPct float64) {
+	keys := slices.Collect(maps.Keys(shares))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(shares[b], shares[a]) })
+	fmt.Printf("\n| %s | %% of samples |\n|---|---|\n", title)
+	for _, k := range keys {
+		if shares[k] >= minPct {
+			fmt.Printf("| %s | %.1f |\n", k, shares[k])
+		}
+	}
 }
