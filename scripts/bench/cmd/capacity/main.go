@@ -257,14 +257,9 @@ func connectOne(ctx context.Context, c config, host string) (*client, string, er
 	if err != nil {
 		return nil, "", err
 	}
-	t0 := time.Now()
-	if err := s.Focus(c.width, c.height); err != nil {
+	if err := s.Focus(ctx, c.width, c.height); err != nil {
 		s.Close()
-		return nil, "", err
-	}
-	if _, err := s.WaitShown(ctx, t0); err != nil {
-		s.Close()
-		return nil, "", fmt.Errorf("first frame of %s: %w", path, err)
+		return nil, "", fmt.Errorf("%s: %w", path, err)
 	}
 	return &client{s: s}, path, nil
 }

@@ -94,7 +94,7 @@ func measure(ctx context.Context, host, path string, cookies []*http.Cookie, n i
 		return nil, 0, err
 	}
 	defer s.Close()
-	if err := s.Focus(1000, 700); err != nil {
+	if err := s.Focus(ctx, 1000, 700); err != nil {
 		return nil, 0, err
 	}
 	time.Sleep(time.Second)

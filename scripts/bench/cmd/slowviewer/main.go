@@ -48,7 +48,7 @@ func run(public, app string, keys int, rate float64, ack bool, label string) err
 		return err
 	}
 	defer s.Close()
-	if err := s.Focus(1000, 700); err != nil {
+	if err := s.Focus(ctx, 1000, 700); err != nil {
 		return err
 	}
 	time.Sleep(2 * time.Second) // the first frames of the page: not measured
