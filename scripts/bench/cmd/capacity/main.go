@@ -68,7 +68,7 @@ func main() {
 	var steps string
 	flag.StringVar(&c.public, "public", "http://127.0.0.1:8080", "public (proxy) URL")
 	flag.StringVar(&c.app, "app", "typing", "app mount point: one instance per user, an input at 20..320 x 40..80")
-	flag.IntVar(&c.upPid, "up-pid", 0, "pid of `cloudbrowser up` (its child running `worker` is the worker measured)")
+	flag.IntVar(&c.upPid, "up-pid", 0, "pid of cloudbrowser up (its child process running the worker command is the worker measured)")
 	flag.StringVar(&steps, "steps", "1,2,4,6,8,12,16,24,32,48", "client counts, ascending")
 	flag.Float64Var(&c.rate, "rate", 5, "keys per second per client")
 	flag.DurationVar(&c.settle, "settle", 3*time.Second, "typing before each measured window (after the step's new clients see their first frame)")
