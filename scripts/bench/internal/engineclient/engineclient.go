@@ -250,11 +250,11 @@ func (s *Session) Input(m map[string]any) error {
 }
 
 // Focus clicks into the test apps' input (at 20..320 × 40..80) and sets
-// the viewport to width×height. It waits for the first frame first: input
-// sent before the page has painted after its client came is lost (a page
-// that rested while nobody watched drops it, 1 to 5 times in 8 in a test),
-// and then for a frame painted after the click (the caret appearing),
-// clicking again if none comes.
+// the viewport to width×height. It waits for the first frame first: a
+// click sent right after the socket opened, before any frame, was lost 1 to
+// 5 times in 8 on fresh browsers (cause not known; after the first frame, 0
+// in 8), and then for a frame painted after the click (the caret
+// appearing), clicking again if none comes.
 func (s *Session) Focus(ctx context.Context, width, height int) error {
 	if _, err := s.WaitShown(ctx, time.Time{}); err != nil {
 		return fmt.Errorf("first frame: %w", err)
