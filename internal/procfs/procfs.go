@@ -1,9 +1,11 @@
 // Package procfs reads what the cluster needs to know about a process from
 // Linux's /proc: whether a pid is still the process we started (its start
-// time tells a reused pid apart) and with which arguments.
+// time tells a reused pid apart), with which arguments, its descendants,
+// their memory (PSS) and CPU time.
 package procfs
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -26,7 +28,14 @@ type Stat struct {
 	// Start is the start time in clock ticks after boot (field 22): with
 	// the pid it names one process for the life of the machine.
 	Start uint64
+	// UTime and STime are the CPU time the process spent in user and
+	// kernel mode, all its threads, in clock ticks (fields 14 and 15).
+	UTime, STime uint64
 }
+
+// TicksPerSecond is the unit of Stat's times (USER_HZ, 100 on every
+// architecture Linux runs Go on).
+const TicksPerSecond = 100
 
 // Alive reports whether the process runs (exists and is not a zombie).
 func (s Stat) Alive() bool { return s.State != 'Z' && s.State != 'X' }
@@ -63,11 +72,68 @@ func ParseStat(b []byte) (Stat, error) {
 	if err != nil {
 		return Stat{}, fmt.Errorf("procfs: stat ppid: %w", err)
 	}
-	start, err := strconv.ParseUint(string(f[19]), 10, 64)
-	if err != nil {
-		return Stat{}, fmt.Errorf("procfs: stat starttime: %w", err)
+	var num [3]uint64 // utime, stime, starttime
+	for i, field := range []int{11, 12, 19} {
+		if num[i], err = strconv.ParseUint(string(f[field]), 10, 64); err != nil {
+			return Stat{}, fmt.Errorf("procfs: stat field %d: %w", field+3, err)
+		}
 	}
-	return Stat{Pid: pid, PPid: ppid, State: f[0][0], Start: start}, nil
+	return Stat{Pid: pid, PPid: ppid, State: f[0][0], UTime: num[0], STime: num[1], Start: num[2]}, nil
+}
+
+// Tree returns root and all its live descendants in procs (zombies
+// excluded: they use no memory and are about to go), root first.
+func Tree(procs map[int]Stat, root int) []int {
+	children := make(map[int][]int, len(procs))
+	for _, p := range procs {
+		children[p.PPid] = append(children[p.PPid], p.Pid)
+	}
+	var out []int
+	queue := []int{root}
+	seen := map[int]bool{}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		if p, ok := procs[pid]; !ok || !p.Alive() {
+			continue
+		}
+		out = append(out, pid)
+		queue = append(queue, children[pid]...)
+	}
+	return out
+}
+
+// PSS reads the proportional set size of pid in bytes
+// (/proc/<pid>/smaps_rollup).
+func PSS(pid int) (uint64, error) {
+	b, err := os.ReadFile(filepath.Join(Dir, strconv.Itoa(pid), "smaps_rollup"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("%w: %d", ErrNoProcess, pid)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("procfs: %w", err)
+	}
+	return ParsePSS(b)
+}
+
+// ParsePSS returns the Pss line of smaps_rollup in bytes.
+func ParsePSS(b []byte) (uint64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := bytes.Fields(sc.Bytes())
+		if len(f) >= 2 && string(f[0]) == "Pss:" {
+			kb, err := strconv.ParseUint(string(f[1]), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("procfs: smaps_rollup Pss: %w", err)
+			}
+			return kb * 1024, nil
+		}
+	}
+	return 0, errors.New("procfs: smaps_rollup has no Pss line")
 }
 
 // ReadAll reads every process's stat. Processes that exit while it reads

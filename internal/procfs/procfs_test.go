@@ -16,8 +16,8 @@ func TestParseStat(t *testing.T) {
 		want    Stat
 		wantErr bool
 	}{
-		{"plain", "42 (proxy) S 7" + tail, Stat{Pid: 42, PPid: 7, State: 'S', Start: 987654}, false},
-		{"command with spaces and parens", "42 (a) b (c)) Z 1" + tail, Stat{Pid: 42, PPid: 1, State: 'Z', Start: 987654}, false},
+		{"plain", "42 (proxy) S 7" + tail, Stat{Pid: 42, PPid: 7, State: 'S', Start: 987654, UTime: 5, STime: 3}, false},
+		{"command with spaces and parens", "42 (a) b (c)) Z 1" + tail, Stat{Pid: 42, PPid: 1, State: 'Z', Start: 987654, UTime: 5, STime: 3}, false},
 		{"short", "42 (x) S 1 2 3", Stat{}, true},
 		{"no command", "garbage", Stat{}, true},
 	}
@@ -84,5 +84,42 @@ func TestParseMemAvailable(t *testing.T) {
 	}
 	if n, err := MemAvailable(); err != nil || n == 0 {
 		t.Errorf("this machine: %d %v", n, err)
+	}
+}
+
+func TestParsePSS(t *testing.T) {
+	const rollup = `55d0c0a00000-7ffd5a1fe000 ---p 00000000 00:00 0                          [rollup]
+Rss:              123456 kB
+Pss:               45678 kB
+Pss_Anon:          30000 kB
+Shared_Clean:      10000 kB
+`
+	v, err := ParsePSS([]byte(rollup))
+	if err != nil || v != 45678*1024 {
+		t.Fatalf("%d %v", v, err)
+	}
+	if _, err := ParsePSS([]byte("Rss: 1 kB\n")); err == nil {
+		t.Fatal("missing Pss accepted")
+	}
+}
+
+func TestTree(t *testing.T) {
+	procs := map[int]Stat{
+		1:  {Pid: 1, PPid: 0, State: 'S'},
+		10: {Pid: 10, PPid: 1, State: 'S'},  // chromium main
+		11: {Pid: 11, PPid: 10, State: 'S'}, // zygote
+		12: {Pid: 12, PPid: 11, State: 'S'}, // renderer
+		13: {Pid: 13, PPid: 11, State: 'Z'}, // exited renderer
+		14: {Pid: 14, PPid: 10, State: 'S'}, // utility
+		20: {Pid: 20, PPid: 1, State: 'S'},  // unrelated
+		21: {Pid: 21, PPid: 20, State: 'S'},
+	}
+	got := Tree(procs, 10)
+	slices.Sort(got)
+	if !slices.Equal(got, []int{10, 11, 12, 14}) {
+		t.Fatalf("tree %v", got)
+	}
+	if got := Tree(procs, 99); len(got) != 0 {
+		t.Fatalf("tree of missing pid %v", got)
 	}
 }

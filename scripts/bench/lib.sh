@@ -125,6 +125,34 @@ CONF
 	return 1
 }
 
+# start_up APPS [LISTEN]: `cloudbrowser up` ($TMP/bin/cloudbrowser, built by
+# the caller) with one Chromium worker and the app bundles in APPS, its
+# public port bound on LISTEN (default 127.0.0.1:0) and reported through its
+# ready file. Sets UP_PID, PUBLIC (host:port), TOKEN (admin token) and
+# WORKER (the worker's HTTP address). Environment variables set on the call
+# (CB_...) reach the cluster's processes.
+start_up() {
+	local apps=$1 listen=${2:-127.0.0.1:0} i
+	command -v chromium >/dev/null || apt_install chromium
+	"$TMP/bin/cloudbrowser" --log-level warn --ready-file "$TMP/up.ready" up --data-dir "$TMP/data" --listen "$listen" \
+		--workers 1 --apps "$apps" >"$TMP/up.out" 2>"$TMP/up.log" &
+	UP_PID=$!
+	PIDS+=("$UP_PID")
+	wait_file "$TMP/up.ready" 120 || { cat "$TMP/up.log" >&2; return 1; } # up writes it once a worker serves
+	PUBLIC=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["addrs"]["public"])' "$TMP/up.ready")
+	TOKEN=$(cat "$TMP/data/admin.token")
+	WORKER=""
+	for i in $(seq 1 100); do
+		WORKER=$(curl -fsS -H "Authorization: Bearer $TOKEN" "http://$PUBLIC/api/v1/cluster" |
+			python3 -c 'import json,sys; w=[x for x in (json.load(sys.stdin)["workers"] or []) if x["state"]=="connected"]; print(w[0]["httpAddr"] if w else "")')
+		[ -n "$WORKER" ] && return 0
+		sleep 0.2
+	done
+	log "no worker registered"
+	cat "$TMP/up.log" >&2
+	return 1
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 # median: the median of the numbers on stdin, one a line ("n/a" if none).

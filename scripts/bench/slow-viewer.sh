@@ -17,7 +17,6 @@ KEYRATE=${KEYRATE:-5}
 ROUNDS=${ROUNDS:-1}
 
 [ "$(id -u)" = 0 ] || { log "needs root (ip netns, tc)"; exit 1; }
-command -v chromium >/dev/null || apt_install chromium
 command -v tc >/dev/null || apt_install iproute2
 
 # A /30 for the link; names stay under 15 characters.
@@ -35,11 +34,7 @@ ip netns exec "$NS" ip link set lo up
 tc qdisc add dev "$VH" root tbf rate "$RATE" burst 16kb latency "$QUEUE" # toward the viewer: frames
 
 (cd "$ROOT" && go build -o "$TMP/bin/" ./cmd/cloudbrowser ./scripts/bench/cmd/slowviewer)
-CB_GENERAL_POOL_MIN=0 "$TMP/bin/cloudbrowser" --log-level warn --ready-file "$TMP/up.ready" up --data-dir "$TMP/data" \
-	--listen "${NET}1:0" --workers 1 --apps "$ROOT/internal/e2e/testdata/apps" >"$TMP/up.out" 2>"$TMP/up.log" &
-PIDS+=($!)
-wait_file "$TMP/up.ready" 120 # up writes it once a worker serves
-PUBLIC=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["addrs"]["public"])' "$TMP/up.ready")
+CB_GENERAL_POOL_MIN=0 start_up "$ROOT/internal/e2e/testdata/apps" "${NET}1:0"
 log "viewer in netns $NS, link ${NET}1 <-> ${NET}2: $RATE toward the viewer, queue $QUEUE"
 printf '\nTyping %s keys at %s/s behind a %s link, queue %s (p50/p95/max: key to the first frame painted after it)\n' \
 	"$KEYS" "$KEYRATE" "$RATE" "$QUEUE"

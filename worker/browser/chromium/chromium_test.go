@@ -570,7 +570,7 @@ func TestChromiumCrashRecovery(t *testing.T) {
 		t.Fatalf("browsers not spread: %d/%d", len(onVictim), len(onSurvivor))
 	}
 	procs, _ := procfs.ReadAll()
-	oldTree := tree(procs, victim.pid)
+	oldTree := procfs.Tree(procs, victim.pid)
 
 	if err := syscall.Kill(victim.pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

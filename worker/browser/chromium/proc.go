@@ -1,9 +1,7 @@
 package chromium
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,62 +15,11 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
 )
 
-// tree returns root and all its live descendants (zombies excluded: they
-// use no memory and are about to go).
-func tree(procs map[int]procfs.Stat, root int) []int {
-	children := make(map[int][]int, len(procs))
-	for _, p := range procs {
-		children[p.PPid] = append(children[p.PPid], p.Pid)
-	}
-	var out []int
-	queue := []int{root}
-	seen := map[int]bool{}
-	for len(queue) > 0 {
-		pid := queue[0]
-		queue = queue[1:]
-		if seen[pid] {
-			continue
-		}
-		seen[pid] = true
-		if p, ok := procs[pid]; !ok || !p.Alive() {
-			continue
-		}
-		out = append(out, pid)
-		queue = append(queue, children[pid]...)
-	}
-	return out
-}
-
-// parsePSS returns the Pss line of smaps_rollup in bytes.
-func parsePSS(b []byte) (uint64, error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := bytes.Fields(sc.Bytes())
-		if len(f) >= 2 && string(f[0]) == "Pss:" {
-			kb, err := strconv.ParseUint(string(f[1]), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("smaps_rollup Pss: %w", err)
-			}
-			return kb * 1024, nil
-		}
-	}
-	return 0, errors.New("smaps_rollup: no Pss line")
-}
-
-// pss reads the proportional set size of pid in bytes.
-func pss(pid int) (uint64, error) {
-	b, err := os.ReadFile(filepath.Join(procfs.Dir, strconv.Itoa(pid), "smaps_rollup"))
-	if err != nil {
-		return 0, err
-	}
-	return parsePSS(b)
-}
-
 // treeUsage sums PSS over root and its descendants and counts them.
 // Processes that exit meanwhile are skipped.
 func treeUsage(procs map[int]procfs.Stat, root int) (n int, total uint64) {
-	for _, pid := range tree(procs, root) {
-		v, err := pss(pid)
+	for _, pid := range procfs.Tree(procs, root) {
+		v, err := procfs.PSS(pid)
 		if err != nil {
 			continue
 		}

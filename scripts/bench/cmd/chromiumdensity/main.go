@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
@@ -217,30 +218,12 @@ func sample(ctx context.Context, rt browser.Runtime) (browser.Stats, uint64) {
 // descendantsUSS sums Private_Clean+Private_Dirty over every descendant of
 // this process (the Chromium trees).
 func descendantsUSS() uint64 {
-	ents, _ := os.ReadDir("/proc")
-	children := map[int][]int{}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 2 || f[0] == "Z" {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		children[ppid] = append(children[ppid], pid)
+	procs, err := procfs.ReadAll()
+	if err != nil {
+		log.Fatal(err)
 	}
 	var total uint64
-	queue := slices.Clone(children[os.Getpid()])
-	for len(queue) > 0 {
-		pid := queue[0]
-		queue = append(queue[1:], children[pid]...)
+	for _, pid := range procfs.Tree(procs, os.Getpid())[1:] { // [0] is this process
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
 		if err != nil {
 			continue

@@ -2,11 +2,12 @@
 // it opens the typing test app as a user would (cookie jar, redirects),
 // connects the client-engine WebSocket through the proxy and directly to the
 // worker, types into the page and times each key event to the first frame
-// after it. It also counts frames/s while typing continuously.
+// that shows it (engineclient.Frame.Shows: with one key in flight, the first
+// frame painted after it). It also counts frames/s while typing continuously.
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"flag"
 	"fmt"
 	"log"
@@ -15,8 +16,6 @@ import (
 	"os"
 	"slices"
 	"time"
-
-	"github.com/gorilla/websocket"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/scripts/bench/internal/engineclient"
@@ -43,7 +42,8 @@ func main() {
 }
 
 func run(public, worker, app string, n int) error {
-	path, cookies, err := engineclient.Open(public, app)
+	ctx := context.Background()
+	path, cookies, err := engineclient.Open(ctx, public, app)
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func run(public, worker, app string, n int) error {
 	res := map[string][]time.Duration{}
 	fps := map[string]float64{}
 	for _, tg := range targets {
-		lat, f, err := measure(tg.host, path, cookies, n)
+		lat, f, err := measure(ctx, tg.host, path, cookies, n)
 		if err != nil {
 			return fmt.Errorf("%s: %w", tg.name, err)
 		}
@@ -64,9 +64,7 @@ func run(public, worker, app string, n int) error {
 	}
 	fmt.Printf("\ninput-to-frame latency, %d key presses per target\n", n)
 	fmt.Printf("%-8s %10s %10s %10s %12s %10s\n", "target", "p50_ms", "p95_ms", "fps_typing", "p50_vs_direct", "p95_vs_direct")
-	pct := func(l []time.Duration, p float64) float64 {
-		return float64(l[int(p*float64(len(l)-1))].Microseconds()) / 1000
-	}
+	pct := func(l []time.Duration, p float64) float64 { return engineclient.Ms(engineclient.Percentile(l, p)) }
 	for _, tg := range targets {
 		l := res[tg.name]
 		r50, r95 := "-", "-"
@@ -79,107 +77,56 @@ func run(public, worker, app string, n int) error {
 	return nil
 }
 
-type msg map[string]any
-
 // hopKey signs the direct run's handshake (-secret-file).
 var hopKey []byte
 
-func measure(host, path string, cookies []*http.Cookie, n int) ([]time.Duration, float64, error) {
+func measure(ctx context.Context, host, path string, cookies []*http.Cookie, n int) ([]time.Duration, float64, error) {
 	h := http.Header{}
 	if hopKey != nil {
 		// Proxies sign what they relay; straight to a worker, the tool does.
 		h.Set(hop.Header, hopsign.Sign(hopKey, http.MethodGet, host, path+"/ws"))
 	}
-	conn, err := engineclient.Dial(host, path, cookies, h)
+	// No acknowledgements: frames are not paced (as before pacing existed;
+	// the figures stay comparable).
+	s, err := engineclient.Connect(ctx, host, path, cookies, h, false)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer conn.Close()
-	frames := make(chan time.Time, 1024)
-	errc := make(chan error, 1)
-	go func() {
-		for {
-			typ, data, err := conn.ReadMessage()
-			if err != nil {
-				errc <- err
-				close(frames)
-				return
-			}
-			if typ == websocket.BinaryMessage {
-				frames <- time.Now()
-			} else {
-				var m msg
-				_ = json.Unmarshal(data, &m)
-				if m["t"] == "hello" && m["readOnly"] == true {
-					errc <- fmt.Errorf("connected read-only: the cookie did not make us the owner")
-				}
-			}
-		}
-	}()
-	send := func(m msg) error { m["t"] = "input"; return conn.WriteJSON(m) }
-	_ = send(msg{"type": "resize", "width": 1000, "height": 700})
-	_ = send(msg{"type": "mousedown", "x": 300, "y": 60, "button": "left", "buttons": 1, "clickCount": 1})
-	_ = send(msg{"type": "mouseup", "x": 300, "y": 60, "button": "left", "clickCount": 1})
-	drain := func(d time.Duration) {
-		t := time.After(d)
-		for {
-			select {
-			case <-frames:
-			case <-t:
-				return
-			}
-		}
+	defer s.Close()
+	if err := s.Focus(ctx, 1000, 700); err != nil {
+		return nil, 0, err
 	}
-	drain(time.Second)
+	time.Sleep(time.Second)
 	var lat []time.Duration
 	for i := 0; i < n; i++ {
-		k := string(rune('a' + i%26))
-		if i%40 == 39 {
-			k = "Backspace" // keep the text short
-		}
 		t0 := time.Now()
-		ev := msg{"type": "keydown", "key": k}
-		if len(k) == 1 {
-			ev["text"] = k
-		}
-		if err := send(ev); err != nil {
+		if err := s.Type(engineclient.TypingKey(i)); err != nil {
 			return nil, 0, err
 		}
-		_ = send(msg{"type": "keyup", "key": k})
-		select {
-		case at, ok := <-frames:
-			if !ok {
-				return nil, 0, <-errc
-			}
-			lat = append(lat, at.Sub(t0))
-		case err := <-errc:
-			return nil, 0, err
-		case <-time.After(5 * time.Second):
-			return nil, 0, fmt.Errorf("no frame within 5s after key %d", i)
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		f, err := s.WaitShown(wctx, t0)
+		cancel()
+		if err != nil {
+			return nil, 0, fmt.Errorf("no frame after key %d: %w", i, err)
 		}
-		drain(40 * time.Millisecond) // let the page settle: one key, one measurement
+		lat = append(lat, f.At.Sub(t0))
+		time.Sleep(40 * time.Millisecond) // let the page settle: one key, one measurement
 	}
 	// Frames per second while typing continuously (a key every 10 ms).
-	count, stop := 0, time.After(3*time.Second)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	start := time.Now()
-loop:
-	for i := 0; ; i++ {
+	for i := 0; time.Since(start) < 3*time.Second; i++ {
 		select {
 		case <-tick.C:
-			k := string(rune('a' + i%26))
-			if i%40 == 39 {
-				k = "Backspace"
+			if err := s.Type(engineclient.TypingKey(i)); err != nil {
+				return nil, 0, err
 			}
-			_ = send(msg{"type": "keydown", "key": k, "text": k})
-			_ = send(msg{"type": "keyup", "key": k})
-		case <-frames:
-			count++
-		case <-stop:
-			break loop
+		case <-s.Done():
+			return nil, 0, s.Err()
 		}
 	}
+	fps := float64(len(s.Frames(start))) / time.Since(start).Seconds()
 	slices.Sort(lat)
-	return lat, float64(count) / time.Since(start).Seconds(), nil
+	return lat, fps, nil
 }

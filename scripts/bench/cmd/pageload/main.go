@@ -103,7 +103,7 @@ type load struct {
 func run(public, app string, targets []target, nUsers, loads, rounds, warmup int) error {
 	users := make([]*user, nUsers)
 	for i := range users {
-		path, cookies, err := engineclient.Open(public, app)
+		path, cookies, err := engineclient.Open(context.Background(), public, app)
 		if err != nil {
 			return fmt.Errorf("user %d: open /%s: %w", i, app, err)
 		}

@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -43,7 +42,9 @@ func (c *counter) snapshot() (frames, frameBytes, otherBytes int64) {
 }
 
 func run(public, app string, phase time.Duration, width, height int, focus bool) error {
-	path, cookies, err := engineclient.Open(public, app)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	path, cookies, err := engineclient.Open(ctx, public, app)
 	if err != nil {
 		return err
 	}
@@ -51,14 +52,12 @@ func run(public, app string, phase time.Duration, width, height int, focus bool)
 	if err != nil {
 		return err
 	}
-	conn, err := engineclient.Dial(pu.Host, path, cookies, nil)
+	conn, err := engineclient.Dial(ctx, pu.Host, path, cookies, nil)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	var c counter
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	readErr := make(chan error, 1)
 	go func() {
 		for {
@@ -73,9 +72,8 @@ func run(public, app string, phase time.Duration, width, height int, focus bool)
 				continue
 			}
 			c.otherBytes.Add(int64(len(data)))
-			var m map[string]any
-			if json.Unmarshal(data, &m) == nil && m["t"] == "hello" && m["readOnly"] == true {
-				readErr <- fmt.Errorf("connected read-only: the cookie did not make us the owner")
+			if err := engineclient.CheckHello(data); err != nil {
+				readErr <- err
 				return
 			}
 		}
@@ -128,18 +126,11 @@ func run(public, app string, phase time.Duration, width, height int, focus bool)
 		return err
 	}
 	if err := measure("typing (5 keys/s)", 200*time.Millisecond, func(i int) error {
-		k := string(rune('a' + i%26))
-		if i%30 == 29 {
-			k = "Backspace" // keep the text short
-		}
-		ev := map[string]any{"type": "keydown", "key": k}
-		if len(k) == 1 {
-			ev["text"] = k
-		}
-		if err := send(ev); err != nil {
+		down, up := engineclient.KeyEvents(engineclient.TypingKey(i))
+		if err := conn.WriteJSON(down); err != nil {
 			return err
 		}
-		return send(map[string]any{"type": "keyup", "key": k})
+		return conn.WriteJSON(up)
 	}); err != nil {
 		return err
 	}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Capacity of one worker: N clients (stepped up), each a new user on their
+# own virtual browser of the typing test app, connected through the proxy
+# like a client engine (every frame acknowledged), each typing KEYRATE
+# keys/s. Per step: input→frame latency p50/p95, frames/s per client, the
+# worker's CPU (Go process vs its Chromium children) and PSS. Stops when p95
+# crosses KNEE, prints a markdown table and the knee, then (PERF=1, perf
+# installed) profiles the worker's tree at that load. Starts `cloudbrowser
+# up` with one Chromium worker, the per-address quotas off (every client
+# comes from 127.0.0.1).
+#
+#   nice -n 19 scripts/bench/capacity.sh    # STEPS=1,2,4,6,8,12,16,24,32,48 KEYRATE=5 WINDOW=20s KNEE=100ms PERF=1
+#   PERF_DIR=/tmp/cap-perf …                  # keeps perf.data and the reports
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+STEPS=${STEPS:-1,2,4,6,8,12,16,24,32,48}
+KEYRATE=${KEYRATE:-5}
+WINDOW=${WINDOW:-20s}
+KNEE=${KNEE:-100ms}
+AFTER_KNEE=${AFTER_KNEE:-0}
+PERF=${PERF:-1}
+(cd "$ROOT" && go build -o "$TMP/bin/" ./cmd/cloudbrowser ./scripts/bench/cmd/capacity)
+PERF_ARGS=()
+if [ "$PERF" = 1 ]; then
+	if command -v perf >/dev/null || apt_install linux-perf; then
+		PERF_ARGS=(-perf-dir "${PERF_DIR:-$TMP/perf}")
+	else
+		log "no perf: the profile is skipped"
+	fi
+fi
+CB_QUOTA_BROWSERS_PER_IP=0 CB_QUOTA_INSTANCES_PER_IP=0 CB_QUOTA_SOCKETS_PER_IP=0 CB_QUOTA_NEW_IDENTITIES_BURST=0 \
+	start_up "$ROOT/internal/e2e/testdata/apps"
+log "cluster at $PUBLIC, worker $WORKER; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+"$TMP/bin/capacity" -public "http://$PUBLIC" -up-pid "$UP_PID" -steps "$STEPS" -rate "$KEYRATE" -window "$WINDOW" \
+	-knee "$KNEE" -after-knee "$AFTER_KNEE" "${PERF_ARGS[@]}"
+log "load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
