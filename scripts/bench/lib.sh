@@ -125,17 +125,21 @@ CONF
 	return 1
 }
 
-# start_up APPS [LISTEN]: `cloudbrowser up` ($TMP/bin/cloudbrowser, built by
-# the caller) with one Chromium worker and the app bundles in APPS, its
-# public port bound on LISTEN (default 127.0.0.1:0) and reported through its
-# ready file. Sets UP_PID, PUBLIC (host:port), TOKEN (admin token) and
+# start_up APPS [LISTEN [UP_ARGS...]]: `cloudbrowser up` ($CB_BIN, else
+# $TMP/bin/cloudbrowser built by the caller) with one worker and the app
+# bundles in APPS ("" = the sample apps), its public port bound on LISTEN
+# (default 127.0.0.1:0) and reported through its ready file; UP_ARGS go to
+# `up` as they are. Sets UP_PID, PUBLIC (host:port), TOKEN (admin token) and
 # WORKER (the worker's HTTP address). Environment variables set on the call
 # (CB_...) reach the cluster's processes.
 start_up() {
 	local apps=$1 listen=${2:-127.0.0.1:0} i
+	shift $(($# < 2 ? $# : 2))
+	local args=(--workers 1)
+	[ -n "$apps" ] && args+=(--apps "$apps")
 	command -v chromium >/dev/null || apt_install chromium
-	"$TMP/bin/cloudbrowser" --log-level warn --ready-file "$TMP/up.ready" up --data-dir "$TMP/data" --listen "$listen" \
-		--workers 1 --apps "$apps" >"$TMP/up.out" 2>"$TMP/up.log" &
+	"${CB_BIN:-$TMP/bin/cloudbrowser}" --log-level warn --ready-file "$TMP/up.ready" up --data-dir "$TMP/data" --listen "$listen" \
+		"${args[@]}" "$@" >"$TMP/up.out" 2>"$TMP/up.log" &
 	UP_PID=$!
 	PIDS+=("$UP_PID")
 	wait_file "$TMP/up.ready" 120 || { cat "$TMP/up.log" >&2; return 1; } # up writes it once a worker serves

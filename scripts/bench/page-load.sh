@@ -18,24 +18,9 @@ APP=${APP:-notes}
 RUNTIME=${RUNTIME:-none}
 if [ "$RUNTIME" = chromium ]; then command -v chromium >/dev/null || apt_install chromium; fi
 (cd "$ROOT" && go build -o "$TMP/bin/" ./cmd/cloudbrowser ./scripts/bench/cmd/pageload)
-BIN=${CB_BIN:-$TMP/bin/cloudbrowser}
 # Quotas per address are lifted: every simulated user comes from 127.0.0.1.
-"$BIN" --log-level warn --ready-file "$TMP/up.ready" up --data-dir "$TMP/data" --listen 127.0.0.1:0 \
-	--rmi 127.0.0.1:0 --gossip 127.0.0.1:0 --admin "" --workers 1 --runtime "$RUNTIME" \
-	--quota-instances-per-ip 0 --quota-browsers-per-ip 0 --quota-new-identities-burst 0 \
-	>"$TMP/up.out" 2>"$TMP/up.log" &
-PIDS+=($!)
-wait_file "$TMP/up.ready" 120 # up writes it once a worker serves
-PUBLIC=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["addrs"]["public"])' "$TMP/up.ready")
-TOKEN=$(cat "$TMP/data/admin.token")
-WORKER=""
-for i in $(seq 1 100); do
-	WORKER=$(curl -fsS -H "Authorization: Bearer $TOKEN" "http://$PUBLIC/api/v1/cluster" |
-		python3 -c 'import json,sys; w=[x for x in (json.load(sys.stdin)["workers"] or []) if x["state"]=="connected"]; print(w[0]["httpAddr"] if w else "")')
-	[ -n "$WORKER" ] && break
-	sleep 0.2
-done
-[ -n "$WORKER" ] || { log "no worker registered"; cat "$TMP/up.log" >&2; exit 1; }
+start_up "" 127.0.0.1:0 --rmi 127.0.0.1:0 --gossip 127.0.0.1:0 --admin "" --runtime "$RUNTIME" \
+	--quota-instances-per-ip 0 --quota-browsers-per-ip 0 --quota-new-identities-burst 0
 log "cluster at $PUBLIC, worker at $WORKER; $USERS users"
 "$TMP/bin/pageload" -public "http://$PUBLIC" -worker "$WORKER" -secret-file "$TMP/data/cluster.secret" \
 	-app "$APP" -users "$USERS" -loads "$LOADS" -rounds "$ROUNDS"
