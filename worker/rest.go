@@ -27,13 +27,10 @@ type restCounters struct {
 	rests, wakes atomic.Uint64
 }
 
-// hubRest is a hub's resting state. mu in the hub guards timer and gen;
-// callMu serializes the browser calls and guards resting.
+// hubRest is a hub's resting state. mu in the hub guards cd; callMu
+// serializes the browser calls and guards resting.
 type hubRest struct {
-	after  time.Duration // 0 = never rest
-	at     afterFunc
-	timer  stopper
-	gen    uint64
+	cd     countdown // cd.d 0 = never rest
 	counts *restCounters
 
 	callMu  chan struct{} // a 1-slot lock, so waiting honours a context
@@ -48,28 +45,10 @@ func (h *hub) startRest(after time.Duration, at afterFunc, counts *restCounters)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.rest.after, h.rest.at, h.rest.counts = after, at, counts
-	if len(h.clients) == 0 {
-		h.armRestLocked()
-	}
-}
-
-// armRestLocked (re)starts the countdown: the last client left.
-func (h *hub) armRestLocked() {
-	if h.rest.after <= 0 || h.closed {
-		return
-	}
-	h.disarmRestLocked()
-	gen := h.rest.gen
-	h.rest.timer = h.rest.at(h.rest.after, func() { h.restFired(gen) })
-}
-
-// disarmRestLocked stops the countdown: a client joined, or the hub closed.
-func (h *hub) disarmRestLocked() {
-	h.rest.gen++
-	if h.rest.timer != nil {
-		h.rest.timer.Stop()
-		h.rest.timer = nil
+	h.rest.cd.set(after, at)
+	h.rest.counts = counts
+	if len(h.clients) == 0 && !h.closed {
+		h.rest.cd.arm(h.restFired)
 	}
 }
 
@@ -84,8 +63,8 @@ func (h *hub) restFired(gen uint64) {
 	}
 	defer h.unlockRest()
 	h.mu.Lock()
-	stale := gen != h.rest.gen || h.closed || len(h.clients) > 0
-	h.rest.timer = nil
+	stale := !h.rest.cd.current(gen) || h.closed || len(h.clients) > 0
+	after := h.rest.cd.d
 	h.mu.Unlock()
 	if stale || h.rest.resting {
 		return
@@ -99,7 +78,7 @@ func (h *hub) restFired(gen uint64) {
 	h.rest.resting = true
 	h.rest.counts.resting.Add(1)
 	h.rest.counts.rests.Add(1)
-	h.log.Debug().Dur("after", h.rest.after).Msg("no client: browser resting")
+	h.log.Debug().Dur("after", after).Msg("no client: browser resting")
 }
 
 // wake shows a resting page again; a client that joined calls it before

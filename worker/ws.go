@@ -110,15 +110,11 @@ type hub struct {
 	// is not repainting gets it at once.
 	last *frameMsg
 
-	// Idle release (issue 12): with no client for idle, the hub closes
+	// Idle release (issue 12): with no client for idle.d, the hub closes
 	// itself (under mu, so a client joining at that moment is either
 	// served, which cancels the release, or told the browser was
-	// released) and calls onIdle. idleGen invalidates a timer that fired
-	// after a client joined.
-	idle       time.Duration
-	after      afterFunc
-	idleTimer  stopper
-	idleGen    uint64
+	// released) and calls onIdle.
+	idle       countdown
 	idleReason string
 	idleReload string
 	onIdle     func()
@@ -187,13 +183,6 @@ func (h *hub) watch(onEnd func(err error)) {
 }
 
 // stopper is a timer that can be stopped.
-type stopper interface{ Stop() bool }
-
-// afterFunc is time.AfterFunc (replaced in tests).
-type afterFunc func(d time.Duration, f func()) stopper
-
-func realAfter(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
-
 // startIdle turns idle release on (idle > 0) and starts the countdown:
 // a browser nobody ever connected to is released too.
 func (h *hub) startIdle(idle time.Duration, after afterFunc, reason, reload string, onIdle func()) {
@@ -202,44 +191,41 @@ func (h *hub) startIdle(idle time.Duration, after afterFunc, reason, reload stri
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.idle, h.after, h.idleReason, h.idleReload, h.onIdle = idle, after, reason, reload, onIdle
-	if len(h.clients) == 0 {
-		h.armIdleLocked()
+	h.idle.set(idle, after)
+	h.idleReason, h.idleReload, h.onIdle = reason, reload, onIdle
+	if len(h.clients) == 0 && !h.closed {
+		h.idle.arm(h.idleFired)
 	}
 }
 
-// armIdleLocked (re)starts the countdown: the last client left.
-func (h *hub) armIdleLocked() {
-	if h.idle <= 0 || h.closed {
+// armCountdownsLocked starts the idle and rest countdowns: the last client
+// left, or none has come yet.
+func (h *hub) armCountdownsLocked() {
+	if h.closed {
 		return
 	}
-	h.disarmIdleLocked()
-	gen := h.idleGen
-	h.idleTimer = h.after(h.idle, func() { h.idleFired(gen) })
+	h.idle.arm(h.idleFired)
+	h.rest.cd.arm(h.restFired)
 }
 
-// disarmIdleLocked stops the countdown: a client joined, or the hub closed.
-func (h *hub) disarmIdleLocked() {
-	h.idleGen++
-	if h.idleTimer != nil {
-		h.idleTimer.Stop()
-		h.idleTimer = nil
-	}
+// disarmCountdownsLocked stops both: a client joined, or the hub closed.
+func (h *hub) disarmCountdownsLocked() {
+	h.idle.disarm()
+	h.rest.cd.disarm()
 }
 
 // idleFired releases the browser if nobody joined since the countdown
 // started.
 func (h *hub) idleFired(gen uint64) {
 	h.mu.Lock()
-	if gen != h.idleGen || h.closed || len(h.clients) > 0 {
+	if !h.idle.current(gen) || h.closed || len(h.clients) > 0 {
 		h.mu.Unlock()
 		return
 	}
 	h.closed, h.reason, h.reload = true, h.idleReason, h.idleReload
-	h.idleTimer = nil
-	h.disarmRestLocked()
+	h.rest.cd.disarm()
 	h.stopCastLocked()
-	done, idle, onIdle := h.castDone, h.idle, h.onIdle
+	done, idle, onIdle := h.castDone, h.idle.d, h.onIdle
 	h.mu.Unlock()
 	if done != nil {
 		<-done // the screencast is off the browser before it goes back
@@ -295,8 +281,7 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr
 		c.unquota = release
 	}
 	h.clients[c] = struct{}{}
-	h.disarmIdleLocked()
-	h.disarmRestLocked()
+	h.disarmCountdownsLocked()
 	h.mu.Unlock()
 	// The role is read once the client is in the set: a grant changed
 	// before this is seen here, one changed after it reaches the client
@@ -345,8 +330,7 @@ func (h *hub) leave(c *client) {
 	delete(h.clients, c)
 	if len(h.clients) == 0 {
 		h.stopCastLocked()
-		h.armIdleLocked()
-		h.armRestLocked()
+		h.armCountdownsLocked()
 	}
 }
 
@@ -673,8 +657,7 @@ func (h *hub) end(msg []byte, reason, reload string) {
 		return
 	}
 	h.closed, h.reason, h.reload = true, reason, reload
-	h.disarmIdleLocked()
-	h.disarmRestLocked()
+	h.disarmCountdownsLocked()
 	h.stopCastLocked()
 	done := h.castDone
 	cs := make([]*client, 0, len(h.clients))
