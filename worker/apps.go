@@ -890,6 +890,7 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 	}
 	vb.hub = newHub(vb, &a.w.frames, a.w.log)
 	vb.hub.admit = a.w.admitSocket
+	vb.hub.grade = a.w.grade
 	in.mu.Lock()
 	if in.closed {
 		in.mu.Unlock()

@@ -21,6 +21,7 @@ func TestWorkerRequiresHop(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
+	w.hopWait = 50 * time.Millisecond
 	h := w.handler()
 	do := func(path, hopValue, auth string) (int, string) {
 		r := httptest.NewRequest("GET", path, nil)
@@ -42,9 +43,20 @@ func TestWorkerRequiresHop(t *testing.T) {
 	const app = "/hello"
 	otherKey := []byte("another-key-0123456789abcdef0123")
 
-	// Before registration the worker has no key: it refuses everything.
+	// Before registration the worker has no key: it waits for it
+	// (hopWait), then refuses.
 	if code, body := do(app, sign(testHopKey, app, time.Now()), ""); code != http.StatusForbidden || !strings.Contains(body, "relayed by the cluster proxies") {
 		t.Fatalf("no key yet: %d %q", code, body)
+	}
+	// A request that comes while the registration reply is on its way
+	// waits for the key and is served (CI: "no hop key yet" 403s).
+	w.hopWait = time.Minute
+	served := make(chan int)
+	go func() { code, _ := do(app, sign(testHopKey, app, time.Now()), ""); served <- code }()
+	time.Sleep(20 * time.Millisecond) // let it wait; either order must serve it
+	w.hopKey.Set(testHopKey)
+	if code := <-served; code == http.StatusForbidden {
+		t.Fatalf("request during registration: %d", code)
 	}
 	if code, body := do("/metrics", "", "Bearer x"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not registered") {
 		t.Fatalf("metrics before registration: %d %q", code, body)

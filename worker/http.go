@@ -59,7 +59,15 @@ func (w *Worker) handler() http.Handler {
 		}
 		// Everything else comes from the cluster's proxies only; the signed
 		// hop is what makes X-Forwarded-For and -Proto believable.
-		if err := hop.Verify(w.hopKey.Get(), time.Now(), r.Header.Get(hop.Header), hop.FieldsOf(r)); err != nil {
+		key := w.hopKey.Get()
+		if key == nil {
+			// Registered at the master, which routes here at once, but its
+			// reply (with the key) not read yet: wait for it.
+			ctx, cancel := context.WithTimeout(r.Context(), w.hopWait)
+			key = w.hopKey.Wait(ctx)
+			cancel()
+		}
+		if err := hop.Verify(key, time.Now(), r.Header.Get(hop.Header), hop.FieldsOf(r)); err != nil {
 			w.log.Info().Str("request_id", id).Str("peer", r.RemoteAddr).Str("method", r.Method).
 				Str("reason", err.Error()).Msg("request refused: not relayed by a cluster proxy")
 			w.page(rw, r, id, http.StatusForbidden, "Forbidden",

@@ -33,6 +33,8 @@ func (w *Worker) newMetrics() *prometheus.Registry {
 		metrics.One("cloudbrowser_browser_rests_total", "Times a browser without a client started resting.", c, func() float64 { return float64(w.rest.rests.Load()) }),
 		metrics.One("cloudbrowser_browser_wakes_total", "Times a resting browser was woken (a client came, or it went back to its pool).", c,
 			func() float64 { return float64(w.rest.wakes.Load()) }),
+		metrics.One("cloudbrowser_screencast_frame_scale", "Scale of the screencast frames now (1 = full size; smaller while input→frame latency is high, worker/grade).", g,
+			func() float64 { return w.grade.Scale() }),
 		metrics.One("cloudbrowser_input_events_ignored_total", "Input events ignored (read-only clients).", c, func() float64 { return float64(w.frames.ignored.Load()) }),
 	)
 	poolSamples := func(val func(p poolRow) float64) func() []metrics.Sample {

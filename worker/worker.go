@@ -35,6 +35,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/grade"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
@@ -86,8 +87,12 @@ type Config struct {
 	// RestAfter is how long a browser goes without a client before its
 	// page rests (hidden, scripts running; rest.go); 0 = never.
 	RestAfter time.Duration
-	Logger    zerolog.Logger
-	Version   string
+	// Grade sizes screencast frames to the worker's CPU: smaller while
+	// input→frame latency is high, sharp again when a page rests
+	// (worker/grade); Grade.MinScale 1 turns it off.
+	Grade   grade.Config
+	Logger  zerolog.Logger
+	Version string
 }
 
 // Worker is a running worker.
@@ -127,6 +132,7 @@ type Worker struct {
 
 	frames       frameCounters
 	rest         restCounters
+	grade        *grade.Governor
 	reg          *prometheus.Registry
 	leaseSeconds *prometheus.HistogramVec
 
@@ -138,6 +144,7 @@ type Worker struct {
 	// hopKey verifies the proxies' X-CB-Hop signatures; metricsToken guards
 	// /metrics. Both arrive with the master's registration reply.
 	hopKey       hop.Key
+	hopWait      time.Duration // how long a request waits for the first key
 	metricsToken atomic.Pointer[string]
 
 	// afterFunc starts idle-release countdowns (tests replace it);
@@ -156,7 +163,7 @@ type Worker struct {
 func DefaultConfig() Config {
 	return Config{Master: "127.0.0.1:7070", Listen: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
 		MaxBrowsers: 64, GeneralMin: GeneralMinAuto, LeaveTimeout: 60 * time.Second, SnapshotInterval: DefaultSnapshotInterval,
-		RestAfter: DefaultRestAfter}
+		RestAfter: DefaultRestAfter, Grade: grade.DefaultConfig()}
 }
 
 // GeneralMinAuto sizes the general pool's ready browsers from memory.
@@ -191,6 +198,10 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.RestAfter < 0 {
 		return nil, fmt.Errorf("worker: %w", config.Errorf("RestAfter", "must not be negative (0 = never rest), got %s", cfg.RestAfter))
 	}
+	gov, err := grade.New(cfg.Grade)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", config.Within("Grade", errors.Unwrap(err)))
+	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
 	}
@@ -200,7 +211,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Runtime == nil {
 		cfg.Runtime = &browser.Null{}
 	}
-	w := &Worker{cfg: cfg, id: cfg.ID, runtime: cfg.Runtime, afterFunc: realAfter}
+	w := &Worker{cfg: cfg, id: cfg.ID, runtime: cfg.Runtime, afterFunc: realAfter, grade: gov, hopWait: 10 * time.Second}
 	w.log = cfg.Logger.With().Str("worker", w.id).Logger()
 	w.users = newUsers(cfg.Secret)
 	w.ctx, w.cancel = context.WithCancel(context.Background())

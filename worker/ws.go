@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/grade"
 )
 
 // Client engine protocol.
@@ -121,6 +122,12 @@ type hub struct {
 
 	// rest is the resting state (rest.go).
 	rest hubRest
+
+	// grade sizes the frames (nil = full size); inputAt is when the last
+	// input that paints was handed to the browser (UnixNano, 0 = shown),
+	// so the next frame gives the governor an input→frame latency.
+	grade   *grade.Governor
+	inputAt atomic.Int64
 
 	// onPage is told of the browser's page changes (snapshots; nil = none).
 	onPage func(browser.Page)
@@ -348,7 +355,11 @@ func (h *hub) startCastLocked() {
 		if prev != nil {
 			<-prev // one screencast per browser: let the previous one stop
 		}
-		err := h.vb.b.Screencast(ctx, browser.ScreencastOptions{}, h.fanOut)
+		var opts browser.ScreencastOptions
+		if h.grade != nil {
+			opts.Scale, opts.Sharpen = h.grade.Scale, h.grade.Sharpen()
+		}
+		err := h.vb.b.Screencast(ctx, opts, h.fanOut)
 		if err != nil && ctx.Err() == nil && !errors.Is(err, browser.ErrClosed) && !errors.Is(err, browser.ErrCrashed) {
 			h.log.Warn().Err(err).Msg("screencast stopped")
 		}
@@ -365,6 +376,13 @@ func (h *hub) stopCastLocked() {
 // fanOut is the screencast sink: encode once, offer to every client.
 func (h *hub) fanOut(f browser.Frame) {
 	h.frames.produced.Add(1)
+	if at := h.inputAt.Swap(0); at != 0 && h.grade != nil {
+		// An input older than a second painted nothing; this frame is not
+		// its answer.
+		if d := time.Since(time.Unix(0, at)); d < time.Second {
+			h.grade.Observe(d)
+		}
+	}
 	if h.vb != nil {
 		h.vb.snap.dirty.Store(true) // the page changed: snapshotted within the interval
 	}
@@ -495,6 +513,9 @@ func (h *hub) input(c *client, ev browser.InputEvent) {
 		return
 	}
 	h.frames.inputs.Add(1)
+	if paints(ev.Type) {
+		h.inputAt.Store(time.Now().UnixNano())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), inputTimeout)
 	defer cancel()
 	err := h.vb.b.Input(ctx, ev)
@@ -510,6 +531,17 @@ func (h *hub) input(c *client, ev browser.InputEvent) {
 		}
 		h.log.Debug().Err(err).Str("type", string(ev.Type)).Msg("input failed")
 	}
+}
+
+// paints reports whether an input event of type t nearly always changes
+// the screen (a key typed, a button pressed, a scroll), so the next frame
+// answers it; moves and releases often paint nothing.
+func paints(t browser.InputType) bool {
+	switch t {
+	case browser.InputKeyDown, browser.InputChar, browser.InputInsertText, browser.InputMouseDown, browser.InputWheel:
+		return true
+	}
+	return false
 }
 
 func (h *hub) writeLoop(c *client) {

@@ -21,6 +21,8 @@ func fieldFlags() map[string]string {
 		"Master": "--master", "Listen": "--listen", "ID": "--id", "EgressAllow": "--egress-allow",
 		"MaxBrowsers": "--max-browsers", "GeneralMin": "--general-pool-min", "JobSlots": "--job-slots",
 		"MaxAppBytes": "--max-app-bytes", "RestAfter": "--rest-after",
+		"Grade.High": "--frame-latency-high", "Grade.Low": "--frame-latency-low", "Grade.MinScale": "--frame-scale-min",
+		"Grade.Sharpen": "--frame-sharpen",
 	}
 	for _, f := range quotaFlagList {
 		m["Quotas."+quotaFieldName(f)] = "--quota-" + f.name

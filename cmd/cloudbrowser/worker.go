@@ -12,6 +12,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/grade"
 )
 
 // workerDefaults are the worker flags' defaults.
@@ -48,6 +49,14 @@ end users' requests to its --listen address.`,
 				Usage: "how often, at most, a browser in use is snapshotted at the master for failover (also after each navigation)"},
 			&cli.DurationFlag{Name: "rest-after", Value: workerDefaults.RestAfter, Sources: cli.EnvVars("CB_REST_AFTER"),
 				Usage: "how long a browser goes without a client before its page rests (hidden, scripts running, less memory); the next client wakes it; 0 = never"},
+			&cli.DurationFlag{Name: "frame-latency-high", Value: workerDefaults.Grade.High, Sources: cli.EnvVars("CB_FRAME_LATENCY_HIGH"),
+				Usage: "input→frame latency (p90 over a second, inside the worker) above which screencast frames get a step smaller: a worker short of CPU sends smaller frames rather than later ones"},
+			&cli.DurationFlag{Name: "frame-latency-low", Value: workerDefaults.Grade.Low, Sources: cli.EnvVars("CB_FRAME_LATENCY_LOW"),
+				Usage: "input→frame latency under which, held for 3 s, frames get a step larger again"},
+			&cli.FloatFlag{Name: "frame-scale-min", Value: workerDefaults.Grade.MinScale, Sources: cli.EnvVars("CB_FRAME_SCALE_MIN"),
+				Usage: "smallest screencast frame scale, in (0, 1]; 1 = always full size"},
+			&cli.DurationFlag{Name: "frame-sharpen", Value: workerDefaults.Grade.Sharpen, Sources: cli.EnvVars("CB_FRAME_SHARPEN"),
+				Usage: "how long a page shown by a smaller frame rests before a full-size frame shows it sharp"},
 			&cli.StringFlag{Name: "chromium", Sources: cli.EnvVars("CB_CHROMIUM"),
 				Usage: "Chromium binary (default: the headless shell, chromium-headless-shell, else chromium, chromium-browser or google-chrome on PATH)"},
 			&cli.IntFlag{Name: "chromium-processes", Value: 1, Sources: cli.EnvVars("CB_CHROMIUM_PROCESSES"),
@@ -79,7 +88,9 @@ end users' requests to its --listen address.`,
 				EgressAllow: cmd.StringSlice("egress-allow"), MaxAppBytes: cmd.Int64("max-app-bytes"),
 				SnapshotInterval: cmd.Duration("snapshot-interval"),
 				RestAfter:        cmd.Duration("rest-after"),
-				JobSlots:         int(cmd.Int("job-slots")),
+				Grade: grade.Config{High: cmd.Duration("frame-latency-high"), Low: cmd.Duration("frame-latency-low"),
+					MinScale: cmd.Float("frame-scale-min"), Sharpen: cmd.Duration("frame-sharpen")},
+				JobSlots: int(cmd.Int("job-slots")),
 			})
 			if err != nil {
 				rt.Close()

@@ -42,6 +42,16 @@ func Rename(err error, names map[string]string) error {
 	return &FieldError{Field: name, Msg: fe.Msg, Err: fe.Err}
 }
 
+// Within names a nested Config's field errors by their path from the
+// outer one: Within("Grade", err) turns field "High" into "Grade.High".
+func Within(outer string, err error) error {
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	return &FieldError{Field: outer + "." + fe.Field, Msg: fe.Msg, Err: fe.Err}
+}
+
 // OrDefault gives an unset (zero) or nonsensical (negative) Config field
 // its package default: the rule every Config here follows for sizes,
 // counts and durations.

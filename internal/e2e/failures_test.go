@@ -250,6 +250,8 @@ func TestCLIErrors(t *testing.T) {
 		{"worker with readable secret", []string{"worker", "--secret-file", loose}, nil, "chmod 600"},
 		{"worker bad id", []string{"worker", "--id", "BAD"}, []string{"CB_SECRET=0123456789abcdef0123"}, `--id "BAD" is not a worker id`},
 		{"worker negative rest", []string{"worker", "--runtime", "none", "--rest-after", "-1s"}, []string{"CB_SECRET=0123456789abcdef0123"}, "--rest-after must not be negative"},
+		{"worker frame scale", []string{"worker", "--runtime", "none", "--frame-scale-min", "1.5"}, []string{"CB_SECRET=0123456789abcdef0123"}, "--frame-scale-min 1.5 is not in (0, 1]"},
+		{"worker frame latencies", []string{"worker", "--runtime", "none", "--frame-latency-high", "20ms", "--frame-latency-low", "30ms"}, []string{"CB_SECRET=0123456789abcdef0123"}, "--frame-latency-low 30ms must be below the high latency limit, 20ms"},
 		{"short CB_SECRET", []string{"proxy"}, []string{"CB_SECRET=short"}, "CB_SECRET"},
 		{"master bad balancer", []string{"master", "--data-dir", dir, "--balancer", "fastest"}, nil, "--balancer"},
 		{"master bad apps dir", []string{"master", "--data-dir", dir, "--apps", filepath.Join(dir, "nope")}, nil, "--apps"},

@@ -14,6 +14,7 @@ package hop
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -147,7 +148,17 @@ func Verify(key []byte, now time.Time, value string, f Fields) error {
 
 // Key holds a hop key that arrives (and may be replaced) at run time, from
 // the master. The zero value holds no key.
-type Key struct{ p atomic.Pointer[[]byte] }
+type Key struct {
+	p     atomic.Pointer[[]byte]
+	once  sync.Once // makes ready
+	ready chan struct{}
+	set   sync.Once // closes ready
+}
+
+func (k *Key) readyCh() chan struct{} {
+	k.once.Do(func() { k.ready = make(chan struct{}) })
+	return k.ready
+}
 
 // Set replaces the key; an empty key is ignored (an old master sent none).
 func (k *Key) Set(b []byte) {
@@ -156,6 +167,24 @@ func (k *Key) Set(b []byte) {
 	}
 	c := append([]byte(nil), b...)
 	k.p.Store(&c)
+	ch := k.readyCh()
+	k.set.Do(func() { close(ch) })
+}
+
+// Wait returns the key once there is one, or nil if ctx ends first. A
+// worker's first relayed request can come before the master's reply that
+// carries the key has been read: the master routes to a worker as soon as
+// it registered it.
+func (k *Key) Wait(ctx context.Context) []byte {
+	if b := k.Get(); b != nil {
+		return b
+	}
+	select {
+	case <-k.readyCh():
+		return k.Get()
+	case <-ctx.Done():
+		return nil
+	}
 }
 
 // Get returns the key, or nil if none arrived yet.

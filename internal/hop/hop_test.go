@@ -2,6 +2,7 @@ package hop
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -75,10 +76,24 @@ func TestKey(t *testing.T) {
 	if k.Get() != nil {
 		t.Fatal("zero Key holds a key")
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if b := k.Wait(ctx); b != nil {
+		t.Fatalf("Wait without a key = %q", b)
+	}
+	got := make(chan []byte)
+	go func() { got <- k.Wait(context.Background()) }()
 	k.Set([]byte("abc"))
+	if b := <-got; string(b) != "abc" {
+		t.Fatalf("Wait = %q", b)
+	}
 	k.Set(nil) // ignored
 	if string(k.Get()) != "abc" {
 		t.Fatalf("Get = %q", k.Get())
+	}
+	k.Set([]byte("def"))
+	if b := k.Wait(context.Background()); string(b) != "def" {
+		t.Fatalf("Wait after a new key = %q", b)
 	}
 }
 

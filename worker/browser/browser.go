@@ -105,6 +105,15 @@ type ScreencastOptions struct {
 	MaxWidth, MaxHeight int
 	// EveryNthFrame sends only every n-th painted frame (0 = 1, every frame).
 	EveryNthFrame int
+	// Scale, if set, is asked before each frame for the factor (0 < s ≤ 1)
+	// that frames are scaled by within MaxWidth×MaxHeight; a new value
+	// restarts the screencast at that size. Smaller frames cost Chromium
+	// less (readback, JPEG): a worker short of CPU grades them down.
+	Scale func() float64
+	// Sharpen, if positive, follows a scaled-down frame that no frame
+	// follows for this long with a full-size one: a page at rest is shown
+	// sharp whatever the scale while it changed.
+	Sharpen time.Duration
 }
 
 // Frame is one screencast frame.

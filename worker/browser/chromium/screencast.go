@@ -43,14 +43,26 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 	b.mu.Unlock()
 
 	// Subscribe before starting, so the first frame cannot be missed.
-	frames := cdp.Events(cctx, endWith(cctx, b.t), page.ScreencastFrame)
-	if _, err := pageCall(cctx, b, page.StartScreencast, page.StartScreencastParams{
-		Format:        page.StartScreencastFormatJpeg,
-		Quality:       &quality,
-		MaxWidth:      int64(maxW),
-		MaxHeight:     int64(maxH),
-		EveryNthFrame: int64(max(1, opts.EveryNthFrame)),
-	}); err != nil {
+	events, unsubscribe := endWith(cctx, b.t).Subscribe(page.ScreencastFrame.Method)
+	defer unsubscribe()
+	scale := 0.0 // of the running screencast; 0 = not started
+	start := func(s float64) error {
+		if scale != 0 {
+			if _, err := pageCall(cctx, b, page.StopScreencast, cdp.Empty{}); err != nil {
+				return err
+			}
+		}
+		scale = s
+		_, err := pageCall(cctx, b, page.StartScreencast, page.StartScreencastParams{
+			Format:        page.StartScreencastFormatJpeg,
+			Quality:       &quality,
+			MaxWidth:      max(1, int64(math.Round(float64(maxW)*s))),
+			MaxHeight:     max(1, int64(math.Round(float64(maxH)*s))),
+			EveryNthFrame: int64(max(1, opts.EveryNthFrame)),
+		})
+		return err
+	}
+	if err := start(scaleOf(opts)); err != nil {
 		return b.fail("start screencast", err)
 	}
 	defer func() {
@@ -64,20 +76,102 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 		}
 	}()
 
-	for ev, err := range frames {
-		if err != nil {
-			break // ctx ended or the page went away
-		}
-		sink(b.frame(ev))
-		// Chromium sends no further frame until this one is acked.
-		if _, err := pageCall(cctx, b, page.ScreencastFrameAck, page.ScreencastFrameAckParams{SessionID: ev.SessionID}); err != nil {
-			break
+	// sharpen fires when a scaled-down frame was the last one for
+	// opts.Sharpen; last is that frame, whose metadata the sharp one keeps.
+	sharpen := time.NewTimer(time.Hour)
+	sharpen.Stop()
+	defer sharpen.Stop()
+	var last browser.Frame
+	// sharpened: the last frame out was a sharp one. Taking it makes
+	// Chromium paint the page once more; that frame, byte for byte the
+	// scaled one before (same pixels, same encoder), is dropped, or it
+	// would blur the page again (and sharpen again, forever).
+	sharpened := false
+	for {
+		select {
+		case <-cctx.Done():
+			return b.endScreencast(ctx)
+		case <-sharpen.C:
+			if f, ok := b.sharpFrame(cctx, last, quality); ok {
+				sink(f)
+				sharpened = true
+			}
+			continue
+		case raw, ok := <-events:
+			if !ok {
+				return b.endScreencast(ctx)
+			}
+			var ev page.EventScreencastFrame
+			if err := jsonv2.Unmarshal(raw, &ev); err != nil {
+				return b.fail("screencast frame", err)
+			}
+			sharpen.Stop()
+			if sharpened && bytes.Equal(ev.Data, last.Data) {
+				sharpened = false
+				if _, err := pageCall(cctx, b, page.ScreencastFrameAck, page.ScreencastFrameAckParams{SessionID: ev.SessionID}); err != nil {
+					return b.endScreencast(ctx)
+				}
+				continue
+			}
+			sharpened = false
+			last = b.frame(ev)
+			sink(last)
+			if s := scaleOf(opts); s != scale {
+				// A new size: the restart sends a frame at that size.
+				if err := start(s); err != nil {
+					return b.endScreencast(ctx)
+				}
+				continue
+			}
+			// Chromium sends no further frame until this one is acked.
+			if _, err := pageCall(cctx, b, page.ScreencastFrameAck, page.ScreencastFrameAckParams{SessionID: ev.SessionID}); err != nil {
+				return b.endScreencast(ctx)
+			}
+			if scale < 1 && opts.Sharpen > 0 {
+				sharpen.Reset(opts.Sharpen)
+			}
 		}
 	}
+}
+
+// endScreencast is Screencast's result once its frames stop: the caller's
+// context ended, or the page went away.
+func (b *cbrowser) endScreencast(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return b.fail("screencast", browser.ErrClosed)
+}
+
+// scaleOf is opts' scale now, within (0, 1].
+func scaleOf(opts browser.ScreencastOptions) float64 {
+	if opts.Scale == nil {
+		return 1
+	}
+	s := opts.Scale()
+	if !(s > 0) || s > 1 { // also NaN
+		return 1
+	}
+	return s
+}
+
+// sharpFrame is the page as it is at full size: a screenshot with the
+// metadata of last, the scaled-down frame it replaces (the page has not
+// changed since, or a newer frame would have come). Any frame Chromium
+// paints meanwhile waits in the subscription and follows it.
+func (b *cbrowser) sharpFrame(ctx context.Context, last browser.Frame, quality int64) (browser.Frame, bool) {
+	res, err := pageCall(ctx, b, page.CaptureScreenshot, page.CaptureScreenshotParams{
+		Format: page.CaptureScreenshotFormatJpeg, Quality: &quality, OptimizeForSpeed: new(true)})
+	if err != nil {
+		b.log.Debug().Err(err).Msg("sharp frame")
+		return browser.Frame{}, false
+	}
+	f := last
+	f.Data, f.Seq, f.Timestamp = res.Data, b.frameSeq.Add(1), time.Now()
+	if cfg, err := jpeg.DecodeConfig(bytes.NewReader(res.Data)); err == nil {
+		f.Width, f.Height = cfg.Width, cfg.Height
+	}
+	return f, true
 }
 
 // frame converts a CDP frame.

@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	bin "encoding/binary"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
+)
+
+// gradedWorker makes every typed key count as slow, so typing grades the
+// frames down at once (worker/grade); the frames recover after 3 calm
+// seconds per step.
+var gradedWorker = []string{"--frame-latency-high", "1ms", "--frame-latency-low", "500us", "--frame-sharpen", "300ms"}
+
+// TestFramesGradedUnderLoad: on a worker whose input→frame latency is over
+// its limit, a typing viewer gets smaller frames (half size at most), then
+// one full-size frame when the page rests and nothing after it; when the
+// latency is low again, frames are full size again.
+func TestFramesGradedUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("testdata/apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps},
+		worker: gradedWorker})
+	metricsURL := "http://" + c.mustStatus().Workers[0].HTTPAddr + "/metrics"
+	scale := func() float64 {
+		return value(scrape(t, metricsURL, c.metricsToken()), "cloudbrowser_screencast_frame_scale", nil)
+	}
+	u := newUser(t, "http://"+c.public)
+	path := lastHop(t, u.open("/typing"))
+	conn := dialSocket(t, u, "ws://"+c.public+path+"/ws")
+	defer conn.Close()
+
+	type header struct {
+		Seq    uint64
+		W, H   int
+		DW, DH float64
+	}
+	frames := make(chan header, 256)
+	var wmu sync.Mutex // one writer at a time: acks and input
+	write := func(v any) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		return conn.WriteJSON(v)
+	}
+	go func() {
+		defer close(frames)
+		for {
+			mt, b, err := conn.ReadMessage()
+			if err != nil {
+				return
+			}
+			if mt != websocket.BinaryMessage || len(b) < 4 {
+				continue
+			}
+			n := bin.BigEndian.Uint32(b)
+			var h struct {
+				Seq uint64  `json:"seq"`
+				W   int     `json:"w"`
+				H   int     `json:"h"`
+				DW  float64 `json:"dw"`
+				DH  float64 `json:"dh"`
+			}
+			if err := json.Unmarshal(b[4:4+n], &h); err != nil {
+				t.Errorf("frame header: %v", err)
+				return
+			}
+			frames <- header{Seq: h.Seq, W: h.W, H: h.H, DW: h.DW, DH: h.DH}
+			_ = write(map[string]any{"t": "ack", "seq": h.Seq})
+		}
+	}()
+	// next returns the next frame within d (ok false: none came); d 0
+	// takes only a frame already there.
+	next := func(d time.Duration) (header, bool) {
+		if d == 0 {
+			select {
+			case f, ok := <-frames:
+				if !ok {
+					t.Fatal("socket closed")
+				}
+				return f, true
+			default:
+				return header{}, false
+			}
+		}
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				t.Fatal("socket closed")
+			}
+			return f, true
+		case <-time.After(d):
+			return header{}, false
+		}
+	}
+	// settle drains frames until a second passes without one, returning
+	// the last (last if none came).
+	settle := func(what string, last header) header {
+		t.Helper()
+		for range 100 {
+			f, ok := next(time.Second)
+			if !ok {
+				return last
+			}
+			last = f
+		}
+		t.Fatalf("%s: frames keep coming", what)
+		return last
+	}
+	first, ok := next(30 * time.Second)
+	if !ok {
+		t.Fatal("no first frame")
+	}
+	full := settle("first frames", first)
+	if full.W == 0 || float64(full.W) != full.DW {
+		t.Fatalf("at rest: frame %dx%d for a %vx%v page, want full size", full.W, full.H, full.DW, full.DH)
+	}
+	input := func(ev map[string]any) {
+		ev["t"] = "input"
+		if err := write(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	input(map[string]any{"type": "mousedown", "x": 100, "y": 60, "button": "left", "buttons": 1, "clickCount": 1})
+	input(map[string]any{"type": "mouseup", "x": 100, "y": 60, "button": "left", "clickCount": 1})
+	settle("focus", full)
+
+	// Type 10 keys a second until a half-size frame comes.
+	var small header
+	testutil.Eventually(t, 60*time.Second, func() error {
+		for i := range 10 {
+			key := string(rune('a' + i))
+			input(map[string]any{"type": "keydown", "key": key})
+			input(map[string]any{"type": "keyup", "key": key})
+			time.Sleep(100 * time.Millisecond)
+		}
+		for {
+			f, ok := next(0)
+			if !ok {
+				return fmt.Errorf("no half-size frame yet (scale %v)", scale())
+			}
+			if f.W*2 == int(f.DW) {
+				small = f
+				return nil
+			}
+		}
+	})
+	if got := scale(); got != 0.5 {
+		t.Errorf("scale metric %v while typing on a slow worker, want 0.5", got)
+	}
+	// The page rests: the last frame is a sharp one, and none follows.
+	last := settle("after typing", small)
+	if float64(last.W) != last.DW || last.Seq <= small.Seq {
+		t.Fatalf("page at rest after typing: last frame %dx%d (seq %d) for a %vx%v page, want full size after seq %d",
+			last.W, last.H, last.Seq, last.DW, last.DH, small.Seq)
+	}
+	if f, ok := next(3 * time.Second); ok {
+		t.Fatalf("a frame (%dx%d) after the sharp one, for a page at rest", f.W, f.H)
+	}
+	// Calm again: full size, and typing paints full-size frames.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if s := scale(); s != 1 {
+			return fmt.Errorf("scale %v", s)
+		}
+		return nil
+	})
+	// A new scale takes effect at the next frame (the screencast restarts
+	// at that size): the key after that paints a full-size frame.
+	for _, key := range []string{"y", "z"} {
+		input(map[string]any{"type": "keydown", "key": key})
+		input(map[string]any{"type": "keyup", "key": key})
+		f, ok := next(30 * time.Second)
+		if !ok {
+			t.Fatalf("no frame for key %q", key)
+		}
+		if f = settle("key "+key, f); float64(f.W) != f.DW {
+			t.Fatalf("a key on a calm worker: last frame %+v, want full size", f)
+		}
+	}
+	input(map[string]any{"type": "keydown", "key": "x"})
+	input(map[string]any{"type": "keyup", "key": "x"})
+	if f, ok := next(30 * time.Second); !ok || float64(f.W) != f.DW {
+		t.Fatalf("a key on a calm worker: frame %+v (%v), want full size", f, ok)
+	}
+}
+
+// TestGradedFramesKeepInputWhereTheUserPoints: a real user types and
+// clicks through the client engine while the frames are half size; the
+// engine draws them at the page's size, so the click lands on the button
+// the user sees.
+func TestGradedFramesKeepInputWhereTheUserPoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("testdata/apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps},
+		worker: []string{"--frame-latency-high", "1ms", "--frame-latency-low", "500us", "--frame-sharpen", "1h"}})
+	metricsURL := "http://" + c.mustStatus().Workers[0].HTTPAddr + "/metrics"
+	users := userBrowsers(t)
+	alice := open(t, users, "http://"+c.public+"/typing")
+	eventually(t, alice, "the engine connects", "document.body.dataset.status", "live")
+	eventually(t, alice, "frames", "Number(document.body.dataset.frames || 0) > 0", "true")
+	x0, y0 := canvasOrigin(t, alice)
+	click(t, alice, x0+60, y0+60)
+	testutil.Eventually(t, 60*time.Second, func() error {
+		typeText(t, alice, "abcdefghij")
+		if s := value(scrape(t, metricsURL, c.metricsToken()), "cloudbrowser_screencast_frame_scale", nil); s != 0.5 {
+			return fmt.Errorf("scale %v", s)
+		}
+		return nil
+	})
+	// The canvas shows half-size frames at full size (sharpening is off
+	// here): the button is where the page has it, 20+60 by 120+20.
+	eventually(t, alice, "the canvas is drawn at the page's size", "document.querySelector('canvas').clientWidth > 600", "true")
+	click(t, alice, x0+80, y0+140)
+	eventually(t, alice, "the click reached the button", "document.title.includes('|clicks:1')", "true")
+}

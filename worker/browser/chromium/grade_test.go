@@ -1,0 +1,96 @@
+package chromium
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// Graded frames (issue 16, capacity): while Scale says 0.5 the frames are
+// half size; when the page rests, one full-size frame follows (Sharpen),
+// and nothing after it; a new scale takes effect at the next frame.
+func TestScreencastScaleAndSharpen(t *testing.T) {
+	b := newBrowser(t, shared(t), browser.Options{URL: testSrv.URL + "/form", Width: 640, Height: 480})
+	waitLoaded(t, b)
+	click(t, b, 50, 25) // focus #a
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("focus", func() bool { return eval[string](t, b, "document.activeElement.id") == "a" }))
+
+	var scale atomic.Uint64
+	scale.Store(math.Float64bits(0.5))
+	var mu sync.Mutex
+	var frames []browser.Frame
+	got := func() []browser.Frame { mu.Lock(); defer mu.Unlock(); return append([]browser.Frame(nil), frames...) }
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Screencast(ctx, browser.ScreencastOptions{
+			Scale:   func() float64 { return math.Float64frombits(scale.Load()) },
+			Sharpen: 300 * time.Millisecond,
+		}, func(f browser.Frame) { mu.Lock(); frames = append(frames, f); mu.Unlock() })
+	}()
+	defer func() { cancel(); <-done }()
+
+	// settled waits until the frames stop, and returns them.
+	settled := func() []browser.Frame {
+		t.Helper()
+		var fs []browser.Frame
+		testutil.Eventually(t, 30*time.Second, func() error {
+			n := len(got())
+			time.Sleep(1500 * time.Millisecond)
+			if fs = got(); n == 0 || len(fs) != n {
+				return fmt.Errorf("frames still coming (%d)", len(fs))
+			}
+			return nil
+		})
+		return fs
+	}
+	size := func(f browser.Frame) string { return fmt.Sprintf("%dx%d", f.Width, f.Height) }
+
+	fs := settled()
+	typeText(t, b, "abc")
+	fs2 := settled()
+	typed := fs2[len(fs):]
+	if len(typed) < 2 {
+		t.Fatalf("%d frames after typing, want the typed ones and a sharp one", len(typed))
+	}
+	for _, f := range typed[:len(typed)-1] {
+		if size(f) != "320x240" {
+			t.Fatalf("frame while typing at scale 0.5: %s, want 320x240", size(f))
+		}
+	}
+	last := typed[len(typed)-1]
+	if size(last) != "640x480" || last.DeviceWidth != 640 || last.Seq <= typed[len(typed)-2].Seq {
+		t.Fatalf("the page at rest: last frame %s device %vx%v seq %d, want a sharp 640x480 after the others",
+			size(last), last.DeviceWidth, last.DeviceHeight, last.Seq)
+	}
+
+	// Back to full size: frames after the change are full size, and a page
+	// at rest gets no extra frame.
+	scale.Store(math.Float64bits(1))
+	typeText(t, b, "d")
+	fs3 := settled()
+	after := fs3[len(fs2):]
+	if len(after) == 0 || size(after[len(after)-1]) != "640x480" {
+		t.Fatalf("after scale 1: %d frames, last %v", len(after), after)
+	}
+	typeText(t, b, "e")
+	fs4 := settled()
+	for _, f := range fs4[len(fs3):] {
+		if size(f) != "640x480" {
+			t.Fatalf("frame at scale 1: %s", size(f))
+		}
+	}
+	if n := len(fs4) - len(fs3); n == 0 {
+		t.Fatal("no frame for a key at scale 1")
+	}
+	if v := eval[string](t, b, "document.getElementById('a').value"); v != "abcde" {
+		t.Fatalf("input %q", v)
+	}
+}
