@@ -31,6 +31,9 @@ type Stat struct {
 	// UTime and STime are the CPU time the process spent in user and
 	// kernel mode, all its threads, in clock ticks (fields 14 and 15).
 	UTime, STime uint64
+	// RSS is the resident set size in bytes (field 24; 0 if the line has
+	// no such field). Unlike PSS it is a counter, free to read.
+	RSS uint64
 }
 
 // TicksPerSecond is the unit of Stat's times (USER_HZ, 100 on every
@@ -78,7 +81,13 @@ func ParseStat(b []byte) (Stat, error) {
 			return Stat{}, fmt.Errorf("procfs: stat field %d: %w", field+3, err)
 		}
 	}
-	return Stat{Pid: pid, PPid: ppid, State: f[0][0], UTime: num[0], STime: num[1], Start: num[2]}, nil
+	st := Stat{Pid: pid, PPid: ppid, State: f[0][0], UTime: num[0], STime: num[1], Start: num[2]}
+	if len(f) > 21 {
+		if pages, err := strconv.ParseUint(string(f[21]), 10, 64); err == nil {
+			st.RSS = pages * uint64(os.Getpagesize())
+		}
+	}
+	return st, nil
 }
 
 // Tree returns root and all its live descendants in procs (zombies

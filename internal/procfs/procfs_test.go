@@ -18,6 +18,7 @@ func TestParseStat(t *testing.T) {
 	}{
 		{"plain", "42 (proxy) S 7" + tail, Stat{Pid: 42, PPid: 7, State: 'S', Start: 987654, UTime: 5, STime: 3}, false},
 		{"command with spaces and parens", "42 (a) b (c)) Z 1" + tail, Stat{Pid: 42, PPid: 1, State: 'Z', Start: 987654, UTime: 5, STime: 3}, false},
+		{"with rss (pages)", "42 (proxy) S 7" + tail + " 25", Stat{Pid: 42, PPid: 7, State: 'S', Start: 987654, UTime: 5, STime: 3, RSS: 25 * uint64(os.Getpagesize())}, false},
 		{"short", "42 (x) S 1 2 3", Stat{}, true},
 		{"no command", "garbage", Stat{}, true},
 	}
@@ -39,7 +40,7 @@ func TestSelf(t *testing.T) {
 		t.Skip("no /proc")
 	}
 	st, err := ReadStat(os.Getpid())
-	if err != nil || !st.Alive() || st.Pid != os.Getpid() || st.Start == 0 {
+	if err != nil || !st.Alive() || st.Pid != os.Getpid() || st.Start == 0 || st.RSS == 0 {
 		t.Fatalf("self stat %+v, %v", st, err)
 	}
 	args, err := Cmdline(os.Getpid())

@@ -106,7 +106,21 @@ type Governor struct {
 	calm    int // calm windows in a row
 	start   time.Time
 	samples []time.Duration
+	// recover is how many calm windows the next step up needs: Recover,
+	// doubled each time a step up was undone within backoffWindows (a
+	// worker at its limit would otherwise swing between sizes, and each
+	// swing restarts every screencast at once: a burst of frames).
+	recover int
+	sinceUp int // windows since the last step up; -1 = none pending
 }
+
+// backoffWindows: a step down this soon after a step up undoes it.
+// forgiveWindows: a step up that held this long resets recover.
+const (
+	backoffWindows = 10
+	forgiveWindows = 60
+	maxRecover     = 64
+)
 
 // New returns a Governor at full size.
 func New(cfg Config) (*Governor, error) {
@@ -121,7 +135,7 @@ func New(cfg Config) (*Governor, error) {
 	if cfg.MinScale < 1 {
 		scales = append(scales, cfg.MinScale)
 	}
-	g := &Governor{cfg: cfg, scales: scales, start: cfg.Clock.Now()}
+	g := &Governor{cfg: cfg, scales: scales, start: cfg.Clock.Now(), recover: cfg.Recover, sinceUp: -1}
 	g.scale.Store(math.Float64bits(1))
 	return g, nil
 }
@@ -158,16 +172,29 @@ func (g *Governor) tick() {
 	hot := len(g.samples) >= g.cfg.MinSamples && p90(g.samples) > g.cfg.High
 	calm := !hot && (len(g.samples) < g.cfg.MinSamples || p90(g.samples) < g.cfg.Low)
 	g.samples = g.samples[:0]
+	if g.sinceUp >= 0 {
+		if g.sinceUp += windows; g.sinceUp > forgiveWindows {
+			g.recover, g.sinceUp = g.cfg.Recover, -1
+		}
+	}
 	switch {
 	case hot:
 		g.calm = 0
-		g.level = min(g.level+1, len(g.scales)-1)
+		if g.level == len(g.scales)-1 {
+			break
+		}
+		g.level++
+		if g.sinceUp >= 0 && g.sinceUp <= backoffWindows {
+			g.recover = min(2*g.recover, maxRecover)
+		}
+		g.sinceUp = -1
 	case calm:
 		// Windows that passed with no call at all were calm too.
 		g.calm += windows
-		for g.calm >= g.cfg.Recover && g.level > 0 {
+		for g.calm >= g.recover && g.level > 0 {
 			g.level--
-			g.calm -= g.cfg.Recover
+			g.calm -= g.recover
+			g.sinceUp = 0
 		}
 		if g.level == 0 {
 			g.calm = 0

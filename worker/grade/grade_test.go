@@ -25,6 +25,22 @@ func many(d time.Duration, n int) window {
 	return w
 }
 
+func repeat(w window, n int) []window {
+	out := make([]window, n)
+	for i := range out {
+		out[i] = w
+	}
+	return out
+}
+
+func repeatF(f float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = f
+	}
+	return out
+}
+
 func TestGovernor(t *testing.T) {
 	hot, calm, mid := many(80*ms, 10), many(10*ms, 10), many(35*ms, 10)
 	tests := []struct {
@@ -44,6 +60,15 @@ func TestGovernor(t *testing.T) {
 		{"one slow sample in ten is under p90", 0, []window{append(many(10*ms, 9), time.Second)}, []float64{1}},
 		{"two slow samples in ten are over p90", 0, []window{append(many(10*ms, 8), time.Second, time.Second)}, []float64{0.75}},
 		{"idle windows are calm", 0, []window{hot, hot, nil, nil, nil, nil, nil, nil}, []float64{0.75, 0.5, 0.5, 0.5, 0.75, 0.75, 0.75, 1}},
+		{"a step up undone at once doubles the calm it takes", 0,
+			[]window{hot, calm, calm, calm, hot, calm, calm, calm, calm, calm, calm},
+			[]float64{0.75, 0.75, 0.75, 1, 0.75, 0.75, 0.75, 0.75, 0.75, 0.75, 1}},
+		{"and again", 0,
+			[]window{hot, calm, calm, calm, hot, calm, calm, calm, calm, calm, calm, hot, calm, calm, calm, calm, calm, calm},
+			[]float64{0.75, 0.75, 0.75, 1, 0.75, 0.75, 0.75, 0.75, 0.75, 0.75, 1, 0.75, 0.75, 0.75, 0.75, 0.75, 0.75, 0.75}},
+		{"a step up that holds is forgiven", 0,
+			append(append([]window{hot, calm, calm, calm, hot, calm, calm, calm, calm, calm, calm}, repeat(calm, 61)...), hot, calm, calm, calm),
+			append(append([]float64{0.75, 0.75, 0.75, 1, 0.75, 0.75, 0.75, 0.75, 0.75, 0.75, 1}, repeatF(1, 61)...), 0.75, 0.75, 0.75, 1)},
 		{"MinScale 1 turns grading off", 1, []window{hot, hot}, []float64{1, 1}},
 		{"MinScale 0.3 ends the steps", 0.3, []window{hot, hot, hot, hot}, []float64{0.75, 0.5, 0.3, 0.3}},
 	}

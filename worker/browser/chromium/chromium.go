@@ -94,6 +94,8 @@ type Runtime struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // supervisors, browser loops, background closes
 
+	pss pssCache // Stats' memory readings
+
 	mu      sync.Mutex
 	closed  bool
 	slots   []*slot
@@ -704,11 +706,7 @@ func (r *Runtime) Stats(ctx context.Context) (browser.Stats, error) {
 	if err != nil {
 		return st, fmt.Errorf("chromium: stats: %w", err)
 	}
-	for _, pid := range pids {
-		n, total := treeUsage(procs, pid)
-		st.Processes += n
-		st.PSS += total
-	}
+	st.Processes, st.PSS = r.pss.usage(procs, pids, time.Now())
 	return st, nil
 }
 

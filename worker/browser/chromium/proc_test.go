@@ -1,6 +1,7 @@
 package chromium
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,7 +60,7 @@ func TestProcFake(t *testing.T) {
 	if len(procs) != 4 {
 		t.Fatalf("procs %v", procs)
 	}
-	n, total := treeUsage(procs, 100)
+	n, total := new(pssCache).usage(procs, []int{100}, time.Now())
 	if n != 3 || total != 1230*1024 {
 		t.Fatalf("n=%d total=%d", n, total)
 	}
@@ -76,7 +77,7 @@ func TestProcSelf(t *testing.T) {
 	if !ok || me.PPid != os.Getppid() {
 		t.Fatalf("self %+v (ok=%v), want ppid %d", me, ok, os.Getppid())
 	}
-	n, total := treeUsage(procs, os.Getpid())
+	n, total := new(pssCache).usage(procs, []int{os.Getpid()}, time.Now())
 	if n < 1 || total == 0 {
 		t.Fatalf("n=%d pss=%d", n, total)
 	}
@@ -190,5 +191,69 @@ func TestOwnerTag(t *testing.T) {
 		if ok != tc.ok || ok && (pid != tc.pid || start != tc.start) {
 			t.Errorf("%q: %d %d %v", tc.tag, pid, start, ok)
 		}
+	}
+}
+
+// TestPSSCache: PSS is read again only when it is old or the RSS moved by
+// more than an eighth; in between the RSS change moves the last reading.
+func TestPSSCache(t *testing.T) {
+	dir := t.TempDir()
+	page := uint64(os.Getpagesize())
+	write := func(start, rssPages uint64, pssKB int) {
+		d := filepath.Join(dir, "100")
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stat := fmt.Sprintf("100 (chromium) S 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 %d 0 %d", start, rssPages)
+		os.WriteFile(filepath.Join(d, "stat"), []byte(stat), 0o644)
+		os.WriteFile(filepath.Join(d, "smaps_rollup"), fmt.Appendf(nil, "Pss: %d kB\n", pssKB), 0o644)
+	}
+	old := procfs.Dir
+	procfs.Dir = dir
+	defer func() { procfs.Dir = old }()
+	var c pssCache
+	t0 := time.Unix(1000, 0)
+	usage := func(at time.Duration) uint64 {
+		t.Helper()
+		procs, err := procfs.ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, total := c.usage(procs, []int{100}, t0.Add(at))
+		if n != 1 {
+			t.Fatalf("%d processes", n)
+		}
+		return total
+	}
+	const kB = 1024
+	steps := []struct {
+		name        string
+		start, rss  uint64 // rss in pages
+		pssKB       int    // what smaps_rollup says now
+		at          time.Duration
+		wantKB      uint64 // in kB, plus wantPages
+		wantPlusRSS int64  // pages of RSS change added to the cached PSS
+	}{
+		{"first reading", 4242, 800, 1000, 0, 1000, 0},
+		{"RSS the same: cached", 4242, 800, 5000, time.Second, 1000, 0},
+		{"RSS up a little: cached, moved", 4242, 850, 5000, 2 * time.Second, 1000, 50},
+		{"RSS up a quarter: read again", 4242, 1000, 5000, 3 * time.Second, 5000, 0},
+		{"old: read again", 4242, 1000, 6000, 3*time.Second + pssMaxAge, 6000, 0},
+		{"another process with that pid: read again", 9999, 1000, 7000, 14 * time.Second, 7000, 0},
+	}
+	for _, s := range steps {
+		write(s.start, s.rss, s.pssKB)
+		want := uint64(int64(s.wantKB*kB) + s.wantPlusRSS*int64(page))
+		if got := usage(s.at); got != want {
+			t.Fatalf("%s: %d bytes, want %d", s.name, got, want)
+		}
+	}
+	if len(c.m) != 1 {
+		t.Fatalf("cache holds %d processes", len(c.m))
+	}
+	os.RemoveAll(filepath.Join(dir, "100"))
+	procs, _ := procfs.ReadAll()
+	if n, _ := c.usage(procs, []int{100}, t0); n != 0 || len(c.m) != 0 {
+		t.Fatalf("after the process ended: n=%d, cache %d", n, len(c.m))
 	}
 }
