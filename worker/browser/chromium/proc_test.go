@@ -1,6 +1,7 @@
 package chromium
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
 func TestCmdlineHas(t *testing.T) {
@@ -255,5 +257,49 @@ func TestPSSCache(t *testing.T) {
 	procs, _ := procfs.ReadAll()
 	if n, _ := c.usage(procs, []int{100}, t0); n != 0 || len(c.m) != 0 {
 		t.Fatalf("after the process ended: n=%d, cache %d", n, len(c.m))
+	}
+}
+
+// BenchmarkStatsPSS: what a load report's memory reading costs with 10
+// live browsers, reading every process's PSS (uncached, as before) and
+// with the cache (within pssMaxAge and with steady RSS, no smaps_rollup).
+func BenchmarkStatsPSS(b *testing.B) {
+	rt := shared(b)
+	ctx := context.Background()
+	for range 10 {
+		br, err := rt.NewBrowser(ctx, browser.Options{URL: "data:text/html,<p>hello"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer br.Close(ctx)
+	}
+	rt.mu.Lock()
+	var pids []int
+	for _, s := range rt.slots {
+		if s.proc != nil {
+			pids = append(pids, s.proc.pid)
+		}
+	}
+	rt.mu.Unlock()
+	for _, bc := range []struct {
+		name   string
+		cached bool
+	}{{"uncached", false}, {"cached", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var c pssCache
+			now := time.Now()
+			for b.Loop() {
+				procs, err := procfs.ReadAll()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !bc.cached {
+					c = pssCache{}
+				}
+				if n, _ := c.usage(procs, pids, now); n == 0 {
+					b.Fatal("no processes")
+				}
+			}
+		})
 	}
 }
