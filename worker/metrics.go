@@ -35,6 +35,8 @@ func (w *Worker) newMetrics() *prometheus.Registry {
 			func() float64 { return float64(w.rest.wakes.Load()) }),
 		metrics.One("cloudbrowser_screencast_frame_scale", "Scale of the screencast frames now (1 = full size; smaller while input→frame latency is high, worker/grade).", g,
 			func() float64 { return w.grade.Scale() }),
+		metrics.One("cloudbrowser_screencast_link_graded_browsers", "Browsers whose frames are smaller and coarser because even their best-connected viewer takes over 250 ms per frame.", g,
+			func() float64 { return float64(w.frames.linkGraded.Load()) }),
 		metrics.One("cloudbrowser_input_events_ignored_total", "Input events ignored (read-only clients).", c, func() float64 { return float64(w.frames.ignored.Load()) }),
 	)
 	poolSamples := func(val func(p poolRow) float64) func() []metrics.Sample {

@@ -18,15 +18,31 @@ import (
 const (
 	maxInFlight = 2
 	ackWait     = 2 * time.Second
+	maxPending  = 64 // unacknowledged frames remembered (a client that stopped acking)
 )
 
 type pacer struct {
-	wait    time.Duration // 0 = ackWait (tests shorten it)
+	wait    time.Duration    // 0 = ackWait (tests shorten it)
+	now     func() time.Time // nil = time.Now (tests)
 	mu      sync.Mutex
-	on      bool     // the client acknowledges frames
-	pending []uint64 // sent and not acknowledged, ascending
+	on      bool   // the client acknowledges frames
+	pending []sent // sent and not acknowledged, ascending (at most maxPending)
+	extra   int    // frames allowed beyond maxInFlight: acks overdue
 	stall   *time.Timer
 	stopped bool
+
+	// xfer is the moving average of a frame's time from its write (or
+	// the ack before, if later: the link was busy until then) to its ack:
+	// what the viewer's link and screen take per frame (0 = no ack yet).
+	// samples counts the acks it was taken from.
+	lastAck time.Time
+	xfer    time.Duration
+	samples uint64
+}
+
+type sent struct {
+	seq uint64
+	at  time.Time
 }
 
 // mayWrite reports whether a frame may be sent now. When it may not, wake
@@ -34,7 +50,7 @@ type pacer struct {
 func (p *pacer) mayWrite(wake func()) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.on || len(p.pending) < maxInFlight {
+	if !p.on || len(p.pending) < maxInFlight+p.extra {
 		return true
 	}
 	if p.stall == nil && !p.stopped {
@@ -44,7 +60,9 @@ func (p *pacer) mayWrite(wake func()) bool {
 		}
 		p.stall = time.AfterFunc(wait, func() {
 			p.mu.Lock()
-			p.pending = p.pending[:0] // give up on those acks
+			// Stop waiting for those acks, but keep them: an ack that
+			// does come still times the link.
+			p.extra += maxInFlight
 			p.stall = nil
 			p.mu.Unlock()
 			wake()
@@ -58,7 +76,10 @@ func (p *pacer) wrote(seq uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.on {
-		p.pending = append(p.pending, seq)
+		if len(p.pending) == maxPending {
+			p.pending = append(p.pending[:0], p.pending[1:]...)
+		}
+		p.pending = append(p.pending, sent{seq, p.clock()})
 	}
 }
 
@@ -68,14 +89,47 @@ func (p *pacer) acked(seq uint64) {
 	defer p.mu.Unlock()
 	p.on = true
 	i := 0
-	for i < len(p.pending) && p.pending[i] <= seq {
+	for i < len(p.pending) && p.pending[i].seq <= seq {
 		i++
 	}
+	now := p.clock()
+	if i > 0 {
+		// The newest frame acknowledged: its own transfer began when it
+		// was written or when the link freed up, whichever came later.
+		begin := p.pending[i-1].at
+		if p.lastAck.After(begin) {
+			begin = p.lastAck
+		}
+		d := now.Sub(begin)
+		if p.samples == 0 {
+			p.xfer = d
+		} else {
+			p.xfer += (d - p.xfer) / 4
+		}
+		p.samples++
+	}
+	p.lastAck = now
 	p.pending = append(p.pending[:0], p.pending[i:]...)
+	p.extra = 0
 	if p.stall != nil {
 		p.stall.Stop()
 		p.stall = nil
 	}
+}
+
+func (p *pacer) clock() time.Time {
+	if p.now != nil {
+		return p.now()
+	}
+	return time.Now()
+}
+
+// transfer is the client's average time per frame and how many acks it
+// comes from (0, 0: none yet, or a client that does not acknowledge).
+func (p *pacer) transfer() (time.Duration, uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.xfer, p.samples
 }
 
 // stop ends a stall timer for good (the client left).

@@ -71,6 +71,17 @@ func TestPacerGivesUpWaiting(t *testing.T) {
 	if !p.mayWrite(func() {}) {
 		t.Fatal("still held after the wait")
 	}
+	// A late ack still times the link (a slow link's acks come after the
+	// wait), and pacing holds again after it.
+	p.wrote(3)
+	p.wrote(4)
+	p.acked(2)
+	if _, n := p.transfer(); n != 1 {
+		t.Fatalf("a late ack gave %d transfer samples, want 1", n)
+	}
+	if p.mayWrite(func() {}) {
+		t.Fatal("not held at two frames in flight after the late ack")
+	}
 }
 
 // TestFramePacing: through a real socket, a client that acknowledges frames
@@ -159,5 +170,49 @@ func TestFramePacing(t *testing.T) {
 	send(map[string]any{"t": "ack", "seq": b})
 	if c, _ := next(); c != 10 {
 		t.Fatalf("after the ack: frame %d, want the newest (10)", c)
+	}
+}
+
+// The transfer time of a frame runs from its write, or from the ack
+// before it if the link was still busy then, to its ack; a moving average.
+func TestPacerTransfer(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	now := t0
+	p := &pacer{wait: time.Hour, now: func() time.Time { return now }}
+	defer p.stop()
+	at := func(ms int) { now = t0.Add(time.Duration(ms) * time.Millisecond) }
+	if x, n := p.transfer(); x != 0 || n != 0 {
+		t.Fatalf("before any ack: %v %d", x, n)
+	}
+	p.acked(0) // the client acknowledges: pacing on
+	for _, s := range []struct {
+		op   string
+		ms   int
+		seq  uint64
+		want time.Duration // after an ack
+	}{
+		{"write", 0, 1, 0},
+		{"ack", 100, 1, 100 * time.Millisecond},
+		{"write", 100, 2, 0},
+		{"write", 150, 3, 0},
+		{"ack", 400, 2, 150 * time.Millisecond},                       // 300 ms from its write: 100 + (300-100)/4
+		{"ack", 600, 3, 150*time.Millisecond + 50*time.Millisecond/4}, // 200 ms from the ack before (the link was busy)
+		{"write", 700, 5, 0},
+		{"write", 710, 6, 0},
+		{"ack", 720, 6, 162500*time.Microsecond + (10*time.Millisecond-162500*time.Microsecond)/4}, // covers 5: 6's own 10 ms
+	} {
+		at(s.ms)
+		switch s.op {
+		case "write":
+			p.wrote(s.seq)
+		case "ack":
+			p.acked(s.seq)
+			if x, _ := p.transfer(); x != s.want {
+				t.Fatalf("ack %d at %d ms: transfer %v, want %v", s.seq, s.ms, x, s.want)
+			}
+		}
+	}
+	if _, n := p.transfer(); n != 4 {
+		t.Fatalf("%d samples, want 4 (the first ack had no frame)", n)
 	}
 }

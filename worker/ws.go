@@ -84,6 +84,7 @@ type FrameStats struct {
 type frameCounters struct {
 	produced, sent, dropped, held, acks atomic.Uint64
 	inputs, ignored                     atomic.Uint64
+	linkGraded                          atomic.Int64 // browsers whose frames are small for their viewers' links
 }
 
 func (f *frameCounters) snapshot() FrameStats {
@@ -128,6 +129,10 @@ type hub struct {
 	// so the next frame gives the governor an input→frame latency.
 	grade   *grade.Governor
 	inputAt atomic.Int64
+	// link grades the frames to the viewers' links (grade.go); mu guards
+	// it. acks counts the clients' acks, so it decides once per new one.
+	link linkGrade
+	acks atomic.Uint64
 
 	// onPage is told of the browser's page changes (snapshots; nil = none).
 	onPage func(browser.Page)
@@ -336,6 +341,7 @@ func (h *hub) leave(c *client) {
 	defer h.mu.Unlock()
 	delete(h.clients, c)
 	if len(h.clients) == 0 {
+		h.resetLinkLocked()
 		h.stopCastLocked()
 		h.armCountdownsLocked()
 	}
@@ -355,9 +361,9 @@ func (h *hub) startCastLocked() {
 		if prev != nil {
 			<-prev // one screencast per browser: let the previous one stop
 		}
-		var opts browser.ScreencastOptions
+		opts := browser.ScreencastOptions{Grade: h.frameGrade}
 		if h.grade != nil {
-			opts.Scale, opts.Sharpen = h.grade.Scale, h.grade.Sharpen()
+			opts.Sharpen = h.grade.Sharpen()
 		}
 		err := h.vb.b.Screencast(ctx, opts, h.fanOut)
 		if err != nil && ctx.Err() == nil && !errors.Is(err, browser.ErrClosed) && !errors.Is(err, browser.ErrCrashed) {
@@ -489,6 +495,7 @@ func (h *hub) readLoop(c *client) {
 		case "ack":
 			h.frames.acks.Add(1)
 			c.pace.acked(uint64(m.Seq))
+			h.acks.Add(1)
 			c.signalFrame() // a held frame may go now
 		case "input":
 			h.input(c, m.InputEvent)

@@ -105,15 +105,27 @@ type ScreencastOptions struct {
 	MaxWidth, MaxHeight int
 	// EveryNthFrame sends only every n-th painted frame (0 = 1, every frame).
 	EveryNthFrame int
-	// Scale, if set, is asked before each frame for the factor (0 < s ≤ 1)
-	// that frames are scaled by within MaxWidth×MaxHeight; a new value
-	// restarts the screencast at that size. Smaller frames cost Chromium
-	// less (readback, JPEG): a worker short of CPU grades them down.
-	Scale func() float64
+	// Grade, if set, is asked before each frame for the frames' size and
+	// quality now; a change restarts the screencast with them (which sends
+	// a frame at once). Smaller frames cost Chromium less CPU (a worker
+	// short of it grades them down) and a viewer less bandwidth.
+	Grade func() Grade
 	// Sharpen, if positive, follows a scaled-down frame that no frame
-	// follows for this long with a full-size one: a page at rest is shown
-	// sharp whatever the scale while it changed.
+	// follows for this long with a full-size one, when the Grade allows:
+	// a page at rest is shown sharp whatever the scale while it changed.
 	Sharpen time.Duration
+}
+
+// Grade is a screencast's frame size and quality at a moment.
+type Grade struct {
+	// Scale of the frames within MaxWidth×MaxHeight, in (0, 1] (0 = 1).
+	Scale float64
+	// Quality of the JPEG frames, 1..100 (0 = ScreencastOptions.Quality).
+	Quality int
+	// Sharpen allows the full-size frame for a page at rest
+	// (ScreencastOptions.Sharpen): false when the frames are small for the
+	// viewer's link, which a full-size frame would clog.
+	Sharpen bool
 }
 
 // Frame is one screencast frame.

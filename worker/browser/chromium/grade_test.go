@@ -24,6 +24,7 @@ func TestScreencastScaleAndSharpen(t *testing.T) {
 
 	var scale atomic.Uint64
 	scale.Store(math.Float64bits(0.5))
+	var linkLimited atomic.Bool // small for the link: lower quality, no sharp frame
 	var mu sync.Mutex
 	var frames []browser.Frame
 	got := func() []browser.Frame { mu.Lock(); defer mu.Unlock(); return append([]browser.Frame(nil), frames...) }
@@ -31,7 +32,12 @@ func TestScreencastScaleAndSharpen(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- b.Screencast(ctx, browser.ScreencastOptions{
-			Scale:   func() float64 { return math.Float64frombits(scale.Load()) },
+			Grade: func() browser.Grade {
+				if linkLimited.Load() {
+					return browser.Grade{Scale: 0.5, Quality: 30}
+				}
+				return browser.Grade{Scale: math.Float64frombits(scale.Load()), Sharpen: true}
+			},
 			Sharpen: 300 * time.Millisecond,
 		}, func(f browser.Frame) { mu.Lock(); frames = append(frames, f); mu.Unlock() })
 	}()
@@ -90,7 +96,28 @@ func TestScreencastScaleAndSharpen(t *testing.T) {
 	if n := len(fs4) - len(fs3); n == 0 {
 		t.Fatal("no frame for a key at scale 1")
 	}
-	if v := eval[string](t, b, "document.getElementById('a').value"); v != "abcde" {
+
+	// Small for the viewer's link: half size at a lower quality, and the
+	// page at rest stays so (a full-size frame would clog the link).
+	linkLimited.Store(true)
+	typeText(t, b, "f")
+	fs5 := settled()
+	typed = fs5[len(fs4):]
+	lastBig := typed[len(typed)-1]
+	if len(typed) < 2 || size(lastBig) != "320x240" {
+		t.Fatalf("link-limited: %d frames, last %s; want half-size frames only", len(typed), size(lastBig))
+	}
+	typeText(t, b, "g")
+	fs6 := settled()
+	for _, f := range fs6[len(fs5):] {
+		if size(f) != "320x240" {
+			t.Fatalf("link-limited frame %s", size(f))
+		}
+	}
+	if n := len(fs6) - len(fs5); n == 0 || len(fs6[len(fs6)-1].Data) >= len(fs2[len(fs2)-2].Data) {
+		t.Fatalf("link-limited: %d frames; quality 30 frame %d bytes, quality 80 one %d", n, len(fs6[len(fs6)-1].Data), len(fs2[len(fs2)-2].Data))
+	}
+	if v := eval[string](t, b, "document.getElementById('a').value"); v != "abcdefg" {
 		t.Fatalf("input %q", v)
 	}
 }

@@ -45,24 +45,25 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 	// Subscribe before starting, so the first frame cannot be missed.
 	events, unsubscribe := endWith(cctx, b.t).Subscribe(page.ScreencastFrame.Method)
 	defer unsubscribe()
-	scale := 0.0 // of the running screencast; 0 = not started
-	start := func(s float64) error {
-		if scale != 0 {
+	var cur browser.Grade // of the running screencast; Scale 0 = not started
+	start := func(g browser.Grade) error {
+		if cur.Scale != 0 {
 			if _, err := pageCall(cctx, b, page.StopScreencast, cdp.Empty{}); err != nil {
 				return err
 			}
 		}
-		scale = s
+		cur = g
+		q := int64(g.Quality)
 		_, err := pageCall(cctx, b, page.StartScreencast, page.StartScreencastParams{
 			Format:        page.StartScreencastFormatJpeg,
-			Quality:       &quality,
-			MaxWidth:      max(1, int64(math.Round(float64(maxW)*s))),
-			MaxHeight:     max(1, int64(math.Round(float64(maxH)*s))),
+			Quality:       &q,
+			MaxWidth:      max(1, int64(math.Round(float64(maxW)*g.Scale))),
+			MaxHeight:     max(1, int64(math.Round(float64(maxH)*g.Scale))),
 			EveryNthFrame: int64(max(1, opts.EveryNthFrame)),
 		})
 		return err
 	}
-	if err := start(scaleOf(opts)); err != nil {
+	if err := start(gradeOf(opts, quality)); err != nil {
 		return b.fail("start screencast", err)
 	}
 	defer func() {
@@ -92,7 +93,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 		case <-cctx.Done():
 			return b.endScreencast(ctx)
 		case <-sharpen.C:
-			if f, ok := b.sharpFrame(cctx, last, quality); ok {
+			if f, ok := b.sharpFrame(cctx, last, int64(cur.Quality)); ok {
 				sink(f)
 				sharpened = true
 			}
@@ -116,9 +117,9 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			sharpened = false
 			last = b.frame(ev)
 			sink(last)
-			if s := scaleOf(opts); s != scale {
-				// A new size: the restart sends a frame at that size.
-				if err := start(s); err != nil {
+			if g := gradeOf(opts, quality); g.Scale != cur.Scale || g.Quality != cur.Quality {
+				// A new grade: the restart sends a frame with it.
+				if err := start(g); err != nil {
 					return b.endScreencast(ctx)
 				}
 				continue
@@ -127,7 +128,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			if _, err := pageCall(cctx, b, page.ScreencastFrameAck, page.ScreencastFrameAckParams{SessionID: ev.SessionID}); err != nil {
 				return b.endScreencast(ctx)
 			}
-			if scale < 1 && opts.Sharpen > 0 {
+			if cur.Scale < 1 && cur.Sharpen && opts.Sharpen > 0 {
 				sharpen.Reset(opts.Sharpen)
 			}
 		}
@@ -143,16 +144,22 @@ func (b *cbrowser) endScreencast(ctx context.Context) error {
 	return b.fail("screencast", browser.ErrClosed)
 }
 
-// scaleOf is opts' scale now, within (0, 1].
-func scaleOf(opts browser.ScreencastOptions) float64 {
-	if opts.Scale == nil {
-		return 1
+// gradeOf is opts' grade now: Scale within (0, 1], Quality within 1..100
+// (quality, the screencast's, if unset).
+func gradeOf(opts browser.ScreencastOptions, quality int64) browser.Grade {
+	g := browser.Grade{Scale: 1, Quality: int(quality)}
+	if opts.Grade == nil {
+		return g
 	}
-	s := opts.Scale()
-	if !(s > 0) || s > 1 { // also NaN
-		return 1
+	got := opts.Grade()
+	if got.Scale > 0 && got.Scale <= 1 { // also not NaN
+		g.Scale = got.Scale
 	}
-	return s
+	if got.Quality > 0 && got.Quality <= 100 {
+		g.Quality = got.Quality
+	}
+	g.Sharpen = got.Sharpen
+	return g
 }
 
 // sharpFrame is the page as it is at full size: a screenshot with the
