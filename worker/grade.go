@@ -8,9 +8,10 @@ import (
 
 // Frames graded to the viewers' links (issue 16, bytes per viewer). The
 // worker's CPU grades every screencast (worker/grade); a viewer's link
-// grades its browser's: when even the best-connected viewer takes longer
-// than linkSlow per frame (from its write to its ack: the link and the
-// screen), frames get a step smaller and coarser, down to linkSteps' last;
+// grades its browser's: when even the best-connected viewer took longer
+// than linkSlow for its last frame (from its write to its ack: the link
+// and the screen), frames get smaller and coarser, to the first step
+// predicted to take less (or linkSteps' last);
 // when the time predicted for the step above is under linkFast for
 // linkUpAfter acks in a row, a step larger. A viewer slower than the
 // others gets fewer frames (pace.go) rather than worse ones for everyone.
@@ -77,7 +78,13 @@ func (h *hub) linkStepLocked() int {
 	was := l.step
 	switch {
 	case best > linkSlow && l.step < len(linkSteps)-1:
-		l.step++
+		// Straight to the first step predicted to be fast enough (or
+		// the last): a 110 KiB frame on a 256 kbit/s link takes 3.5 s,
+		// and a step at a time would take several of those.
+		cur := l.step
+		for l.step < len(linkSteps)-1 && time.Duration(float64(best)*linkSteps[l.step].bytes/linkSteps[cur].bytes) > linkSlow {
+			l.step++
+		}
 		l.good = 0
 	case l.step > 0 && time.Duration(float64(best)*linkSteps[l.step-1].bytes/linkSteps[l.step].bytes) < linkFast:
 		if l.good++; l.good >= linkUpAfter {

@@ -21,11 +21,14 @@ func TestLinkGrade(t *testing.T) {
 		acks []ack
 	}{
 		{"fast link stays full", []ack{{[]time.Duration{20 * ms}, 0}, {[]time.Duration{30 * ms}, 0}}},
-		{"slow link steps down, one step per settled ack", []ack{
-			{[]time.Duration{900 * ms}, 1}, {[]time.Duration{900 * ms}, 1}, {[]time.Duration{900 * ms}, 1},
-			{[]time.Duration{900 * ms}, 2}, {[]time.Duration{700 * ms}, 2}, {[]time.Duration{600 * ms}, 2},
-			{[]time.Duration{500 * ms}, 3}, {[]time.Duration{400 * ms}, 3}, {[]time.Duration{400 * ms}, 3},
-			{[]time.Duration{400 * ms}, 3}, {[]time.Duration{400 * ms}, 3}}},
+		{"slow link: straight to the step predicted fast enough", []ack{
+			// 900 ms at full size: 450 at 0.50, 189 at 0.21.
+			{[]time.Duration{900 * ms}, 2}, {[]time.Duration{900 * ms}, 2}, {[]time.Duration{900 * ms}, 2},
+			// settled: still slow (400 ms at step 2: 190 at step 3).
+			{[]time.Duration{400 * ms}, 3}, {[]time.Duration{400 * ms}, 3}, {[]time.Duration{400 * ms}, 3},
+			{[]time.Duration{400 * ms}, 3}}},
+		{"very slow link: the last step", []ack{{[]time.Duration{4 * time.Second}, 3}}},
+		{"slightly slow: one step", []ack{{[]time.Duration{300 * ms}, 1}}},
 		{"a fast co-viewer keeps frames full", []ack{
 			{[]time.Duration{900 * ms, 30 * ms}, 0}, {[]time.Duration{900 * ms, 30 * ms}, 0}}},
 		{"viewers without acks do not count", []ack{{[]time.Duration{0}, 0}, {[]time.Duration{0, 300 * ms}, 1}}},

@@ -31,10 +31,10 @@ type pacer struct {
 	stall   *time.Timer
 	stopped bool
 
-	// xfer is the moving average of a frame's time from its write (or
-	// the ack before, if later: the link was busy until then) to its ack:
-	// what the viewer's link and screen take per frame (0 = no ack yet).
-	// samples counts the acks it was taken from.
+	// xfer is the last acknowledged frame's time from its write (or the
+	// ack before, if later: the link was busy until then) to its ack: what
+	// the viewer's link and screen took for it (0 = no ack yet). samples
+	// counts the acks timed.
 	lastAck time.Time
 	xfer    time.Duration
 	samples uint64
@@ -100,12 +100,7 @@ func (p *pacer) acked(seq uint64) {
 		if p.lastAck.After(begin) {
 			begin = p.lastAck
 		}
-		d := now.Sub(begin)
-		if p.samples == 0 {
-			p.xfer = d
-		} else {
-			p.xfer += (d - p.xfer) / 4
-		}
+		p.xfer = now.Sub(begin)
 		p.samples++
 	}
 	p.lastAck = now
@@ -124,8 +119,8 @@ func (p *pacer) clock() time.Time {
 	return time.Now()
 }
 
-// transfer is the client's average time per frame and how many acks it
-// comes from (0, 0: none yet, or a client that does not acknowledge).
+// transfer is the client's last time per frame and how many acks were
+// timed (0, 0: none yet, or a client that does not acknowledge).
 func (p *pacer) transfer() (time.Duration, uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

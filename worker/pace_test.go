@@ -195,11 +195,11 @@ func TestPacerTransfer(t *testing.T) {
 		{"ack", 100, 1, 100 * time.Millisecond},
 		{"write", 100, 2, 0},
 		{"write", 150, 3, 0},
-		{"ack", 400, 2, 150 * time.Millisecond},                       // 300 ms from its write: 100 + (300-100)/4
-		{"ack", 600, 3, 150*time.Millisecond + 50*time.Millisecond/4}, // 200 ms from the ack before (the link was busy)
+		{"ack", 400, 2, 300 * time.Millisecond}, // from its write
+		{"ack", 600, 3, 200 * time.Millisecond}, // from the ack before (the link was busy)
 		{"write", 700, 5, 0},
 		{"write", 710, 6, 0},
-		{"ack", 720, 6, 162500*time.Microsecond + (10*time.Millisecond-162500*time.Microsecond)/4}, // covers 5: 6's own 10 ms
+		{"ack", 720, 6, 10 * time.Millisecond}, // covers 5: 6's own time
 	} {
 		at(s.ms)
 		switch s.op {

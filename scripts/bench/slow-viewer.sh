@@ -7,7 +7,9 @@
 # sent as fast as the socket takes them) and with them, as the client engine
 # sends them (frames paced, worker/pace.go). Needs root (ip netns, tc).
 #
-#   scripts/bench/slow-viewer.sh             # RATE=2mbit QUEUE=100ms KEYS=100 KEYRATE=5
+#   scripts/bench/slow-viewer.sh             # RATE=2mbit QUEUE=100ms KEYS=100 KEYRATE=5 APP=typing
+#   RATE=256kbit APP=reading APPS=scripts/bench/apps scripts/bench/slow-viewer.sh   # a text page (~110 KiB frames)
+#   CB_BIN=/path/to/an/older/cloudbrowser …  # the same run with another build (a baseline)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 RATE=${RATE:-2mbit}
@@ -15,6 +17,8 @@ QUEUE=${QUEUE:-100ms}
 KEYS=${KEYS:-100}
 KEYRATE=${KEYRATE:-5}
 ROUNDS=${ROUNDS:-1}
+APP=${APP:-typing}
+APPS=${APPS:-$ROOT/internal/e2e/testdata/apps}
 
 [ "$(id -u)" = 0 ] || { log "needs root (ip netns, tc)"; exit 1; }
 command -v tc >/dev/null || apt_install iproute2
@@ -34,13 +38,13 @@ ip netns exec "$NS" ip link set lo up
 tc qdisc add dev "$VH" root tbf rate "$RATE" burst 16kb latency "$QUEUE" # toward the viewer: frames
 
 (cd "$ROOT" && go build -o "$TMP/bin/" ./cmd/cloudbrowser ./scripts/bench/cmd/slowviewer)
-CB_GENERAL_POOL_MIN=0 start_up "$ROOT/internal/e2e/testdata/apps" "${NET}1:0"
+CB_GENERAL_POOL_MIN=0 start_up "$(realpath "$APPS")" "${NET}1:0"
 log "viewer in netns $NS, link ${NET}1 <-> ${NET}2: $RATE toward the viewer, queue $QUEUE"
 printf '\nTyping %s keys at %s/s behind a %s link, queue %s (p50/p95/max: key to the first frame painted after it)\n' \
 	"$KEYS" "$KEYRATE" "$RATE" "$QUEUE"
 for round in $(seq 1 "$ROUNDS"); do
 	for ack in false true; do
 		ip netns exec "$NS" "$TMP/bin/slowviewer" -public "http://$PUBLIC" -keys "$KEYS" -rate "$KEYRATE" -ack="$ack" \
-			-label "round$round"
+			-app "$APP" -label "round$round"
 	done
 done

@@ -267,7 +267,9 @@ func (s *Session) Focus(ctx context.Context, width, height int) error {
 		if err := s.Input(map[string]any{"type": "mouseup", "x": 300, "y": 60, "button": "left", "clickCount": 1}); err != nil {
 			return err
 		}
-		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		// Long enough for a frame on a slow link (110 KiB at 256 kbit/s
+		// takes 3.5 s); a lost click costs that much once.
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := s.WaitShown(wctx, t)
 		cancel()
 		if err == nil {
