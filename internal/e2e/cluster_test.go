@@ -159,6 +159,25 @@ type clusterOpts struct {
 	worker  []string // more worker flags
 }
 
+// appsCluster starts one proxy and one Chromium worker (with workerArgs)
+// serving the test apps (testdata/apps); it skips in -short mode and
+// needs Chromium.
+func appsCluster(t *testing.T, workerArgs ...string) *cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("testdata/apps")
+	return startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}, worker: workerArgs})
+}
+
+// workerMetric is the value of an unlabelled metric of the first worker.
+func (c *cluster) workerMetric(t *testing.T, name string) float64 {
+	t.Helper()
+	return value(scrape(t, "http://"+c.mustStatus().Workers[0].HTTPAddr+"/metrics", c.metricsToken()), name, nil)
+}
+
 func startCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), workers: map[string]*proc{}}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,12 +15,7 @@ import (
 // viewer: an idle page costs nothing; typing and scrolling do), also when
 // its input has the focus (a steady caret).
 func TestStaticPageSendsNoFrames(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes and Chromium")
-	}
-	needChromium(t)
-	apps, _ := filepath.Abs("testdata/apps")
-	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
+	c := appsCluster(t)
 	u := newUser(t, "http://"+c.public)
 	path := lastHop(t, u.open("/typing"))
 	conn := dialSocket(t, u, "ws://"+c.public+path+"/ws")
@@ -93,16 +87,9 @@ func TestStaticPageSendsNoFrames(t *testing.T) {
 // a live engine, new frames and the page as it was left, and can go on
 // typing.
 func TestUnwatchedBrowserRests(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes and Chromium")
-	}
-	needChromium(t)
-	apps, _ := filepath.Abs("testdata/apps")
-	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps},
-		worker: []string{"--rest-after", "1s"}})
+	c := appsCluster(t, "--rest-after", "1s")
 	base := "http://" + c.public
-	metricsURL := "http://" + c.mustStatus().Workers[0].HTTPAddr + "/metrics"
-	metric := func(name string) float64 { return value(scrape(t, metricsURL, c.metricsToken()), name, nil) }
+	metric := func(name string) float64 { return c.workerMetric(t, name) }
 	users := userBrowsers(t)
 
 	alice := open(t, users, base+"/typing")

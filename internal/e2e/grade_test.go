@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,17 +28,8 @@ var gradedWorker = []string{"--frame-latency-high", "1ms", "--frame-latency-low"
 // one full-size frame when the page rests and nothing after it; when the
 // latency is low again, frames are full size again.
 func TestFramesGradedUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes and Chromium")
-	}
-	needChromium(t)
-	apps, _ := filepath.Abs("testdata/apps")
-	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps},
-		worker: gradedWorker})
-	metricsURL := "http://" + c.mustStatus().Workers[0].HTTPAddr + "/metrics"
-	scale := func() float64 {
-		return value(scrape(t, metricsURL, c.metricsToken()), "cloudbrowser_screencast_frame_scale", nil)
-	}
+	c := appsCluster(t, gradedWorker...)
+	scale := func() float64 { return c.workerMetric(t, "cloudbrowser_screencast_frame_scale") }
 	u := newUser(t, "http://"+c.public)
 	path := lastHop(t, u.open("/typing"))
 	fs := watchFrames(t, dialSocket(t, u, "ws://"+c.public+path+"/ws"))
@@ -120,14 +110,7 @@ func TestFramesGradedUnderLoad(t *testing.T) {
 // engine draws them at the page's size, so the click lands on the button
 // the user sees.
 func TestGradedFramesKeepInputWhereTheUserPoints(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes and Chromium")
-	}
-	needChromium(t)
-	apps, _ := filepath.Abs("testdata/apps")
-	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps},
-		worker: []string{"--frame-latency-high", "1ms", "--frame-latency-low", "500us", "--frame-sharpen", "1h"}})
-	metricsURL := "http://" + c.mustStatus().Workers[0].HTTPAddr + "/metrics"
+	c := appsCluster(t, "--frame-latency-high", "1ms", "--frame-latency-low", "500us", "--frame-sharpen", "1h")
 	users := userBrowsers(t)
 	alice := open(t, users, "http://"+c.public+"/typing")
 	eventually(t, alice, "the engine connects", "document.body.dataset.status", "live")
@@ -136,7 +119,7 @@ func TestGradedFramesKeepInputWhereTheUserPoints(t *testing.T) {
 	click(t, alice, x0+60, y0+60)
 	testutil.Eventually(t, 60*time.Second, func() error {
 		typeText(t, alice, "abcdefghij")
-		if s := value(scrape(t, metricsURL, c.metricsToken()), "cloudbrowser_screencast_frame_scale", nil); s != 0.5 {
+		if s := c.workerMetric(t, "cloudbrowser_screencast_frame_scale"); s != 0.5 {
 			return fmt.Errorf("scale %v", s)
 		}
 		return nil
@@ -282,16 +265,8 @@ func (c *throttledConn) Read(p []byte) (int, error) {
 // shows within a frame or two instead of seconds behind; once the link is
 // fast again, frames are full size again.
 func TestFramesGradedToASlowLink(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes and Chromium")
-	}
-	needChromium(t)
-	apps, _ := filepath.Abs("testdata/apps")
-	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
-	metricsURL := "http://" + c.mustStatus().Workers[0].HTTPAddr + "/metrics"
-	graded := func() float64 {
-		return value(scrape(t, metricsURL, c.metricsToken()), "cloudbrowser_screencast_link_graded_browsers", nil)
-	}
+	c := appsCluster(t)
+	graded := func() float64 { return c.workerMetric(t, "cloudbrowser_screencast_link_graded_browsers") }
 	u := newUser(t, "http://"+c.public)
 	path := lastHop(t, u.open("/typing"))
 	wsURL := "ws://" + c.public + path + "/ws"

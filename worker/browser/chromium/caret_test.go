@@ -11,15 +11,23 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
+// focusedForm is a width×height browser on the /form page with its
+// first input focused.
+func focusedForm(t *testing.T, width, height int) browser.Browser {
+	t.Helper()
+	b := newBrowser(t, shared(t), browser.Options{URL: testSrv.URL + "/form", Width: width, Height: height})
+	waitLoaded(t, b)
+	click(t, b, 50, 25) // focus #a
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("focus", func() bool { return eval[string](t, b, "document.activeElement.id") == "a" }))
+	return b
+}
+
 // TestFocusedInputSendsNoFrames: a page whose only change is its focused
 // input's caret paints nothing more once settled (the caret does not
 // blink: each blink was a whole frame, twice a second), and the caret is
 // still there: typing paints.
 func TestFocusedInputSendsNoFrames(t *testing.T) {
-	b := newBrowser(t, shared(t), browser.Options{URL: testSrv.URL + "/form", Width: 800, Height: 600})
-	waitLoaded(t, b)
-	click(t, b, 50, 25) // focus #a
-	testutil.Eventually(t, 30*time.Second, testutil.Cond("focus", func() bool { return eval[string](t, b, "document.activeElement.id") == "a" }))
+	b := focusedForm(t, 800, 600)
 
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()

@@ -17,10 +17,7 @@ import (
 // half size; when the page rests, one full-size frame follows (Sharpen),
 // and nothing after it; a new scale takes effect at the next frame.
 func TestScreencastScaleAndSharpen(t *testing.T) {
-	b := newBrowser(t, shared(t), browser.Options{URL: testSrv.URL + "/form", Width: 640, Height: 480})
-	waitLoaded(t, b)
-	click(t, b, 50, 25) // focus #a
-	testutil.Eventually(t, 30*time.Second, testutil.Cond("focus", func() bool { return eval[string](t, b, "document.activeElement.id") == "a" }))
+	b := focusedForm(t, 640, 480)
 
 	var scale atomic.Uint64
 	scale.Store(math.Float64bits(0.5))
