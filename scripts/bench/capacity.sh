@@ -11,6 +11,8 @@
 #
 #   nice -n 19 scripts/bench/capacity.sh    # STEPS=1,2,4,6,8,12,16,24,32,48 KEYRATE=5 WINDOW=20s KNEE=100ms PERF=1
 #   PERF_DIR=/tmp/cap-perf …                  # keeps perf.data and the reports
+#   STEPS=15 VIEWERS=2 WORKERS=3 PERF=0 …     # 15 browsers × 2 typing viewers over 3 workers
+#                                             # (CPU and PSS columns: the first worker only)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 STEPS=${STEPS:-1,2,4,6,8,12,16,24,32,48}
@@ -19,6 +21,8 @@ WINDOW=${WINDOW:-20s}
 KNEE=${KNEE:-100ms}
 AFTER_KNEE=${AFTER_KNEE:-0}
 PERF=${PERF:-1}
+VIEWERS=${VIEWERS:-1}
+WORKERS=${WORKERS:-1}
 (cd "$ROOT" && go build -o "$TMP/bin/" ./cmd/cloudbrowser ./scripts/bench/cmd/capacity)
 PERF_ARGS=()
 if [ "$PERF" = 1 ]; then
@@ -29,8 +33,8 @@ if [ "$PERF" = 1 ]; then
 	fi
 fi
 CB_QUOTA_BROWSERS_PER_IP=0 CB_QUOTA_INSTANCES_PER_IP=0 CB_QUOTA_SOCKETS_PER_IP=0 CB_QUOTA_NEW_IDENTITIES_BURST=0 \
-	start_up "$ROOT/internal/e2e/testdata/apps"
+	start_up "$ROOT/internal/e2e/testdata/apps" 127.0.0.1:0 --workers "$WORKERS"
 log "cluster at $PUBLIC, worker $WORKER; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 "$TMP/bin/capacity" -public "http://$PUBLIC" -up-pid "$UP_PID" -steps "$STEPS" -rate "$KEYRATE" -window "$WINDOW" \
-	-knee "$KNEE" -after-knee "$AFTER_KNEE" "${PERF_ARGS[@]}"
+	-knee "$KNEE" -after-knee "$AFTER_KNEE" -viewers "$VIEWERS" "${PERF_ARGS[@]}"
 log "load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"

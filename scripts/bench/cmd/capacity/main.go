@@ -61,6 +61,7 @@ type config struct {
 	connectTimeout    time.Duration
 	pssEvery          time.Duration
 	connectConcurrent int
+	viewers           int // clients per browser, each typing
 }
 
 func main() {
@@ -83,6 +84,7 @@ func main() {
 	flag.DurationVar(&c.connectTimeout, "connect-timeout", 90*time.Second, "a new client's wait for its browser and first frame")
 	flag.DurationVar(&c.pssEvery, "pss-every", 2*time.Second, "PSS sampling period within a window (the step reports the largest)")
 	flag.IntVar(&c.connectConcurrent, "connect-concurrency", 2, "new clients connected at once")
+	flag.IntVar(&c.viewers, "viewers", 1, "clients per virtual browser (co-browsing: the same user's Browser URL opened that many times), each typing; steps count browsers")
 	flag.Parse()
 	log.SetFlags(log.Ltime)
 	log.SetPrefix("capacity: ")
@@ -90,7 +92,7 @@ func main() {
 	if c.steps, err = parseSteps(steps); err != nil {
 		log.Fatal(err)
 	}
-	if c.upPid <= 0 || c.rate <= 0 || c.window <= 0 || c.connectConcurrent < 1 {
+	if c.upPid <= 0 || c.rate <= 0 || c.window <= 0 || c.connectConcurrent < 1 || c.viewers < 1 {
 		log.Fatal("-up-pid, -rate, -window and -connect-concurrency must be positive")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -156,7 +158,7 @@ func run(ctx context.Context, c config) error {
 	knee := -1
 	var stepErr error
 	for _, n := range c.steps {
-		added, err := connect(ctx, c, pu.Host, n-len(clients), paths)
+		added, err := connect(ctx, c, pu.Host, n-len(paths), paths)
 		clients = append(clients, added...)
 		for _, cl := range added {
 			wg.Add(1)
@@ -171,7 +173,7 @@ func run(ctx context.Context, c config) error {
 			}()
 		}
 		if err != nil {
-			stepErr = fmt.Errorf("connecting client %d of %d: %w", len(clients)+1, n, err)
+			stepErr = fmt.Errorf("connecting browser %d of %d: %w", len(paths)+1, n, err)
 			break
 		}
 		r, err := measure(ctx, c, procs, clients, failed)
@@ -210,8 +212,9 @@ type client struct {
 	sent []time.Time
 }
 
-// connect adds k clients, at most c.connectConcurrent at a time, each a new
-// user on a new virtual browser, and waits for each one's first frame.
+// connect adds k browsers, at most c.connectConcurrent at a time, each a
+// new user's, with c.viewers clients each, and waits for each client's
+// first frame.
 func connect(ctx context.Context, c config, host string, k int, paths map[string]bool) ([]*client, error) {
 	var (
 		mu    sync.Mutex
@@ -225,11 +228,13 @@ func connect(ctx context.Context, c config, host string, k int, paths map[string
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			cl, path, err := connectOne(ctx, c, host)
+			cls, path, err := connectOne(ctx, c, host)
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil && paths[path] {
-				cl.s.Close()
+				for _, cl := range cls {
+					cl.s.Close()
+				}
 				err = fmt.Errorf("two users got the same browser %s", path)
 			}
 			if err != nil {
@@ -239,29 +244,45 @@ func connect(ctx context.Context, c config, host string, k int, paths map[string
 				return
 			}
 			paths[path] = true
-			out = append(out, cl)
+			out = append(out, cls...)
 		}()
 	}
 	wg.Wait()
 	return out, first
 }
 
-func connectOne(ctx context.Context, c config, host string) (*client, string, error) {
+// connectOne opens the app as a new user and connects c.viewers clients to
+// their browser; the first focuses the input.
+func connectOne(ctx context.Context, c config, host string) ([]*client, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.connectTimeout)
 	defer cancel()
 	path, cookies, err := engineclient.Open(ctx, c.public, c.app)
 	if err != nil {
 		return nil, "", err
 	}
-	s, err := engineclient.Connect(ctx, host, path, cookies, nil, true)
-	if err != nil {
-		return nil, "", err
-	}
-	if err := s.Focus(ctx, c.width, c.height); err != nil {
-		s.Close()
+	var out []*client
+	fail := func(err error) ([]*client, string, error) {
+		for _, cl := range out {
+			cl.s.Close()
+		}
 		return nil, "", fmt.Errorf("%s: %w", path, err)
 	}
-	return &client{s: s}, path, nil
+	for i := range c.viewers {
+		s, err := engineclient.Connect(ctx, host, path, cookies, nil, true)
+		if err != nil {
+			return fail(err)
+		}
+		out = append(out, &client{s: s})
+		if i == 0 {
+			err = s.Focus(ctx, c.width, c.height)
+		} else {
+			_, err = s.WaitShown(ctx, time.Time{})
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	return out, path, nil
 }
 
 // typeKeys types a key every interval, the first after phase (clients are
@@ -384,8 +405,12 @@ func measure(ctx context.Context, c config, procs procSet, clients []*client, fa
 }
 
 func printTable(c config, rows []row, knee int) {
-	fmt.Printf("\n## Capacity: clients typing %g keys/s each, each on its own virtual browser (%dx%d), %v per step\n\n",
-		c.rate, c.width, c.height, c.window)
+	who := "each on its own virtual browser"
+	if c.viewers > 1 {
+		who = fmt.Sprintf("%d on each virtual browser (N counts clients, STEPS browsers)", c.viewers)
+	}
+	fmt.Printf("\n## Capacity: clients typing %g keys/s each, %s (%dx%d), %v per step\n\n",
+		c.rate, who, c.width, c.height, c.window)
 	fmt.Printf("CPU%% is of one core (the machine has %d): the worker's Go process, its Chromium processes, the master with its embedded proxy, this load generator and every other process on the machine. PSS: the worker's tree (of which the Go process), largest sample in the step.\n\n", runtime.NumCPU())
 	fmt.Println("| N | keys | p50 ms | p95 ms | fps/client (min) | CPU% Go | CPU% Chromium | PSS MiB (Go) | CPU% master+proxy | CPU% load gen | CPU% others | no frame |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
