@@ -27,7 +27,10 @@ type pacer struct {
 	mu      sync.Mutex
 	on      bool   // the client acknowledges frames
 	pending []sent // sent and not acknowledged, ascending (at most maxPending)
-	extra   int    // frames allowed beyond maxInFlight: acks overdue
+	// givenUp is how many of the oldest pending frames no longer count as
+	// in flight: their acks were overdue (ackWait). They stay in pending
+	// so that an ack which does come still times the link.
+	givenUp int
 	stall   *time.Timer
 	stopped bool
 
@@ -50,7 +53,7 @@ type sent struct {
 func (p *pacer) mayWrite(wake func()) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.on || len(p.pending) < maxInFlight+p.extra {
+	if !p.on || len(p.pending)-p.givenUp < maxInFlight {
 		return true
 	}
 	if p.stall == nil && !p.stopped {
@@ -60,9 +63,7 @@ func (p *pacer) mayWrite(wake func()) bool {
 		}
 		p.stall = time.AfterFunc(wait, func() {
 			p.mu.Lock()
-			// Stop waiting for those acks, but keep them: an ack that
-			// does come still times the link.
-			p.extra += maxInFlight
+			p.givenUp = len(p.pending) // stop waiting for those acks
 			p.stall = nil
 			p.mu.Unlock()
 			wake()
@@ -76,8 +77,9 @@ func (p *pacer) wrote(seq uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.on {
-		if len(p.pending) == maxPending {
+		if len(p.pending) == maxPending { // forget the oldest, a given-up one
 			p.pending = append(p.pending[:0], p.pending[1:]...)
+			p.givenUp = max(0, p.givenUp-1)
 		}
 		p.pending = append(p.pending, sent{seq, p.clock()})
 	}
@@ -105,7 +107,7 @@ func (p *pacer) acked(seq uint64) {
 	}
 	p.lastAck = now
 	p.pending = append(p.pending[:0], p.pending[i:]...)
-	p.extra = 0
+	p.givenUp = max(0, p.givenUp-i)
 	if p.stall != nil {
 		p.stall.Stop()
 		p.stall = nil

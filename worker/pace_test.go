@@ -84,6 +84,29 @@ func TestPacerGivesUpWaiting(t *testing.T) {
 	}
 }
 
+// A client that never acknowledges again gets two frames per wait, however
+// long it stays silent (past the frames the pacer remembers).
+func TestPacerSilentClientStaysPaced(t *testing.T) {
+	p := &pacer{wait: time.Millisecond}
+	defer p.stop()
+	p.acked(0)
+	seq := uint64(0)
+	for round := range maxPending {
+		for range maxInFlight {
+			if !p.mayWrite(func() {}) {
+				t.Fatalf("round %d: held before two frames", round)
+			}
+			seq++
+			p.wrote(seq)
+		}
+		woken := make(chan struct{})
+		if p.mayWrite(func() { close(woken) }) {
+			t.Fatalf("round %d: not held at two frames in flight (%d remembered)", round, len(p.pending))
+		}
+		<-woken
+	}
+}
+
 // TestFramePacing: through a real socket, a client that acknowledges frames
 // gets two ahead of its acknowledgements, then, on its next ack, the newest.
 func TestFramePacing(t *testing.T) {
