@@ -2,6 +2,7 @@ package worker
 
 import "time"
 
+// stopper is a timer that can be stopped.
 type stopper interface{ Stop() bool }
 
 // afterFunc is time.AfterFunc (replaced in tests).

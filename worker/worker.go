@@ -200,7 +200,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	gov, err := grade.New(cfg.Grade)
 	if err != nil {
-		return nil, fmt.Errorf("worker: %w", config.Within("Grade", errors.Unwrap(err)))
+		return nil, fmt.Errorf("worker: %w", config.Within("Grade", err))
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"

@@ -194,7 +194,6 @@ func (h *hub) watch(onEnd func(err error)) {
 	}()
 }
 
-// stopper is a timer that can be stopped.
 // startIdle turns idle release on (idle > 0) and starts the countdown:
 // a browser nobody ever connected to is released too.
 func (h *hub) startIdle(idle time.Duration, after afterFunc, reason, reload string, onIdle func()) {

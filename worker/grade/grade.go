@@ -17,7 +17,6 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
@@ -99,8 +98,6 @@ type Governor struct {
 	cfg    Config
 	scales []float64 // by level: 1, 0.75, ..., MinScale
 
-	scale atomic.Uint64 // math.Float64bits of scales[level], read per frame
-
 	mu      sync.Mutex
 	level   int
 	calm    int // calm windows in a row
@@ -135,16 +132,16 @@ func New(cfg Config) (*Governor, error) {
 	if cfg.MinScale < 1 {
 		scales = append(scales, cfg.MinScale)
 	}
-	g := &Governor{cfg: cfg, scales: scales, start: cfg.Clock.Now(), recover: cfg.Recover, sinceUp: -1}
-	g.scale.Store(math.Float64bits(1))
-	return g, nil
+	return &Governor{cfg: cfg, scales: scales, start: cfg.Clock.Now(), recover: cfg.Recover, sinceUp: -1}, nil
 }
 
 // Scale is the factor frames are scaled by now, in (0, 1]. It is cheap:
 // screencasts ask before every frame.
 func (g *Governor) Scale() float64 {
-	g.tick()
-	return math.Float64frombits(g.scale.Load())
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.tickLocked()
+	return g.scales[g.level]
 }
 
 // Sharpen is Config.Sharpen.
@@ -153,24 +150,24 @@ func (g *Governor) Sharpen() time.Duration { return g.cfg.Sharpen }
 // Observe records one input→frame latency.
 func (g *Governor) Observe(d time.Duration) {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.samples = append(g.samples, d)
-	g.mu.Unlock()
-	g.tick()
+	g.tickLocked()
 }
 
-// tick closes the window if it is over and decides.
-func (g *Governor) tick() {
-	now := g.cfg.Clock.Now()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	elapsed := now.Sub(g.start)
+// tickLocked closes the window if it is over and decides.
+func (g *Governor) tickLocked() {
+	elapsed := g.cfg.Clock.Now().Sub(g.start)
 	if elapsed < g.cfg.Window {
 		return
 	}
 	windows := int(elapsed / g.cfg.Window)
 	g.start = g.start.Add(time.Duration(windows) * g.cfg.Window)
-	hot := len(g.samples) >= g.cfg.MinSamples && p90(g.samples) > g.cfg.High
-	calm := !hot && (len(g.samples) < g.cfg.MinSamples || p90(g.samples) < g.cfg.Low)
+	hot, calm := false, true // too few samples count as calm
+	if len(g.samples) >= g.cfg.MinSamples {
+		p := p90(g.samples)
+		hot, calm = p > g.cfg.High, p < g.cfg.Low
+	}
 	g.samples = g.samples[:0]
 	if g.sinceUp >= 0 {
 		if g.sinceUp += windows; g.sinceUp > forgiveWindows {
@@ -202,11 +199,11 @@ func (g *Governor) tick() {
 	default:
 		g.calm = 0
 	}
-	g.scale.Store(math.Float64bits(g.scales[g.level]))
 }
 
+// p90 sorts ds (the window's samples, dropped after) and returns its 90th
+// percentile.
 func p90(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[(len(s)*9+9)/10-1]
+	slices.Sort(ds)
+	return ds[(len(ds)*9+9)/10-1]
 }

@@ -88,6 +88,11 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 	// scaled one before (same pixels, same encoder), is dropped, or it
 	// would blur the page again (and sharpen again, forever).
 	sharpened := false
+	// ack lets Chromium send the next frame: it sends none until then.
+	ack := func(ev page.EventScreencastFrame) error {
+		_, err := pageCall(cctx, b, page.ScreencastFrameAck, page.ScreencastFrameAckParams{SessionID: ev.SessionID})
+		return err
+	}
 	for {
 		select {
 		case <-cctx.Done():
@@ -109,7 +114,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			sharpen.Stop()
 			if sharpened && bytes.Equal(ev.Data, last.Data) {
 				sharpened = false
-				if _, err := pageCall(cctx, b, page.ScreencastFrameAck, page.ScreencastFrameAckParams{SessionID: ev.SessionID}); err != nil {
+				if err := ack(ev); err != nil {
 					return b.endScreencast(ctx)
 				}
 				continue
@@ -124,8 +129,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 				}
 				continue
 			}
-			// Chromium sends no further frame until this one is acked.
-			if _, err := pageCall(cctx, b, page.ScreencastFrameAck, page.ScreencastFrameAckParams{SessionID: ev.SessionID}); err != nil {
+			if err := ack(ev); err != nil {
 				return b.endScreencast(ctx)
 			}
 			if cur.Scale < 1 && cur.Sharpen && opts.Sharpen > 0 {
