@@ -930,8 +930,8 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 	vb.hub.onPage = func(p browser.Page) { a.w.pageChanged(vb, p) }
 	vb.hub.watch(func(err error) { a.browserEnded(in, vb, err) })
 	a.w.kickSnapshot(vb)
-	vb.hub.startIdle(in.idle, a.w.afterFunc, releasedReason(in.idle), reloadURL(in.app, in.info.ID), func() { a.browserIdle(in, vb) })
-	vb.hub.startRest(a.w.cfg.RestAfter, a.w.afterFunc, &a.w.rest)
+	vb.hub.startIdle(in.idle, a.w.clock, releasedReason(in.idle), reloadURL(in.app, in.info.ID), func() { a.browserIdle(in, vb) })
+	vb.hub.startRest(a.w.cfg.RestAfter, a.w.clock, &a.w.rest)
 	a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", user).Msg("browser created")
 	return vb, nil
 }

@@ -1,14 +1,10 @@
 package worker
 
-import "time"
+import (
+	"time"
 
-// stopper is a timer that can be stopped.
-type stopper interface{ Stop() bool }
-
-// afterFunc is time.AfterFunc (replaced in tests).
-type afterFunc func(d time.Duration, f func()) stopper
-
-func realAfter(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
+)
 
 // countdown is a restartable timer for "no client for d": the hub's idle
 // release and its resting both use one. The hub's mu guards it. gen
@@ -17,16 +13,16 @@ func realAfter(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) 
 // armed with under the same lock.
 type countdown struct {
 	d     time.Duration // 0 = off
-	at    afterFunc
-	timer stopper
+	clk   clock.Clock
+	timer clock.Timer
 	gen   uint64
 }
 
 // set configures the countdown, stopping one already running (a hub's
 // settings can be given again, e.g. with the instance's own idle timeout).
-func (c *countdown) set(d time.Duration, at afterFunc) {
+func (c *countdown) set(d time.Duration, clk clock.Clock) {
 	c.disarm()
-	c.d, c.at = d, at
+	c.d, c.clk = d, clk
 }
 
 // on reports whether the countdown was configured.
@@ -39,7 +35,7 @@ func (c *countdown) arm(fire func(gen uint64)) {
 	}
 	c.disarm()
 	gen := c.gen
-	c.timer = c.at(c.d, func() { fire(gen) })
+	c.timer = c.clk.AfterFunc(c.d, func() { fire(gen) })
 }
 
 // disarm stops the countdown and invalidates a callback already on its way.

@@ -13,11 +13,13 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
-// fakeAfter holds idle countdowns until the test fires them.
+// fakeAfter is a clock.Clock that holds countdowns until the test fires
+// them.
 type fakeAfter struct {
 	mu     sync.Mutex
 	timers []*fakeStopper
@@ -39,7 +41,9 @@ func (s *fakeStopper) Stop() bool {
 	return was
 }
 
-func (a *fakeAfter) after(d time.Duration, f func()) stopper {
+func (a *fakeAfter) Now() time.Time { return time.Now() }
+
+func (a *fakeAfter) AfterFunc(d time.Duration, f func()) clock.Timer {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := &fakeStopper{a: a, d: d, f: f}
@@ -102,7 +106,7 @@ func (f *hubFixture) get(t *testing.T, path string) (*http.Response, string) {
 // visit gets a new browser with a note.
 func TestIdleRelease(t *testing.T) {
 	fa := &fakeAfter{}
-	f := newHubFixture(t, RoleReader, func(w *Worker) { w.afterFunc = fa.after })
+	f := newHubFixture(t, RoleReader, func(w *Worker) { w.clock = fa })
 	in, _ := f.w.apps.instance(f.iid)
 	in.idle = time.Minute // what the manifest says (read at instance creation)
 	old := strings.TrimPrefix(f.loc, "/app/a/"+f.iid+"/b/")
@@ -112,7 +116,7 @@ func TestIdleRelease(t *testing.T) {
 	}
 	// The fixture created the browser with the default idle; start over
 	// with the instance's value.
-	vb.hub.startIdle(in.idle, fa.after, releasedReason(in.idle), reloadURL(in.app, f.iid), func() { f.w.apps.browserIdle(in, vb) })
+	vb.hub.startIdle(in.idle, fa, releasedReason(in.idle), reloadURL(in.app, f.iid), func() { f.w.apps.browserIdle(in, vb) })
 
 	// A connected client keeps the browser: its countdown is stopped, and
 	// a countdown that fires anyway (stale) changes nothing.
@@ -188,7 +192,7 @@ func browserPath(p string) bool { return strings.Contains(p, "/b/") }
 // gone): never served by a released browser.
 func TestIdleReleaseRaceWithConnect(t *testing.T) {
 	fa := &fakeAfter{}
-	f := newHubFixture(t, RoleReader, func(w *Worker) { w.afterFunc = fa.after })
+	f := newHubFixture(t, RoleReader, func(w *Worker) { w.clock = fa })
 	in, _ := f.w.apps.instance(f.iid)
 	served, told := 0, 0
 	for i := range 30 {

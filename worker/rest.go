@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"sync/atomic"
 	"time"
 )
@@ -39,13 +41,13 @@ type hubRest struct {
 
 // startRest turns resting on and starts the countdown (a browser nobody
 // ever connected to rests too).
-func (h *hub) startRest(after time.Duration, at afterFunc, counts *restCounters) {
+func (h *hub) startRest(after time.Duration, clk clock.Clock, counts *restCounters) {
 	if after <= 0 {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.rest.cd.set(after, at)
+	h.rest.cd.set(after, clk)
 	h.rest.counts = counts
 	if len(h.clients) == 0 && !h.closed {
 		h.rest.cd.arm(h.restFired)

@@ -31,7 +31,7 @@ func (f *hubFixture) resting(t *testing.T) bool {
 // pool goes awake.
 func TestBrowserRests(t *testing.T) {
 	fa := &fakeAfter{}
-	f := newHubFixture(t, RoleReader, func(w *Worker) { w.afterFunc = fa.after; w.cfg.RestAfter = restIn })
+	f := newHubFixture(t, RoleReader, func(w *Worker) { w.clock = fa; w.cfg.RestAfter = restIn })
 	rc := &f.w.rest
 	check := func(step string, resting bool, gauge int64, rests, wakes uint64) {
 		t.Helper()
@@ -74,7 +74,7 @@ func TestBrowserRests(t *testing.T) {
 func TestRestRaceWithConnect(t *testing.T) {
 	for i := range 20 {
 		fa := &fakeAfter{}
-		f := newHubFixture(t, RoleReader, func(w *Worker) { w.afterFunc = fa.after; w.cfg.RestAfter = restIn })
+		f := newHubFixture(t, RoleReader, func(w *Worker) { w.clock = fa; w.cfg.RestAfter = restIn })
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() { defer wg.Done(); fa.fireOf(restIn, false) }()

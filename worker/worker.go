@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
@@ -147,9 +148,9 @@ type Worker struct {
 	hopWait      time.Duration // how long a request waits for the first key
 	metricsToken atomic.Pointer[string]
 
-	// afterFunc starts idle-release countdowns (tests replace it);
+	// clock runs the idle-release and rest countdowns (tests replace it);
 	// idleReleased counts browsers released for being idle.
-	afterFunc    afterFunc
+	clock        clock.Clock
 	idleReleased atomic.Uint64
 
 	registered atomic.Bool
@@ -211,7 +212,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Runtime == nil {
 		cfg.Runtime = &browser.Null{}
 	}
-	w := &Worker{cfg: cfg, id: cfg.ID, runtime: cfg.Runtime, afterFunc: realAfter, grade: gov, hopWait: 10 * time.Second}
+	w := &Worker{cfg: cfg, id: cfg.ID, runtime: cfg.Runtime, clock: clock.Real, grade: gov, hopWait: 10 * time.Second}
 	w.log = cfg.Logger.With().Str("worker", w.id).Logger()
 	w.users = newUsers(cfg.Secret)
 	w.ctx, w.cancel = context.WithCancel(context.Background())

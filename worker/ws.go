@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/grade"
 )
@@ -196,13 +197,13 @@ func (h *hub) watch(onEnd func(err error)) {
 
 // startIdle turns idle release on (idle > 0) and starts the countdown:
 // a browser nobody ever connected to is released too.
-func (h *hub) startIdle(idle time.Duration, after afterFunc, reason, reload string, onIdle func()) {
+func (h *hub) startIdle(idle time.Duration, clk clock.Clock, reason, reload string, onIdle func()) {
 	if idle <= 0 {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.idle.set(idle, after)
+	h.idle.set(idle, clk)
 	h.idleReason, h.idleReload, h.onIdle = reason, reload, onIdle
 	if len(h.clients) == 0 && !h.closed {
 		h.idle.arm(h.idleFired)
