@@ -3,6 +3,8 @@ package worker
 import (
 	"sync"
 	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 )
 
 // Frame pacing. Latest-frame-wins keeps a slow client from slowing the
@@ -22,8 +24,8 @@ const (
 )
 
 type pacer struct {
-	wait    time.Duration    // 0 = ackWait (tests shorten it)
-	now     func() time.Time // nil = time.Now (tests)
+	wait    time.Duration // 0 = ackWait (tests shorten it)
+	clk     clock.Clock   // nil = clock.Real (tests set one)
 	mu      sync.Mutex
 	on      bool   // the client acknowledges frames
 	pending []sent // sent and not acknowledged, ascending (at most maxPending)
@@ -115,8 +117,8 @@ func (p *pacer) acked(seq uint64) {
 }
 
 func (p *pacer) clock() time.Time {
-	if p.now != nil {
-		return p.now()
+	if p.clk != nil {
+		return p.clk.Now()
 	}
 	return time.Now()
 }

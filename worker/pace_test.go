@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -200,10 +201,10 @@ func TestFramePacing(t *testing.T) {
 // before it if the link was still busy then, to its ack; a moving average.
 func TestPacerTransfer(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	now := t0
-	p := &pacer{wait: time.Hour, now: func() time.Time { return now }}
+	clk := clocktest.New(t0)
+	p := &pacer{wait: time.Hour, clk: clk}
 	defer p.stop()
-	at := func(ms int) { now = t0.Add(time.Duration(ms) * time.Millisecond) }
+	at := func(ms int) { clk.Set(t0.Add(time.Duration(ms) * time.Millisecond)) }
 	if x, n := p.transfer(); x != 0 || n != 0 {
 		t.Fatalf("before any ack: %v %d", x, n)
 	}
