@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
+	"github.com/cloudbrowser-go/cloudbrowser/scripts/bench/internal/engineclient"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
@@ -153,11 +154,12 @@ func main() {
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	base := sums[0]
 	for i, s := range sums {
+		slices.Sort(s.latencies)
 		cpf, bcpf := perFrame(s.cpu, s.frames), perFrame(base.cpu, base.frames)
 		kpf, bkpf := float64(s.bytes)/float64(max(1, s.frames)), float64(base.bytes)/float64(max(1, base.frames))
 		fmt.Printf("| %s | %s | %.1f | %.2f | %.2f | %.1f | %.2f | %.1f | %.1f |\n", cfgs[i].name, describe(cfgs[i].opts),
 			float64(s.frames)/s.window.Seconds(), cpf, cpf/bcpf, kpf/1024, kpf/bkpf,
-			ms(percentile(s.latencies, 50)), ms(percentile(s.latencies, 95)))
+			engineclient.Ms(engineclient.Percentile(s.latencies, .5)), engineclient.Ms(engineclient.Percentile(s.latencies, .95)))
 	}
 }
 
@@ -271,16 +273,8 @@ func cpu() (children, self time.Duration) {
 	return children, self
 }
 
-func perFrame(d time.Duration, frames int64) float64 { return ms(d) / float64(max(1, frames)) }
-
-func percentile(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[min(len(s)-1, (len(s)*p+99)/100-1)]
+func perFrame(d time.Duration, frames int64) float64 {
+	return engineclient.Ms(d) / float64(max(1, frames))
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-func init()                      { log.SetFlags(0); log.SetOutput(os.Stderr) }
+func init() { log.SetFlags(0); log.SetOutput(os.Stderr) }
