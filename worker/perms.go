@@ -124,21 +124,22 @@ func (in *instance) grantInstance(by, principal string, role Role) error {
 func (in *instance) setGrant(principal string, role Role) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if role == RoleNone {
-		delete(in.perms, principal)
-	} else {
-		in.perms[principal] = role
-	}
+	setRole(in.perms, principal, role)
 }
 
 // setGrant records a grant on the browser without checking who asks.
 func (b *vbrowser) setGrant(principal string, role Role) {
 	b.subMu.Lock()
 	defer b.subMu.Unlock()
+	setRole(b.perms, principal, role)
+}
+
+// setRole grants role in perms; RoleNone takes the grant away.
+func setRole(perms map[string]Role, principal string, role Role) {
 	if role == RoleNone {
-		delete(b.perms, principal)
+		delete(perms, principal)
 	} else {
-		b.perms[principal] = role
+		perms[principal] = role
 	}
 }
 

@@ -76,10 +76,7 @@ func (u *users) end(rev wire.SessionRevocation) {
 
 // setEnded replaces the ended sessions with the master's (at registration).
 func (u *users) setEnded(revs []wire.SessionRevocation) {
-	m := make(map[string]int64, len(revs))
-	for _, r := range revs {
-		m[r.ID] = max(m[r.ID], r.Expires)
-	}
+	m := latest(revs, func(r wire.SessionRevocation) (string, int64) { return r.ID, r.Expires })
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.ended = m
@@ -101,10 +98,7 @@ func (u *users) revoke(user string, before int64) {
 
 // setRevoked replaces the revocations with the master's (at registration).
 func (u *users) setRevoked(revs []wire.Revocation) {
-	m := make(map[string]int64, len(revs))
-	for _, r := range revs {
-		m[r.User] = max(m[r.User], r.Before)
-	}
+	m := latest(revs, func(r wire.Revocation) (string, int64) { return r.User, r.Before })
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.revoked = m
@@ -278,4 +272,15 @@ func (u *users) checkCSRF(r *http.Request) bool {
 		return false
 	}
 	return hmac.Equal([]byte(c.Value), []byte(r.PostFormValue("csrf")))
+}
+
+// latest maps each item's key to the largest of its values: the master may
+// list one session or user more than once.
+func latest[T any](items []T, kv func(T) (string, int64)) map[string]int64 {
+	m := make(map[string]int64, len(items))
+	for _, it := range items {
+		k, v := kv(it)
+		m[k] = max(m[k], v)
+	}
+	return m
 }
