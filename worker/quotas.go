@@ -44,25 +44,18 @@ func (w *Worker) limits() wire.Quotas { return *w.quotaLimits.Load() }
 // gives it back (once is enough: it is idempotent).
 func (w *Worker) reserveBrowser(user, addr string) (release func(), err error) {
 	q := w.limits()
-	ip := quota.AddrKey(addr)
-	if !w.quota.browserUsers.Acquire(user, q.BrowsersPerUser) {
-		w.quota.refused(wire.QuotaBrowsersPerUser)
-		return nil, &quotaError{wire.QuotaBrowsersPerUser, fmt.Sprintf("You already have %d virtual browsers open, "+
-			"the most one user may have here. Close some of your browsers or instances (from the application's page), then try again.", q.BrowsersPerUser)}
+	uKey, err := w.take(w.quota.browserUsers, user, q.BrowsersPerUser, wire.QuotaBrowsersPerUser,
+		"You already have %d virtual browsers open, the most one user may have here. "+
+			"Close some of your browsers or instances (from the application's page), then try again.")
+	if err != nil {
+		return nil, err
 	}
-	uKey := ""
-	if quota.Counted(user, q.BrowsersPerUser) {
-		uKey = user
-	}
-	if !w.quota.browserIPs.Acquire(ip, q.BrowsersPerIP) {
+	ipKey, err := w.take(w.quota.browserIPs, quota.AddrKey(addr), q.BrowsersPerIP, wire.QuotaBrowsersPerIP,
+		"Your network address already has %d virtual browsers open, the most one address may have here. "+
+			"Close some browsers or instances (from the application's page), then try again.")
+	if err != nil {
 		w.quota.browserUsers.Release(uKey)
-		w.quota.refused(wire.QuotaBrowsersPerIP)
-		return nil, &quotaError{wire.QuotaBrowsersPerIP, fmt.Sprintf("Your network address already has %d virtual browsers open, "+
-			"the most one address may have here. Close some browsers or instances (from the application's page), then try again.", q.BrowsersPerIP)}
-	}
-	ipKey := ""
-	if quota.Counted(ip, q.BrowsersPerIP) {
-		ipKey = ip
+		return nil, err
 	}
 	var once sync.Once
 	return func() {
@@ -71,6 +64,20 @@ func (w *Worker) reserveBrowser(user, addr string) (release func(), err error) {
 			w.quota.browserIPs.Release(ipKey)
 		})
 	}, nil
+}
+
+// take acquires a place for key in c under limit. held is the key to
+// release later, "" where the limit does not count key; a refusal is
+// counted and worded from msgf (given the limit).
+func (w *Worker) take(c *quota.Counter, key string, limit int, code, msgf string) (held string, err error) {
+	if !c.Acquire(key, limit) {
+		w.quota.refused(code)
+		return "", &quotaError{code, fmt.Sprintf(msgf, limit)}
+	}
+	if quota.Counted(key, limit) {
+		return key, nil
+	}
+	return "", nil
 }
 
 // quotaPage answers a refusal by a quota: 429 saying which limit and what

@@ -346,6 +346,22 @@ func getJSON(tx state.ReadTx, bucket, key string, v any) (bool, error) {
 	return true, nil
 }
 
+// scanJSON decodes every record of bucket as a T; records that do not
+// decode are skipped and named in the error.
+func scanJSON[T any](st *state.Store, bucket string, each func(key string, rec T)) error {
+	var errs []error
+	st.Scan(bucket, "", func(key string, raw []byte) bool {
+		var rec T
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			errs = append(errs, fmt.Errorf("rendercache: %s/%s: %w", bucket, key, err))
+			return true
+		}
+		each(key, rec)
+		return true
+	})
+	return errors.Join(errs...)
+}
+
 // readEntry reads sig's current version: index and body from the same
 // snapshot, so never a mix of versions.
 func readEntry(tx state.ReadTx, sig string) (*Entry, *indexRec, error) {
@@ -832,17 +848,10 @@ func NewHolder() string {
 // with its jobs after a restart: Fail those whose job is gone).
 func (c *Cache) Reservations() ([]Reservation, error) {
 	var out []Reservation
-	var errs []error
-	c.st.Scan(BucketReservations, "", func(sig string, raw []byte) bool {
-		var r resRec
-		if err := json.Unmarshal(raw, &r); err != nil {
-			errs = append(errs, fmt.Errorf("rendercache: reservation %s: %w", sig, err))
-			return true
-		}
+	err := scanJSON(c.st, BucketReservations, func(sig string, r resRec) {
 		out = append(out, Reservation{Sig: sig, URL: r.URL, Holder: r.Holder, Since: r.Since})
-		return true
 	})
-	return out, errors.Join(errs...)
+	return out, err
 }
 
 // Stats returns the counters and sizes.

@@ -3,7 +3,6 @@ package rendercache
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,21 +31,14 @@ func (c *Cache) scanIndex() ([]meta, error) {
 	}
 	c.umu.Unlock()
 	var out []meta
-	var errs []error
-	c.st.Scan(BucketIndex, "", func(sig string, raw []byte) bool {
-		var ix indexRec
-		if err := json.Unmarshal(raw, &ix); err != nil {
-			errs = append(errs, fmt.Errorf("rendercache: index %s: %w", sig, err))
-			return true
-		}
+	err := scanJSON(c.st, BucketIndex, func(sig string, ix indexRec) {
 		last := ix.LastUsed
 		if u, ok := used[sig]; ok && u.After(last) {
 			last = u
 		}
 		out = append(out, meta{Sig: sig, URL: ix.URL, Size: ix.Size, Created: ix.Created, LastUsed: last, Stale: ix.Stale})
-		return true
 	})
-	return out, errors.Join(errs...)
+	return out, err
 }
 
 // lruVictims picks the least recently used entries whose sizes add up to
