@@ -36,5 +36,5 @@ CB_QUOTA_BROWSERS_PER_IP=0 CB_QUOTA_INSTANCES_PER_IP=0 CB_QUOTA_SOCKETS_PER_IP=0
 	start_up "$ROOT/internal/e2e/testdata/apps" 127.0.0.1:0 --workers "$WORKERS"
 log "cluster at $PUBLIC, worker $WORKER; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 "$TMP/bin/capacity" -public "http://$PUBLIC" -up-pid "$UP_PID" -steps "$STEPS" -rate "$KEYRATE" -window "$WINDOW" \
-	-knee "$KNEE" -after-knee "$AFTER_KNEE" -viewers "$VIEWERS" "${PERF_ARGS[@]}"
+	-knee "$KNEE" -after-knee "$AFTER_KNEE" -viewers "$VIEWERS" -workers "$WORKERS" "${PERF_ARGS[@]}"
 log "load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"

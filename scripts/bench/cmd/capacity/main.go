@@ -12,7 +12,9 @@
 // its embedded proxy, of this load generator and of everything else. It
 // stops once p95 crosses -knee (plus -after-knee more steps) and prints a
 // markdown table and the knee. With -perf-dir it then profiles the worker
-// tree at that load with perf (the worker serves no pprof endpoint).
+// tree at that load with perf (the worker serves no pprof endpoint). With
+// -workers N, all N workers under up are measured and their columns added
+// up (a run across several workers on one machine).
 //
 //	capacity -public http://127.0.0.1:8080 -up-pid 1234 -steps 1,2,4,6,8,12,16
 package main
@@ -62,6 +64,7 @@ type config struct {
 	pssEvery          time.Duration
 	connectConcurrent int
 	viewers           int // clients per browser, each typing
+	workers           int // worker processes under up, all measured
 }
 
 func main() {
@@ -69,7 +72,8 @@ func main() {
 	var steps string
 	flag.StringVar(&c.public, "public", "http://127.0.0.1:8080", "public (proxy) URL")
 	flag.StringVar(&c.app, "app", "typing", "app mount point: one instance per user, an input at 20..320 x 40..80")
-	flag.IntVar(&c.upPid, "up-pid", 0, "pid of cloudbrowser up (its child process running the worker command is the worker measured)")
+	flag.IntVar(&c.upPid, "up-pid", 0, "pid of cloudbrowser up (its child processes running the worker command are the workers measured)")
+	flag.IntVar(&c.workers, "workers", 1, "worker processes under up: all of them are measured (CPU and PSS columns add them up)")
 	flag.StringVar(&steps, "steps", "1,2,4,6,8,12,16,24,32,48", "client counts, ascending")
 	flag.Float64Var(&c.rate, "rate", 5, "keys per second per client")
 	flag.DurationVar(&c.settle, "settle", 3*time.Second, "typing before each measured window (after the step's new clients see their first frame)")
@@ -92,8 +96,8 @@ func main() {
 	if c.steps, err = parseSteps(steps); err != nil {
 		log.Fatal(err)
 	}
-	if c.upPid <= 0 || c.rate <= 0 || c.window <= 0 || c.connectConcurrent < 1 || c.viewers < 1 {
-		log.Fatal("-up-pid, -rate, -window and -connect-concurrency must be positive")
+	if c.upPid <= 0 || c.rate <= 0 || c.window <= 0 || c.connectConcurrent < 1 || c.viewers < 1 || c.workers < 1 {
+		log.Fatal("-up-pid, -rate, -window, -connect-concurrency, -viewers and -workers must be positive")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -133,11 +137,11 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return fmt.Errorf("-public: %w", err)
 	}
-	procs, err := findProcs(c.upPid)
+	procs, err := findProcs(ctx, c.upPid, c.workers)
 	if err != nil {
 		return err
 	}
-	log.Printf("worker pid %d (under up pid %d); %d cores", procs.worker, procs.up, runtime.NumCPU())
+	log.Printf("worker pids %v (under up pid %d); %d cores", procs.workerPids(), procs.up, runtime.NumCPU())
 
 	// Every client types until the run ends; typeCtx stops them.
 	typeCtx, stopTyping := context.WithCancel(ctx)
@@ -197,7 +201,7 @@ func run(ctx context.Context, c config) error {
 		fmt.Printf("\nstopped: %v\n", stepErr)
 	}
 	if c.perfDir != "" && len(rows) > 0 && stepErr == nil {
-		fmt.Printf("\n## perf profile of the worker tree at N=%d (%v)\n", len(clients), c.perfTime)
+		fmt.Printf("\n## perf profile of the worker trees at N=%d (%v)\n", len(clients), c.perfTime)
 		if err := profile(ctx, c, procs); err != nil {
 			return fmt.Errorf("perf: %w", err)
 		}
@@ -349,7 +353,7 @@ func measure(ctx context.Context, c config, procs procSet, clients []*client, fa
 	}
 	end := t0.Add(c.window)
 	for {
-		pss, goPss, err := treePSS(procs.worker)
+		pss, goPss, err := treePSS(procs.workerPids())
 		if err != nil {
 			return row{}, err
 		}
@@ -411,7 +415,7 @@ func printTable(c config, rows []row, knee int) {
 	}
 	fmt.Printf("\n## Capacity: clients typing %g keys/s each, %s (%dx%d), %v per step\n\n",
 		c.rate, who, c.width, c.height, c.window)
-	fmt.Printf("CPU%% is of one core (the machine has %d): the worker's Go process, its Chromium processes, the master with its embedded proxy, this load generator and every other process on the machine. PSS: the worker's tree (of which the Go process), largest sample in the step.\n\n", runtime.NumCPU())
+	fmt.Printf("CPU%% is of one core (the machine has %d): the workers' Go processes, their Chromium processes, the master with its embedded proxy, this load generator and every other process on the machine. PSS: the workers' trees (of which the Go processes), largest sample in the step.\n\n", runtime.NumCPU())
 	fmt.Println("| N | keys | p50 ms | p95 ms | fps/client (min) | CPU% Go | CPU% Chromium | PSS MiB (Go) | CPU% master+proxy | CPU% load gen | CPU% others | no frame |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
@@ -433,14 +437,47 @@ func printTable(c config, rows []row, knee int) {
 }
 
 // procSet is the processes measured: `cloudbrowser up` (the master with
-// its embedded proxy) and its worker, whose descendants are Chromium.
+// its embedded proxy) and its workers, whose descendants are Chromium.
 type procSet struct {
-	up, worker, self int
-	workerStart      uint64
+	up, self int
+	workers  []proc
 }
 
-// findProcs finds up's child that runs `worker`.
-func findProcs(up int) (procSet, error) {
+// proc is a process as its pid and start time (pids are reused).
+type proc struct {
+	pid   int
+	start uint64
+}
+
+func (p procSet) workerPids() []int {
+	pids := make([]int, len(p.workers))
+	for i, w := range p.workers {
+		pids[i] = w.pid
+	}
+	return pids
+}
+
+// findProcs finds up's n children that run `worker`; up starts them all
+// at once, so they appear within moments of each other.
+func findProcs(ctx context.Context, up, n int) (procSet, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ps, err := workersOf(up)
+		if err != nil || len(ps.workers) >= n {
+			return ps, err
+		}
+		if time.Now().After(deadline) {
+			return procSet{}, fmt.Errorf("%d worker processes under up pid %d, want %d", len(ps.workers), up, n)
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return procSet{}, ctx.Err()
+		}
+	}
+}
+
+func workersOf(up int) (procSet, error) {
 	all, err := procfs.ReadAll()
 	if err != nil {
 		return procSet{}, err
@@ -448,16 +485,17 @@ func findProcs(up int) (procSet, error) {
 	if _, ok := all[up]; !ok {
 		return procSet{}, fmt.Errorf("-up-pid %d: no such process", up)
 	}
+	ps := procSet{up: up, self: os.Getpid()}
 	for pid, st := range all {
 		if st.PPid != up || !st.Alive() {
 			continue
 		}
-		args, err := procfs.Cmdline(pid)
-		if err == nil && slices.Contains(args, "worker") {
-			return procSet{up: up, worker: pid, workerStart: st.Start, self: os.Getpid()}, nil
+		if args, err := procfs.Cmdline(pid); err == nil && slices.Contains(args, "worker") {
+			ps.workers = append(ps.workers, proc{pid, st.Start})
 		}
 	}
-	return procSet{}, fmt.Errorf("no worker process under up pid %d", up)
+	slices.SortFunc(ps.workers, func(a, b proc) int { return a.pid - b.pid })
+	return ps, nil
 }
 
 // cpuSample is the CPU time, in ticks, of each group at one moment.
@@ -481,14 +519,17 @@ func sampleCPU(p procSet) (cpuSample, error) {
 	if err != nil {
 		return cpuSample{}, err
 	}
-	w, ok := all[p.worker]
-	if !ok || !w.Alive() || w.Start != p.workerStart {
-		return cpuSample{}, fmt.Errorf("the worker (pid %d) is gone", p.worker)
-	}
-	s := cpuSample{at: time.Now(), goTicks: w.UTime + w.STime, chromium: map[[2]uint64]uint64{}}
-	for _, pid := range procfs.Tree(all, p.worker)[1:] {
-		st := all[pid]
-		s.chromium[[2]uint64{uint64(pid), st.Start}] = st.UTime + st.STime
+	s := cpuSample{at: time.Now(), chromium: map[[2]uint64]uint64{}}
+	for _, wp := range p.workers {
+		w, ok := all[wp.pid]
+		if !ok || !w.Alive() || w.Start != wp.start {
+			return cpuSample{}, fmt.Errorf("the worker (pid %d) is gone", wp.pid)
+		}
+		s.goTicks += w.UTime + w.STime
+		for _, pid := range procfs.Tree(all, wp.pid)[1:] {
+			st := all[pid]
+			s.chromium[[2]uint64{uint64(pid), st.Start}] = st.UTime + st.STime
+		}
 	}
 	s.up = all[p.up].UTime + all[p.up].STime
 	if me, ok := all[p.self]; ok {
@@ -552,13 +593,13 @@ func machineTicks(path string) (busy, total uint64, err error) {
 	return busy, total, nil
 }
 
-// treePSS is the PSS of the worker's tree and of the worker alone.
-func treePSS(worker int) (total, goPss uint64, err error) {
+// treePSS is the PSS of the workers' trees and of the Go workers alone.
+func treePSS(workers []int) (total, goPss uint64, err error) {
 	all, err := procfs.ReadAll()
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, pid := range procfs.Tree(all, worker) {
+	for _, pid := range trees(all, workers) {
 		v, err := procfs.PSS(pid)
 		if errors.Is(err, procfs.ErrNoProcess) {
 			continue // ended meanwhile
@@ -567,8 +608,8 @@ func treePSS(worker int) (total, goPss uint64, err error) {
 			return 0, 0, err
 		}
 		total += v
-		if pid == worker {
-			goPss = v
+		if slices.Contains(workers, pid) {
+			goPss += v
 		}
 	}
 	return total, goPss, nil
@@ -594,9 +635,10 @@ func profile(ctx context.Context, c config, p procSet) error {
 	}
 	kinds := map[int]string{} // thread id → its process's kind
 	var pids []string
-	for _, pid := range procfs.Tree(all, p.worker) {
+	workers := p.workerPids()
+	for _, pid := range trees(all, workers) {
 		pids = append(pids, strconv.Itoa(pid))
-		kind := processKind(pid, pid == p.worker)
+		kind := processKind(pid, slices.Contains(workers, pid))
 		tasks, _ := os.ReadDir(filepath.Join(procfs.Dir, strconv.Itoa(pid), "task"))
 		for _, t := range tasks {
 			if tid, err := strconv.Atoi(t.Name()); err == nil {
@@ -630,11 +672,15 @@ func profile(ctx context.Context, c config, p procSet) error {
 	printShares("process", shares.byKind, 0)
 	printShares("process / thread name", shares.byThread, 1)
 	printShares("process / shared object", shares.byDso, 1)
-	goSyms, err := report("go-symbols.txt", "--pid", strconv.Itoa(p.worker), "--percentage", "relative", "--sort", "dso,sym", "--percent-limit", "1.5")
+	var goPids []string
+	for _, w := range workers {
+		goPids = append(goPids, strconv.Itoa(w))
+	}
+	goSyms, err := report("go-symbols.txt", "--pid", strings.Join(goPids, ","), "--percentage", "relative", "--sort", "dso,sym", "--percent-limit", "1.5")
 	if err != nil {
 		return err
 	}
-	goTotal, err := report("go-inclusive.txt", "--pid", strconv.Itoa(p.worker), "--percentage", "relative", "--children", "--sort", "sym", "--percent-limit", "5")
+	goTotal, err := report("go-inclusive.txt", "--pid", strings.Join(goPids, ","), "--percentage", "relative", "--children", "--sort", "sym", "--percent-limit", "5")
 	if err != nil {
 		return err
 	}
@@ -657,6 +703,15 @@ func profile(ctx context.Context, c config, p procSet) error {
 	}
 	fmt.Printf("\n(perf.data and the reports in %s)\n", c.perfDir)
 	return nil
+}
+
+// trees is each worker's process tree, the worker first.
+func trees(all map[int]procfs.Stat, workers []int) []int {
+	var out []int
+	for _, w := range workers {
+		out = append(out, procfs.Tree(all, w)...)
+	}
+	return out
 }
 
 // processKind names what a process of the worker's tree is.
