@@ -12,7 +12,7 @@
 #   nice -n 19 scripts/bench/capacity.sh    # STEPS=1,2,4,6,8,12,16,24,32,48 KEYRATE=5 WINDOW=20s KNEE=100ms PERF=1
 #   PERF_DIR=/tmp/cap-perf …                  # keeps perf.data and the reports
 #   STEPS=15 VIEWERS=2 WORKERS=3 PERF=0 …     # 15 browsers × 2 typing viewers over 3 workers
-#                                             # (CPU and PSS columns: the first worker only)
+#                                             # (CPU and PSS columns add up all the workers)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 STEPS=${STEPS:-1,2,4,6,8,12,16,24,32,48}
