@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -593,46 +594,40 @@ func specFromQuery(r *http.Request) (wire.JobSpec, error) {
 	q := r.URL.Query()
 	s := wire.JobSpec{Kind: wire.JobRender, URL: q.Get("url"), App: q.Get("app"), Format: q.Get("format"),
 		WaitSelector: q.Get("waitSelector")}
-	ints := []struct {
-		name string
-		dst  *int
-	}{{"width", &s.Width}, {"height", &s.Height}, {"quality", &s.Quality}}
-	for _, f := range ints {
-		if v := q.Get(f.name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return s, &jobs.FieldError{Field: f.name, Msg: "must be an integer"}
-			}
-			*f.dst = n
+	var err error
+	field := func(e error) {
+		if err == nil {
+			err = e
 		}
 	}
-	int64s := []struct {
-		name string
-		dst  *int64
-	}{{"waitDelayMs", &s.WaitDelayMs}, {"timeoutMs", &s.TimeoutMs}, {"maxAgeMs", &s.MaxAgeMs}}
-	for _, f := range int64s {
-		if v := q.Get(f.name); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return s, &jobs.FieldError{Field: f.name, Msg: "must be an integer (milliseconds)"}
-			}
-			*f.dst = n
-		}
+	const isInt, isMs, isBool = "must be an integer", "must be an integer (milliseconds)", "must be true or false"
+	ms := func(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) }
+	field(queryField(q, "width", &s.Width, strconv.Atoi, isInt))
+	field(queryField(q, "height", &s.Height, strconv.Atoi, isInt))
+	field(queryField(q, "quality", &s.Quality, strconv.Atoi, isInt))
+	field(queryField(q, "waitDelayMs", &s.WaitDelayMs, ms, isMs))
+	field(queryField(q, "timeoutMs", &s.TimeoutMs, ms, isMs))
+	field(queryField(q, "maxAgeMs", &s.MaxAgeMs, ms, isMs))
+	field(queryField(q, "fullPage", &s.FullPage, strconv.ParseBool, isBool))
+	field(queryField(q, "waitNetworkIdle", &s.WaitNetworkIdle, strconv.ParseBool, isBool))
+	field(queryField(q, "noCache", &s.NoCache, strconv.ParseBool, isBool))
+	field(queryField(q, "ignoreRobots", &s.IgnoreRobots, strconv.ParseBool, isBool))
+	return s, err
+}
+
+// queryField sets *dst from query parameter name when it is given; a value
+// parse refuses is a field error worded by msg.
+func queryField[T any](q url.Values, name string, dst *T, parse func(string) (T, error), msg string) error {
+	v := q.Get(name)
+	if v == "" {
+		return nil
 	}
-	bools := []struct {
-		name string
-		dst  *bool
-	}{{"fullPage", &s.FullPage}, {"waitNetworkIdle", &s.WaitNetworkIdle}, {"noCache", &s.NoCache}, {"ignoreRobots", &s.IgnoreRobots}}
-	for _, f := range bools {
-		if v := q.Get(f.name); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return s, &jobs.FieldError{Field: f.name, Msg: "must be true or false"}
-			}
-			*f.dst = b
-		}
+	x, err := parse(v)
+	if err != nil {
+		return &jobs.FieldError{Field: name, Msg: msg}
 	}
-	return s, nil
+	*dst = x
+	return nil
 }
 
 func (m *Master) purgeCache(w http.ResponseWriter, r *http.Request) {

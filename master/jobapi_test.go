@@ -54,6 +54,9 @@ func TestSpecFromQuery(t *testing.T) {
 		{"url=http://a/&width=wide", wire.JobSpec{}, "width"},
 		{"url=http://a/&timeoutMs=1.5s", wire.JobSpec{}, "timeoutMs"},
 		{"url=http://a/&noCache=maybe", wire.JobSpec{}, "noCache"},
+		{"url=http://a/&noCache=maybe&quality=high", wire.JobSpec{}, "quality"}, // the first bad field, in the spec's order
+		{"url=http://a/&quality=40&maxAgeMs=5000&ignoreRobots=1&waitNetworkIdle=false",
+			wire.JobSpec{Kind: wire.JobRender, URL: "http://a/", Quality: 40, MaxAgeMs: 5000, IgnoreRobots: true}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {

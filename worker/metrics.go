@@ -48,6 +48,18 @@ func (w *Worker) newMetrics() *prometheus.Registry {
 			return out
 		}
 	}
+	// poolCounts is a by-pool-and-key family from a count map of each pool.
+	poolCounts := func(counts func(p poolRow) map[string]int64) func() []metrics.Sample {
+		return func() []metrics.Sample {
+			var out []metrics.Sample
+			for _, p := range w.poolRows() {
+				for k, n := range counts(p) {
+					out = append(out, metrics.Sample{Labels: []string{p.name, k}, Value: float64(n)})
+				}
+			}
+			return out
+		}
+	}
 	pl := []string{"pool"}
 	reg.MustRegister(
 		metrics.NewFunc("cloudbrowser_pool_browsers", "Browsers in a pool (free, leased or being prepared).", g, pl, poolSamples(func(p poolRow) float64 { return float64(p.Size) })),
@@ -60,24 +72,10 @@ func (w *Worker) newMetrics() *prometheus.Registry {
 		metrics.NewFunc("cloudbrowser_pool_returns_total", "Leased browsers given back to a pool.", c, pl, poolSamples(func(p poolRow) float64 { return float64(p.Returns) })),
 		metrics.NewFunc("cloudbrowser_pool_backs_total", "Back sequences that made a returned browser ready again.", c, pl, poolSamples(func(p poolRow) float64 { return float64(p.Backs) })),
 		metrics.NewFunc("cloudbrowser_pool_expired_total", "Free browsers past their TTL destroyed instead of leased.", c, pl, poolSamples(func(p poolRow) float64 { return float64(p.Expired) })),
-		metrics.NewFunc("cloudbrowser_pool_lease_failures_total", "Leases that failed, by pool and reason.", c, []string{"pool", "reason"}, func() []metrics.Sample {
-			var out []metrics.Sample
-			for _, p := range w.poolRows() {
-				for r, n := range p.LeaseFailures {
-					out = append(out, metrics.Sample{Labels: []string{p.name, r}, Value: float64(n)})
-				}
-			}
-			return out
-		}),
-		metrics.NewFunc("cloudbrowser_pool_sequence_failures_total", "Sequences that failed, by pool and sequence.", c, []string{"pool", "sequence"}, func() []metrics.Sample {
-			var out []metrics.Sample
-			for _, p := range w.poolRows() {
-				for q, n := range p.SequenceFailures {
-					out = append(out, metrics.Sample{Labels: []string{p.name, q}, Value: float64(n)})
-				}
-			}
-			return out
-		}),
+		metrics.NewFunc("cloudbrowser_pool_lease_failures_total", "Leases that failed, by pool and reason.", c, []string{"pool", "reason"},
+			poolCounts(func(p poolRow) map[string]int64 { return p.LeaseFailures })),
+		metrics.NewFunc("cloudbrowser_pool_sequence_failures_total", "Sequences that failed, by pool and sequence.", c, []string{"pool", "sequence"},
+			poolCounts(func(p poolRow) map[string]int64 { return p.SequenceFailures })),
 		w.leaseSeconds,
 	)
 	return reg
