@@ -49,23 +49,16 @@ func countsForQuota(app wire.App, ok bool) bool {
 // returned keys if the creation fails, or hands them to the instance.
 func (m *WorkerManager) reserveInstance(owner, addr string) (userKey, ipKey string, err error) {
 	q := m.quotas
-	ip := quota.AddrKey(addr)
-	if !m.quotaUsers.Acquire(owner, q.InstancesPerUser) {
+	userKey, ok := m.quotaUsers.Take(owner, q.InstancesPerUser)
+	if !ok {
 		m.refused(wire.QuotaInstancesPerUser)
 		return "", "", instanceQuotaError(wire.QuotaInstancesPerUser, q.InstancesPerUser)
 	}
-	if !m.quotaIPs.Acquire(ip, q.InstancesPerIP) {
-		if quota.Counted(owner, q.InstancesPerUser) {
-			m.quotaUsers.Release(owner)
-		}
+	ipKey, ok = m.quotaIPs.Take(quota.AddrKey(addr), q.InstancesPerIP)
+	if !ok {
+		m.quotaUsers.Release(userKey)
 		m.refused(wire.QuotaInstancesPerIP)
 		return "", "", instanceQuotaError(wire.QuotaInstancesPerIP, q.InstancesPerIP)
-	}
-	if quota.Counted(owner, q.InstancesPerUser) {
-		userKey = owner
-	}
-	if quota.Counted(ip, q.InstancesPerIP) {
-		ipKey = ip
 	}
 	return userKey, ipKey, nil
 }

@@ -70,14 +70,12 @@ func (w *Worker) reserveBrowser(user, addr string) (release func(), err error) {
 // release later, "" where the limit does not count key; a refusal is
 // counted and worded from msgf (given the limit).
 func (w *Worker) take(c *quota.Counter, key string, limit int, code, msgf string) (held string, err error) {
-	if !c.Acquire(key, limit) {
+	held, ok := c.Take(key, limit)
+	if !ok {
 		w.quota.refused(code)
 		return "", &quotaError{code, fmt.Sprintf(msgf, limit)}
 	}
-	if quota.Counted(key, limit) {
-		return key, nil
-	}
-	return "", nil
+	return held, nil
 }
 
 // quotaPage answers a refusal by a quota: 429 saying which limit and what
@@ -159,15 +157,12 @@ func (w *Worker) admitSocket(addr string, open int) (release func(), reason stri
 		return nil, fmt.Sprintf("This virtual browser already has %d windows connected, the most allowed. "+
 			"Close some of the windows or tabs showing it, then reload this one.", n)
 	}
-	ip := quota.AddrKey(addr)
-	if !w.quota.socketIPs.Acquire(ip, q.SocketsPerIP) {
+	held, ok := w.quota.socketIPs.Take(quota.AddrKey(addr), q.SocketsPerIP)
+	if !ok {
 		w.quota.refused(wire.QuotaSocketsPerIP)
 		return nil, fmt.Sprintf("Your network address already has %d windows connected to virtual browsers here, the most allowed. "+
 			"Close some of those windows or tabs, then reload this one.", q.SocketsPerIP)
 	}
-	if !quota.Counted(ip, q.SocketsPerIP) {
-		return func() {}, ""
-	}
 	var once sync.Once
-	return func() { once.Do(func() { w.quota.socketIPs.Release(ip) }) }, ""
+	return func() { once.Do(func() { w.quota.socketIPs.Release(held) }) }, ""
 }

@@ -71,6 +71,18 @@ func (c *Counter) Add(key string) {
 // Release).
 func Counted(key string, limit int) bool { return key != "" && limit > 0 }
 
+// Take is Acquire that also returns what to Release later: key where it
+// was counted, "" where no limit applies (Release("") does nothing).
+func (c *Counter) Take(key string, limit int) (held string, ok bool) {
+	if !c.Acquire(key, limit) {
+		return "", false
+	}
+	if Counted(key, limit) {
+		return key, true
+	}
+	return "", true
+}
+
 // Release gives one back.
 func (c *Counter) Release(key string) {
 	if key == "" {

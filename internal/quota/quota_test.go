@@ -76,6 +76,41 @@ func TestCounter(t *testing.T) {
 	}
 }
 
+func TestCounterTake(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		key       string
+		limit     int
+		heldFirst int // the key's count before Take
+		wantHeld  string
+		wantOK    bool
+		heldAfter int
+	}{
+		{"counted", "a", 2, 0, "a", true, 1},
+		{"at the limit", "a", 1, 1, "", false, 1},
+		{"no limit: nothing to release", "a", 0, 0, "", true, 0},
+		{"unknown key: nothing to release", "", 1, 0, "", true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCounter()
+			for range tc.heldFirst {
+				c.Add(tc.key)
+			}
+			held, ok := c.Take(tc.key, tc.limit)
+			if held != tc.wantHeld || ok != tc.wantOK {
+				t.Fatalf("Take(%q, %d) = %q, %v, want %q, %v", tc.key, tc.limit, held, ok, tc.wantHeld, tc.wantOK)
+			}
+			if got := c.Held(tc.key); got != tc.heldAfter {
+				t.Fatalf("Held(%q) = %d, want %d", tc.key, got, tc.heldAfter)
+			}
+			c.Release(held)
+			if got := c.Held(tc.key); got != tc.heldFirst {
+				t.Fatalf("after Release(held): Held(%q) = %d, want %d", tc.key, got, tc.heldFirst)
+			}
+		})
+	}
+}
+
 // Concurrent acquisitions never overshoot the limit.
 func TestCounterConcurrent(t *testing.T) {
 	c := NewCounter()
