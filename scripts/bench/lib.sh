@@ -61,11 +61,31 @@ start_worker() {
 	WORKER=$(cat "$TMP/worker.addr")
 }
 
+# start_proxy: PROXIES benchproxy processes (default 1) sharing one port
+# (SO_REUSEPORT, as the Reverse Proxy Manager starts them), each with
+# PROXY_GOMAXPROCS if set. PROXY is the address, PROXY_PIDS their PIDs.
 start_proxy() {
-	"$TMP/bin/benchproxy" -addr 127.0.0.1:0 -addr-file "$TMP/proxy.addr" -worker "$WORKER" 2>"$TMP/proxy.log" &
-	PIDS+=($!)
+	local i
+	PROXY_PIDS=()
+	GOMAXPROCS=${PROXY_GOMAXPROCS:-} "$TMP/bin/benchproxy" -addr 127.0.0.1:0 -addr-file "$TMP/proxy.addr" -worker "$WORKER" 2>"$TMP/proxy.log" &
+	PIDS+=($!) PROXY_PIDS+=($!)
 	wait_file "$TMP/proxy.addr"
 	PROXY=$(cat "$TMP/proxy.addr")
+	for i in $(seq 2 "${PROXIES:-1}"); do
+		GOMAXPROCS=${PROXY_GOMAXPROCS:-} "$TMP/bin/benchproxy" -addr "$PROXY" -addr-file "$TMP/proxy$i.addr" -worker "$WORKER" 2>>"$TMP/proxy.log" &
+		PIDS+=($!) PROXY_PIDS+=($!)
+		wait_file "$TMP/proxy$i.addr"
+	done
+}
+
+# start_loop NAME MODE: the looproxy baseline (an epoll event loop per CPU,
+# scripts/bench/cmd/looproxy) in MODE in front of $WORKER; appends
+# "NAME ADDR PID" to targets.
+start_loop() {
+	"$TMP/bin/looproxy" -to "$WORKER" -mode "$2" -addr-file "$TMP/$1.addr" 2>"$TMP/$1.log" &
+	PIDS+=($!)
+	wait_file "$TMP/$1.addr"
+	targets+=("$1 $(cat "$TMP/$1.addr") ${PIDS[-1]}")
 }
 
 # start_nginx: a foreground nginx (daemon off) proxying to $WORKER with the

@@ -6,6 +6,8 @@
 #
 #   scripts/bench/proxy-http.sh            # DURATION=6 CONNS=32 THREADS=1 ROUNDS=3
 #   DURATION=5 CONNS=64 scripts/bench/proxy-http.sh
+#   PROXIES=2 PROXY_GOMAXPROCS=1 scripts/bench/proxy-http.sh  # two proxy processes on one port
+#   LOOP=1 scripts/bench/proxy-http.sh   # + the looproxy baselines (event loop; with net/http's parsers)
 #
 # On small machines wrk, the proxy and the worker share the CPUs: compare
 # ratios within a run, not absolute numbers across machines. CPU per
@@ -26,7 +28,11 @@ build_bins
 start_worker
 WORKER_PID=${PIDS[-1]}
 start_proxy
-targets=("direct $WORKER $WORKER_PID" "proxy $PROXY ${PIDS[-1]}")
+targets=("direct $WORKER $WORKER_PID" "proxy $PROXY $(IFS=,; echo "${PROXY_PIDS[*]}")")
+if [ "${LOOP:-0}" = 1 ]; then
+	start_loop loop http
+	start_loop loop+parse http-parse
+fi
 if command -v nginx >/dev/null; then
 	start_nginx
 	targets+=("nginx $NGINX ${PIDS[-1]}")
@@ -35,11 +41,13 @@ fi
 # to_ms converts wrk latency strings (812.00us, 1.23ms, 1.01s) to ms.
 to_ms() { awk '{ v=$1; if (v ~ /us$/) { sub(/us$/,"",v); v/=1000 } else if (v ~ /ms$/) { sub(/ms$/,"",v) } else if (v ~ /s$/) { sub(/s$/,"",v); v*=1000 } printf "%.3f", v }' <<<"$1"; }
 
-# ticks PID: CPU clock ticks used so far by PID and its children (nginx's
-# workers are children of its master).
+# ticks PIDS: CPU clock ticks used so far by the comma-separated PIDS and
+# their children (nginx's workers are children of its master).
 ticks() {
-	local s=0 p
-	for p in "$1" $(pgrep -P "$1" || true); do s=$((s + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+	local s=0 p q
+	for q in ${1//,/ }; do
+		for p in "$q" $(pgrep -P "$q" || true); do s=$((s + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+	done
 	echo "$s"
 }
 HZ=$(getconf CLK_TCK)
@@ -65,13 +73,13 @@ done
 
 med() { tr ' ' '\n' <<<"$1" | grep . | median; }
 printf '\nHTTP GET %s  (wrk -t%s -c%s -d%ss, %s rounds alternated, medians, %s CPUs)\n' "$REQ_PATH" "$THREADS" "$CONNS" "$DURATION" "$ROUNDS" "$(nproc)"
-printf '%-8s %10s %9s %13s %13s %14s %15s\n' target req/s p99_ms rps_vs_direct p99_vs_direct hop_cpu_us/req worker_cpu_us/req
+printf '%-10s %10s %9s %13s %13s %14s %15s\n' target req/s p99_ms rps_vs_direct p99_vs_direct hop_cpu_us/req worker_cpu_us/req
 for t in "${targets[@]}"; do
 	read -r name _ <<<"$t"
 	rps=$(med "${RPS[$name]}") p99=$(med "${P99[$name]}")
 	hop=n/a
 	[ "$name" = direct ] || hop=$(med "${HOP[$name]}")
-	printf '%-8s %10.0f %9.3f %13s %13s %14s %15s\n' "$name" "$rps" "$p99" \
+	printf '%-10s %10.0f %9.3f %13s %13s %14s %15s\n' "$name" "$rps" "$p99" \
 		"$(ratio "$rps" "$(med "${RPS[direct]}")")" "$(ratio "$p99" "$(med "${P99[direct]}")")" "$hop" "$(med "${WRK[$name]}")"
 done
 if [ -n "${RPS[nginx]:-}" ]; then

@@ -4,6 +4,7 @@
 #
 #   scripts/bench/ws-relay.sh                       # SIZES="65536 1024" CONNS=4 DURATION=5
 #   SIZES=1048576 CONNS=8 DURATION=10 scripts/bench/ws-relay.sh
+#   LOOP=1 scripts/bench/ws-relay.sh   # + the looproxy baseline (an epoll loop relaying bytes)
 #
 # MB/s counts echoed payload (one direction); every byte crosses the relay
 # twice. On small machines the client, relay and worker share the CPUs:
@@ -20,13 +21,15 @@ command -v nginx >/dev/null || apt_install nginx-light || apt_install nginx
 build_bins
 start_worker
 start_proxy
+targets=("direct $WORKER" "proxy $PROXY")
+if [ "${LOOP:-0}" = 1 ]; then start_loop loop tcp; fi
 start_nginx
-targets=("direct $WORKER" "proxy $PROXY" "nginx $NGINX")
+targets+=("nginx $NGINX")
 
 declare -A MBS MPS
 for size in $SIZES; do
 	for t in "${targets[@]}"; do
-		read -r name addr <<<"$t"
+		read -r name addr _ <<<"$t"
 		log "wsload $name size=$size conns=$CONNS ${DURATION}s"
 		out=$(timeout $((DURATION + 30)) "$TMP/bin/wsload" -url "ws://$addr$WS_PATH" -conns "$CONNS" \
 			-size "$size" -duration "${DURATION}s" -label "$name")
