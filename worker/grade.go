@@ -1,6 +1,9 @@
 package worker
 
 import (
+	"fmt"
+	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
@@ -42,6 +45,75 @@ type linkGrade struct {
 	good int    // acks in a row predicting the step above is fast enough
 	seen uint64 // hub.acks at the last decision
 	hold uint64 // no decision before seen reaches this
+	// hinted: the step came from a client's hint, and no frame has been
+	// timed since; the first one decides, either way, at once.
+	hinted bool
+}
+
+// Link hints. Before its first ack nobody knows a viewer's link, and the
+// first frame (the browser's last, full size) took 3.5 s on a 256 kbit/s
+// link. A client engine estimates its link from its own page load and says
+// so when it connects (?link=<kbit/s>); until a viewer has timed a frame,
+// the hint picks the step. The first ack then puts the step where that
+// frame's real transfer time says, so a wrong hint costs one frame.
+const (
+	// defaultFrameBytes is a full frame's size before the browser has
+	// sent one (framecost's text page: 121 KiB).
+	defaultFrameBytes = 120 << 10
+	// maxLinkHint is the largest hint taken, in kbit/s (10 Gbit/s).
+	maxLinkHint = 10_000_000
+)
+
+// linkHint is a socket request's ?link=, in kbit/s; 0 when absent.
+func linkHint(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("link")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxLinkHint {
+		return 0, fmt.Errorf("link: %q is not a whole number of kbit/s between 1 and %d", v, maxLinkHint)
+	}
+	return n, nil
+}
+
+// hintLinkLocked takes a joining client's link hint, unless a viewer has
+// timed a frame (that knows better). It reports whether the last frame is
+// too large for the hinted link: the client then waits for a fresh one at
+// the new step instead (hub.refresh).
+func (h *hub) hintLinkLocked(kbps int) (skipLast bool) {
+	if kbps <= 0 {
+		return false
+	}
+	for c := range h.clients {
+		if _, n := c.pace.transfer(); n > 0 {
+			return false
+		}
+	}
+	transfer := func(bytes float64) time.Duration {
+		return time.Duration(bytes * 8 / float64(kbps) * float64(time.Millisecond))
+	}
+	l := &h.link
+	full := float64(defaultFrameBytes)
+	if h.last != nil {
+		full = float64(len(h.last.b)) / linkSteps[l.step].bytes
+	}
+	best := transfer(full * linkSteps[l.step].bytes)
+	step := firstFastStep(0, l.step, best)
+	if step <= l.step {
+		return false
+	}
+	l.seen = h.acks.Load()
+	h.setLinkStepLocked(step, best, "hint")
+	l.hinted, l.hold, l.good = true, 0, 0
+	return h.last != nil && transfer(float64(len(h.last.b))) > linkSlow
+}
+
+// hintPending: the step is a hint's and the next ack decides it.
+func (h *hub) hintPending() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.link.hinted
 }
 
 // frameGrade is the grade of the hub's frames now: the smaller of the
@@ -75,36 +147,59 @@ func (h *hub) linkStepLocked() int {
 		return l.step
 	}
 	l.seen = seen
-	was := l.step
+	step := l.step
 	switch {
+	case l.hinted:
+		// The first timed frame after a hint: the step it predicts fast
+		// enough, larger or smaller.
+		l.hinted = false
+		step = firstFastStep(0, l.step, best)
+		l.good = 0
 	case best > linkSlow && l.step < len(linkSteps)-1:
 		// Straight to the first step predicted to be fast enough (or
 		// the last): a 110 KiB frame on a 256 kbit/s link takes 3.5 s,
 		// and a step at a time would take several of those.
-		cur := l.step
-		for l.step < len(linkSteps)-1 && time.Duration(float64(best)*linkSteps[l.step].bytes/linkSteps[cur].bytes) > linkSlow {
-			l.step++
-		}
+		step = firstFastStep(l.step, l.step, best)
 		l.good = 0
 	case l.step > 0 && time.Duration(float64(best)*linkSteps[l.step-1].bytes/linkSteps[l.step].bytes) < linkFast:
 		if l.good++; l.good >= linkUpAfter {
-			l.step--
+			step--
 			l.good = 0
 		}
 	default:
 		l.good = 0
 	}
-	if l.step != was {
-		l.hold = seen + linkSettle
-		switch {
-		case was == 0:
-			h.frames.linkGraded.Add(1)
-		case l.step == 0:
-			h.frames.linkGraded.Add(-1)
-		}
-		h.log.Debug().Int("step", l.step).Dur("transfer", best).Msg("frames graded to the viewers' link")
-	}
+	h.setLinkStepLocked(step, best, "acks")
 	return l.step
+}
+
+// firstFastStep is the first step from "from" on (or the last) whose frames
+// are predicted to take at most linkSlow, when one of step cur took best.
+func firstFastStep(from, cur int, best time.Duration) int {
+	s := from
+	for s < len(linkSteps)-1 && time.Duration(float64(best)*linkSteps[s].bytes/linkSteps[cur].bytes) > linkSlow {
+		s++
+	}
+	return s
+}
+
+// setLinkStepLocked moves the link step, if step is another one, and holds
+// the next decision until the transfer times reflect the new size.
+func (h *hub) setLinkStepLocked(step int, transfer time.Duration, why string) {
+	l := &h.link
+	was := l.step
+	if step == was {
+		return
+	}
+	l.step = step
+	l.hold = l.seen + linkSettle
+	switch {
+	case was == 0:
+		h.frames.linkGraded.Add(1)
+	case step == 0:
+		h.frames.linkGraded.Add(-1)
+	}
+	h.log.Debug().Int("step", step).Dur("transfer", transfer).Str("from", why).Msg("frames graded to the viewers' link")
 }
 
 // resetLinkLocked forgets the link grade: the last client left (the next

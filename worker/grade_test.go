@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +79,103 @@ func TestLinkGrade(t *testing.T) {
 				t.Fatalf("after the last client left: linkGraded %d, step %d", n, h.link.step)
 			}
 		})
+	}
+}
+
+// A joining client's link hint sizes the frames until a frame is timed: the
+// step predicted fast enough for the last frame's size (or a default one),
+// the last frame withheld when it would be slow; the first ack then decides
+// from the real transfer time, larger or smaller.
+func TestLinkHint(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name      string
+		kbps      int
+		lastBytes int           // 0 = no frame yet
+		timed     bool          // another viewer has timed a frame
+		wantStep  int           // after the hint
+		wantStale bool          // the last frame is withheld
+		firstAck  time.Duration // the hinted frame's transfer time (0 = none)
+		wantAfter int           // step after that ack
+	}{
+		{"no hint", 0, 120 << 10, false, 0, false, 0, 0},
+		{"fast link: full frames", 100_000, 120 << 10, false, 0, false, 0, 0},
+		// 120 KiB at 256 kbit/s: 3.8 s; 12 KiB at step 3: 384 ms, the last.
+		{"256 kbit/s: the last step", 256, 120 << 10, false, 3, true, 300 * ms, 3},
+		// 2 Mbit/s: 480 ms full, 240 at 0.50: step 1.
+		{"2 Mbit/s: one step", 2000, 120 << 10, false, 1, true, 0, 1},
+		// A small page's frames (8 KiB) pass at 256 kbit/s in 256 ms... just over.
+		{"small frames on a slow link", 256, 8 << 10, false, 1, true, 0, 1},
+		{"no frame yet: the default size", 256, 0, false, 3, false, 0, 3},
+		{"a timed viewer knows better", 256, 120 << 10, true, 0, false, 0, 0},
+		// The hint was wrong: the small frame came back in 10 ms, so full
+		// frames (10× its bytes) are predicted at 100 ms.
+		{"wrong hint: the first ack restores full size", 256, 120 << 10, false, 3, true, 10 * ms, 0},
+		{"hint a little slow: the first ack moves one step", 2000, 120 << 10, false, 1, true, 400 * ms, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &hub{clients: map[*client]struct{}{}, frames: &frameCounters{}, log: zerolog.Nop()}
+			if tt.lastBytes > 0 {
+				h.last = &frameMsg{b: make([]byte, tt.lastBytes)}
+			}
+			if tt.timed {
+				other := &client{}
+				other.pace.xfer, other.pace.samples = 20*ms, 1
+				h.clients[other] = struct{}{}
+			}
+			c := &client{}
+			h.clients[c] = struct{}{}
+			h.mu.Lock()
+			stale := h.hintLinkLocked(tt.kbps)
+			h.mu.Unlock()
+			if h.link.step != tt.wantStep || stale != tt.wantStale {
+				t.Fatalf("after the hint: step %d, stale %v; want %d, %v", h.link.step, stale, tt.wantStep, tt.wantStale)
+			}
+			if g := h.frameGrade(); g.Scale != linkSteps[tt.wantStep].scale {
+				t.Fatalf("grade before any ack: %+v, want step %d", g, tt.wantStep)
+			}
+			if h.hintPending() != (tt.wantStep > 0) {
+				t.Fatalf("hint pending %v with step %d", h.hintPending(), tt.wantStep)
+			}
+			if tt.firstAck > 0 {
+				c.pace.xfer, c.pace.samples = tt.firstAck, 1
+				h.acks.Add(1)
+				h.frameGrade()
+				if h.link.step != tt.wantAfter || h.hintPending() {
+					t.Fatalf("after the first ack: step %d (hint pending %v), want %d", h.link.step, h.hintPending(), tt.wantAfter)
+				}
+			}
+			if want := int64(min(h.link.step, 1)); h.frames.linkGraded.Load() != want {
+				t.Fatalf("linkGraded %d, want %d", h.frames.linkGraded.Load(), want)
+			}
+		})
+	}
+}
+
+func TestLinkHintParsing(t *testing.T) {
+	tests := []struct {
+		query   string
+		want    int
+		wantErr bool
+	}{
+		{"", 0, false},
+		{"link=256", 256, false},
+		{"link=10000000", 10_000_000, false},
+		{"link=0", 0, true},
+		{"link=-5", 0, true},
+		{"link=fast", 0, true},
+		{"link=10000001", 0, true},
+		{"link=1.5", 0, true},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("GET", "/app/a/i/b/b/ws?"+tt.query, nil)
+		got, err := linkHint(r)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("?%s: %d, %v; want %d, error %v", tt.query, got, err, tt.want, tt.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), "link:") {
+			t.Errorf("?%s: error %q does not name the field", tt.query, err)
+		}
 	}
 }

@@ -465,6 +465,11 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 
 // serveSocket connects a client engine to its virtual browser.
 func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
+	link, err := linkHint(r)
+	if err != nil {
+		w.page(rw, r, id, http.StatusBadRequest, "Bad request", err.Error())
+		return
+	}
 	in, b, user, ok := w.browserOf(rw, r, id, t, func(in *instance) {
 		// A client engine cannot read an upgrade's status: it is told in
 		// the protocol, with the address that gives a new browser, and
@@ -495,7 +500,7 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		w.page(rw, r, id, http.StatusForbidden, "No access", "This virtual browser belongs to someone else.")
 		return
 	}
-	b.hub.serve(rw, r, w.id, user, clientIP(r), sessions, role)
+	b.hub.serve(rw, r, w.id, user, clientIP(r), sessions, role, link)
 }
 
 // redirectNext sends the user on: 302 for a GET, 303 See Other after a

@@ -74,17 +74,17 @@ func (p *pacer) mayWrite(wake func()) bool {
 	return false
 }
 
-// wrote records a frame sent.
+// wrote records a frame sent. Frames are recorded before the client's
+// first ack too (they do not pace it until then): the first ack times the
+// first frame, which decides a hinted link step (grade.go).
 func (p *pacer) wrote(seq uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.on {
-		if len(p.pending) == maxPending { // forget the oldest, a given-up one
-			p.pending = append(p.pending[:0], p.pending[1:]...)
-			p.givenUp = max(0, p.givenUp-1)
-		}
-		p.pending = append(p.pending, sent{seq, p.clock()})
+	if len(p.pending) == maxPending { // forget the oldest, a given-up one
+		p.pending = append(p.pending[:0], p.pending[1:]...)
+		p.givenUp = max(0, p.givenUp-1)
 	}
+	p.pending = append(p.pending, sent{seq, p.clock()})
 }
 
 // acked records the client's acknowledgement of every frame up to seq.

@@ -240,3 +240,26 @@ func TestPacerTransfer(t *testing.T) {
 		t.Fatalf("%d samples, want 4 (the first ack had no frame)", n)
 	}
 }
+
+// The first frame is timed by the first ack, which a hinted link step
+// waits for; until that ack the client is not paced.
+func TestPacerTimesTheFirstFrame(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	clk := clocktest.New(t0)
+	p := &pacer{wait: time.Hour, clk: clk}
+	defer p.stop()
+	for seq := uint64(1); seq <= 3; seq++ {
+		if !p.mayWrite(func() {}) {
+			t.Fatalf("frame %d held before the client ever acknowledged", seq)
+		}
+		p.wrote(seq)
+	}
+	clk.Set(t0.Add(40 * time.Millisecond))
+	p.acked(1)
+	if x, n := p.transfer(); x != 40*time.Millisecond || n != 1 {
+		t.Fatalf("first ack: transfer %v (%d samples), want 40ms (1)", x, n)
+	}
+	if p.mayWrite(func() {}) {
+		t.Fatal("frames 2 and 3 are in flight: not held")
+	}
+}

@@ -134,6 +134,9 @@ type hub struct {
 	// it. acks counts the clients' acks, so it decides once per new one.
 	link linkGrade
 	acks atomic.Uint64
+	// refreshes asks the screencast to take a grade decided between frames
+	// (browser.ScreencastOptions.Refresh); 1-buffered.
+	refreshes chan struct{}
 
 	// onPage is told of the browser's page changes (snapshots; nil = none).
 	onPage func(browser.Page)
@@ -167,7 +170,8 @@ type client struct {
 
 func newHub(vb *vbrowser, frames *frameCounters, log zerolog.Logger) *hub {
 	h := &hub{vb: vb, frames: frames, clients: map[*client]struct{}{}, rest: hubRest{callMu: make(chan struct{}, 1)},
-		log: log.With().Str("browser", vb.id).Str("instance", vb.inst.info.ID).Logger()}
+		refreshes: make(chan struct{}, 1),
+		log:       log.With().Str("browser", vb.id).Str("instance", vb.inst.info.ID).Logger()}
 	h.page = vb.b.Page()
 	return h
 }
@@ -264,7 +268,8 @@ const revokedReason = "The owner no longer shares this browser with you."
 // serve upgrades r and runs the client of user, from address addr, until it
 // disconnects. role gives the user's current role on the browser (the
 // caller checked it is not RoleNone).
-func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr string, sessions []string, role func() Role) {
+// linkKbps is the client's estimate of its link (linkHint; 0 = none).
+func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr string, sessions []string, role func() Role, linkKbps int) {
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // Upgrade already answered with an error status
@@ -311,12 +316,20 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr
 	h.wake(r.Context()) // a resting page paints nothing
 	h.mu.Lock()
 	page := h.page
-	if h.last != nil {
+	casting := h.castStop != nil
+	// A last frame too large for the client's link is not sent: a fresh
+	// one at the hinted step comes instead, from the screencast's start or
+	// its refresh.
+	stale := h.hintLinkLocked(linkKbps)
+	if h.last != nil && !stale {
 		c.frame.Store(h.last)
 		c.frameSig <- struct{}{}
 	}
 	h.startCastLocked()
 	h.mu.Unlock()
+	if stale && casting {
+		h.refresh()
+	}
 	h.log.Debug().Str("request_id", r.Header.Get("X-Request-Id")).Bool("read_only", readOnly).Msg("client connected")
 
 	c.enqueue(mustJSON(wsMsg{T: "hello", Browser: h.vb.id, Instance: h.vb.inst.info.ID, App: h.vb.inst.app.MountPoint,
@@ -361,7 +374,7 @@ func (h *hub) startCastLocked() {
 		if prev != nil {
 			<-prev // one screencast per browser: let the previous one stop
 		}
-		opts := browser.ScreencastOptions{Grade: h.frameGrade}
+		opts := browser.ScreencastOptions{Grade: h.frameGrade, Refresh: h.refreshes}
 		if h.grade != nil {
 			opts.Sharpen = h.grade.Sharpen()
 		}
@@ -370,6 +383,14 @@ func (h *hub) startCastLocked() {
 			h.log.Warn().Err(err).Msg("screencast stopped")
 		}
 	}()
+}
+
+// refresh has the screencast ask for its grade now, not at the next frame.
+func (h *hub) refresh() {
+	select {
+	case h.refreshes <- struct{}{}:
+	default:
+	}
 }
 
 func (h *hub) stopCastLocked() {
@@ -496,6 +517,9 @@ func (h *hub) readLoop(c *client) {
 			h.frames.acks.Add(1)
 			c.pace.acked(uint64(m.Seq))
 			h.acks.Add(1)
+			if h.hintPending() {
+				h.refresh() // the hinted step is decided by this ack's frame
+			}
 			c.signalFrame() // a held frame may go now
 		case "input":
 			h.input(c, m.InputEvent)

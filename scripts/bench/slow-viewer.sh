@@ -10,6 +10,7 @@
 #   scripts/bench/slow-viewer.sh             # RATE=2mbit QUEUE=100ms KEYS=100 KEYRATE=5 APP=typing
 #   RATE=256kbit APP=reading APPS=scripts/bench/apps scripts/bench/slow-viewer.sh   # a text page (~110 KiB frames)
 #   CB_BIN=/path/to/an/older/cloudbrowser …  # the same run with another build (a baseline)
+#   LINK=0 …                                   # no link hint (first frames sized before any ack)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 RATE=${RATE:-2mbit}
@@ -18,6 +19,7 @@ KEYS=${KEYS:-100}
 KEYRATE=${KEYRATE:-5}
 ROUNDS=${ROUNDS:-1}
 APP=${APP:-typing}
+LINK=${LINK:-auto} # the link hint on connecting: auto (measured as the engine does), 0 (none) or kbit/s
 APPS=${APPS:-$ROOT/internal/e2e/testdata/apps}
 
 [ "$(id -u)" = 0 ] || { log "needs root (ip netns, tc)"; exit 1; }
@@ -44,7 +46,7 @@ printf '\nTyping %s keys at %s/s behind a %s link, queue %s (p50/p95/max: key to
 	"$KEYS" "$KEYRATE" "$RATE" "$QUEUE"
 for round in $(seq 1 "$ROUNDS"); do
 	for ack in false true; do
-		ip netns exec "$NS" "$TMP/bin/slowviewer" -public "http://$PUBLIC" -keys "$KEYS" -rate "$KEYRATE" -ack="$ack" \
+		ip netns exec "$NS" "$TMP/bin/slowviewer" -public "http://$PUBLIC" -keys "$KEYS" -rate "$KEYRATE" -ack="$ack" -link "$LINK" \
 			-app "$APP" -label "round$round"
 	done
 done

@@ -73,6 +73,8 @@
       frames++;
       body.dataset.frames = String(frames);
       body.dataset.frameSeq = String(f.hdr.seq);
+      body.dataset.frameWidth = String(bmp.width);
+      if (!body.dataset.firstFrameWidth) { body.dataset.firstFrameWidth = String(bmp.width); }
       ack(f.hdr.seq);
       drawNext();
     }, function () { ack(f.hdr.seq); drawNext(); });
@@ -231,9 +233,42 @@
     document.title = (p.title ? p.title + " · " : "") + "CloudBrowser";
   }
 
+  // linkKbps estimates this viewer's link in kbit/s from the page load: the
+  // bytes of the largest response after its first packet, over the time
+  // from its first byte to its last. The worker sizes the first frame by it
+  // (a full one takes seconds on a slow link). Only transfers of 20 ms or
+  // more count: shorter ones are a fast link's jitter, and a fast link
+  // needs no hint. 0: nothing measurable came (cached assets, a fast link);
+  // the last estimate of this browser, within the hour, stands in.
+  function linkKbps() {
+    var kbps = 0, size = 0;
+    if (window.performance && performance.getEntriesByType) {
+      var es = performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource"));
+      for (var i = 0; i < es.length; i++) {
+        var e = es[i], dt = e.responseEnd - e.responseStart;
+        if (e.transferSize >= 2048 && dt >= 20 && e.transferSize > size) {
+          size = e.transferSize;
+          kbps = Math.round((e.transferSize - 1460) * 8 / dt);
+        }
+      }
+    }
+    try {
+      if (kbps > 0) {
+        localStorage.setItem("cb-link", JSON.stringify({kbps: kbps, at: Date.now()}));
+      } else {
+        var saved = JSON.parse(localStorage.getItem("cb-link") || "null");
+        if (saved && Date.now() - saved.at < 3600e3) { kbps = saved.kbps; }
+      }
+    } catch (err) { /* storage off: no memory of the link */ }
+    return Math.max(0, Math.min(kbps, 10000000));
+  }
+  var link = linkKbps();
+  body.dataset.link = String(link);
+
   function connect() {
     var proto = location.protocol === "https:" ? "wss://" : "ws://";
-    ws = new WebSocket(proto + location.host + socketPath);
+    var q = link > 0 ? (socketPath.indexOf("?") < 0 ? "?" : "&") + "link=" + link : "";
+    ws = new WebSocket(proto + location.host + socketPath + q);
     ws.binaryType = "arraybuffer";
     ws.onopen = function () { mark("cb-ws-open"); };
     ws.onmessage = onMessage;

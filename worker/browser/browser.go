@@ -110,6 +110,11 @@ type ScreencastOptions struct {
 	// a frame at once). Smaller frames cost Chromium less CPU (a worker
 	// short of it grades them down) and a viewer less bandwidth.
 	Grade func() Grade
+	// Refresh, if set: a receive asks Grade again at once and, if it
+	// changed, restarts the screencast with it (which sends a frame),
+	// instead of waiting for the page to paint: a grade decided between
+	// frames (a joining viewer's link) reaches a page that does not change.
+	Refresh <-chan struct{}
 	// Sharpen, if positive, follows a scaled-down frame that no frame
 	// follows for this long with a full-size one, when the Grade allows:
 	// a page at rest is shown sharp whatever the scale while it changed.

@@ -97,6 +97,15 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 		select {
 		case <-cctx.Done():
 			return b.endScreencast(ctx)
+		case <-opts.Refresh:
+			if g := gradeOf(opts, quality); g.Scale != cur.Scale || g.Quality != cur.Quality {
+				sharpen.Stop()
+				sharpened = false
+				if err := start(g); err != nil {
+					return b.endScreencast(ctx)
+				}
+			}
+			continue
 		case <-sharpen.C:
 			if f, ok := b.sharpFrame(cctx, last, int64(cur.Quality)); ok {
 				sink(f)

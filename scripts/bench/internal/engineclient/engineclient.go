@@ -50,7 +50,8 @@ func Open(ctx context.Context, public, app string) (string, []*http.Cookie, erro
 }
 
 // Dial opens the client engine's socket of the Browser URL path at host
-// with the user's cookies (and extra headers, e.g. a hop signature).
+// with the user's cookies (and extra headers, e.g. a hop signature). A
+// query on path ("?link=256") is the socket's.
 func Dial(ctx context.Context, host, path string, cookies []*http.Cookie, extra http.Header) (*websocket.Conn, error) {
 	h := http.Header{"Origin": {"http://" + host}}
 	for _, ck := range cookies {
@@ -59,7 +60,12 @@ func Dial(ctx context.Context, host, path string, cookies []*http.Cookie, extra 
 	for k, v := range extra {
 		h[k] = v
 	}
-	conn, _, err := websocket.DefaultDialer.DialContext(ctx, "ws://"+host+path+"/ws", h)
+	p, q, _ := strings.Cut(path, "?") // a query goes on the socket's URL
+	u := "ws://" + host + p + "/ws"
+	if q != "" {
+		u += "?" + q
+	}
+	conn, _, err := websocket.DefaultDialer.DialContext(ctx, u, h)
 	return conn, err
 }
 

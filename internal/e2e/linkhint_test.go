@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
+)
+
+// TestLinkHintSizesTheFirstFrame: a client engine that knows its link is
+// slow says so when it connects, and its first frame is a small one
+// instead of the browser's last full-size frame (3.5 s on a 256 kbit/s
+// link). The link is in fact fast here, so the first acknowledgement
+// brings full-size frames back without the page changing.
+//
+// The engine remembers its last measured link for an hour; coming back
+// with its assets cached (nothing to measure), a user's Chromium sends the
+// remembered estimate, which this test plants.
+func TestLinkHintSizesTheFirstFrame(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	c := appsCluster(t)
+	users := userBrowsers(t)
+	b := open(t, users, "http://"+c.public+"/typing") // a 1000 px wide window
+	eventually(t, b, "the first visit shows frames", `Number(document.body.dataset.frames || 0) > 0`, "true")
+	eventually(t, b, "full-size frames on a fast link", `Number(document.body.dataset.frameWidth) > 351`, "true")
+	browserURL := b.Page().URL
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var ok bool
+	if err := b.Evaluate(ctx, `(localStorage.setItem("cb-link", JSON.stringify({kbps: 8, at: Date.now()})), true)`, &ok); err != nil {
+		t.Fatal(err)
+	}
+	// Leave, so the browser's only viewer (whose frames were timed) is
+	// gone when the user comes back.
+	if err := b.Navigate(ctx, "about:blank"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := c.workerMetric(t, "cloudbrowser_worker_local_clients"); n != 0 {
+			return fmt.Errorf("%v clients still connected", n)
+		}
+		return nil
+	})
+	if err := b.Navigate(ctx, browserURL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, b, "the engine sends the remembered link", `document.body.dataset.link`, "8")
+	// 8 kbit/s: the smallest step, 0.35 of the 1000 px window (the
+	// worker's CPU grades frames to half size at the least).
+	eventually(t, b, "the first frame is small", `Number(document.body.dataset.firstFrameWidth || 0) > 0 && Number(document.body.dataset.firstFrameWidth) <= 351`, "true")
+	eventually(t, b, "full size again after the first ack, the page unchanged", `Number(document.body.dataset.frameWidth) > 351`, "true")
+	if got := c.workerMetric(t, "cloudbrowser_screencast_link_graded_browsers"); got != 0 {
+		t.Errorf("link-graded browsers %v after the fast ack, want 0", got)
+	}
+}
+
+// TestLinkHintRejected: a malformed hint is refused before the upgrade,
+// with a 400 that names the field.
+func TestLinkHintRejected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	c := appsCluster(t)
+	u := newUser(t, "http://"+c.public)
+	path := lastHop(t, u.open("/typing"))
+	h := http.Header{"Origin": {"http://" + c.public}}
+	req, _ := http.NewRequest("GET", "http://"+c.public+path, nil)
+	for _, ck := range u.c.Jar.Cookies(req.URL) {
+		h.Add("Cookie", ck.String())
+	}
+	for _, q := range []string{"fast", "0", "-1", "99999999999"} {
+		conn, resp, err := websocket.DefaultDialer.DialContext(ctxT(t, 10*time.Second),
+			"ws://"+c.public+path+"/ws?link="+q, h)
+		if err == nil {
+			conn.Close()
+			t.Fatalf("link=%s: connected", q)
+		}
+		if !errors.Is(err, websocket.ErrBadHandshake) || resp == nil {
+			t.Fatalf("link=%s: %v", q, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "link: ") || !strings.Contains(string(body), "kbit/s") {
+			t.Fatalf("link=%s: %d %s", q, resp.StatusCode, body)
+		}
+	}
+	// A well-formed one connects.
+	conn, _, err := websocket.DefaultDialer.DialContext(ctxT(t, 10*time.Second),
+		"ws://"+c.public+path+"/ws?link="+strconv.Itoa(2000), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+}
