@@ -932,6 +932,7 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 	a.w.kickSnapshot(vb)
 	vb.hub.startIdle(in.idle, a.w.clock, releasedReason(in.idle), reloadURL(in.app, in.info.ID), func() { a.browserIdle(in, vb) })
 	vb.hub.startRest(a.w.cfg.RestAfter, a.w.clock, &a.w.rest)
+	vb.hub.setPrecast(precastWindow, a.w.clock)
 	a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", user).Msg("browser created")
 	return vb, nil
 }

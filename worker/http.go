@@ -456,6 +456,14 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 		w.page(rw, r, id, http.StatusInternalServerError, "Internal error", "The page could not be rendered.")
 		return
 	}
+	// The engine connects once this page and its assets are in: its first
+	// frame gets ready meanwhile. Not on the request's context, which ends
+	// with this answer.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), precastWindow)
+		defer cancel()
+		b.hub.precast(ctx)
+	}()
 	httpsec.SetEngine(rw.Header(), w.users.https(r))
 	if b.made != "" {
 		rw.Header().Add("Server-Timing", b.made)

@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -349,4 +350,90 @@ func TestBrowserServerTiming(t *testing.T) {
 			t.Fatalf("Server-Timing %q lacks %s", st, step)
 		}
 	}
+}
+
+// TestPrecast: serving a Browser URL's page starts its screencast, so the
+// first frame is there when the engine's socket opens; with nobody
+// connecting within the window the screencast stops, and a client that
+// came keeps it.
+func TestPrecast(t *testing.T) {
+	newHub := func(t *testing.T) (*hub, *fakeBrowser, *clocktest.Clock) {
+		nb, err := (&browser.Null{}).NewBrowser(context.Background(), browser.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fb := &fakeBrowser{Browser: nb, frames: make(chan browser.Frame), crashed: make(chan struct{})}
+		h := &hub{vb: &vbrowser{id: "b", b: fb}, frames: &frameCounters{}, clients: map[*client]struct{}{},
+			rest: hubRest{callMu: make(chan struct{}, 1)}, refreshes: make(chan struct{}, 1), log: zerolog.Nop()}
+		clk := clocktest.New(time.Unix(1000, 0))
+		h.setPrecast(time.Second, clk)
+		t.Cleanup(func() {
+			h.mu.Lock()
+			h.stopCastLocked()
+			done := h.castDone
+			h.mu.Unlock()
+			if done != nil {
+				<-done
+			}
+		})
+		return h, fb, clk
+	}
+	casting := func(fb *fakeBrowser) bool {
+		select {
+		case fb.frames <- browser.Frame{Seq: 7, Data: []byte{1}}:
+			return true
+		case <-time.After(2 * time.Second):
+			return false
+		}
+	}
+	stopped := func(t *testing.T, h *hub) {
+		t.Helper()
+		h.mu.Lock()
+		done := h.castDone
+		h.mu.Unlock()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the screencast did not stop")
+		}
+	}
+
+	t.Run("nobody comes", func(t *testing.T) {
+		h, fb, clk := newHub(t)
+		h.precast(context.Background())
+		if !casting(fb) {
+			t.Fatal("no screencast after the page was served")
+		}
+		h.mu.Lock()
+		last := h.last
+		h.mu.Unlock()
+		if last == nil || last.seq != 7 {
+			t.Fatalf("the frame painted before anyone connected is not kept for the first client: %+v", last)
+		}
+		clk.Advance(time.Second)
+		stopped(t, h)
+	})
+	t.Run("a client comes", func(t *testing.T) {
+		h, fb, clk := newHub(t)
+		h.precast(context.Background())
+		h.mu.Lock()
+		h.clients[&client{}] = struct{}{}
+		h.disarmCountdownsLocked()
+		h.mu.Unlock()
+		clk.Advance(time.Second)
+		if !casting(fb) {
+			t.Fatal("the screencast stopped under a client")
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		h, _, _ := newHub(t)
+		h.setPrecast(0, nil)
+		h.precast(context.Background())
+		h.mu.Lock()
+		started := h.castStop != nil
+		h.mu.Unlock()
+		if started {
+			t.Fatal("a screencast started with precasting off")
+		}
+	})
 }

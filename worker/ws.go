@@ -43,6 +43,9 @@ const (
 	pingEvery        = pongWait * 9 / 10
 	sendQueue        = 64
 	inputTimeout     = 5 * time.Second
+	// precastWindow is how long a screencast started for a client about
+	// to connect waits for it (a page load over a slow link included).
+	precastWindow = 5 * time.Second
 )
 
 type wsMsg struct {
@@ -124,6 +127,9 @@ type hub struct {
 
 	// rest is the resting state (rest.go).
 	rest hubRest
+	// pre ends a screencast started for a client about to connect
+	// (precast) if none did.
+	pre countdown
 
 	// grade sizes the frames (nil = full size); inputAt is when the last
 	// input that paints was handed to the browser (UnixNano, 0 = shown),
@@ -224,10 +230,48 @@ func (h *hub) armCountdownsLocked() {
 	h.rest.cd.arm(h.restFired)
 }
 
-// disarmCountdownsLocked stops both: a client joined, or the hub closed.
+// disarmCountdownsLocked stops them: a client joined, or the hub closed.
 func (h *hub) disarmCountdownsLocked() {
 	h.idle.disarm()
 	h.rest.cd.disarm()
+	h.pre.disarm()
+}
+
+// Precast (issue 16, first frame). The screencast's first frame takes a
+// while after it starts (40 ms on a quiet machine, 150 on a busy one); a
+// screencast started when the client engine's page is served has its
+// frame ready when the engine's socket opens, a page load later. If no
+// client comes within the window, the screencast stops again.
+
+// setPrecast turns precasting on with the given window (0 = off).
+func (h *hub) setPrecast(window time.Duration, clk clock.Clock) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pre.set(window, clk)
+}
+
+// precast wakes a resting page and starts the screencast for a client
+// about to connect. It blocks for the wake (bounded by ctx): callers run
+// it beside the page they serve.
+func (h *hub) precast(ctx context.Context) {
+	h.wake(ctx)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.pre.on() || h.closed || len(h.clients) > 0 {
+		return
+	}
+	h.startCastLocked()
+	h.pre.arm(h.precastEnded)
+}
+
+// precastEnded stops a precast screencast nobody came to watch.
+func (h *hub) precastEnded(gen uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.pre.current(gen) || len(h.clients) > 0 {
+		return
+	}
+	h.stopCastLocked()
 }
 
 // idleFired releases the browser if nobody joined since the countdown

@@ -105,3 +105,36 @@ func TestLinkHintRejected(t *testing.T) {
 	}
 	conn.Close()
 }
+
+// TestPrecastFirstFrame: serving the client engine's page starts the
+// browser's screencast, so its first frame is painted before the engine's
+// socket opens and is the first thing the socket gets.
+func TestPrecastFirstFrame(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	c := appsCluster(t)
+	before := c.workerMetric(t, "cloudbrowser_screencast_frames_total")
+	u := newUser(t, "http://"+c.public)
+	path := lastHop(t, u.open("/typing")) // the engine page, no socket yet
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := c.workerMetric(t, "cloudbrowser_screencast_frames_total"); n <= before {
+			return fmt.Errorf("frames painted %v, before the page %v: no screencast yet", n, before)
+		}
+		return nil
+	})
+	h := http.Header{"Origin": {"http://" + c.public}}
+	req, _ := http.NewRequest("GET", "http://"+c.public+path, nil)
+	for _, ck := range u.c.Jar.Cookies(req.URL) {
+		h.Add("Cookie", ck.String())
+	}
+	conn, _, err := websocket.DefaultDialer.DialContext(ctxT(t, 10*time.Second), "ws://"+c.public+path+"/ws", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fs := watchFrames(t, conn)
+	if _, ok := fs.next(30 * time.Second); !ok {
+		t.Fatal("no first frame")
+	}
+}
