@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -404,12 +405,15 @@ func TestPrecast(t *testing.T) {
 		if !casting(fb) {
 			t.Fatal("no screencast after the page was served")
 		}
-		h.mu.Lock()
-		last := h.last
-		h.mu.Unlock()
-		if last == nil || last.seq != 7 {
-			t.Fatalf("the frame painted before anyone connected is not kept for the first client: %+v", last)
-		}
+		// The frame is handed over; the sink keeps it for the first client.
+		testutil.Eventually(t, 10*time.Second, func() error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.last == nil || h.last.seq != 7 {
+				return fmt.Errorf("the frame painted before anyone connected is not kept: %+v", h.last)
+			}
+			return nil
+		})
 		clk.Advance(time.Second)
 		stopped(t, h)
 	})
