@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
 // The link grade follows the best-connected viewer's transfer times: a
@@ -177,5 +179,24 @@ func TestLinkHintParsing(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "link:") {
 			t.Errorf("?%s: error %q does not name the field", tt.query, err)
 		}
+	}
+}
+
+// While a joining viewer's hint stands, frames graded before it (too large
+// for the hinted step) reach nobody; the restart's smaller frame does.
+func TestHintedHubDropsLargerFrames(t *testing.T) {
+	h := &hub{clients: map[*client]struct{}{}, frames: &frameCounters{}, log: zerolog.Nop()}
+	c := &client{frameSig: make(chan struct{}, 1)}
+	h.clients[c] = struct{}{}
+	h.mu.Lock()
+	h.hintLinkLocked(8) // the last step: 0.35
+	h.mu.Unlock()
+	h.fanOut(browser.Frame{Seq: 1, Data: []byte{1}, Width: 1280, Height: 720, DeviceWidth: 1280, DeviceHeight: 720})
+	if f := c.frame.Load(); f != nil || h.last != nil {
+		t.Fatalf("a full-size frame reached the hinted viewer: %+v", f)
+	}
+	h.fanOut(browser.Frame{Seq: 2, Data: []byte{1}, Width: 448, Height: 252, DeviceWidth: 1280, DeviceHeight: 720})
+	if f := c.frame.Load(); f == nil || f.seq != 2 {
+		t.Fatalf("the frame at the hinted size did not reach the viewer: %+v", f)
 	}
 }

@@ -460,6 +460,11 @@ func (h *hub) fanOut(f browser.Frame) {
 	msg := &frameMsg{seq: f.Seq, b: encodeFrame(f)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.link.hinted && float64(f.Width) > f.DeviceWidth*linkSteps[h.link.step].scale+2 {
+		// Graded before a joining viewer's link hint, and too large for
+		// it: the screencast's restart sends the frame at the new size.
+		return
+	}
 	h.last = msg
 	for c := range h.clients {
 		if old := c.frame.Swap(msg); old != nil {

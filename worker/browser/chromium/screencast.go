@@ -129,15 +129,17 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 				continue
 			}
 			sharpened = false
-			last = b.frame(ev)
-			sink(last)
 			if g := gradeOf(opts, quality); g.Scale != cur.Scale || g.Quality != cur.Quality {
-				// A new grade: the restart sends a frame with it.
+				// A new grade: this frame has the old one (a frame too large
+				// for a viewer's link must not reach it), and the restart
+				// sends one with the new.
 				if err := start(g); err != nil {
 					return b.endScreencast(ctx)
 				}
 				continue
 			}
+			last = b.frame(ev)
+			sink(last)
 			if err := ack(ev); err != nil {
 				return b.endScreencast(ctx)
 			}
