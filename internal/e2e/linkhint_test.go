@@ -20,7 +20,7 @@ import (
 // slow says so when it connects, and its first frame is a small one
 // instead of the browser's last full-size frame (3.5 s on a 256 kbit/s
 // link). The link is in fact fast here, so the first acknowledgement
-// brings full-size frames back without the page changing.
+// brings larger frames back without the page changing.
 //
 // The engine remembers its last measured link for an hour; coming back
 // with its assets cached (nothing to measure), a user's Chromium sends the
@@ -61,10 +61,10 @@ func TestLinkHintSizesTheFirstFrame(t *testing.T) {
 	// 8 kbit/s: the smallest step, 0.35 of the 1000 px window (the
 	// worker's CPU grades frames to half size at the least).
 	eventually(t, b, "the first frame is small", `Number(document.body.dataset.firstFrameWidth || 0) > 0 && Number(document.body.dataset.firstFrameWidth) <= 351`, "true")
-	eventually(t, b, "full size again after the first ack, the page unchanged", `Number(document.body.dataset.frameWidth) > 351`, "true")
-	if got := c.workerMetric(t, "cloudbrowser_screencast_link_graded_browsers"); got != 0 {
-		t.Errorf("link-graded browsers %v after the fast ack, want 0", got)
-	}
+	// The first ack times that frame (the screen's drawing included, so a
+	// busy machine may predict a step below full size): larger frames come
+	// at once, the page unchanged.
+	eventually(t, b, "larger frames after the first ack, the page unchanged", `Number(document.body.dataset.frameWidth) > 351`, "true")
 }
 
 // TestLinkHintRejected: a malformed hint is refused before the upgrade,
