@@ -90,15 +90,13 @@ func (h *hub) hintLinkLocked(kbps int) (skipLast bool) {
 			return false
 		}
 	}
-	transfer := func(bytes float64) time.Duration {
-		return time.Duration(bytes * 8 / float64(kbps) * float64(time.Millisecond))
-	}
 	l := &h.link
-	full := float64(defaultFrameBytes)
+	// A frame of the current step: the last one, or a default one's share.
+	bytes := float64(defaultFrameBytes) * linkSteps[l.step].bytes
 	if h.last != nil {
-		full = float64(len(h.last.b)) / linkSteps[l.step].bytes
+		bytes = float64(len(h.last.b))
 	}
-	best := transfer(full * linkSteps[l.step].bytes)
+	best := time.Duration(bytes * 8 / float64(kbps) * float64(time.Millisecond))
 	step := firstFastStep(0, l.step, best)
 	if step <= l.step {
 		return false
@@ -106,7 +104,7 @@ func (h *hub) hintLinkLocked(kbps int) (skipLast bool) {
 	l.seen = h.acks.Load()
 	h.setLinkStepLocked(step, best, "hint")
 	l.hinted, l.hold, l.good = true, 0, 0
-	return h.last != nil && transfer(float64(len(h.last.b))) > linkSlow
+	return h.last != nil && best > linkSlow
 }
 
 // hintPending: the step is a hint's and the next ack decides it.

@@ -360,10 +360,9 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr
 	h.wake(r.Context()) // a resting page paints nothing
 	h.mu.Lock()
 	page := h.page
-	casting := h.castStop != nil
 	// A last frame too large for the client's link is not sent: a fresh
-	// one at the hinted step comes instead, from the screencast's start or
-	// its refresh.
+	// one at the hinted step comes instead, from the screencast's refresh
+	// (or, if it only starts now, its start; the refresh is then a no-op).
 	stale := h.hintLinkLocked(linkKbps)
 	if h.last != nil && !stale {
 		c.frame.Store(h.last)
@@ -371,7 +370,7 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr
 	}
 	h.startCastLocked()
 	h.mu.Unlock()
-	if stale && casting {
+	if stale {
 		h.refresh()
 	}
 	h.log.Debug().Str("request_id", r.Header.Get("X-Request-Id")).Bool("read_only", readOnly).Msg("client connected")

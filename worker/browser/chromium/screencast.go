@@ -93,17 +93,24 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 		_, err := pageCall(cctx, b, page.ScreencastFrameAck, page.ScreencastFrameAckParams{SessionID: ev.SessionID})
 		return err
 	}
+	// regrade restarts the screencast if its grade changed; the restart
+	// sends a frame at the new one.
+	regrade := func() (restarted bool, err error) {
+		g := gradeOf(opts, quality)
+		if g.Scale == cur.Scale && g.Quality == cur.Quality {
+			return false, nil
+		}
+		sharpen.Stop()
+		sharpened = false
+		return true, start(g)
+	}
 	for {
 		select {
 		case <-cctx.Done():
 			return b.endScreencast(ctx)
 		case <-opts.Refresh:
-			if g := gradeOf(opts, quality); g.Scale != cur.Scale || g.Quality != cur.Quality {
-				sharpen.Stop()
-				sharpened = false
-				if err := start(g); err != nil {
-					return b.endScreencast(ctx)
-				}
+			if _, err := regrade(); err != nil {
+				return b.endScreencast(ctx)
 			}
 			continue
 		case <-sharpen.C:
@@ -129,13 +136,13 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 				continue
 			}
 			sharpened = false
-			if g := gradeOf(opts, quality); g.Scale != cur.Scale || g.Quality != cur.Quality {
-				// A new grade: this frame has the old one (a frame too large
-				// for a viewer's link must not reach it), and the restart
-				// sends one with the new.
-				if err := start(g); err != nil {
-					return b.endScreencast(ctx)
-				}
+			// A new grade: this frame has the old one (a frame too large for
+			// a viewer's link must not reach it); the restart sends one.
+			restarted, err := regrade()
+			if err != nil {
+				return b.endScreencast(ctx)
+			}
+			if restarted {
 				continue
 			}
 			last = b.frame(ev)
