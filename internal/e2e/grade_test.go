@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -279,12 +277,7 @@ func TestFramesGradedToASlowLink(t *testing.T) {
 		link = &throttledConn{Conn: conn}
 		return link, nil
 	}}
-	req, _ := http.NewRequest("GET", strings.Replace(wsURL, "ws://", "http://", 1), nil)
-	h := http.Header{"Origin": {"http://" + c.public}}
-	for _, ck := range u.c.Jar.Cookies(req.URL) {
-		h.Add("Cookie", ck.String())
-	}
-	conn, _, err := dialer.DialContext(ctxT(t, 10*time.Second), wsURL, h)
+	conn, _, err := dialer.DialContext(ctxT(t, 10*time.Second), wsURL, u.socketHeader(wsURL))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,15 +75,10 @@ func TestLinkHintRejected(t *testing.T) {
 	}
 	c := appsCluster(t)
 	u := newUser(t, "http://"+c.public)
-	path := lastHop(t, u.open("/typing"))
-	h := http.Header{"Origin": {"http://" + c.public}}
-	req, _ := http.NewRequest("GET", "http://"+c.public+path, nil)
-	for _, ck := range u.c.Jar.Cookies(req.URL) {
-		h.Add("Cookie", ck.String())
-	}
+	wsURL := "ws://" + c.public + lastHop(t, u.open("/typing")) + "/ws"
+	h := u.socketHeader(wsURL)
 	for _, q := range []string{"fast", "0", "-1", "99999999999"} {
-		conn, resp, err := websocket.DefaultDialer.DialContext(ctxT(t, 10*time.Second),
-			"ws://"+c.public+path+"/ws?link="+q, h)
+		conn, resp, err := websocket.DefaultDialer.DialContext(ctxT(t, 10*time.Second), wsURL+"?link="+q, h)
 		if err == nil {
 			conn.Close()
 			t.Fatalf("link=%s: connected", q)
@@ -98,8 +93,7 @@ func TestLinkHintRejected(t *testing.T) {
 		}
 	}
 	// A well-formed one connects.
-	conn, _, err := websocket.DefaultDialer.DialContext(ctxT(t, 10*time.Second),
-		"ws://"+c.public+path+"/ws?link="+strconv.Itoa(2000), h)
+	conn, _, err := websocket.DefaultDialer.DialContext(ctxT(t, 10*time.Second), wsURL+"?link="+strconv.Itoa(2000), h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,19 +110,14 @@ func TestPrecastFirstFrame(t *testing.T) {
 	c := appsCluster(t)
 	before := c.workerMetric(t, "cloudbrowser_screencast_frames_total")
 	u := newUser(t, "http://"+c.public)
-	path := lastHop(t, u.open("/typing")) // the engine page, no socket yet
+	wsURL := "ws://" + c.public + lastHop(t, u.open("/typing")) + "/ws" // the engine page, no socket yet
 	testutil.Eventually(t, 30*time.Second, func() error {
 		if n := c.workerMetric(t, "cloudbrowser_screencast_frames_total"); n <= before {
 			return fmt.Errorf("frames painted %v, before the page %v: no screencast yet", n, before)
 		}
 		return nil
 	})
-	h := http.Header{"Origin": {"http://" + c.public}}
-	req, _ := http.NewRequest("GET", "http://"+c.public+path, nil)
-	for _, ck := range u.c.Jar.Cookies(req.URL) {
-		h.Add("Cookie", ck.String())
-	}
-	conn, _, err := websocket.DefaultDialer.DialContext(ctxT(t, 10*time.Second), "ws://"+c.public+path+"/ws", h)
+	conn, _, err := websocket.DefaultDialer.DialContext(ctxT(t, 10*time.Second), wsURL, u.socketHeader(wsURL))
 	if err != nil {
 		t.Fatal(err)
 	}

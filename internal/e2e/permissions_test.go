@@ -44,16 +44,22 @@ func (u *user) logIn(app, name, password string) int {
 	return resp.StatusCode
 }
 
-// dialStatus opens a client engine socket as u, returning the connection
-// or the HTTP status of the refused handshake.
-func dialStatus(t *testing.T, u *user, wsURL string) (*websocket.Conn, int) {
-	t.Helper()
+// socketHeader is what u's client engine sends opening the socket at
+// wsURL: the page's origin and u's cookies for it.
+func (u *user) socketHeader(wsURL string) http.Header {
 	req, _ := http.NewRequest("GET", strings.Replace(wsURL, "ws://", "http://", 1), nil)
 	h := http.Header{"Origin": {"http://" + req.URL.Host}}
 	for _, ck := range u.c.Jar.Cookies(req.URL) {
 		h.Add("Cookie", ck.String())
 	}
-	conn, resp, err := websocket.DefaultDialer.DialContext(ctxT(t, 10*time.Second), wsURL, h)
+	return h
+}
+
+// dialStatus opens a client engine socket as u, returning the connection
+// or the HTTP status of the refused handshake.
+func dialStatus(t *testing.T, u *user, wsURL string) (*websocket.Conn, int) {
+	t.Helper()
+	conn, resp, err := websocket.DefaultDialer.DialContext(ctxT(t, 10*time.Second), wsURL, u.socketHeader(wsURL))
 	if err != nil {
 		if resp == nil {
 			t.Fatalf("dial %s: %v", wsURL, err)
