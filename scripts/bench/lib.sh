@@ -65,17 +65,15 @@ start_worker() {
 # (SO_REUSEPORT, as the Reverse Proxy Manager starts them), each with
 # PROXY_GOMAXPROCS if set. PROXY is the address, PROXY_PIDS their PIDs.
 start_proxy() {
-	local i
+	local i addr=127.0.0.1:0 # the first takes a port, the others join it
 	PROXY_PIDS=()
-	GOMAXPROCS=${PROXY_GOMAXPROCS:-} "$TMP/bin/benchproxy" -addr 127.0.0.1:0 -addr-file "$TMP/proxy.addr" -worker "$WORKER" 2>"$TMP/proxy.log" &
-	PIDS+=($!) PROXY_PIDS+=($!)
-	wait_file "$TMP/proxy.addr"
-	PROXY=$(cat "$TMP/proxy.addr")
-	for i in $(seq 2 "${PROXIES:-1}"); do
-		GOMAXPROCS=${PROXY_GOMAXPROCS:-} "$TMP/bin/benchproxy" -addr "$PROXY" -addr-file "$TMP/proxy$i.addr" -worker "$WORKER" 2>>"$TMP/proxy.log" &
+	for i in $(seq 1 "${PROXIES:-1}"); do
+		GOMAXPROCS=${PROXY_GOMAXPROCS:-} "$TMP/bin/benchproxy" -addr "$addr" -addr-file "$TMP/proxy$i.addr" -worker "$WORKER" 2>>"$TMP/proxy.log" &
 		PIDS+=($!) PROXY_PIDS+=($!)
 		wait_file "$TMP/proxy$i.addr"
+		addr=$(cat "$TMP/proxy$i.addr")
 	done
+	PROXY=$addr
 }
 
 # start_loop NAME MODE: the looproxy baseline (an epoll event loop per CPU,
