@@ -439,7 +439,7 @@ func (m *Master) Start(ctx context.Context) error {
 			return fmt.Errorf("master: %w", config.Errorf("AdminAddr", "%s: %w", m.cfg.AdminAddr, err))
 		}
 		m.admin = &http.Server{Handler: m.adminHandler(false), ReadHeaderTimeout: 10 * time.Second}
-		m.serve(m.admin, m.adminLn, "admin")
+		m.serve(func() error { return m.admin.Serve(m.adminLn) }, "admin")
 	}
 	if m.cfg.PublicAddr != "" {
 		if err := m.startProxies(ctx); err != nil {
@@ -455,11 +455,11 @@ func (m *Master) Start(ctx context.Context) error {
 	return nil
 }
 
-func (m *Master) serve(srv *http.Server, ln net.Listener, name string) {
+func (m *Master) serve(serve func() error, name string) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.log.Error().Err(err).Str("server", name).Msg("http server stopped")
 		}
 	}()
@@ -522,7 +522,7 @@ func (m *Master) startProxies(ctx context.Context) error {
 			HopKey: func() []byte { return m.hopKey }, PortKey: func() []byte { return m.portKey },
 		})
 		m.public = &http.Server{Handler: m.embedded, ReadHeaderTimeout: 10 * time.Second}
-		m.serve(m.public, ln, "public")
+		m.serve(func() error { return m.embedded.Serve(m.public, ln) }, "public")
 		return nil
 	}
 	return m.startProxyProcs(ctx)

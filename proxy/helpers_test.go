@@ -3,11 +3,13 @@ package proxy
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
@@ -68,22 +70,50 @@ func startWorker(t testing.TB, h http.Handler) Route {
 	return Route{WorkerID: testWorker, Addr: srv.Listener.Addr().String()}
 }
 
+// testServer is a proxy serving on loopback as in production: through
+// Proxy.Serve, so with the edge in front.
+type testServer struct {
+	URL  string
+	Addr string
+	p    *Proxy
+	srv  *http.Server
+	done chan error
+	once sync.Once
+}
+
+// Close closes the server and every connection at once, the edge's too.
+func (s *testServer) Close() {
+	s.once.Do(func() {
+		_ = s.srv.Close()
+		<-s.done
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		s.p.shutdownEdges(ctx)
+	})
+}
+
 // startProxy serves p on loopback; cleanup closes the server, then shuts
 // the proxy down so relays end before goleak looks.
-func startProxy(t testing.TB, cfg Config) (*Proxy, *httptest.Server) {
+func startProxy(t testing.TB, cfg Config) (*Proxy, *testServer) {
 	t.Helper()
 	if _, bench := t.(*testing.B); !bench { // a log line per request would be what benchmarks measure
 		cfg.Logger = testutil.Logger(t)
 	}
 	p := New(cfg)
-	srv := httptest.NewServer(p)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &testServer{p: p, Addr: ln.Addr().String(), URL: "http://" + ln.Addr().String(),
+		srv: &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}, done: make(chan error, 1)}
+	go func() { s.done <- p.Serve(s.srv, ln) }()
 	t.Cleanup(func() {
-		srv.Close()
+		s.Close()
 		if err := p.Shutdown(context.Background()); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	return p, srv
+	return p, s
 }
 
 // client returns an http.Client whose idle connections die with the test.

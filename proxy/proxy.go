@@ -69,6 +69,14 @@ type Config struct {
 	// TLS-terminating load balancer in front. Workers are told the result
 	// in X-Forwarded-Proto; the proxy's own pages send HSTS when HTTPS.
 	PublicHTTPS, TrustForwardedProto bool
+	// DisableEdge serves everything with net/http, without the event-loop
+	// edge in front (edge.go); for comparisons.
+	DisableEdge bool
+	// EdgeLoops is the number of the edge's event loops (default: half the
+	// CPUs the process may use, at least one: the other half runs the
+	// goroutines of what the edge hands over, WebSocket relays above all,
+	// and one loop fed by the kernel keeps a core busy on its own).
+	EdgeLoops int
 	// OnWorkerUnreachable is called when a worker refuses or drops a
 	// connection before answering, so the caller can tell the master. It
 	// runs on the request goroutine and must not block.
@@ -85,12 +93,14 @@ type Proxy struct {
 	idPrefix string
 	idSeq    atomic.Uint64
 
-	st counters
+	st   counters
+	edge edgeStats
 
 	mu      sync.Mutex
 	closing bool
 	relays  map[*relay]struct{}
 	drained chan struct{} // closed when closing && len(relays)==0
+	edges   []edgeWaiter
 }
 
 type counters struct {
@@ -109,6 +119,7 @@ type Stats struct {
 	WebSocketsTotal uint64 // relays established (101 relayed)
 	BytesUp         uint64 // relayed client->worker WebSocket bytes
 	BytesDown       uint64 // relayed worker->client WebSocket bytes
+	EdgeRequests    uint64 // requests the event-loop edge relayed itself (edge.go)
 }
 
 // New returns a Proxy; it panics if cfg.Router is nil (a programming error).
@@ -283,6 +294,7 @@ func (p *Proxy) Stats() Stats {
 		WebSocketsTotal: p.st.wsTotal.Load(),
 		BytesUp:         p.st.bytesUp.Load(),
 		BytesDown:       p.st.bytesDown.Load(),
+		EdgeRequests:    p.edge.requests.Load(),
 	}
 }
 
@@ -303,6 +315,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}
 	drained := p.drained
 	p.mu.Unlock()
+	p.shutdownEdges(ctx)
 	p.up.close()
 	select {
 	case <-drained:

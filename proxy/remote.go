@@ -274,7 +274,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 		PublicHTTPS: cfg.PublicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto})
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- p.Serve(srv, ln) }()
 	listen := BoundAddr(cfg.Listen, ln)
 	if err := VerifyShared(ctx, listen, portKey.Get()); err != nil {
 		_ = srv.Close()

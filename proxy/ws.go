@@ -135,7 +135,7 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string
 	}
 	p.st.wsTotal.Add(1)
 	log.Debug().Msg("websocket relay open")
-	p.pump(cc, wc)
+	p.pump(unwrapConn(cc), wc)
 	log.Debug().Msg("websocket relay closed")
 }
 

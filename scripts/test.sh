@@ -57,5 +57,6 @@ if [ "$FUZZTIME" != "0" ]; then
 	step "fuzz (${FUZZTIME:-execution budgets})"
 	go test -run '^$' -fuzz '^FuzzDecodeFrame$' -fuzztime "${FUZZTIME:-200000x}" ./rmi
 	go test -run '^$' -fuzz '^FuzzClassify$' -fuzztime "${FUZZTIME:-800000x}" ./internal/urlkind
+	go test -run '^$' -fuzz '^FuzzEdgeRequest$' -fuzztime "${FUZZTIME:-200000x}" ./proxy
 fi
 step "all tests passed"

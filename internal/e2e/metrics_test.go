@@ -122,6 +122,9 @@ func TestMetrics(t *testing.T) {
 		{"master rmi calls", m0, m1, "cloudbrowser_rmi_calls_total", map[string]string{"direction": "in"}, 3},
 		{"worker instances", m0, m1, "cloudbrowser_worker_instances", nil, 3},
 		{"proxy requests", p0, p1, "cloudbrowser_proxy_requests_total", nil, 6},
+		// The Application URL (its placement asked of the master off the
+		// event loop) and the Browser URL: both relayed by the proxy's edge.
+		{"proxy edge requests", p0, p1, "cloudbrowser_proxy_edge_requests_total", nil, 6},
 		{"proxy route lookups", p0, p1, "cloudbrowser_proxy_route_lookups_total", nil, 1},
 		{"worker local instances", w0, w1, "cloudbrowser_worker_local_instances", nil, 3},
 		{"worker rmi calls out", w0, w1, "cloudbrowser_rmi_calls_total", map[string]string{"direction": "out"}, 3},

@@ -68,7 +68,7 @@ start_proxy() {
 	local i addr=127.0.0.1:0 # the first takes a port, the others join it
 	PROXY_PIDS=()
 	for i in $(seq 1 "${PROXIES:-1}"); do
-		GOMAXPROCS=${PROXY_GOMAXPROCS:-} "$TMP/bin/benchproxy" -addr "$addr" -addr-file "$TMP/proxy$i.addr" -worker "$WORKER" 2>>"$TMP/proxy.log" &
+		GOMAXPROCS=${PROXY_GOMAXPROCS:-} "$TMP/bin/benchproxy" ${PROXY_FLAGS:-} -addr "$addr" -addr-file "$TMP/proxy$i.addr" -worker "$WORKER" 2>>"$TMP/proxy.log" &
 		PIDS+=($!) PROXY_PIDS+=($!)
 		wait_file "$TMP/proxy$i.addr"
 		addr=$(cat "$TMP/proxy$i.addr")

@@ -8,6 +8,7 @@
 #   DURATION=5 CONNS=64 scripts/bench/proxy-http.sh
 #   PROXIES=2 PROXY_GOMAXPROCS=1 scripts/bench/proxy-http.sh  # two proxy processes on one port
 #   LOOP=1 scripts/bench/proxy-http.sh   # + the looproxy baselines (event loop; with net/http's parsers)
+#   NETHTTP=1 scripts/bench/proxy-http.sh  # + the proxy without its event-loop edge (net/http alone)
 #
 # On small machines wrk, the proxy and the worker share the CPUs: compare
 # ratios within a run, not absolute numbers across machines. CPU per
@@ -29,6 +30,12 @@ start_worker
 WORKER_PID=${PIDS[-1]}
 start_proxy
 targets=("direct $WORKER $WORKER_PID" "proxy $PROXY $(IFS=,; echo "${PROXY_PIDS[*]}")")
+if [ "${NETHTTP:-0}" = 1 ]; then
+	"$TMP/bin/benchproxy" -edge=false -addr 127.0.0.1:0 -addr-file "$TMP/nethttp.addr" -worker "$WORKER" 2>>"$TMP/proxy.log" &
+	PIDS+=($!)
+	wait_file "$TMP/nethttp.addr"
+	targets+=("net/http $(cat "$TMP/nethttp.addr") ${PIDS[-1]}")
+fi
 if [ "${LOOP:-0}" = 1 ]; then
 	start_loop loop http
 	start_loop loop+parse http-parse

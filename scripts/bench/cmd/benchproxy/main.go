@@ -32,6 +32,8 @@ func main() {
 	cache := flag.Bool("cache", true, "wrap the router in a CachingRouter (as in production)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile here until exit")
 	signHops := flag.Bool("hop", true, "sign every relayed request (X-CB-Hop), as in production")
+	edge := flag.Bool("edge", true, "serve through the event-loop edge (as in production); false: net/http alone")
+	edgeLoops := flag.Int("edge-loops", 0, "the edge's event loops (0: one per CPU)")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -52,7 +54,7 @@ func main() {
 		router = proxy.NewCachingRouter(router, time.Minute)
 	}
 	logger := zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
-	cfg := proxy.Config{Router: router, Logger: logger}
+	cfg := proxy.Config{Router: router, Logger: logger, DisableEdge: !*edge, EdgeLoops: *edgeLoops}
 	if *signHops {
 		key := make([]byte, hop.KeyLen)
 		if _, err := rand.Read(key); err != nil {
@@ -81,10 +83,10 @@ func main() {
 		srv.Shutdown(sctx)
 		p.Shutdown(sctx)
 		s := p.Stats()
-		fmt.Fprintf(os.Stderr, "benchproxy: requests=%d ws_total=%d bytes_up=%d bytes_down=%d\n",
-			s.Requests, s.WebSocketsTotal, s.BytesUp, s.BytesDown)
+		fmt.Fprintf(os.Stderr, "benchproxy: requests=%d edge_requests=%d edge_handoffs=%v ws_total=%d bytes_up=%d bytes_down=%d\n",
+			s.Requests, s.EdgeRequests, p.EdgeHandoffs(), s.WebSocketsTotal, s.BytesUp, s.BytesDown)
 	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := p.Serve(srv, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Print(err)
 		stop()
 	}
