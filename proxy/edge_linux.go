@@ -406,7 +406,7 @@ func (l *loop) sweep() {
 		}
 		switch {
 		case c.up && c.connecting:
-			l.upFailed(c.ex, os.ErrDeadlineExceeded)
+			l.upFailed(c.ex, &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded})
 		case c.up && c.pooled:
 			l.closeUp(c)
 		case !c.up && c.ex == nil && len(c.out) == 0:
