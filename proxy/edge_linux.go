@@ -995,7 +995,6 @@ func (l *loop) upReadable(u *econn) {
 	}
 	ex.upClose = rs.close
 	l.wbuf = l.answerHead(l.wbuf[:0], ex)
-	ex.relayed = true
 	l.body(ex, u.in[rs.head:], l.wbuf)
 	u.in = u.in[:0] // relayed or queued: whatever it held is written out
 }
@@ -1063,6 +1062,7 @@ func (l *loop) body(ex *edgeEx, b, head []byte) {
 		l.wbuf = out[:0] // keeps the grown buffer for the next answer
 	}
 	if len(out) > 0 {
+		ex.relayed = true
 		if err := l.write(c, out); err != nil {
 			l.clientGone(c)
 			return
