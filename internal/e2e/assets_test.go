@@ -20,6 +20,22 @@ var (
 	engineStyle  = regexp.MustCompile(`<link rel="stylesheet" href="([^"?]+/_cb/engine\.css)\?v=[^"]+"`)
 )
 
+// openEngine opens app as u and returns the Browser URL's engine page and
+// the versioned engine.js URL it names.
+func openEngine(t *testing.T, u *user, app string) (hop, string) {
+	t.Helper()
+	hops := u.open(app)
+	page := hops[len(hops)-1]
+	if page.status != 200 || !strings.Contains(page.path, "/b/") {
+		t.Fatalf("did not reach a Browser URL: %+v", hops)
+	}
+	m := engineScript.FindStringSubmatch(page.body)
+	if m == nil {
+		t.Fatalf("engine page names no versioned engine.js:\n%.500s", page.body)
+	}
+	return page, m[1]
+}
+
 // TestEngineAssetsThroughProxy: through a proxy process, the Browser URL's engine
 // page names engine.js by version; that URL comes back gzipped and
 // immutable with an ETag, and asking again with the ETag gets a 304 (the
@@ -31,16 +47,7 @@ func TestEngineAssetsThroughProxy(t *testing.T) {
 	}
 	c := startCluster(t, clusterOpts{proxies: 1, workers: 1})
 	u := newUser(t, "http://"+c.public)
-	hops := u.open("/hello")
-	page := hops[len(hops)-1]
-	if page.status != 200 || !strings.Contains(page.path, "/b/") {
-		t.Fatalf("did not reach a Browser URL: %+v", hops)
-	}
-	m := engineScript.FindStringSubmatch(page.body)
-	if m == nil {
-		t.Fatalf("engine page names no versioned engine.js:\n%s", page.body)
-	}
-	js := m[1]
+	page, js := openEngine(t, u, "/hello")
 
 	// The user's client, with the encoding asked for by hand (Go's
 	// transport would otherwise ask for gzip and undo it unseen).

@@ -26,16 +26,8 @@ func TestEdgeServesPageLoads(t *testing.T) {
 	m0 := scrape(t, metricsURL, "")
 
 	u := newUser(t, "http://"+c.public)
-	hops := u.open("/typing")
-	page := hops[len(hops)-1]
-	if page.status != 200 || !strings.Contains(page.path, "/b/") {
-		t.Fatalf("did not reach a Browser URL: %+v", hops)
-	}
-	m := engineScript.FindStringSubmatch(page.body)
-	if m == nil {
-		t.Fatalf("engine page names no versioned engine.js:\n%.500s", page.body)
-	}
-	if h := u.get(m[1]); h.status != 200 || !strings.Contains(h.body, "WebSocket") {
+	page, js := openEngine(t, u, "/typing")
+	if h := u.get(js); h.status != 200 || !strings.Contains(h.body, "WebSocket") {
 		t.Fatalf("engine.js: %d %.100q", h.status, h.body)
 	}
 
