@@ -85,9 +85,8 @@ func (p *Proxy) startEdge(ln net.Listener) net.Listener {
 	if cerr := raw.Control(func(fd uintptr) {
 		for i := 0; i < n && lerr == nil; i++ {
 			var l *loop
-			if l, lerr = newLoop(e, int(fd)); lerr == nil {
-				e.loops = append(e.loops, l)
-			}
+			l, lerr = newLoop(e, int(fd))
+			e.loops = append(e.loops, l) // a failed one too: its descriptors are closed below
 		}
 	}); cerr != nil || lerr != nil {
 		for _, l := range e.loops {
@@ -285,12 +284,17 @@ func newLoop(e *edge, lfd int) (*loop, error) {
 	if l.wake, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		return l, err
 	}
-	// Exclusive: one loop wakes per new connection, not all of them.
-	if err = unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, l.lfd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLEXCLUSIVE, Fd: int32(l.lfd)}); err != nil {
+	if err = l.watchListener(); err != nil {
 		return l, err
 	}
 	err = unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, l.wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(l.wake)})
 	return l, err
+}
+
+// watchListener adds the listening socket to the loop's epoll set;
+// exclusive: one loop wakes per new connection, not all of them.
+func (l *loop) watchListener() error {
+	return unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, l.lfd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLEXCLUSIVE, Fd: int32(l.lfd)})
 }
 
 // release closes the loop's epoll set and listening socket; its eventfd
@@ -356,7 +360,7 @@ func (l *loop) run() {
 			l.drain()
 		}
 		if !l.acceptAt.IsZero() && !l.now.Before(l.acceptAt) && !l.draining {
-			if unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, l.lfd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLEXCLUSIVE, Fd: int32(l.lfd)}) == nil {
+			if l.watchListener() == nil {
 				l.acceptAt = time.Time{}
 			}
 		}
@@ -630,18 +634,14 @@ func (l *loop) start(c *econn) {
 		l.handoff(c, hoTarget)
 		return
 	}
-	id := requestID(string(r.requestID))
-	if id == "" {
-		id = p.idPrefix + strconv.FormatUint(p.idSeq.Add(1), 36)
-	}
+	id := p.requestIDFor(string(r.requestID))
 	p.st.requests.Add(1)
 	p.edge.requests.Add(1)
 	// The client's one exchange struct is reused, and with it the answer
 	// parser's slices: nothing per request is left for the collector.
 	ex := &c.exch
 	*ex = edgeEx{c: c, seq: ex.seq + 1, id: id, method: method, head1: r.head1, cliClose: r.close, t: t,
-		page: t.Kind == urlkind.KindApp || t.Kind == urlkind.KindInstance || t.Kind == urlkind.KindBrowser,
-		resp: edgeResp{keep: ex.resp.keep[:0], conn: ex.resp.conn[:0]}}
+		page: isPage(t.Kind), resp: edgeResp{keep: ex.resp.keep[:0], conn: ex.resp.conn[:0]}}
 	c.ex = ex
 	seq := ex.seq
 	if t.Kind == urlkind.KindHome {
@@ -731,11 +731,7 @@ func (l *loop) takePosted() {
 func (l *loop) routed(d edgeDone) {
 	p, ex, c := l.e.p, d.ex, d.ex.c
 	ex.routeDur = d.dur
-	err := d.err
-	if err == nil && d.route.Addr == "" {
-		err = fmt.Errorf("router returned no address for worker %q: %w", d.route.WorkerID, ErrWorkerGone)
-	}
-	if err != nil {
+	if err := routed(d.route, d.err); err != nil {
 		req, rec := l.pageRequest(ex)
 		p.routeError(rec, req, ex.id, ex.t, err)
 		l.page(ex, rec)
@@ -744,12 +740,8 @@ func (l *loop) routed(d edgeDone) {
 	var key []byte
 	if p.cfg.HopKey != nil {
 		if key = p.cfg.HopKey(); len(key) == 0 {
-			p.st.routeErrors.Add(1)
-			p.log.Warn().Str("request_id", ex.id).Msg("no hop key from the master yet")
 			req, rec := l.pageRequest(ex)
-			rec.h.Set("Retry-After", "2")
-			p.page(rec, req, ex.id, http.StatusServiceUnavailable, "Service unavailable",
-				"This proxy is not yet connected to the cluster master, retry shortly.")
+			p.noHopKey(rec, req, ex.id)
 			l.page(ex, rec)
 			return
 		}
@@ -782,7 +774,7 @@ func (l *loop) pageRequest(ex *edgeEx) (*http.Request, *pageRecorder) {
 		Body: http.NoBody}).WithContext(context.Background())
 	rec := &pageRecorder{h: http.Header{"X-Request-Id": {ex.id}}}
 	if ex.page {
-		rec.h.Set("Server-Timing", "route;dur="+strconv.FormatFloat(float64(ex.routeDur.Microseconds())/1000, 'f', 1, 64))
+		rec.h.Set("Server-Timing", routeTiming(ex.routeDur))
 	}
 	return req, rec
 }
@@ -1008,9 +1000,7 @@ func (l *loop) answerHead(b []byte, ex *edgeEx) []byte {
 	b = append(b, rs.statusRaw...)
 	b = append(b, "\r\n"...)
 	if ex.page {
-		b = append(b, "Server-Timing: route;dur="...)
-		b = strconv.AppendFloat(b, float64(ex.routeDur.Microseconds())/1000, 'f', 1, 64)
-		b = append(b, "\r\n"...)
+		b = appendLine(b, "Server-Timing", routeTiming(ex.routeDur))
 	}
 outer:
 	for _, h := range rs.keep {
@@ -1107,11 +1097,12 @@ func (l *loop) finish(ex *edgeEx) {
 	}
 }
 
-// upFailed handles a failed worker exchange: a request on a reused
-// connection that got no answer is sent again once; a request whose answer
-// has not begun goes with its client to net/http, which sends it again and
-// answers with its own page if the worker still fails; an answer cut off
-// mid-way cuts the client off, so it cannot pass for a complete one.
+// upFailed handles a failed worker exchange: an answer of unknown length
+// ends with the worker's close; a request on a reused connection that got
+// no answer is sent again once; a request whose answer has not begun gets
+// the proxy's page for the failure (as net/http's path answers it); an
+// answer cut off mid-way cuts the client off, so it cannot pass for a
+// complete one.
 func (l *loop) upFailed(ex *edgeEx, err error) {
 	if ex == nil {
 		return
@@ -1123,13 +1114,8 @@ func (l *loop) upFailed(ex *edgeEx, err error) {
 		ex.u = nil
 	}
 	switch {
-	case ex.haveHead && ex.mode == bodyEOF && (err == errUpEOF):
-		c.ex = nil
-		c.in = c.in[:copy(c.in, c.in[c.req.head:])]
-		c.closing = true
-		if len(c.out) == 0 {
-			l.closeClient(c)
-		}
+	case ex.haveHead && ex.mode == bodyEOF && err == errUpEOF:
+		l.finish(ex) // the client closes after it (cliClose)
 	case ex.relayed:
 		l.e.p.st.upstreamErrors.Add(1)
 		l.e.p.log.Warn().Str("request_id", ex.id).Err(err).Msg("worker answer cut off")

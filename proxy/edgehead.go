@@ -141,9 +141,12 @@ func parseEdgeRequest(b []byte, r *edgeReq) error {
 
 // dropped are request headers never relayed as the client sent them:
 // hop-by-hop ones and those the proxy sets itself (head.write's rules).
-func dropped(name []byte) bool {
-	for _, d := range droppedNames {
-		if asciiEq(name, d) {
+func dropped(name []byte) bool { return inNames(name, droppedNames) }
+
+// inNames: name is one of names, case-insensitively.
+func inNames(name []byte, names []string) bool {
+	for _, k := range names {
+		if asciiEq(name, k) {
 			return true
 		}
 	}
@@ -164,14 +167,7 @@ var droppedNames = func() []string {
 // answerHopByHop are an answer's hop-by-hop headers other than the framing
 // ones. Trailer stays: a chunked body is relayed with its trailers as they
 // are.
-func answerHopByHop(name []byte) bool {
-	for _, k := range answerHopNames {
-		if asciiEq(name, k) {
-			return true
-		}
-	}
-	return false
-}
+func answerHopByHop(name []byte) bool { return inNames(name, answerHopNames) }
 
 var answerHopNames = func() []string {
 	var s []string

@@ -155,10 +155,7 @@ type reqState struct {
 // ServeHTTP implements http.Handler.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.st.requests.Add(1)
-	id := requestID(r.Header.Get("X-Request-Id"))
-	if id == "" {
-		id = p.idPrefix + strconv.FormatUint(p.idSeq.Add(1), 36)
-	}
+	id := p.requestIDFor(r.Header.Get("X-Request-Id"))
 	r.Header.Set("X-Request-Id", id)
 	w.Header().Set("X-Request-Id", id)
 
@@ -187,26 +184,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	t0 := time.Now()
 	route, err := p.route(r.Context(), t)
-	if t.Kind == urlkind.KindApp || t.Kind == urlkind.KindInstance || t.Kind == urlkind.KindBrowser {
-		// Pages only (not assets or sockets): the first-frame breakdown
-		// reads it; the worker's own steps are added after it.
-		w.Header().Add("Server-Timing", "route;dur="+strconv.FormatFloat(float64(time.Since(t0).Microseconds())/1000, 'f', 1, 64))
+	if isPage(t.Kind) {
+		w.Header().Add("Server-Timing", routeTiming(time.Since(t0)))
 	}
-	if err == nil && route.Addr == "" {
-		err = fmt.Errorf("router returned no address for worker %q: %w", route.WorkerID, ErrWorkerGone)
-	}
-	if err != nil {
+	if err = routed(route, err); err != nil {
 		p.routeError(w, r, id, t, err)
 		return
 	}
 	var key []byte
 	if p.cfg.HopKey != nil {
 		if key = p.cfg.HopKey(); len(key) == 0 {
-			p.st.routeErrors.Add(1)
-			p.log.Warn().Str("request_id", id).Msg("no hop key from the master yet")
-			w.Header().Set("Retry-After", "2")
-			p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable",
-				"This proxy is not yet connected to the cluster master, retry shortly.")
+			p.noHopKey(w, r, id)
 			return
 		}
 	}
@@ -217,6 +205,45 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Only WebSocket upgrades are supported; any other Upgrade (h2c...) is
 	// not relayed (it is a hop-by-hop header).
 	p.forward(w, r, &reqState{id: id, target: t, route: route, hopKey: key})
+}
+
+// requestIDFor is a request's id: the client's if it is sane, else a new
+// one of this proxy's.
+func (p *Proxy) requestIDFor(client string) string {
+	if id := requestID(client); id != "" {
+		return id
+	}
+	return p.idPrefix + strconv.FormatUint(p.idSeq.Add(1), 36)
+}
+
+// isPage: the route's time goes in the answer's Server-Timing for pages
+// only (not assets or sockets); the first-frame breakdown reads it, the
+// worker's own steps follow it.
+func isPage(k urlkind.Kind) bool {
+	return k == urlkind.KindApp || k == urlkind.KindInstance || k == urlkind.KindBrowser
+}
+
+// routeTiming is the route's Server-Timing entry.
+func routeTiming(d time.Duration) string {
+	return "route;dur=" + strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64)
+}
+
+// routed is the error of a routing result: a route without an address is
+// a worker gone.
+func routed(route Route, err error) error {
+	if err == nil && route.Addr == "" {
+		return fmt.Errorf("router returned no address for worker %q: %w", route.WorkerID, ErrWorkerGone)
+	}
+	return err
+}
+
+// noHopKey answers while the master has not handed over the hop key.
+func (p *Proxy) noHopKey(w http.ResponseWriter, r *http.Request, id string) {
+	p.st.routeErrors.Add(1)
+	p.log.Warn().Str("request_id", id).Msg("no hop key from the master yet")
+	w.Header().Set("Retry-After", "2")
+	p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable",
+		"This proxy is not yet connected to the cluster master, retry shortly.")
 }
 
 // route asks the Router where t goes, from memory when it can answer so.
