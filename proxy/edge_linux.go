@@ -19,7 +19,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 )
 
@@ -791,47 +790,31 @@ func (l *loop) page(ex *edgeEx, rec *pageRecorder) {
 	l.finish(ex)
 }
 
-// requestHead writes the relayed head as head.write does for net/http.
+// requestHead writes the relayed head as head.write does for net/http:
+// the same own lines, signed by the same code.
 func (l *loop) requestHead(b []byte, method string, r *edgeReq, ip, id string, key []byte) []byte {
-	p := l.e.p
-	proto := "http"
-	if p.cfg.PublicHTTPS {
-		proto = "https"
+	h := head{method: method, uri: string(r.target), host: string(r.host), forwardedFor: ip, proto: "http", id: id}
+	if l.e.p.cfg.PublicHTTPS {
+		h.proto = "https"
 	}
+	h.forwardedHost = h.host
+	h.sign(key, l.now)
 	b = append(b, method...)
 	b = append(b, ' ')
 	b = append(b, r.target...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, r.host...)
 	b = append(b, "\r\n"...)
-	for _, h := range r.keep {
-		b = append(b, h[0]...)
+	for _, kv := range r.keep {
+		b = append(b, kv[0]...)
 		b = append(b, ": "...)
-		b = append(b, h[1]...)
+		b = append(b, kv[1]...)
 		b = append(b, "\r\n"...)
 	}
 	if r.teTrailers {
 		b = append(b, "Te: trailers\r\n"...)
 	}
-	b = appendLine(b, "X-Forwarded-For", ip)
-	b = appendLine(b, "X-Forwarded-Host", string(r.host))
-	b = appendLine(b, "X-Forwarded-Proto", proto)
-	b = appendLine(b, "X-Request-Id", id)
-	if key != nil {
-		b = appendLine(b, hop.Header, hop.Sign(key, l.now, hop.Fields{Method: method, Host: string(r.host),
-			URI: string(r.target), ForwardedFor: ip, Proto: proto}))
-	}
-	return append(b, "\r\n"...)
-}
-
-func appendLine(b []byte, k, v string) []byte {
-	if v == "" {
-		return b
-	}
-	b = append(b, k...)
-	b = append(b, ": "...)
-	b = append(b, v...)
-	return append(b, "\r\n"...)
+	return append(h.appendOwn(b), "\r\n"...)
 }
 
 // send writes the request on a pooled worker connection or a new one.

@@ -36,11 +36,17 @@ func (p *Proxy) newHead(r *http.Request, id, method, addr string, key []byte) he
 			h.forwardedFor = strings.Join(prior, ", ") + ", " + ip
 		}
 	}
+	h.sign(key, time.Now())
+	return h
+}
+
+// sign sets the X-CB-Hop signature over the relayed fields (none when key
+// is nil). The net/http path and the edge both sign through it.
+func (h *head) sign(key []byte, now time.Time) {
 	if key != nil {
-		h.sig = hop.Sign(key, time.Now(), hop.Fields{Method: h.method, Host: h.host, URI: h.uri,
+		h.sig = hop.Sign(key, now, hop.Fields{Method: h.method, Host: h.host, URI: h.uri,
 			ForwardedFor: h.forwardedFor, Proto: h.proto})
 	}
-	return h
 }
 
 // requestURI is the request target as the client sent it, so the worker
@@ -113,23 +119,29 @@ func (h *head) write(bw *bufio.Writer, in http.Header, extra string) {
 	if teTrailers(in) {
 		bw.WriteString("Te: trailers\r\n")
 	}
-	line(bw, "X-Forwarded-For", h.forwardedFor)
-	line(bw, "X-Forwarded-Host", h.forwardedHost)
-	line(bw, "X-Forwarded-Proto", h.proto)
-	line(bw, "X-Request-Id", h.id)
-	line(bw, hop.Header, h.sig)
+	bw.Write(h.appendOwn(bw.AvailableBuffer()))
 	bw.WriteString(extra)
 	bw.WriteString("\r\n")
 }
 
-func line(bw *bufio.Writer, k, v string) {
+// appendOwn appends the proxy's own header lines (forwarding, request id,
+// signature) to b: what both the net/http path and the edge put last.
+func (h *head) appendOwn(b []byte) []byte {
+	b = appendLine(b, "X-Forwarded-For", h.forwardedFor)
+	b = appendLine(b, "X-Forwarded-Host", h.forwardedHost)
+	b = appendLine(b, "X-Forwarded-Proto", h.proto)
+	b = appendLine(b, "X-Request-Id", h.id)
+	return appendLine(b, hop.Header, h.sig)
+}
+
+func appendLine(b []byte, k, v string) []byte {
 	if v == "" {
-		return
+		return b
 	}
-	bw.WriteString(k)
-	bw.WriteString(": ")
-	bw.WriteString(v)
-	bw.WriteString("\r\n")
+	b = append(b, k...)
+	b = append(b, ": "...)
+	b = append(b, v...)
+	return append(b, "\r\n"...)
 }
 
 // teTrailers: the client accepts trailers, which is end-to-end information
