@@ -354,6 +354,10 @@ func refuse(w http.ResponseWriter, code int, target, why string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-CloudBrowser-Egress", "refused")
+	// Readable by the page's own fetch: the app sees why, not an opaque
+	// network error. The page says nothing the page did not ask about.
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	w.Header().Set("Access-Control-Expose-Headers", "X-CloudBrowser-Egress")
 	w.WriteHeader(code)
 	_, _ = io.WriteString(w, "<!doctype html><title>Blocked</title><h1>"+strconv.Itoa(code)+" blocked by CloudBrowser</h1><p>"+
 		html.EscapeString(target)+" cannot be reached from this virtual browser: "+html.EscapeString(why)+".</p>")
