@@ -364,6 +364,7 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr
 	// one at the hinted step comes instead, from the screencast's refresh
 	// (or, if it only starts now, its start; the refresh is then a no-op).
 	stale := h.hintLinkLocked(linkKbps)
+	hadLast := h.last != nil
 	if h.last != nil && !stale {
 		c.frame.Store(h.last)
 		c.frameSig <- struct{}{}
@@ -373,7 +374,10 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr
 	if stale {
 		h.refresh()
 	}
-	h.log.Debug().Str("request_id", r.Header.Get("X-Request-Id")).Bool("read_only", readOnly).Msg("client connected")
+	// last_frame: the client got a frame at once (false: it waits for the
+	// screencast's next, the first-frame latency's usual suspect).
+	h.log.Debug().Str("request_id", r.Header.Get("X-Request-Id")).Bool("read_only", readOnly).
+		Bool("last_frame", hadLast && !stale).Msg("client connected")
 
 	c.enqueue(mustJSON(wsMsg{T: "hello", Browser: h.vb.id, Instance: h.vb.inst.info.ID, App: h.vb.inst.app.MountPoint,
 		Worker: workerID, Page: &page, ReadOnly: readOnly}))

@@ -7,6 +7,7 @@
 #
 #   scripts/bench/first-frame.sh            # N=20 visits of /notes, RUNS=1
 #   RUNS=3 N=20 APP=notes CB_BIN=/path/to/cloudbrowser scripts/bench/first-frame.sh
+#   LOG_LEVEL=debug LOG_OUT=/tmp/ff.log scripts/bench/first-frame.sh  # keeps run i's cluster log in /tmp/ff.log.i
 #
 # CB_BIN runs another build of cloudbrowser (e.g. main's, for a baseline in
 # the same session); the driver always comes from this tree.
@@ -21,7 +22,7 @@ CHROMIUM=${CHROMIUM:-$(command -v chromium || true)}
 BIN=${CB_BIN:-$TMP/bin/cloudbrowser}
 for run in $(seq 1 "$RUNS"); do
 	rm -rf "$TMP/data" "$TMP/up.ready"
-	"$BIN" --log-level warn --ready-file "$TMP/up.ready" up --data-dir "$TMP/data" --listen 127.0.0.1:0 --workers 1 \
+	"$BIN" --log-level "${LOG_LEVEL:-warn}" --ready-file "$TMP/up.ready" up --data-dir "$TMP/data" --listen 127.0.0.1:0 --workers 1 \
 		>"$TMP/up.out" 2>"$TMP/up.log" &
 	UP=$!
 	PIDS+=("$UP")
@@ -31,6 +32,7 @@ for run in $(seq 1 "$RUNS"); do
 	"$TMP/bin/firstframe" -public "http://$PUBLIC" -app "$APP" -n "$N" -chromium "$CHROMIUM" | tee "$TMP/run$run.txt"
 	kill "$UP"
 	wait "$UP" 2>/dev/null || true
+	[ -z "${LOG_OUT:-}" ] || cp "$TMP/up.log" "$LOG_OUT.$run"
 done
 if [ "$RUNS" -gt 1 ]; then
 	for q in p50 p95 max; do

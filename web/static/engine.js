@@ -294,7 +294,9 @@
     frames: function () { return frames; }
   };
 
+  // The socket before the first paint: a new one's handshake runs while
+  // the page lays out and paints the empty screen.
   setStatus("connecting");
-  paint();
   connect();
+  paint();
 })();
