@@ -797,7 +797,6 @@ func (l *loop) requestHead(b []byte, method string, r *edgeReq, ip, id string, k
 	if l.e.p.cfg.PublicHTTPS {
 		h.proto = "https"
 	}
-	h.forwardedHost = h.host
 	h.sign(key, l.now)
 	b = append(b, method...)
 	b = append(b, ' ')

@@ -122,7 +122,7 @@ func TestEdgeRelays(t *testing.T) {
 		{name: "GET", raw: get("?q=%20a", "Cookie: s=1\r\nX-Forwarded-For: 6.6.6.6\r\nX-Request-Id: client-1\r\nKeep-Alive: 5\r\n"), n: 1,
 			status: []int{200}, body: []string{"hello q=%20a"},
 			check: func(t *testing.T, rs []*http.Response) {
-				want := "GET " + edgePath + "?q=%20a xff=127.0.0.1 xfh=cb.test id=client-1 conn= keep= cookie=s=1"
+				want := "GET " + edgePath + "?q=%20a xff=127.0.0.1 xfh= id=client-1 conn= keep= cookie=s=1"
 				if got := rs[0].Header.Get("X-Seen"); got != want {
 					t.Errorf("worker saw %q, want %q", got, want)
 				}

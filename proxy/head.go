@@ -16,7 +16,6 @@ import (
 // write their request heads through it, so both sign the same fields.
 type head struct {
 	method, uri, host string
-	forwardedHost     string // X-Forwarded-Host: the client's Host
 	forwardedFor      string // X-Forwarded-For
 	proto             string // X-Forwarded-Proto
 	id                string // X-Request-Id
@@ -26,7 +25,7 @@ type head struct {
 // newHead builds the head of r relayed with method (the handshake always
 // sends GET) to addr, signed with key unless key is nil.
 func (p *Proxy) newHead(r *http.Request, id, method, addr string, key []byte) head {
-	h := head{method: method, uri: requestURI(r), host: r.Host, forwardedHost: r.Host, id: id, proto: p.scheme().Proto(r)}
+	h := head{method: method, uri: requestURI(r), host: r.Host, id: id, proto: p.scheme().Proto(r)}
 	if h.host == "" { // HTTP/1.0 without Host: name the worker, as a transport would
 		h.host = addr
 	}
@@ -128,7 +127,6 @@ func (h *head) write(bw *bufio.Writer, in http.Header, extra string) {
 // signature) to b: what both the net/http path and the edge put last.
 func (h *head) appendOwn(b []byte) []byte {
 	b = appendLine(b, "X-Forwarded-For", h.forwardedFor)
-	b = appendLine(b, "X-Forwarded-Host", h.forwardedHost)
 	b = appendLine(b, "X-Forwarded-Proto", h.proto)
 	b = appendLine(b, "X-Request-Id", h.id)
 	return appendLine(b, hop.Header, h.sig)

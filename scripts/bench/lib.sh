@@ -86,21 +86,23 @@ start_loop() {
 	targets+=("$1 $(cat "$TMP/$1.addr") ${PIDS[-1]}")
 }
 
-# start_nginx: a foreground nginx (daemon off) proxying to $WORKER with the
-# usual WebSocket Upgrade/Connection headers and upstream keepalive.
+# start_nginx [DIR [EXTRA]]: a foreground nginx (daemon off) proxying to
+# $WORKER with the usual WebSocket Upgrade/Connection headers and upstream
+# keepalive, its files in $TMP/DIR (default nginx); EXTRA is more directives
+# for its location (e.g. more proxy_set_header lines).
 # nginx cannot report a port-0 binding, so a port is picked first; if
 # something takes it in between, nginx exits and another port is tried.
 start_nginx() {
 	local attempt
 	for attempt in 1 2 3 4 5; do
-		try_nginx "$("$TMP/bin/benchworker" -free-port)" && return 0
+		try_nginx "$("$TMP/bin/benchworker" -free-port)" "${1:-nginx}" "${2:-}" && return 0
 		log "nginx could not take its port (attempt $attempt); trying another"
 	done
 	return 1
 }
 
-try_nginx() { # try_nginx PORT
-	local pid port=$1 dir=$TMP/nginx
+try_nginx() { # try_nginx PORT DIR EXTRA
+	local pid port=$1 dir=$TMP/$2 extra=$3
 	mkdir -p "$dir/logs" "$dir/tmp"
 	cat >"$dir/nginx.conf" <<CONF
 daemon off;
@@ -126,6 +128,7 @@ http {
             proxy_set_header Upgrade \$http_upgrade;
             proxy_set_header Connection \$connection_upgrade;
             proxy_set_header X-Forwarded-For \$remote_addr;
+            $extra
             proxy_read_timeout 3600s;
             proxy_send_timeout 3600s;
         }

@@ -9,6 +9,7 @@
 #   PROXIES=2 PROXY_GOMAXPROCS=1 scripts/bench/proxy-http.sh  # two proxy processes on one port
 #   LOOP=1 scripts/bench/proxy-http.sh   # + the looproxy baselines (event loop; with net/http's parsers)
 #   NETHTTP=1 scripts/bench/proxy-http.sh  # + the proxy without its event-loop edge (net/http alone)
+#   NGINX_SAME=1 scripts/bench/proxy-http.sh  # + nginx also sending X-Forwarded-Proto and X-Request-Id
 #
 # On small machines wrk, the proxy and the worker share the CPUs: compare
 # ratios within a run, not absolute numbers across machines. CPU per
@@ -43,6 +44,12 @@ fi
 if command -v nginx >/dev/null; then
 	start_nginx
 	targets+=("nginx $NGINX ${PIDS[-1]}")
+	if [ "${NGINX_SAME:-0}" = 1 ]; then
+		# nginx sending what the proxy sends a worker besides the hop
+		# signature: the client's protocol and a request id.
+		start_nginx nginx-same 'proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Request-Id $request_id;'
+		targets+=("nginx+hdr $NGINX ${PIDS[-1]}")
+	fi
 fi
 
 # to_ms converts wrk latency strings (812.00us, 1.23ms, 1.01s) to ms.
@@ -94,4 +101,10 @@ if [ -n "${RPS[nginx]:-}" ]; then
 		"$(ratio "$(med "${RPS[proxy]}")" "$(med "${RPS[nginx]}")")" \
 		"$(ratio "$(med "${P99[proxy]}")" "$(med "${P99[nginx]}")")" \
 		"$(ratio "$(med "${HOP[proxy]}")" "$(med "${HOP[nginx]}")")"
+fi
+if [ -n "${RPS[nginx+hdr]:-}" ]; then
+	printf 'proxy vs nginx+hdr: req/s %s, p99 %s, CPU per request %s\n' \
+		"$(ratio "$(med "${RPS[proxy]}")" "$(med "${RPS[nginx+hdr]}")")" \
+		"$(ratio "$(med "${P99[proxy]}")" "$(med "${P99[nginx+hdr]}")")" \
+		"$(ratio "$(med "${HOP[proxy]}")" "$(med "${HOP[nginx+hdr]}")")"
 fi
