@@ -249,6 +249,15 @@ func TestProxyRefusesURLTricks(t *testing.T) {
 	if _, ok := blocked.Load("127.0.0.1:" + p); !ok {
 		t.Error("a refusal was not reported")
 	}
+	// Names under .localhost are this machine without asking DNS (RFC
+	// 6761): refused as loopback, not "could not connect".
+	for _, u := range []string{"http://foo.localhost:" + p + "/", "http://a.b.localhost.:" + p + "/"} {
+		code, _ := rawGet(t, e.ProxyURL(), u)
+		host := strings.TrimSuffix(strings.TrimPrefix(u, "http://"), "/")
+		if reason, _ := blocked.Load(host); code != http.StatusForbidden || reason != string(Loopback) {
+			t.Errorf("%s: %d, reason %v; want 403 as loopback", u, code, reason)
+		}
+	}
 	_ = e.Close()
 }
 

@@ -207,11 +207,17 @@ func (g *Guard) dial(ctx context.Context, t *Tenant, host string, port int) (net
 		if !validName(host) {
 			return nil, &BlockedError{Host: host, Reason: ReasonScheme}
 		}
-		lctx, cancel := context.WithTimeout(ctx, g.cfg.DialTimeout)
-		ips, err = g.lookup(lctx, host)
-		cancel()
-		if err != nil || len(ips) == 0 {
-			return nil, fmt.Errorf("egress: resolve %s: %w", host, errors.Join(err, errNoAddress))
+		if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+			// RFC 6761: always this machine, never asked of DNS (as
+			// browsers do), so such a name is judged as loopback.
+			ips = []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.IPv6Loopback()}
+		} else {
+			lctx, cancel := context.WithTimeout(ctx, g.cfg.DialTimeout)
+			ips, err = g.lookup(lctx, host)
+			cancel()
+			if err != nil || len(ips) == 0 {
+				return nil, fmt.Errorf("egress: resolve %s: %w", host, errors.Join(err, errNoAddress))
+			}
 		}
 	}
 	var (
