@@ -22,7 +22,7 @@ func (r localRouter) RouteNow(t urlkind.Target) (proxy.Route, bool, error) {
 	if err != nil {
 		return proxy.Route{}, true, proxy.MasterError(err)
 	}
-	return proxy.Route{WorkerID: rep.WorkerID, Addr: rep.Addr}, true, nil
+	return proxy.RouteOf(rep), true, nil
 }
 
 func (r localRouter) Apps(ctx context.Context) ([]proxy.AppLink, error) {

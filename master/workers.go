@@ -968,7 +968,7 @@ func (m *WorkerManager) route(req wire.RouteRequest) (wire.RouteReply, error) {
 		w := m.workers[in.Worker]
 		// A disconnected worker keeps its routes until declared dead: a
 		// short RMI outage must not break live users.
-		return wire.RouteReply{WorkerID: in.Worker, Addr: w.info.HTTPAddr}, nil
+		return routeTo(in.Worker, w.info), nil
 	}
 	return wire.RouteReply{}, wire.Err(wire.CodeInvalid, "unknown route kind "+req.Kind)
 }
@@ -990,7 +990,13 @@ func (m *WorkerManager) peek() (wire.RouteReply, error) {
 	if !ok {
 		return wire.RouteReply{}, m.noWorkers("no worker is available")
 	}
-	return wire.RouteReply{WorkerID: best.ID, Addr: m.workers[best.ID].info.HTTPAddr}, nil
+	return routeTo(best.ID, m.workers[best.ID].info), nil
+}
+
+// routeTo is the route to a worker: its address, and its handoff socket
+// for proxies on its host.
+func routeTo(id string, info wire.WorkerInfo) wire.RouteReply {
+	return wire.RouteReply{WorkerID: id, Addr: info.HTTPAddr, Handoff: info.Handoff, Host: info.Host}
 }
 
 // setDraining marks a worker (not) eligible for new instances, on an

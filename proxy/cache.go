@@ -32,7 +32,7 @@ type CachingRouter struct {
 
 	mu      sync.RWMutex
 	routes  map[string]cacheEntry // instance id -> route
-	workers map[string]string     // worker id -> last known addr
+	workers map[string]Route      // worker id -> last known route to it
 	gen     uint64                // bumped by every invalidation
 	sweepAt int
 
@@ -83,7 +83,7 @@ func NewCachingRouter(upstream Router, ttl time.Duration, opts ...CacheOption) *
 		lookupTimeout: 5 * time.Second,
 		now:           clock.Real.Now,
 		routes:        make(map[string]cacheEntry),
-		workers:       make(map[string]string),
+		workers:       make(map[string]Route),
 		sweepAt:       1024,
 	}
 	for _, o := range opts {
@@ -173,7 +173,7 @@ func (c *CachingRouter) store(iid string, r Route) {
 	now := c.now()
 	c.routes[iid] = cacheEntry{route: r, expires: now.Add(c.ttl)}
 	if r.WorkerID != "" && r.Addr != "" {
-		c.workers[r.WorkerID] = r.Addr
+		c.workers[r.WorkerID] = r
 	}
 	if len(c.routes) >= c.sweepAt {
 		// Amortized cleanup of entries too old even to serve as fallback.
@@ -191,13 +191,13 @@ func (c *CachingRouter) learn(r Route) {
 		return
 	}
 	c.mu.RLock()
-	known := c.workers[r.WorkerID] == r.Addr
+	known := c.workers[r.WorkerID] == r
 	c.mu.RUnlock()
 	if known {
 		return
 	}
 	c.mu.Lock()
-	c.workers[r.WorkerID] = r.Addr
+	c.workers[r.WorkerID] = r
 	c.mu.Unlock()
 }
 
@@ -214,11 +214,8 @@ func (c *CachingRouter) fallback(iid string) (Route, bool) {
 	if !ok {
 		return Route{}, false
 	}
-	addr, ok := c.workers[wid]
-	if !ok {
-		return Route{}, false
-	}
-	return Route{WorkerID: wid, Addr: addr}, true
+	r, ok := c.workers[wid]
+	return r, ok
 }
 
 // Invalidate drops cached routes of instances that were removed or moved.

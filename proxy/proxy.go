@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
@@ -72,6 +73,9 @@ type Config struct {
 	// DisableEdge serves everything with net/http, without the event-loop
 	// edge in front (edge.go); for comparisons.
 	DisableEdge bool
+	// DisableHandoff relays every WebSocket, even to a worker on this
+	// host that takes handoffs (handoff.go); for comparisons.
+	DisableHandoff bool
 	// EdgeLoops is the number of the edge's event loops (default: half the
 	// CPUs the process may use, at least one: the other half runs the
 	// goroutines of what the edge hands over, WebSocket relays above all,
@@ -96,6 +100,9 @@ type Proxy struct {
 	st   counters
 	edge edgeStats
 
+	hostID      string   // handoff.HostID: workers with the same take handoffs
+	handoffDown sync.Map // handoff socket path -> time.Time it is not tried before
+
 	mu      sync.Mutex
 	closing bool
 	relays  map[*relay]struct{}
@@ -106,20 +113,21 @@ type Proxy struct {
 type counters struct {
 	requests, routeErrors, badRequests, upstreamErrors atomic.Uint64
 	wsOpen                                             atomic.Int64
-	wsTotal, bytesUp, bytesDown                        atomic.Uint64
+	wsTotal, wsHandedOff, bytesUp, bytesDown           atomic.Uint64
 }
 
 // Stats is a snapshot of proxy counters.
 type Stats struct {
-	Requests        uint64 // every request seen
-	RouteErrors     uint64 // Router.Route failures
-	BadRequests     uint64 // 400/405 answers
-	UpstreamErrors  uint64 // worker unreachable / timed out
-	WebSocketsOpen  int64  // relays (and handshakes) in progress
-	WebSocketsTotal uint64 // relays established (101 relayed)
-	BytesUp         uint64 // relayed client->worker WebSocket bytes
-	BytesDown       uint64 // relayed worker->client WebSocket bytes
-	EdgeRequests    uint64 // requests the event-loop edge relayed itself (edge.go)
+	Requests            uint64 // every request seen
+	RouteErrors         uint64 // Router.Route failures
+	BadRequests         uint64 // 400/405 answers
+	UpstreamErrors      uint64 // worker unreachable / timed out
+	WebSocketsOpen      int64  // relays (and handshakes) in progress
+	WebSocketsTotal     uint64 // relays established (101 relayed)
+	WebSocketsHandedOff uint64 // given to a worker on this host (handoff.go)
+	BytesUp             uint64 // relayed client->worker WebSocket bytes
+	BytesDown           uint64 // relayed worker->client WebSocket bytes
+	EdgeRequests        uint64 // requests the event-loop edge relayed itself (edge.go)
 }
 
 // New returns a Proxy; it panics if cfg.Router is nil (a programming error).
@@ -138,6 +146,7 @@ func New(cfg Config) *Proxy {
 		dialer:   net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
 		idPrefix: ids.Random(8) + "-", // distinguishes proxy processes sharing a port
 		relays:   make(map[*relay]struct{}),
+		hostID:   handoff.HostID(),
 	}
 	p.up = newUpstreams(&p.dialer, cfg.MaxIdleConnsPerWorker, 90*time.Second)
 	return p
@@ -313,15 +322,16 @@ func (p *Proxy) routeError(w http.ResponseWriter, r *http.Request, id string, t 
 // Stats returns a snapshot of the counters.
 func (p *Proxy) Stats() Stats {
 	return Stats{
-		Requests:        p.st.requests.Load(),
-		RouteErrors:     p.st.routeErrors.Load(),
-		BadRequests:     p.st.badRequests.Load(),
-		UpstreamErrors:  p.st.upstreamErrors.Load(),
-		WebSocketsOpen:  p.st.wsOpen.Load(),
-		WebSocketsTotal: p.st.wsTotal.Load(),
-		BytesUp:         p.st.bytesUp.Load(),
-		BytesDown:       p.st.bytesDown.Load(),
-		EdgeRequests:    p.edge.requests.Load(),
+		Requests:            p.st.requests.Load(),
+		RouteErrors:         p.st.routeErrors.Load(),
+		BadRequests:         p.st.badRequests.Load(),
+		UpstreamErrors:      p.st.upstreamErrors.Load(),
+		WebSocketsOpen:      p.st.wsOpen.Load(),
+		WebSocketsTotal:     p.st.wsTotal.Load(),
+		WebSocketsHandedOff: p.st.wsHandedOff.Load(),
+		BytesUp:             p.st.bytesUp.Load(),
+		BytesDown:           p.st.bytesDown.Load(),
+		EdgeRequests:        p.edge.requests.Load(),
 	}
 }
 

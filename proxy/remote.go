@@ -124,7 +124,7 @@ func (r *RemoteRouter) Route(ctx context.Context, t urlkind.Target) (Route, erro
 	if err != nil {
 		return Route{}, MasterError(err)
 	}
-	return Route{WorkerID: rep.WorkerID, Addr: rep.Addr}, nil
+	return RouteOf(rep), nil
 }
 
 // Apps implements Router.

@@ -5,12 +5,22 @@ import (
 	"errors"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
 // Route says where a request goes.
 type Route struct {
 	WorkerID string
 	Addr     string // worker HTTP host:port
+	// Handoff is the worker's handoff socket, usable by a proxy whose
+	// handoff.HostID is Host: a WebSocket is then handed to the worker
+	// instead of relayed ("" = relay).
+	Handoff, Host string
+}
+
+// RouteOf is the route a master's reply gives.
+func RouteOf(rep wire.RouteReply) Route {
+	return Route{WorkerID: rep.WorkerID, Addr: rep.Addr, Handoff: rep.Handoff, Host: rep.Host}
 }
 
 // AppLink is one public application shown on the home page.

@@ -81,6 +81,10 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string
 		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable", "The proxy is shutting down, retry shortly.")
 		return
 	}
+	if p.canHandOff(route) {
+		p.handOff(w, r, id, route, hopKey, log)
+		return
+	}
 	wc, err := p.dialer.DialContext(r.Context(), "tcp", route.Addr)
 	if err != nil {
 		if r.Context().Err() == nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
@@ -91,14 +92,20 @@ type Config struct {
 	// Grade sizes screencast frames to the worker's CPU: smaller while
 	// input→frame latency is high, sharp again when a page rests
 	// (worker/grade); Grade.MinScale 1 turns it off.
-	Grade   grade.Config
-	Logger  zerolog.Logger
-	Version string
+	Grade grade.Config
+	// HandoffDir holds the socket proxies on this host hand WebSockets
+	// over on ("" = <tmp>/cloudbrowser-<uid>); NoHandoff: none, proxies
+	// relay every connection.
+	HandoffDir string
+	NoHandoff  bool
+	Logger     zerolog.Logger
+	Version    string
 }
 
 // Worker is a running worker.
 type Worker struct {
 	cfg     Config
+	handoff *handoff.Listener // nil: proxies relay
 	id      string
 	log     zerolog.Logger
 	runtime browser.Runtime
@@ -313,6 +320,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			w.log.Error().Err(err).Msg("http server stopped")
 		}
 	}()
+	w.startHandoff()
 
 	node, err := rmi.New(rmi.Config{Name: w.id, Role: secret.RoleWorker, Secret: []byte(w.cfg.Secret), Logger: w.log})
 	if err != nil {
@@ -351,6 +359,9 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 		w.log.Warn().Err(err).Str("gossip", info.GossipAddr).Msg("could not join the gossip layer")
 	}
 	winfo := wire.WorkerInfo{ID: w.id, HTTPAddr: w.HTTPAddr(), Version: w.cfg.Version, JobSlots: w.jobs.Stats().Slots}
+	if w.handoff != nil {
+		winfo.Handoff, winfo.Host = w.handoff.Path(), handoff.HostID()
+	}
 	if m := w.gossip(); m != nil {
 		winfo.Gossip = m.Name()
 	}

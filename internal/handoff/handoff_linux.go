@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package handoff passes an accepted client connection from a proxy to a
 // worker on the same host: the proxy sends the socket itself (SCM_RIGHTS
 // over a unix socket) with the request head it would have relayed, and the

@@ -165,6 +165,11 @@ type WorkerInfo struct {
 	Version  string `codec:"version" json:"version"`
 	// JobSlots is how many jobs the worker runs at once (issue #14).
 	JobSlots int `codec:"jslots,omitempty" json:"jobSlots,omitempty"`
+	// Handoff is the unix socket where a proxy on the same host (Host,
+	// internal/handoff.HostID) may hand a client's WebSocket over instead
+	// of relaying it; "" = none.
+	Handoff string `codec:"handoff,omitempty" json:"handoff,omitempty"`
+	Host    string `codec:"host,omitempty" json:"host,omitempty"`
 }
 
 // Load is one load report. Total is what the balancer compares.
@@ -335,6 +340,9 @@ type RouteRequest struct {
 type RouteReply struct {
 	WorkerID string `codec:"wid"`
 	Addr     string `codec:"addr"`
+	// Handoff and Host are the worker's (WorkerInfo).
+	Handoff string `codec:"handoff,omitempty"`
+	Host    string `codec:"host,omitempty"`
 }
 
 // ClusterInfo tells a joining process how to reach the gossip layer.

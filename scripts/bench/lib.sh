@@ -55,7 +55,8 @@ wait_port() { # wait_port PORT: up to 10s for a loopback listener
 }
 
 start_worker() {
-	"$TMP/bin/benchworker" -addr 127.0.0.1:0 -addr-file "$TMP/worker.addr" 2>"$TMP/worker.log" &
+	WORKER_SOCK=$TMP/worker.sock # handed-over connections (start_proxy with HANDOFF=1)
+	"$TMP/bin/benchworker" -addr 127.0.0.1:0 -addr-file "$TMP/worker.addr" -handoff "$WORKER_SOCK" 2>"$TMP/worker.log" &
 	PIDS+=($!)
 	wait_file "$TMP/worker.addr"
 	WORKER=$(cat "$TMP/worker.addr")
@@ -63,12 +64,16 @@ start_worker() {
 
 # start_proxy: PROXIES benchproxy processes (default 1) sharing one port
 # (SO_REUSEPORT, as the Reverse Proxy Manager starts them), each with
-# PROXY_GOMAXPROCS if set. PROXY is the address, PROXY_PIDS their PIDs.
+# PROXY_GOMAXPROCS if set; HANDOFF=1 hands WebSockets to the worker's
+# socket instead of relaying them (a worker on the proxy's host, as in
+# production). PROXY is the address, PROXY_PIDS their PIDs.
 start_proxy() {
-	local i addr=127.0.0.1:0 # the first takes a port, the others join it
+	local i addr=127.0.0.1:0 flags=(${PROXY_FLAGS:-}) # the first takes a port, the others join it
+	[ "${HANDOFF:-0}" = 1 ] && flags+=(-handoff "$WORKER_SOCK")
+	rm -f "$TMP"/proxy*.addr # a second call's must not be read for the first's
 	PROXY_PIDS=()
 	for i in $(seq 1 "${PROXIES:-1}"); do
-		GOMAXPROCS=${PROXY_GOMAXPROCS:-} "$TMP/bin/benchproxy" ${PROXY_FLAGS:-} -addr "$addr" -addr-file "$TMP/proxy$i.addr" -worker "$WORKER" 2>>"$TMP/proxy.log" &
+		GOMAXPROCS=${PROXY_GOMAXPROCS:-} "$TMP/bin/benchproxy" "${flags[@]}" -addr "$addr" -addr-file "$TMP/proxy$i.addr" -worker "$WORKER" 2>>"$TMP/proxy.log" &
 		PIDS+=($!) PROXY_PIDS+=($!)
 		wait_file "$TMP/proxy$i.addr"
 		addr=$(cat "$TMP/proxy$i.addr")

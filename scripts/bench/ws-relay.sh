@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# WebSocket relay throughput: the same wsload client against the echo worker
-# directly, through the CloudBrowser proxy, and through nginx, in one run.
+# WebSocket throughput: the same wsload client against the echo worker
+# directly, through the CloudBrowser proxy relaying (a worker on another
+# host), through the proxy handing the connection to the worker (a worker
+# on its host, the default there), and through nginx, in one run.
 #
 #   scripts/bench/ws-relay.sh                       # SIZES="65536 1024" CONNS=4 DURATION=5
 #   SIZES=1048576 CONNS=8 DURATION=10 scripts/bench/ws-relay.sh
@@ -21,7 +23,9 @@ command -v nginx >/dev/null || apt_install nginx-light || apt_install nginx
 build_bins
 start_worker
 start_proxy
-targets=("direct $WORKER" "proxy $PROXY")
+targets=("direct $WORKER" "relay $PROXY")
+HANDOFF=1 start_proxy
+targets+=("handoff $PROXY")
 if [ "${LOOP:-0}" = 1 ]; then start_loop loop tcp; fi
 start_nginx
 targets+=("nginx $NGINX")

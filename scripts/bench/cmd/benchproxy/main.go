@@ -20,6 +20,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/scripts/bench/internal/addrfile"
@@ -34,6 +35,7 @@ func main() {
 	signHops := flag.Bool("hop", true, "sign every relayed request (X-CB-Hop), as in production")
 	edge := flag.Bool("edge", true, "serve through the event-loop edge (as in production); false: net/http alone")
 	edgeLoops := flag.Int("edge-loops", 0, "the edge's event loops (0: one per CPU)")
+	handoffPath := flag.String("handoff", "", "the worker's handoff socket (benchworker -handoff): WebSockets are handed to it, not relayed")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -49,7 +51,11 @@ func main() {
 		log.Fatal("-worker is required")
 	}
 
-	var router proxy.Router = proxy.StaticRouter{To: proxy.Route{WorkerID: "w-bench", Addr: *worker}}
+	to := proxy.Route{WorkerID: "w-bench", Addr: *worker}
+	if *handoffPath != "" {
+		to.Handoff, to.Host = *handoffPath, handoff.HostID()
+	}
+	var router proxy.Router = proxy.StaticRouter{To: to}
 	if *cache {
 		router = proxy.NewCachingRouter(router, time.Minute)
 	}

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
 	"github.com/cloudbrowser-go/cloudbrowser/scripts/bench/internal/addrfile"
 	"github.com/gorilla/websocket"
 )
@@ -33,6 +34,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
 	addrFile := flag.String("addr-file", "", "write the bound address to this file once listening")
 	freePort := flag.Bool("free-port", false, "print a free loopback TCP port and exit")
+	handoffPath := flag.String("handoff", "", "also take connections handed over by a proxy on this unix socket (internal/handoff)")
 	flag.Parse()
 
 	if *freePort {
@@ -62,6 +64,13 @@ func main() {
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
+	if *handoffPath != "" {
+		hl, err := handoff.Listen(*handoffPath, func(err error) { log.Print(err) })
+		if err != nil {
+			log.Fatal(err)
+		}
+		go func() { _ = srv.Serve(hl) }()
+	}
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}

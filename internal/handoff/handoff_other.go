@@ -1,0 +1,32 @@
+//go:build !linux
+
+package handoff
+
+import (
+	"context"
+	"errors"
+	"net"
+	"syscall"
+)
+
+// Handoffs need SCM_RIGHTS and SO_PEERCRED as Linux has them; elsewhere
+// proxies relay every connection.
+
+var (
+	ErrRefused   = errors.New("handoff: refused")
+	ErrNotSocket = errors.New("handoff: connection has no socket")
+)
+
+const MaxPayload = 64 << 10
+
+type Listener struct{ net.Listener }
+
+func (l *Listener) Path() string { return "" }
+
+func Listen(string, func(error)) (*Listener, error) {
+	return nil, errors.New("handoff: not supported on this system")
+}
+
+func Send(context.Context, string, syscall.Conn, []byte) error { return ErrNotSocket }
+
+func HostID() string { return "" }

@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
+)
+
+// handoffBackoff is how long a worker's handoff socket is not tried again
+// after it failed (its worker restarted, say): its WebSockets are relayed.
+const handoffBackoff = 30 * time.Second
+
+// canHandOff: route's worker is on this host and takes handoffs.
+func (p *Proxy) canHandOff(route Route) bool {
+	if p.cfg.DisableHandoff || route.Handoff == "" || route.Host == "" || route.Host != p.hostID {
+		return false
+	}
+	if until, ok := p.handoffDown.Load(route.Handoff); ok && time.Now().Before(until.(time.Time)) {
+		return false
+	}
+	return true
+}
+
+// handOff gives a WebSocket upgrade's client connection to its worker on
+// this host (internal/handoff), with the head the proxy would have relayed
+// (signed as usual): the worker answers the handshake on it and serves it
+// from then on, so no byte of the WebSocket passes through the proxy. If
+// the worker does not take it, the connection is relayed as it is.
+func (p *Proxy) handOff(w http.ResponseWriter, r *http.Request, id string, route Route, hopKey []byte, log zerolog.Logger) {
+	cc, cbr, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		log.Error().Err(err).Msg("cannot hijack client connection")
+		p.page(w, r, id, http.StatusInternalServerError, "Internal error", "The WebSocket could not be established.")
+		return
+	}
+	_ = cc.SetDeadline(time.Time{})
+	var head bytes.Buffer
+	bw := bufio.NewWriter(&head)
+	hd := p.newHead(r, id, http.MethodGet, route.Addr, hopKey)
+	hd.write(bw, r.Header, "Connection: Upgrade\r\nUpgrade: websocket\r\n")
+	_ = bw.Flush()
+	if n := cbr.Reader.Buffered(); n > 0 { // sent early: the worker reads it after the head
+		b, _ := cbr.Reader.Peek(n)
+		head.Write(b)
+	}
+	// Only the socket itself can go (not a connection with bytes of the
+	// edge's still to read in front of it).
+	if sc, ok := unwrapConn(cc).(syscall.Conn); ok {
+		err = handoff.Send(r.Context(), route.Handoff, sc, head.Bytes())
+		if err == nil {
+			cc.Close() // the proxy's descriptor; the socket is the worker's now
+			p.st.wsHandedOff.Add(1)
+			log.Debug().Msg("websocket handed to the worker")
+			return
+		}
+		p.handoffDown.Store(route.Handoff, time.Now().Add(handoffBackoff))
+		log.Warn().Err(err).Str("socket", route.Handoff).Msg("websocket handoff failed: relaying")
+	}
+	p.relayRaw(r.Context(), cc, head.Bytes(), route, log)
+}
+
+// relayRaw relays a hijacked upgrade whose head is built: the worker's
+// answer, 101 or not, and everything after pass through as bytes.
+func (p *Proxy) relayRaw(ctx context.Context, cc net.Conn, head []byte, route Route, log zerolog.Logger) {
+	wc, err := p.dialer.DialContext(ctx, "tcp", route.Addr)
+	if err != nil {
+		p.st.upstreamErrors.Add(1)
+		if p.cfg.OnWorkerUnreachable != nil {
+			p.cfg.OnWorkerUnreachable(route)
+		}
+		_, _ = cc.Write([]byte("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+		cc.Close()
+		log.Debug().Err(err).Msg("worker unreachable for a websocket")
+		return
+	}
+	rl := &relay{worker: wc}
+	if !p.track(rl) || !rl.setClient(cc) {
+		wc.Close()
+		cc.Close()
+		return
+	}
+	defer p.untrack(rl)
+	if _, err := wc.Write(head); err != nil {
+		rl.close()
+		return
+	}
+	p.st.wsTotal.Add(1)
+	p.pump(unwrapConn(cc), wc)
+}
