@@ -53,12 +53,16 @@ func (p *Proxy) handOff(w http.ResponseWriter, r *http.Request, id string, route
 	}
 	// Only the socket itself can go (not a connection with bytes of the
 	// edge's still to read in front of it).
-	if sc, ok := unwrapConn(cc).(syscall.Conn); ok {
+	if sc, ok := unwrapConn(cc).(syscall.Conn); ok && head.Len() <= handoff.MaxPayload {
 		err = handoff.Send(r.Context(), route.Handoff, sc, head.Bytes())
 		if err == nil {
 			cc.Close() // the proxy's descriptor; the socket is the worker's now
 			p.st.wsHandedOff.Add(1)
 			log.Debug().Msg("websocket handed to the worker")
+			return
+		}
+		if r.Context().Err() != nil {
+			cc.Close() // the client left
 			return
 		}
 		p.handoffDown.Store(route.Handoff, time.Now().Add(handoffBackoff))

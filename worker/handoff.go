@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
@@ -24,7 +23,7 @@ func (w *Worker) startHandoff() {
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), fmt.Sprintf("cloudbrowser-%d", os.Getuid()))
 	}
-	if err := privateDir(dir); err != nil {
+	if err := handoff.PrivateDir(dir); err != nil {
 		w.log.Warn().Err(err).Msg("no handoff socket: proxies will relay WebSockets")
 		return
 	}
@@ -43,21 +42,4 @@ func (w *Worker) startHandoff() {
 			w.log.Error().Err(err).Msg("handoff server stopped")
 		}
 	}()
-}
-
-// privateDir makes dir if needed and checks it is ours alone: another user
-// must not be able to put a socket where our proxies look.
-func privateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("handoff directory %s is not a private directory of ours", dir)
-	}
-	return nil
 }

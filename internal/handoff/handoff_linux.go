@@ -305,3 +305,19 @@ func HostID() string {
 	}
 	return fmt.Sprintf("%s/%d", bytes.TrimSpace(boot), st.Ino)
 }
+
+// PrivateDir makes dir if needed and checks it is ours alone: another user
+// must not be able to put a socket where our proxies look for a worker's.
+func PrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("handoff: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("handoff: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Getuid() || st.Mode&0o077 != 0 {
+		return fmt.Errorf("handoff: %s is not a private directory of this user", dir)
+	}
+	return nil
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -185,5 +186,31 @@ func TestHostID(t *testing.T) {
 	a, b := HostID(), HostID()
 	if a == "" || a != b {
 		t.Fatalf("HostID %q, %q", a, b)
+	}
+}
+
+// TestPrivateDir: made 0700 if missing; a directory others may write to,
+// or a file, is refused.
+func TestPrivateDir(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "mine")
+	if err := PrivateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("made %v, %v", fi.Mode(), err)
+	}
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(open, 0o777)
+	if err := PrivateDir(open); err == nil {
+		t.Error("a world-writable directory was accepted")
+	}
+	file := filepath.Join(base, "file")
+	_ = os.WriteFile(file, nil, 0o600)
+	if err := PrivateDir(file); err == nil {
+		t.Error("a file was accepted")
 	}
 }

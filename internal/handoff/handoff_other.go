@@ -30,3 +30,5 @@ func Listen(string, func(error)) (*Listener, error) {
 func Send(context.Context, string, syscall.Conn, []byte) error { return ErrNotSocket }
 
 func HostID() string { return "" }
+
+func PrivateDir(string) error { return errors.New("handoff: not supported on this system") }
