@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
 )
 
 // The edge is the proxy's public front on Linux: a few epoll event loops,
@@ -144,33 +146,13 @@ func (l *handoffListener) give(c net.Conn) {
 
 // handedConn is a connection the edge handed over, with the bytes it had
 // already read from it.
-type handedConn struct {
-	net.Conn
-	pre []byte
-}
-
-func (c *handedConn) Read(b []byte) (int, error) {
-	if len(c.pre) > 0 {
-		n := copy(b, c.pre)
-		c.pre = c.pre[n:]
-		return n, nil
-	}
-	return c.Conn.Read(b)
-}
-
-// CloseWrite lets the server half-close as it does a *net.TCPConn.
-func (c *handedConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
-}
+type handedConn = handoff.PrefixedConn
 
 // unwrapConn returns the connection under a handed-over one once its early
 // bytes are consumed, so a WebSocket relay splices between two
 // *net.TCPConn values.
 func unwrapConn(c net.Conn) net.Conn {
-	if h, ok := c.(*handedConn); ok && len(h.pre) == 0 {
+	if h, ok := c.(*handedConn); ok && len(h.Pre) == 0 {
 		return h.Conn
 	}
 	return c

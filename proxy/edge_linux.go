@@ -1140,5 +1140,5 @@ func (l *loop) handoff(c *econn, reason string) {
 		l.e.p.log.Warn().Err(err).Msg("edge: hand-off")
 		return
 	}
-	l.e.hand.give(&handedConn{Conn: nc, pre: c.in})
+	l.e.hand.give(&handedConn{Conn: nc, Pre: c.in})
 }

@@ -187,7 +187,7 @@ func (l *Listener) receive(uc *net.UnixConn) (net.Conn, error) {
 		c.Close()
 		return nil, fmt.Errorf("handoff: ack: %w", err)
 	}
-	return &prefixed{Conn: c, pre: payload}, nil
+	return &PrefixedConn{Conn: c, Pre: payload}, nil
 }
 
 // checkPeer admits only processes of our own user.
@@ -230,22 +230,6 @@ func rights(oob []byte) ([]int, error) {
 		fds = append(fds, got...)
 	}
 	return fds, nil
-}
-
-// prefixed is a handed-over connection whose first bytes were sent along
-// with it (the request head the proxy had read).
-type prefixed struct {
-	net.Conn
-	pre []byte
-}
-
-func (p *prefixed) Read(b []byte) (int, error) {
-	if len(p.pre) > 0 {
-		n := copy(b, p.pre)
-		p.pre = p.pre[n:]
-		return n, nil
-	}
-	return p.Conn.Read(b)
 }
 
 // Send hands c (a socket) to the worker listening at path, with payload to

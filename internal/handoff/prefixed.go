@@ -1,0 +1,28 @@
+package handoff
+
+import "net"
+
+// PrefixedConn is a connection whose first bytes were read before it
+// changed hands (by a proxy's edge, or by the proxy that handed it over):
+// Read returns them first.
+type PrefixedConn struct {
+	net.Conn
+	Pre []byte
+}
+
+func (c *PrefixedConn) Read(b []byte) (int, error) {
+	if len(c.Pre) > 0 {
+		n := copy(b, c.Pre)
+		c.Pre = c.Pre[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+// CloseWrite lets a server half-close as it does a *net.TCPConn.
+func (c *PrefixedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
