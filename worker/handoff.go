@@ -27,6 +27,7 @@ func (w *Worker) startHandoff() {
 		w.log.Warn().Err(err).Msg("no handoff socket: proxies will relay WebSockets")
 		return
 	}
+	handoff.CleanStale(dir) // sockets of workers killed on this host before
 	l, err := handoff.Listen(filepath.Join(dir, w.id+"-"+ids.Random(6)+".sock"), func(err error) {
 		w.log.Warn().Err(err).Msg("handoff refused")
 	})

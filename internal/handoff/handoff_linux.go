@@ -29,6 +29,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -41,6 +42,10 @@ const MaxPayload = 64 << 10
 
 // Timeout bounds one handoff, both ways.
 const Timeout = 5 * time.Second
+
+// errProbe: a connection that closed without a byte (CleanStale checking
+// the socket is alive); not an error worth telling.
+var errProbe = errors.New("handoff: probe")
 
 var (
 	// ErrRefused: the worker did not take the connection.
@@ -120,7 +125,7 @@ func (l *Listener) run() {
 		go func() {
 			defer l.wg.Done()
 			c, err := l.receive(uc)
-			if err != nil && l.onError != nil {
+			if err != nil && l.onError != nil && !errors.Is(err, errProbe) {
 				l.onError(err) // before the close the sender waits for
 			}
 			uc.Close()
@@ -145,6 +150,9 @@ func (l *Listener) receive(uc *net.UnixConn) (net.Conn, error) {
 	var hdr [4]byte
 	oob := make([]byte, unix.CmsgSpace(4*4)) // room for a few descriptors, to close extras
 	n, oobn, _, _, err := uc.ReadMsgUnix(hdr[:], oob)
+	if n == 0 && oobn == 0 && errors.Is(err, io.EOF) {
+		return nil, errProbe
+	}
 	if err != nil {
 		return nil, fmt.Errorf("handoff: read: %w", err)
 	}
@@ -304,4 +312,28 @@ func PrivateDir(dir string) error {
 		return fmt.Errorf("handoff: %s is not a private directory of this user", dir)
 	}
 	return nil
+}
+
+// CleanStale removes the sockets in dir nobody listens on any more (a
+// worker killed before it could remove its own). A socket that accepts, or
+// that cannot be judged, is left alone.
+func CleanStale(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.Type()&os.ModeSocket == 0 {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		c, err := net.DialTimeout("unix", p, time.Second)
+		if err == nil {
+			c.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			_ = os.Remove(p)
+		}
+	}
 }

@@ -32,3 +32,5 @@ func Send(context.Context, string, syscall.Conn, []byte) error { return ErrNotSo
 func HostID() string { return "" }
 
 func PrivateDir(string) error { return errors.New("handoff: not supported on this system") }
+
+func CleanStale(string) {}
