@@ -44,8 +44,7 @@ func (p *Proxy) handOff(w http.ResponseWriter, r *http.Request, id string, route
 	_ = cc.SetDeadline(time.Time{})
 	var head bytes.Buffer
 	bw := bufio.NewWriter(&head)
-	hd := p.newHead(r, id, http.MethodGet, route.Addr, hopKey)
-	hd.write(bw, r.Header, "Connection: Upgrade\r\nUpgrade: websocket\r\n")
+	p.writeUpgradeHead(bw, r, id, route.Addr, hopKey)
 	_ = bw.Flush()
 	if n := cbr.Reader.Buffered(); n > 0 { // sent early: the worker reads it after the head
 		b, _ := cbr.Reader.Peek(n)
@@ -86,12 +85,16 @@ func (p *Proxy) relayRaw(ctx context.Context, cc net.Conn, head []byte, route Ro
 		return
 	}
 	rl := &relay{worker: wc}
-	if !p.track(rl) || !rl.setClient(cc) {
+	if !p.track(rl) {
 		wc.Close()
 		cc.Close()
 		return
 	}
 	defer p.untrack(rl)
+	if !rl.setClient(cc) { // Shutdown closed the relay meanwhile
+		cc.Close()
+		return
+	}
 	if _, err := wc.Write(head); err != nil {
 		rl.close()
 		return

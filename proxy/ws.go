@@ -151,9 +151,8 @@ func (p *Proxy) handshake(r *http.Request, id string, wc net.Conn, addr string, 
 	defer stop()
 	_ = wc.SetDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
 
-	hd := p.newHead(r, id, http.MethodGet, addr, hopKey)
 	bw := bufio.NewWriterSize(wc, 4096)
-	hd.write(bw, r.Header, "Connection: Upgrade\r\nUpgrade: websocket\r\n") // an upgrade GET never carries a body
+	p.writeUpgradeHead(bw, r, id, addr, hopKey)
 	if err := bw.Flush(); err != nil {
 		return nil, nil, err
 	}
@@ -168,6 +167,13 @@ func (p *Proxy) handshake(r *http.Request, id string, wc net.Conn, addr string, 
 	}
 	_ = wc.SetDeadline(time.Time{})
 	return resp, br, nil
+}
+
+// writeUpgradeHead writes the upgrade request as relayed to addr: the same
+// head whether it goes to the worker or is handed over with the socket.
+func (p *Proxy) writeUpgradeHead(bw *bufio.Writer, r *http.Request, id, addr string, hopKey []byte) {
+	hd := p.newHead(r, id, http.MethodGet, addr, hopKey)
+	hd.write(bw, r.Header, "Connection: Upgrade\r\nUpgrade: websocket\r\n") // an upgrade GET never carries a body
 }
 
 // relayRefusal passes a worker's non-101 answer to the client as an ordinary

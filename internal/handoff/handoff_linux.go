@@ -287,8 +287,11 @@ func Send(ctx context.Context, path string, c syscall.Conn, payload []byte) erro
 }
 
 // HostID names this host and mount namespace: two processes with the same
-// HostID can reach each other's unix socket paths and pass sockets.
-func HostID() string {
+// HostID can reach each other's unix socket paths and pass sockets. Read
+// once per process (neither changes while it runs).
+var HostID = sync.OnceValue(hostID)
+
+func hostID() string {
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	var st unix.Stat_t
 	_ = unix.Stat("/proc/self/ns/mnt", &st)
