@@ -12,6 +12,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/master"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/worker"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
 
 // TestFieldFlagsResolve: every mapped field exists in a library Config and
@@ -25,7 +26,8 @@ func TestFieldFlagsResolve(t *testing.T) {
 			}
 		}
 	}
-	configs := []reflect.Type{reflect.TypeOf(master.Config{}), reflect.TypeOf(worker.Config{}), reflect.TypeOf(proxy.ProcessConfig{})}
+	configs := []reflect.Type{reflect.TypeOf(master.Config{}), reflect.TypeOf(worker.Config{}), reflect.TypeOf(proxy.ProcessConfig{}),
+		reflect.TypeOf(chromium.Config{})}
 	for field, flag := range fieldFlags() {
 		if !flags[flag] {
 			t.Errorf("%s maps to %s, which no command has", field, flag)
@@ -37,7 +39,7 @@ func TestFieldFlagsResolve(t *testing.T) {
 			}
 		}
 		if !found {
-			t.Errorf("%s is no field of master.Config, worker.Config or proxy.ProcessConfig", field)
+			t.Errorf("%s is no field of master.Config, worker.Config, proxy.ProcessConfig or chromium.Config", field)
 		}
 	}
 }

@@ -251,6 +251,7 @@ func TestCLIErrors(t *testing.T) {
 		{"worker bad id", []string{"worker", "--id", "BAD"}, []string{"CB_SECRET=0123456789abcdef0123"}, `--id "BAD" is not a worker id`},
 		{"worker negative rest", []string{"worker", "--runtime", "none", "--rest-after", "-1s"}, []string{"CB_SECRET=0123456789abcdef0123"}, "--rest-after must not be negative"},
 		{"worker frame scale", []string{"worker", "--runtime", "none", "--frame-scale-min", "1.5"}, []string{"CB_SECRET=0123456789abcdef0123"}, "--frame-scale-min 1.5 is not in (0, 1]"},
+		{"worker render scale", []string{"worker", "--render-scale", "0.1"}, []string{"CB_SECRET=0123456789abcdef0123"}, "--render-scale 0.1 is not within [0.25, 1]"},
 		{"worker frame latencies", []string{"worker", "--runtime", "none", "--frame-latency-high", "20ms", "--frame-latency-low", "30ms"}, []string{"CB_SECRET=0123456789abcdef0123"}, "--frame-latency-low 30ms must be below the high latency limit, 20ms"},
 		{"short CB_SECRET", []string{"proxy"}, []string{"CB_SECRET=short"}, "CB_SECRET"},
 		{"master bad balancer", []string{"master", "--data-dir", dir, "--balancer", "fastest"}, nil, "--balancer"},

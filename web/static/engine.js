@@ -74,6 +74,7 @@
       body.dataset.frames = String(frames);
       body.dataset.frameSeq = String(f.hdr.seq);
       body.dataset.frameWidth = String(bmp.width);
+      body.dataset.pageWidth = String(f.hdr.dw || bmp.width); // CSS pixels, whatever the frame's size
       if (!body.dataset.firstFrameWidth) { body.dataset.firstFrameWidth = String(bmp.width); }
       ack(f.hdr.seq);
       drawNext();

@@ -59,6 +59,14 @@ type Config struct {
 	// Headful shows windows instead of running headless; it needs a
 	// display and is for debugging only.
 	Headful bool
+	// RenderScale, in [MinRenderScale, 1), has Chromium draw every page at
+	// that fraction of its pixels (--force-device-scale-factor): a page
+	// still lays out at its CSS size and sees devicePixelRatio 1, but its
+	// screencast frames have RenderScale × its width and height, at rest
+	// too. At 0.5 a frame costs Chromium about 0.65× the CPU of a
+	// full-size frame scaled down to the same size (docs/chromium.md,
+	// "Render scale"). Captures stay full size. 0 or 1: off.
+	RenderScale float64
 
 	// Health check timing; tests shorten it.
 	healthInterval, healthTimeout time.Duration
@@ -89,6 +97,7 @@ type Runtime struct {
 	log   zerolog.Logger
 	path  string
 	flags []chromedp.ExecAllocatorOption
+	scale float64 // Config.RenderScale; 1 when off
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -138,6 +147,10 @@ type process struct {
 // New starts cfg.Processes Chromium processes and returns when all are up.
 // ctx bounds only the start.
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
+	scale, err := renderScale(cfg) // a bad setting before a missing binary
+	if err != nil {
+		return nil, err
+	}
 	path, err := findChromium(cfg.Path, cfg.Headful)
 	if err != nil {
 		return nil, err
@@ -152,6 +165,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	r := &Runtime{
 		cfg:     cfg,
+		scale:   scale,
 		log:     cfg.Logger.With().Str("component", "chromium").Logger(),
 		path:    path,
 		flags:   flags,
@@ -344,8 +358,28 @@ var disabledFeatures = []string{
 	"BackForwardCache",
 }
 
+// MinRenderScale is the smallest Config.RenderScale: below a quarter text
+// is no longer legible, and the CPU saved stops growing (docs/chromium.md).
+const MinRenderScale = 0.25
+
+// renderScale is cfg.RenderScale checked: 1 when off.
+func renderScale(cfg Config) (float64, error) {
+	switch s := cfg.RenderScale; {
+	case s == 0 || s == 1:
+		return 1, nil
+	case s >= MinRenderScale && s < 1:
+		return s, nil
+	default: // also NaN
+		return 0, config.Errorf("RenderScale", "%v is not within [%v, 1]", s, MinRenderScale)
+	}
+}
+
 // allocatorOptions builds the Chromium command line.
 func allocatorOptions(path string, cfg Config) ([]chromedp.ExecAllocatorOption, error) {
+	scale, err := renderScale(cfg)
+	if err != nil {
+		return nil, err
+	}
 	// chromedp's defaults are Puppeteer's quiet flags: no first run, no
 	// default-browser check, no background networking, sync, extensions,
 	// breakpad or component updates, metrics recording only, muted audio.
@@ -376,6 +410,12 @@ func allocatorOptions(path string, cfg Config) ([]chromedp.ExecAllocatorOption, 
 	if cfg.Headful {
 		opts = append(opts, chromedp.VisibleWindow)
 	}
+	if scale < 1 {
+		// The screen's scale, not an emulated one: only it shrinks what
+		// the compositor draws and the screencast reads back. An emulated
+		// device scale factor changes the raster but not the view's size.
+		opts = append(opts, chromedp.Flag("force-device-scale-factor", strconv.FormatFloat(scale, 'f', -1, 64)))
+	}
 	var disable, enable []string
 	for _, f := range cfg.ExtraFlags {
 		name, value, hasValue := strings.Cut(strings.TrimPrefix(f, "--"), "=")
@@ -383,7 +423,8 @@ func allocatorOptions(path string, cfg Config) ([]chromedp.ExecAllocatorOption, 
 			return nil, fmt.Errorf("chromium: bad flag %q (want --name or --name=value)", f)
 		}
 		switch name {
-		case "user-data-dir", "remote-debugging-pipe", "remote-debugging-port", "single-process":
+		case "user-data-dir", "remote-debugging-pipe", "remote-debugging-port", "single-process",
+			"force-device-scale-factor":
 			return nil, fmt.Errorf("chromium: flag --%s is managed by the runtime", name)
 		case "disable-features":
 			// Feature lists add up instead of replacing the defaults.

@@ -46,6 +46,12 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 	events, unsubscribe := endWith(cctx, b.t).Subscribe(page.ScreencastFrame.Method)
 	defer unsubscribe()
 	var cur browser.Grade // of the running screencast; Scale 0 = not started
+	// small: the running screencast's frames are scaled down by its grade,
+	// so a page at rest is worth a sharp frame. Not when Chromium draws
+	// small (Config.RenderScale): a sharp frame is a screenshot, which
+	// takes the page's emulated size off for a moment, and the screencast
+	// frames around it show the page at the screen's size.
+	small := false
 	start := func(g browser.Grade) error {
 		if cur.Scale != 0 {
 			if _, err := pageCall(cctx, b, page.StopScreencast, cdp.Empty{}); err != nil {
@@ -53,12 +59,16 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			}
 		}
 		cur = g
+		// The grade scales what Chromium draws, which is the page's size
+		// times the render scale.
+		scale := g.Scale * b.rt.scale
+		small = g.Scale < 1 && b.rt.scale == 1
 		q := int64(g.Quality)
 		_, err := pageCall(cctx, b, page.StartScreencast, page.StartScreencastParams{
 			Format:        page.StartScreencastFormatJpeg,
 			Quality:       &q,
-			MaxWidth:      max(1, int64(math.Round(float64(maxW)*g.Scale))),
-			MaxHeight:     max(1, int64(math.Round(float64(maxH)*g.Scale))),
+			MaxWidth:      max(1, int64(math.Round(float64(maxW)*scale))),
+			MaxHeight:     max(1, int64(math.Round(float64(maxH)*scale))),
 			EveryNthFrame: int64(max(1, opts.EveryNthFrame)),
 		})
 		return err
@@ -150,7 +160,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			if err := ack(ev); err != nil {
 				return b.endScreencast(ctx)
 			}
-			if cur.Scale < 1 && cur.Sharpen && opts.Sharpen > 0 {
+			if small && cur.Sharpen && opts.Sharpen > 0 {
 				sharpen.Reset(opts.Sharpen)
 			}
 		}
