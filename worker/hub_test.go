@@ -25,6 +25,7 @@ import (
 type fakeBrowser struct {
 	browser.Browser // a Null browser for the rest
 	frames          chan browser.Frame
+	castErr         chan error // a screencast returns what it receives
 	crashed         chan struct{}
 	once            sync.Once
 	mu              sync.Mutex
@@ -38,6 +39,8 @@ func (f *fakeBrowser) Screencast(ctx context.Context, _ browser.ScreencastOption
 			return ctx.Err()
 		case <-f.crashed:
 			return browser.ErrCrashed
+		case err := <-f.castErr:
+			return err
 		case fr := <-f.frames:
 			sink(fr)
 		}
@@ -83,7 +86,7 @@ func (r *fakeRuntime) NewBrowser(ctx context.Context, opts browser.Options) (bro
 	if err != nil {
 		return nil, err
 	}
-	fb := &fakeBrowser{Browser: nb, frames: make(chan browser.Frame), crashed: make(chan struct{})}
+	fb := &fakeBrowser{Browser: nb, frames: make(chan browser.Frame), castErr: make(chan error), crashed: make(chan struct{})}
 	r.mu.Lock()
 	r.created = append(r.created, fb)
 	r.mu.Unlock()
@@ -440,4 +443,52 @@ func TestPrecast(t *testing.T) {
 			t.Fatal("a screencast started with precasting off")
 		}
 	})
+}
+
+// TestHubRestartsAFailedScreencast: a screencast that fails on a live page
+// (a command error, not a crash) is started again, and the viewer gets
+// frames again; it is not left without a screen until everyone leaves.
+func TestHubRestartsAFailedScreencast(t *testing.T) {
+	f := newHubFixture(t, RoleReader)
+	fb := f.rt.last()
+	owner, _ := f.dial(t, true)
+	frame := func(seq uint64) browser.Frame {
+		return browser.Frame{Data: []byte{0xff, 0xd8}, Width: 8, Height: 6, DeviceWidth: 8, DeviceHeight: 6, Seq: seq, Timestamp: time.Now()}
+	}
+	// nextFrame is the next frame's sequence number on owner.
+	nextFrame := func() uint64 {
+		t.Helper()
+		for {
+			_ = owner.SetReadDeadline(time.Now().Add(10 * time.Second))
+			typ, data, err := owner.ReadMessage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if typ != websocket.BinaryMessage {
+				continue
+			}
+			n := binary.BigEndian.Uint32(data)
+			var h struct{ Seq uint64 }
+			if err := json.Unmarshal(data[4:4+n], &h); err != nil {
+				t.Fatal(err)
+			}
+			_ = owner.WriteJSON(map[string]any{"t": "ack", "seq": h.Seq})
+			return h.Seq
+		}
+	}
+	fb.frames <- frame(1)
+	if seq := nextFrame(); seq != 1 {
+		t.Fatalf("first frame %d", seq)
+	}
+	fb.castErr <- fmt.Errorf("Page.screencastFrameAck: %w", context.DeadlineExceeded)
+	// The next frame is taken by a new screencast (the channel is
+	// unbuffered: this send waits for one).
+	select {
+	case fb.frames <- frame(2):
+	case <-time.After(10 * time.Second):
+		t.Fatal("no screencast took a frame after the failed one")
+	}
+	if seq := nextFrame(); seq != 2 {
+		t.Fatalf("frame after the restart %d", seq)
+	}
 }

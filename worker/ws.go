@@ -42,7 +42,10 @@ const (
 	pongWait         = 60 * time.Second
 	pingEvery        = pongWait * 9 / 10
 	sendQueue        = 64
-	inputTimeout     = 5 * time.Second
+	// castRetry is the pause before a screencast that failed on a live
+	// page is started again.
+	castRetry    = 500 * time.Millisecond
+	inputTimeout = 5 * time.Second
 	// precastWindow is how long a screencast started for a client about
 	// to connect waits for it (a page load over a slow link included).
 	precastWindow = 5 * time.Second
@@ -172,6 +175,7 @@ type client struct {
 	owner    bool
 	// unquota gives back the client's place in the socket quotas.
 	unquota func()
+	log     zerolog.Logger
 }
 
 func newHub(vb *vbrowser, frames *frameCounters, log zerolog.Logger) *hub {
@@ -320,7 +324,8 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr
 	}
 	conn.SetReadLimit(maxClientMessage)
 	c := &client{conn: conn, send: make(chan []byte, sendQueue), frameSig: make(chan struct{}, 1),
-		done: make(chan struct{}), user: user, sessions: sessions, role: role}
+		done: make(chan struct{}), user: user, sessions: sessions, role: role,
+		log: h.log.With().Str("request_id", r.Header.Get("X-Request-Id")).Str("user", user).Logger()}
 	c.readOnly.Store(true)
 	h.mu.Lock()
 	if h.closed {
@@ -426,9 +431,24 @@ func (h *hub) startCastLocked() {
 			opts.Sharpen = h.grade.Sharpen()
 		}
 		err := h.vb.b.Screencast(ctx, opts, h.fanOut)
-		if err != nil && ctx.Err() == nil && !errors.Is(err, browser.ErrClosed) && !errors.Is(err, browser.ErrCrashed) {
-			h.log.Warn().Err(err).Msg("screencast stopped")
+		if err == nil || ctx.Err() != nil || errors.Is(err, browser.ErrClosed) || errors.Is(err, browser.ErrCrashed) {
+			return // stopped, or the browser is gone (its watcher ends the hub)
 		}
+		// The page is still there: its viewers would see no frame again.
+		h.log.Warn().Err(err).Dur("retry_in", castRetry).Msg("screencast stopped; starting it again")
+		h.mu.Lock()
+		if h.castDone == done {
+			h.castStop = nil
+		}
+		h.mu.Unlock()
+		cancel()
+		time.AfterFunc(castRetry, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if len(h.clients) > 0 {
+				h.startCastLocked()
+			}
+		})
 	}()
 }
 
@@ -533,6 +553,7 @@ func (c *client) enqueue(b []byte) {
 	case c.send <- b:
 	case <-c.done:
 	default:
+		c.log.Warn().Int("queued", sendQueue).Msg("client not keeping up with control messages: disconnected")
 		c.stop()
 	}
 }

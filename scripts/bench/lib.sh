@@ -14,6 +14,8 @@ cleanup() {
 		kill -9 "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
+	# KEEP_LOG=path keeps the cluster's log (start_up's; LOG_LEVEL= sets its level).
+	[ -z "${KEEP_LOG:-}" ] || [ ! -f "$TMP/up.log" ] || cp "$TMP/up.log" "$KEEP_LOG"
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -164,7 +166,7 @@ start_up() {
 	local args=(--workers 1)
 	[ -n "$apps" ] && args+=(--apps "$apps")
 	command -v chromium >/dev/null || apt_install chromium
-	"${CB_BIN:-$TMP/bin/cloudbrowser}" --log-level warn --ready-file "$TMP/up.ready" up --data-dir "$TMP/data" --listen "$listen" \
+	"${CB_BIN:-$TMP/bin/cloudbrowser}" --log-level "${LOG_LEVEL:-warn}" --ready-file "$TMP/up.ready" up --data-dir "$TMP/data" --listen "$listen" \
 		"${args[@]}" "$@" >"$TMP/up.out" 2>"$TMP/up.log" &
 	UP_PID=$!
 	PIDS+=("$UP_PID")

@@ -3,6 +3,7 @@ package chromium
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image/jpeg"
 	"math"
 	"time"
@@ -117,10 +118,10 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 	for {
 		select {
 		case <-cctx.Done():
-			return b.endScreencast(ctx)
+			return b.endScreencast(ctx, nil)
 		case <-opts.Refresh:
 			if _, err := regrade(); err != nil {
-				return b.endScreencast(ctx)
+				return b.endScreencast(ctx, err)
 			}
 			continue
 		case <-sharpen.C:
@@ -131,7 +132,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			continue
 		case raw, ok := <-events:
 			if !ok {
-				return b.endScreencast(ctx)
+				return b.endScreencast(ctx, nil)
 			}
 			var ev page.EventScreencastFrame
 			if err := jsonv2.Unmarshal(raw, &ev); err != nil {
@@ -141,7 +142,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			if sharpened && bytes.Equal(ev.Data, last.Data) {
 				sharpened = false
 				if err := ack(ev); err != nil {
-					return b.endScreencast(ctx)
+					return b.endScreencast(ctx, err)
 				}
 				continue
 			}
@@ -150,7 +151,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			// a viewer's link must not reach it); the restart sends one.
 			restarted, err := regrade()
 			if err != nil {
-				return b.endScreencast(ctx)
+				return b.endScreencast(ctx, err)
 			}
 			if restarted {
 				continue
@@ -158,7 +159,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			last = b.frame(ev)
 			sink(last)
 			if err := ack(ev); err != nil {
-				return b.endScreencast(ctx)
+				return b.endScreencast(ctx, err)
 			}
 			if small && cur.Sharpen && opts.Sharpen > 0 {
 				sharpen.Reset(opts.Sharpen)
@@ -168,12 +169,16 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 }
 
 // endScreencast is Screencast's result once its frames stop: the caller's
-// context ended, or the page went away.
-func (b *cbrowser) endScreencast(ctx context.Context) error {
+// context ended, the page went away, or a command failed (cause) on a page
+// still there, which the caller may start again.
+func (b *cbrowser) endScreencast(ctx context.Context, cause error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return b.fail("screencast", browser.ErrClosed)
+	if cause == nil || b.ctx.Err() != nil {
+		return b.fail("screencast", browser.ErrClosed)
+	}
+	return fmt.Errorf("chromium: screencast: %w", cause)
 }
 
 // gradeOf is opts' grade now: Scale within (0, 1], Quality within 1..100

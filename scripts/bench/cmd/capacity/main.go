@@ -214,6 +214,9 @@ type client struct {
 	s    *engineclient.Session
 	mu   sync.Mutex
 	sent []time.Time
+	// ended: the socket's end was reported (a client the worker dropped
+	// shows no frames from then on, which is not the worker being slow).
+	ended bool
 }
 
 // connect adds k browsers, at most c.connectConcurrent at a time, each a
@@ -378,7 +381,11 @@ func measure(ctx context.Context, c config, procs procSet, clients []*client, fa
 	var lat []time.Duration
 	secs := t1.Sub(t0).Seconds()
 	r.fpsMin = -1
-	for _, cl := range clients {
+	for i, cl := range clients {
+		if err := cl.s.Err(); err != nil && !cl.ended {
+			cl.ended = true
+			log.Printf("client %d: its socket ended: %v", i+1, err)
+		}
 		keys := cl.keysIn(t0, t1)
 		frames := cl.s.Frames(t0)
 		l, missing := engineclient.Latencies(keys, frames)

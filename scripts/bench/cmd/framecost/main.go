@@ -11,7 +11,9 @@
 // A config is name=settings, settings comma separated: qN (JPEG quality),
 // sF (frames scaled by F, e.g. s0.5 for half width and height), nN (every
 // n-th painted frame), off (no screencast: CPU per key is then reported
-// per frame as if each key had painted one).
+// per frame as if each key had painted one). -render-scale runs the whole
+// comparison on a runtime that draws pages small (chromium.Config
+// .RenderScale); compare it with another run's, alternated.
 package main
 
 import (
@@ -108,6 +110,7 @@ func main() {
 	width := flag.Int("width", 1280, "viewport width")
 	height := flag.Int("height", 720, "viewport height")
 	flags := flag.String("flags", "", "extra Chromium flags, space separated")
+	renderScale := flag.Float64("render-scale", 0, "Chromium draws pages at this fraction of their pixels (chromium.Config.RenderScale; 0 = off)")
 	flag.Parse()
 	cfgs, err := parseConfigs(*configs, *width, *height)
 	if err != nil {
@@ -120,7 +123,7 @@ func main() {
 	}))
 	defer srv.Close()
 	ctx := context.Background()
-	rt, err := chromium.New(ctx, chromium.Config{ExtraFlags: strings.Fields(*flags)})
+	rt, err := chromium.New(ctx, chromium.Config{ExtraFlags: strings.Fields(*flags), RenderScale: *renderScale})
 	if err != nil {
 		log.Fatal(err)
 	}
