@@ -13,6 +13,9 @@
 #   PERF_DIR=/tmp/cap-perf …                  # keeps perf.data and the reports
 #   STEPS=15 VIEWERS=2 WORKERS=3 PERF=0 …     # 15 browsers × 2 typing viewers over 3 workers
 #                                             # (CPU and PSS columns add up all the workers)
+#   CB_RENDER_SCALE=0.5 …                     # the worker draws pages at half their pixels (--render-scale)
+#   CB_FRAME_SCALE_MIN=1 …                    # no graded frames: the baseline
+#   KEEP_LOG=/tmp/cap.log LOG_LEVEL=info …    # keeps the cluster's log
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 STEPS=${STEPS:-1,2,4,6,8,12,16,24,32,48}

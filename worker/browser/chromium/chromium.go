@@ -63,7 +63,7 @@ type Config struct {
 	// that fraction of its pixels (--force-device-scale-factor): a page
 	// still lays out at its CSS size and sees devicePixelRatio 1, but its
 	// screencast frames have RenderScale × its width and height, at rest
-	// too. At 0.5 a frame costs Chromium about 0.65× the CPU of a
+	// too. At 0.5 a frame costs Chromium about 0.7× the CPU of a
 	// full-size frame scaled down to the same size (docs/chromium.md,
 	// "Render scale"). Captures stay full size. 0 or 1: off.
 	RenderScale float64
