@@ -23,40 +23,15 @@ func TestScreencastScaleAndSharpen(t *testing.T) {
 	var scale atomic.Uint64
 	scale.Store(math.Float64bits(0.5))
 	var linkLimited atomic.Bool // small for the link: lower quality, no sharp frame
-	var mu sync.Mutex
-	var frames []browser.Frame
-	got := func() []browser.Frame { mu.Lock(); defer mu.Unlock(); return append([]browser.Frame(nil), frames...) }
-	ctx, cancel := context.WithCancel(testCtx(t))
-	done := make(chan error, 1)
-	go func() {
-		done <- b.Screencast(ctx, browser.ScreencastOptions{
-			Grade: func() browser.Grade {
-				if linkLimited.Load() {
-					return browser.Grade{Scale: 0.5, Quality: 30}
-				}
-				return browser.Grade{Scale: math.Float64frombits(scale.Load()), Sharpen: true}
-			},
-			Sharpen: 300 * time.Millisecond,
-		}, func(f browser.Frame) { mu.Lock(); frames = append(frames, f); mu.Unlock() })
-	}()
-	defer func() { cancel(); <-done }()
-
-	// settled waits until the frames stop, and returns them.
-	settled := func() []browser.Frame {
-		t.Helper()
-		var fs []browser.Frame
-		testutil.Eventually(t, 30*time.Second, func() error {
-			n := len(got())
-			time.Sleep(1500 * time.Millisecond)
-			if fs = got(); n == 0 || len(fs) != n {
-				return fmt.Errorf("frames still coming (%d)", len(fs))
+	settled := recordScreencast(t, b, browser.ScreencastOptions{
+		Grade: func() browser.Grade {
+			if linkLimited.Load() {
+				return browser.Grade{Scale: 0.5, Quality: 30}
 			}
-			return nil
-		})
-		return fs
-	}
-	size := func(f browser.Frame) string { return fmt.Sprintf("%dx%d", f.Width, f.Height) }
-
+			return browser.Grade{Scale: math.Float64frombits(scale.Load()), Sharpen: true}
+		},
+		Sharpen: 300 * time.Millisecond,
+	})
 	fs := settled()
 	typeText(t, b, "abc")
 	fs2 := settled()
@@ -125,3 +100,34 @@ func TestScreencastScaleAndSharpen(t *testing.T) {
 		t.Fatalf("input %q", v)
 	}
 }
+
+// recordScreencast runs b's screencast with opts until the test ends and
+// returns settled, which waits until the frames stop (a quiet 1.5 s) and
+// returns all of them so far.
+func recordScreencast(t *testing.T, b browser.Browser, opts browser.ScreencastOptions) (settled func() []browser.Frame) {
+	t.Helper()
+	var mu sync.Mutex
+	var frames []browser.Frame
+	got := func() []browser.Frame { mu.Lock(); defer mu.Unlock(); return append([]browser.Frame(nil), frames...) }
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Screencast(ctx, opts, func(f browser.Frame) { mu.Lock(); frames = append(frames, f); mu.Unlock() })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return func() []browser.Frame {
+		t.Helper()
+		var fs []browser.Frame
+		testutil.Eventually(t, 30*time.Second, func() error {
+			n := len(got())
+			time.Sleep(1500 * time.Millisecond)
+			if fs = got(); n == 0 || len(fs) != n {
+				return fmt.Errorf("frames still coming (%d)", len(fs))
+			}
+			return nil
+		})
+		return fs
+	}
+}
+
+func size(f browser.Frame) string { return fmt.Sprintf("%dx%d", f.Width, f.Height) }

@@ -2,12 +2,10 @@ package chromium
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"image/png"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -69,32 +67,10 @@ func TestRenderScale(t *testing.T) {
 	click(t, b, 50, 75)
 	testutil.Eventually(t, 30*time.Second, testutil.Cond("focus on #b", func() bool { return eval[string](t, b, "document.activeElement.id") == "b" }))
 
-	var mu sync.Mutex
-	var frames []browser.Frame
-	got := func() []browser.Frame { mu.Lock(); defer mu.Unlock(); return append([]browser.Frame(nil), frames...) }
-	ctx, cancel := context.WithCancel(testCtx(t))
-	done := make(chan error, 1)
-	go func() {
-		done <- b.Screencast(ctx, browser.ScreencastOptions{
-			Grade:   func() browser.Grade { return browser.Grade{Scale: 1, Sharpen: true} },
-			Sharpen: 300 * time.Millisecond,
-		}, func(f browser.Frame) { mu.Lock(); frames = append(frames, f); mu.Unlock() })
-	}()
-	defer func() { cancel(); <-done }()
-	settled := func() []browser.Frame {
-		t.Helper()
-		var fs []browser.Frame
-		testutil.Eventually(t, 30*time.Second, func() error {
-			n := len(got())
-			time.Sleep(1500 * time.Millisecond)
-			if fs = got(); n == 0 || len(fs) != n {
-				return fmt.Errorf("frames still coming (%d)", len(fs))
-			}
-			return nil
-		})
-		return fs
-	}
-	size := func(f browser.Frame) string { return fmt.Sprintf("%dx%d", f.Width, f.Height) }
+	settled := recordScreencast(t, b, browser.ScreencastOptions{
+		Grade:   func() browser.Grade { return browser.Grade{Scale: 1, Sharpen: true} },
+		Sharpen: 300 * time.Millisecond,
+	})
 	before := settled()
 	typeText(t, b, "xyz")
 	after := settled()
