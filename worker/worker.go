@@ -362,6 +362,9 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	if w.handoff != nil {
 		winfo.Handoff, winfo.Host = w.handoff.Path(), handoff.HostID()
 	}
+	if rs, ok := w.runtime.(interface{ RenderScale() float64 }); ok {
+		winfo.RenderScale = rs.RenderScale()
+	}
 	if m := w.gossip(); m != nil {
 		winfo.Gossip = m.Name()
 	}
@@ -492,6 +495,9 @@ func (w *Worker) measure(ctx context.Context) (wire.Load, browser.Stats) {
 	w.apps.counts(&l)
 	js := w.jobs.Stats()
 	l.JobSlots, l.JobsRunning = js.Slots, js.Used
+	if w.grade != nil {
+		l.FrameScale = w.grade.Scale()
+	}
 	w.blockedMu.Lock()
 	if len(w.blockedByApp) > 0 {
 		l.EgressBlocked = maps.Clone(w.blockedByApp)

@@ -35,6 +35,8 @@ func TestDashboard(t *testing.T) {
 	for _, id := range []string{"w-e2e1", "w-e2e2", "w-e2e3"} {
 		eventually(t, admin, "row of "+id, fmt.Sprintf(`document.getElementById("worker-%s") !== null`, id), "true")
 	}
+	// Each worker's frames: full size (nothing graded them down here).
+	eventually(t, admin, "frame size of w-e2e1", `document.getElementById("worker-w-e2e1").dataset.frameSize`, "100%")
 	// Every worker's general pool is listed.
 	eventually(t, admin, "pools listed", `document.querySelectorAll("#pools tbody tr[data-pool=general]").length`, "3")
 	// The jobs panel: every worker's job slots and the queue's figures.

@@ -11,6 +11,10 @@ import (
 // click through the client engine lands on the button the user sees.
 func TestRenderScale(t *testing.T) {
 	c := appsCluster(t, "--render-scale", "0.5", "--frame-sharpen", "300ms")
+	// The admin API (and with it the dashboard) says how the worker draws.
+	if w := c.mustStatus().Workers[0]; w.RenderScale != 0.5 {
+		t.Fatalf("the cluster status shows render scale %v for %s, want 0.5", w.RenderScale, w.ID)
+	}
 	u := newUser(t, "http://"+c.public)
 	path := lastHop(t, u.open("/typing"))
 	fs := watchFrames(t, dialSocket(t, u, "ws://"+c.public+path+"/ws"))

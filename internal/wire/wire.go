@@ -170,6 +170,9 @@ type WorkerInfo struct {
 	// of relaying it; "" = none.
 	Handoff string `codec:"handoff,omitempty" json:"handoff,omitempty"`
 	Host    string `codec:"host,omitempty" json:"host,omitempty"`
+	// RenderScale is the fraction of a page's pixels the worker's Chromium
+	// draws (--render-scale); 0 = 1.
+	RenderScale float64 `codec:"rscale,omitempty" json:"renderScale,omitempty"`
 }
 
 // Load is one load report. Total is what the balancer compares.
@@ -196,6 +199,9 @@ type Load struct {
 	// of them run an attempt (issue #14).
 	JobSlots    int `codec:"jslots,omitempty" json:"jobSlots,omitempty"`
 	JobsRunning int `codec:"jrun,omitempty" json:"jobsRunning,omitempty"`
+	// FrameScale is the scale of the worker's screencast frames now, graded
+	// down while it is short of CPU (worker/grade): 1, 0.75 or 0.5; 0 = 1.
+	FrameScale float64 `codec:"fscale,omitempty" json:"frameScale,omitempty"`
 }
 
 // FencedInstance is an instance a registering worker must drop: the master

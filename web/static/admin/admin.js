@@ -80,6 +80,15 @@
     if (!bs.length) { span.textContent = "no browsers"; }
   }
 
+  // frameSize: the worker's screencast frames now, as a share of the page's
+  // width: graded down while it is short of CPU, drawn small with
+  // --render-scale.
+  function frameSize(w) {
+    var drawn = w.renderScale || 1, graded = w.load.frameScale || 1;
+    var s = Math.round(drawn * graded * 100) + "%";
+    return drawn < 1 ? s + " (drawn at " + Math.round(drawn * 100) + "%)" : s;
+  }
+
   function render(st) {
     document.getElementById("master").textContent = "master " + st.masterId + " · balancer " + st.strategy;
     var now = Date.now();
@@ -92,9 +101,10 @@
         ? button("Undrain", "undrain", function () { return api("POST", "/api/v1/workers/" + w.id + "/undrain"); })
         : button("Drain", "drain", function () { return api("POST", "/api/v1/workers/" + w.id + "/drain"); });
       var tr = row([w.id, w.httpAddr, state, num(mib(w.load.total)), num(mib(w.load.goHeap)), num(mib(w.load.browserPSS)),
-        num(mib(w.projected)), num(w.load.instances), num(w.load.browsers), num(w.load.clients), spark(h), act]);
+        num(mib(w.projected)), num(w.load.instances), num(w.load.browsers), num(w.load.clients), frameSize(w), spark(h), act]);
       tr.id = "worker-" + w.id;
       tr.dataset.draining = String(w.draining);
+      tr.dataset.frameSize = frameSize(w);
       return tr;
     }));
     var pools = [];

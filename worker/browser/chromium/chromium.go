@@ -116,6 +116,10 @@ type Runtime struct {
 
 var _ browser.Runtime = (*Runtime)(nil)
 
+// RenderScale is Config.RenderScale in effect: 1 when off. The worker
+// reports it to the master, for the admin dashboard.
+func (r *Runtime) RenderScale() float64 { return r.scale }
+
 // slot is one of the Config.Processes positions; its process is replaced
 // when it dies.
 type slot struct {
