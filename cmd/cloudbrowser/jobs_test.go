@@ -428,3 +428,22 @@ func TestStatusJobs(t *testing.T) {
 }
 
 func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
+
+func TestStatusFrameSize(t *testing.T) {
+	for _, tc := range []struct {
+		drawn, graded float64
+		want          string
+	}{
+		{0, 0, "100%"},
+		{0, 0.75, "75%"},
+		{0.5, 1, "50% (drawn at 50%)"},
+		{0.5, 0.5, "25% (drawn at 50%)"},
+	} {
+		w := wire.WorkerStatus{WorkerInfo: wire.WorkerInfo{ID: "w-1", RenderScale: tc.drawn}, Load: wire.Load{FrameScale: tc.graded}}
+		var b bytes.Buffer
+		printStatus(&b, &wire.ClusterStatus{MasterID: "m-1", Workers: []wire.WorkerStatus{w}})
+		if !regexpMatch(`FRAME SIZE\n.*w-1 .*\s`+regexp.QuoteMeta(tc.want)+`\n`, b.String()) {
+			t.Errorf("drawn %v graded %v: want frame size %q in\n%s", tc.drawn, tc.graded, tc.want, b.String())
+		}
+	}
+}

@@ -48,20 +48,38 @@ func statusCmd() *cli.Command {
 	}
 }
 
+// frameSize is the worker's screencast frames now as a share of the
+// page's width, as the dashboard shows it: graded down while the worker is
+// short of CPU, drawn small with --render-scale.
+func frameSize(w wire.WorkerStatus) string {
+	drawn, graded := w.RenderScale, w.Load.FrameScale
+	if drawn <= 0 {
+		drawn = 1
+	}
+	if graded <= 0 {
+		graded = 1
+	}
+	s := fmt.Sprintf("%.0f%%", drawn*graded*100)
+	if drawn < 1 {
+		s += fmt.Sprintf(" (drawn at %.0f%%)", drawn*100)
+	}
+	return s
+}
+
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 func printStatus(out io.Writer, st *wire.ClusterStatus) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "master %s\tbalancer %s\troute lookups %d\tplacements %d\n\n", st.MasterID, st.Strategy, st.RouteLookups, st.Placements)
-	fmt.Fprintln(tw, "WORKER\tADDRESS\tSTATE\tLOAD\tGO HEAP\tBROWSER PSS\tPROJECTED\tINSTANCES\tBROWSERS\tCLIENTS\tFRAMES SENT\tDROPPED")
+	fmt.Fprintln(tw, "WORKER\tADDRESS\tSTATE\tLOAD\tGO HEAP\tBROWSER PSS\tPROJECTED\tINSTANCES\tBROWSERS\tCLIENTS\tFRAMES SENT\tDROPPED\tFRAME SIZE")
 	for _, w := range st.Workers {
 		state := w.State
 		if w.Draining {
 			state += ",draining"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", w.ID, w.HTTPAddr, state, mib(w.Load.Total),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", w.ID, w.HTTPAddr, state, mib(w.Load.Total),
 			mib(w.Load.GoHeap), mib(w.Load.BrowserPSS), mib(w.Projected), w.Load.Instances, w.Load.Browsers, w.Load.Clients,
-			w.Load.FramesSent, w.Load.FramesDropped)
+			w.Load.FramesSent, w.Load.FramesDropped, frameSize(w))
 	}
 	fmt.Fprintln(tw, "\nPOOL\tWORKER\tMIN\tMAX\tSIZE\tFREE\tLOCKED\tCREATED\tDESTROYED\tSHIFTED\tLEASES\tLEASE FAILURES\tSEQUENCE FAILURES\tAVG WAIT")
 	for _, w := range st.Workers {
