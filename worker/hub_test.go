@@ -160,6 +160,18 @@ func (f *hubFixture) dial(t *testing.T, asOwner bool) (*websocket.Conn, map[stri
 	return conn, hello
 }
 
+// frameOf splits a frame message (a binary WebSocket message) into its
+// header and its JPEG.
+func frameOf(t *testing.T, data []byte) (frameHeader, []byte) {
+	t.Helper()
+	n := binary.BigEndian.Uint32(data)
+	var hdr frameHeader
+	if err := json.Unmarshal(data[4:4+n], &hdr); err != nil {
+		t.Fatal(err)
+	}
+	return hdr, data[4+n:]
+}
+
 // nextText returns the next text message of conn, skipping frames.
 func nextText(t *testing.T, conn *websocket.Conn) (map[string]any, error) {
 	t.Helper()
@@ -214,12 +226,8 @@ func TestHubStreamingAndCrash(t *testing.T) {
 		if typ != websocket.BinaryMessage {
 			continue
 		}
-		n := binary.BigEndian.Uint32(data)
-		var hdr frameHeader
-		if err := json.Unmarshal(data[4:4+n], &hdr); err != nil {
-			t.Fatal(err)
-		}
-		if hdr.Seq <= lastSeq || hdr.W != 800 || len(data)-4-int(n) != len(big) || data[4+n] != 0xff {
+		hdr, jpeg := frameOf(t, data)
+		if hdr.Seq <= lastSeq || hdr.W != 800 || len(jpeg) != len(big) || jpeg[0] != 0xff {
 			t.Fatalf("bad frame: %+v after seq %d", hdr, lastSeq)
 		}
 		lastSeq = hdr.Seq
@@ -467,11 +475,7 @@ func TestHubRestartsAFailedScreencast(t *testing.T) {
 			if typ != websocket.BinaryMessage {
 				continue
 			}
-			n := binary.BigEndian.Uint32(data)
-			var h struct{ Seq uint64 }
-			if err := json.Unmarshal(data[4:4+n], &h); err != nil {
-				t.Fatal(err)
-			}
+			h, _ := frameOf(t, data)
 			_ = owner.WriteJSON(map[string]any{"t": "ack", "seq": h.Seq})
 			return h.Seq
 		}

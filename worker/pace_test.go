@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -137,11 +136,7 @@ func TestFramePacing(t *testing.T) {
 				}
 				continue
 			}
-			var hdr frameHeader
-			n := binary.BigEndian.Uint32(data)
-			if err := json.Unmarshal(data[4:4+n], &hdr); err != nil {
-				t.Fatal(err)
-			}
+			hdr, _ := frameOf(t, data)
 			return hdr.Seq, false
 		}
 	}
