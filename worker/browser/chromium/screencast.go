@@ -47,12 +47,12 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 	events, unsubscribe := endWith(cctx, b.t).Subscribe(page.ScreencastFrame.Method)
 	defer unsubscribe()
 	var cur browser.Grade // of the running screencast; Scale 0 = not started
-	// small: the running screencast's frames are scaled down by its grade,
-	// so a page at rest is worth a sharp frame. Not when Chromium draws
-	// small (Config.RenderScale): a sharp frame is a screenshot, which
-	// takes the page's emulated size off for a moment, and the screencast
-	// frames around it show the page at the screen's size.
-	small := false
+	// sharpens: a page at rest shown by a scaled-down frame gets a sharp
+	// one. Not when Chromium draws small (Config.RenderScale): a sharp
+	// frame is a screenshot, which takes the page's emulated size off for
+	// a moment, and the screencast frames around it show the page at the
+	// screen's size.
+	sharpens := opts.Sharpen > 0 && b.rt.scale == 1
 	start := func(g browser.Grade) error {
 		if cur.Scale != 0 {
 			if _, err := pageCall(cctx, b, page.StopScreencast, cdp.Empty{}); err != nil {
@@ -63,7 +63,6 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 		// The grade scales what Chromium draws, which is the page's size
 		// times the render scale.
 		scale := g.Scale * b.rt.scale
-		small = g.Scale < 1 && b.rt.scale == 1
 		q := int64(g.Quality)
 		_, err := pageCall(cctx, b, page.StartScreencast, page.StartScreencastParams{
 			Format:        page.StartScreencastFormatJpeg,
@@ -161,7 +160,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			if err := ack(ev); err != nil {
 				return b.endScreencast(ctx, err)
 			}
-			if small && cur.Sharpen && opts.Sharpen > 0 {
+			if sharpens && cur.Scale < 1 && cur.Sharpen {
 				sharpen.Reset(opts.Sharpen)
 			}
 		}
