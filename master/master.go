@@ -423,6 +423,12 @@ func (m *Master) Start(ctx context.Context) error {
 	if m.rmiLn, err = lc.Listen(ctx, "tcp", m.cfg.RMIAddr); err != nil {
 		return fmt.Errorf("master: %w", config.Errorf("RMIAddr", "%s: %w", m.cfg.RMIAddr, err))
 	}
+	// Gossip first: Cluster.Info, which joining processes call at once,
+	// reads its address (a worker calling in before it was set was a data
+	// race). Calls wait in the listener's backlog meanwhile.
+	if err := m.startGossip(); err != nil {
+		return err
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -430,10 +436,6 @@ func (m *Master) Start(ctx context.Context) error {
 			m.log.Error().Err(err).Msg("rmi server stopped")
 		}
 	}()
-
-	if err := m.startGossip(); err != nil {
-		return err
-	}
 	if m.cfg.AdminAddr != "" {
 		if m.adminLn, err = lc.Listen(ctx, "tcp", m.cfg.AdminAddr); err != nil {
 			return fmt.Errorf("master: %w", config.Errorf("AdminAddr", "%s: %w", m.cfg.AdminAddr, err))
