@@ -116,6 +116,9 @@ type EngineData struct {
 	Base string
 	// Socket is the WebSocket path.
 	Socket string
+	// SocketURL, when set, is where the engine opens its socket instead
+	// (ws(s)://host/<Socket>), with Ticket in Sec-WebSocket-Protocol.
+	SocketURL, Ticket string
 	// Notice is shown above the screen (e.g. the user's previous browser
 	// was released for being idle).
 	Notice string

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
@@ -88,6 +90,10 @@ func (w *Worker) handler() http.Handler {
 		case urlkind.KindResource:
 			in, ok := w.hosted(rw, r, id, t)
 			if !ok {
+				return
+			}
+			if t.BrowserID != "" && t.Rest == "ws" && r.Method == http.MethodGet {
+				w.serveSocketInfo(rw, r, id, t)
 				return
 			}
 			if rest, ok := strings.CutPrefix(t.Rest, "_cb/"); ok && t.BrowserID == "" &&
@@ -406,22 +412,32 @@ func (w *Worker) serveInstance(rw http.ResponseWriter, r *http.Request, id strin
 // the request itself when it cannot (ok false): released answers for a
 // browser released for being idle, and the usual pages for the rest.
 func (w *Worker) browserOf(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target, released func(*instance)) (*instance, *vbrowser, string, bool) {
-	in, ok := w.hosted(rw, r, id, t)
+	in, b, ok := w.findBrowser(rw, r, id, t, released)
 	if !ok {
 		return nil, nil, "", false
+	}
+	user, ok := w.viewer(rw, r, id, in.app)
+	return in, b, user, ok
+}
+
+// findBrowser is browserOf without the viewer: a ticketed socket says who
+// it is for.
+func (w *Worker) findBrowser(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target, released func(*instance)) (*instance, *vbrowser, bool) {
+	in, ok := w.hosted(rw, r, id, t)
+	if !ok {
+		return nil, nil, false
 	}
 	in.awaitRestore(r.Context(), t.BrowserID) // a re-placed instance's browser coming back
 	b, ok := in.browser(t.BrowserID)
 	switch {
 	case !ok && in.wasReleased(t.BrowserID):
 		released(in)
-		return nil, nil, "", false
+		return nil, nil, false
 	case !ok:
 		pages.Write(rw, r, id, pages.BrowserNotFound)
-		return nil, nil, "", false
+		return nil, nil, false
 	}
-	user, ok := w.viewer(rw, r, id, in.app)
-	return in, b, user, ok
+	return in, b, true
 }
 
 // serveBrowser returns the client engine page.
@@ -446,11 +462,16 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 		notice, b.notice = b.notice, "" // shown once
 		b.subMu.Unlock()
 	}
-	var buf bytes.Buffer
-	err := web.Engine.Execute(&buf, web.EngineData{
+	socket := base + "/b/" + t.BrowserID + "/ws"
+	data := web.EngineData{
 		App: t.App, AppName: in.app.Name, InstanceID: in.info.ID, BrowserID: t.BrowserID, Worker: w.id,
-		Base: base, Socket: base + "/b/" + t.BrowserID + "/ws", Notice: notice,
-	})
+		Base: base, Socket: socket, Notice: notice,
+	}
+	if w.tickets != nil {
+		data.SocketURL, data.Ticket = wsOrigin(w.cfg.SocketURL)+socket, w.socketTicket(r, t.BrowserID, user)
+	}
+	var buf bytes.Buffer
+	err := web.Engine.Execute(&buf, data)
 	if err != nil {
 		w.log.Error().Err(err).Msg("engine template")
 		w.page(rw, r, id, http.StatusInternalServerError, "Internal error", "The page could not be rendered.")
@@ -478,24 +499,48 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		w.page(rw, r, id, http.StatusBadRequest, "Bad request", err.Error())
 		return
 	}
-	in, b, user, ok := w.browserOf(rw, r, id, t, func(in *instance) {
+	up := &upgrader
+	var ticket *ticketClaims
+	if tk, ok := ticketOf(websocket.Subprotocols(r)); ok {
+		c, err := w.redeemTicket(tk, t.BrowserID, r.Header.Get("Origin"))
+		if err != nil {
+			w.log.Info().Str("request_id", id).Str("browser", t.BrowserID).Str("reason", err.Error()).Msg("socket refused")
+			w.page(rw, r, id, http.StatusForbidden, "Socket refused", "The socket's ticket is not valid ("+err.Error()+"). Reload the page.")
+			return
+		}
+		ticket, up = &c, &ticketUpgrader
+	}
+	released := func(in *instance) {
 		// A client engine cannot read an upgrade's status: it is told in
 		// the protocol, with the address that gives a new browser, and
 		// does not reconnect.
-		if conn, err := upgrader.Upgrade(rw, r, nil); err == nil {
+		if conn, err := up.Upgrade(rw, r, nil); err == nil {
 			writeClosed(conn, releasedReason(in.idle), reloadURL(in.app, in.info.ID))
 		}
-	})
+	}
+	var (
+		in       *instance
+		b        *vbrowser
+		user     string
+		ok       bool
+		sessions []string
+		admin    bool
+	)
+	if ticket != nil {
+		in, b, ok = w.findBrowser(rw, r, id, t, released)
+		user, sessions, admin = ticket.User, ticket.Sessions, ticket.Admin
+	} else {
+		in, b, user, ok = w.browserOf(rw, r, id, t, released)
+		if cl, ok := w.users.session(r); ok {
+			sessions = append(sessions, cl.ID)
+		}
+		var asid string
+		if asid, admin = w.users.adminSession(r); admin {
+			sessions = append(sessions, asid)
+		}
+	}
 	if !ok {
 		return
-	}
-	var sessions []string
-	if cl, ok := w.users.session(r); ok {
-		sessions = append(sessions, cl.ID)
-	}
-	asid, admin := w.users.adminSession(r)
-	if admin {
-		sessions = append(sessions, asid)
 	}
 	role := func() Role {
 		role := in.browserRole(b, user)
@@ -508,7 +553,76 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		w.page(rw, r, id, http.StatusForbidden, "No access", "This virtual browser belongs to someone else.")
 		return
 	}
-	b.hub.serve(rw, r, w.id, user, clientIP(r), sessions, role, link)
+	b.hub.serve(rw, r, up, w.id, user, clientIP(r), sessions, role, link)
+}
+
+// socketTicket is the ticket for user's socket to browser, issued on the
+// request that showed who they are (the engine page, or the engine asking
+// again to reconnect).
+func (w *Worker) socketTicket(r *http.Request, browser, user string) string {
+	c := ticketClaims{Browser: browser, User: user, Origin: w.pageOrigin(r)}
+	if cl, ok := w.users.session(r); ok {
+		c.Sessions, c.Issued = append(c.Sessions, cl.ID), cl.Issued.Unix()
+	}
+	if asid, ok := w.users.adminSession(r); ok {
+		c.Sessions, c.Admin = append(c.Sessions, asid), true
+	}
+	return w.tickets.issue(c, time.Now())
+}
+
+// redeemTicket checks a socket ticket and that its sessions still hold (a
+// logout since the page was served refuses it).
+func (w *Worker) redeemTicket(tk, browser, origin string) (ticketClaims, error) {
+	if w.tickets == nil {
+		return ticketClaims{}, errTicketMAC
+	}
+	now := time.Now()
+	c, err := w.tickets.redeem(tk, browser, origin, now)
+	if err != nil {
+		return c, err
+	}
+	for _, sid := range c.Sessions {
+		if w.users.isEnded(sid, now) {
+			return ticketClaims{}, errTicketSession
+		}
+	}
+	if c.Issued != 0 && w.users.isRevoked(c.User, time.Unix(c.Issued, 0)) {
+		return ticketClaims{}, errTicketSession
+	}
+	return c, nil
+}
+
+// pageOrigin is the origin the client sees r at.
+func (w *Worker) pageOrigin(r *http.Request) string {
+	if w.users.https(r) {
+		return "https://" + r.Host
+	}
+	return "http://" + r.Host
+}
+
+// serveSocketInfo answers the engine's GET of its socket's path: where to
+// open the socket now, with a fresh ticket ({"url": ""}: at the page's
+// origin). The engine asks before reconnecting to a socket URL.
+func (w *Worker) serveSocketInfo(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
+	var info struct {
+		URL    string `json:"url"`
+		Ticket string `json:"ticket,omitempty"`
+	}
+	in, b, user, ok := w.browserOf(rw, r, id, t, func(*instance) {
+		writeJSON(rw, info) // released: the page's origin says so
+	})
+	if !ok {
+		return
+	}
+	if in.browserRole(b, user) == RoleNone && !w.users.adminViewer(r) {
+		w.page(rw, r, id, http.StatusForbidden, "No access", "This virtual browser belongs to someone else.")
+		return
+	}
+	if w.tickets != nil {
+		info.URL = wsOrigin(w.cfg.SocketURL) + r.URL.EscapedPath()
+		info.Ticket = w.socketTicket(r, t.BrowserID, user)
+	}
+	writeJSON(rw, info)
 }
 
 // redirectNext sends the user on: 302 for a GET, 303 See Other after a

@@ -98,8 +98,15 @@ type Config struct {
 	// relay every connection.
 	HandoffDir string
 	NoHandoff  bool
-	Logger     zerolog.Logger
-	Version    string
+	// SocketURL is where client engines open their WebSockets instead of
+	// the origin of their page ("" = there): the public http(s) address of
+	// a cluster proxy on this worker's host, which hands each socket to
+	// the worker, so a worker on another host than the proxy that served
+	// the page is reached without a relay. Tickets carry the user there
+	// (ticket.go).
+	SocketURL string
+	Logger    zerolog.Logger
+	Version   string
 }
 
 // Worker is a running worker.
@@ -111,6 +118,7 @@ type Worker struct {
 	runtime browser.Runtime
 	pools   *pool.Manager
 	users   *users
+	tickets *tickets // socket tickets, when Config.SocketURL is set
 	jobs    *jobs.Executor
 
 	ctx    context.Context
@@ -210,6 +218,9 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", config.Within("Grade", err))
 	}
+	if cfg.SocketURL, err = socketOrigin(cfg.SocketURL); err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
 	}
@@ -222,6 +233,9 @@ func New(cfg Config) (*Worker, error) {
 	w := &Worker{cfg: cfg, id: cfg.ID, runtime: cfg.Runtime, clock: clock.Real, grade: gov, hopWait: 10 * time.Second}
 	w.log = cfg.Logger.With().Str("worker", w.id).Logger()
 	w.users = newUsers(cfg.Secret)
+	if cfg.SocketURL != "" {
+		w.tickets = newTickets()
+	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.apps = newAppManager(w)
 	w.period.Store(int64(time.Second))

@@ -310,6 +310,17 @@ var upgrader = websocket.Upgrader{
 	// The default CheckOrigin (same host) applies: proxies keep Host.
 }
 
+// ticketUpgrader upgrades a ticketed socket (ticket.go): its page was
+// served at another origin, which the ticket names and serveSocket checked
+// against Origin; the answer names the engine's protocol, as a browser
+// requires of a handshake that offered some.
+var ticketUpgrader = websocket.Upgrader{
+	ReadBufferSize:  4096,
+	WriteBufferSize: 64 << 10,
+	Subprotocols:    []string{socketProtocol},
+	CheckOrigin:     func(*http.Request) bool { return true },
+}
+
 // revokedReason is what a client whose access was withdrawn is told.
 const revokedReason = "The owner no longer shares this browser with you."
 
@@ -317,8 +328,8 @@ const revokedReason = "The owner no longer shares this browser with you."
 // disconnects. role gives the user's current role on the browser (the
 // caller checked it is not RoleNone).
 // linkKbps is the client's estimate of its link (linkHint; 0 = none).
-func (h *hub) serve(w http.ResponseWriter, r *http.Request, workerID, user, addr string, sessions []string, role func() Role, linkKbps int) {
-	conn, err := upgrader.Upgrade(w, r, nil)
+func (h *hub) serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrader, workerID, user, addr string, sessions []string, role func() Role, linkKbps int) {
+	conn, err := up.Upgrade(w, r, nil)
 	if err != nil {
 		return // Upgrade already answered with an error status
 	}

@@ -22,7 +22,7 @@ func fieldFlags() map[string]string {
 		"MaxBrowsers": "--max-browsers", "GeneralMin": "--general-pool-min", "JobSlots": "--job-slots",
 		"MaxAppBytes": "--max-app-bytes", "RestAfter": "--rest-after",
 		"Grade.High": "--frame-latency-high", "Grade.Low": "--frame-latency-low", "Grade.MinScale": "--frame-scale-min",
-		"Grade.Sharpen": "--frame-sharpen", "RenderScale": "--render-scale",
+		"Grade.Sharpen": "--frame-sharpen", "RenderScale": "--render-scale", "SocketURL": "--socket-url",
 	}
 	for _, f := range quotaFlagList {
 		m["Quotas."+quotaFieldName(f)] = "--quota-" + f.name

@@ -33,6 +33,8 @@ end users' requests to its --listen address.`,
 				Usage: "HTTP address proxies forward to (port 0 = any free port)"},
 			&cli.StringFlag{Name: "advertise", Sources: cli.EnvVars("CB_ADVERTISE"),
 				Usage: "HTTP address the proxies use (default: the --listen address)"},
+			&cli.StringFlag{Name: "socket-url", Sources: cli.EnvVars("CB_SOCKET_URL"),
+				Usage: "public address of a cluster proxy on this worker's host (e.g. https://w2.example.com): client engines open their WebSockets there, with a one-time ticket, so a worker on another host than the proxy that served the page is reached without a relay; default: the page's own address"},
 			&cli.StringFlag{Name: "id", Sources: cli.EnvVars("CB_WORKER_ID"),
 				Usage: "worker id: " + ids.WorkerRule + ` (default: random, "w-" + 8 characters)`},
 			&cli.StringFlag{Name: "runtime", Value: "chromium", Sources: cli.EnvVars("CB_RUNTIME"),
@@ -92,7 +94,8 @@ end users' requests to its --listen address.`,
 				RestAfter:        cmd.Duration("rest-after"),
 				Grade: grade.Config{High: cmd.Duration("frame-latency-high"), Low: cmd.Duration("frame-latency-low"),
 					MinScale: cmd.Float("frame-scale-min"), Sharpen: cmd.Duration("frame-sharpen")},
-				JobSlots: int(cmd.Int("job-slots")),
+				JobSlots:  int(cmd.Int("job-slots")),
+				SocketURL: cmd.String("socket-url"),
 			})
 			if err != nil {
 				rt.Close()

@@ -22,6 +22,10 @@
   var noticeText = document.getElementById("notice-text");
   var noticeAction = document.getElementById("notice-action");
   var socketPath = body.dataset.socket;
+  // A worker given a socket URL (a proxy on its own host) is reached there,
+  // with a ticket good for one handshake, rather than relayed from the
+  // page's origin; body.dataset.socketHost says where the socket went.
+  var direct = body.dataset.socketAt ? {url: body.dataset.socketAt, ticket: body.dataset.ticket || "", failed: 0} : null;
   var ws = null, backoff = 250, closedForGood = false, seq = 0, readOnly = false;
   var pending = {}, reloadURL = "";
   var frames = 0, lastFrame = null, drawing = false, queued = null;
@@ -269,13 +273,40 @@
   function connect() {
     var proto = location.protocol === "https:" ? "wss://" : "ws://";
     var q = link > 0 ? (socketPath.indexOf("?") < 0 ? "?" : "&") + "link=" + link : "";
-    ws = new WebSocket(proto + location.host + socketPath + q);
+    var here = proto + location.host + socketPath + q;
+    if (!direct) { openSocket(here, ""); return; }
+    if (direct.ticket) {
+      var tk = direct.ticket;
+      direct.ticket = "";
+      openSocket(direct.url + q, tk);
+      return;
+    }
+    // A fresh ticket, and the socket URL of whichever worker has the
+    // browser now (none: the page's origin).
+    fetch(socketPath, {credentials: "same-origin", cache: "no-store"}).then(function (r) {
+      return r.ok ? r.json() : {};
+    }).then(function (j) {
+      if (j.url && j.ticket) { openSocket(j.url + q, j.ticket); } else { openSocket(here, ""); }
+    }, function () { openSocket(here, ""); });
+  }
+
+  function openSocket(url, ticket) {
+    var opened = false;
+    ws = ticket ? new WebSocket(url, ["cb.v1", "cb-ticket." + ticket]) : new WebSocket(url);
+    body.dataset.socketHost = url.split("/")[2];
     ws.binaryType = "arraybuffer";
-    ws.onopen = function () { mark("cb-ws-open"); };
+    ws.onopen = function () {
+      opened = true;
+      if (ticket) { direct.failed = 0; }
+      mark("cb-ws-open");
+    };
     ws.onmessage = onMessage;
     ws.onclose = function () {
       ws = null;
       if (closedForGood) { return; }
+      // Twice refused or out of reach, even with a fresh ticket: the
+      // socket URL does not work from here; the page's origin relays.
+      if (ticket && !opened && ++direct.failed >= 2) { direct = null; }
       setStatus("reconnecting");
       setTimeout(connect, backoff);
       backoff = Math.min(backoff * 2, 8000);

@@ -1,0 +1,194 @@
+package worker
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+)
+
+func TestTicketRedeem(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	tk := newTickets()
+	issue := func() string {
+		return tk.issue(ticketClaims{Browser: "b1", User: "alice", Sessions: []string{"s1"}, Origin: "https://cb.example"}, now)
+	}
+	used := issue()
+	if _, err := tk.redeem(used, "b1", "https://cb.example", now); err != nil {
+		t.Fatal(err)
+	}
+	tampered := func() string {
+		s := issue()
+		payload, sig, _ := strings.Cut(s, ".")
+		return payload[:len(payload)-2] + "x" + payload[len(payload)-1:] + "." + sig
+	}
+	for _, tc := range []struct {
+		name            string
+		ticket          string
+		browser, origin string
+		at              time.Time
+		want            error
+	}{
+		{"valid", issue(), "b1", "https://cb.example", now.Add(ticketTTL), nil},
+		{"used before", used, "b1", "https://cb.example", now, errTicketUsed},
+		{"expired", issue(), "b1", "https://cb.example", now.Add(ticketTTL + time.Second), errTicketExpired},
+		{"another browser", issue(), "b2", "https://cb.example", now, errTicketBrowser},
+		{"another origin", issue(), "b1", "https://evil.example", now, errTicketOrigin},
+		{"no origin", issue(), "b1", "", now, errTicketOrigin},
+		{"tampered", tampered(), "b1", "https://cb.example", now, errTicketMAC},
+		{"another worker's", newTickets().issue(ticketClaims{Browser: "b1", Origin: "https://cb.example"}, now), "b1", "https://cb.example", now, errTicketMAC},
+		{"no signature", "abc", "b1", "https://cb.example", now, errTicketMalformed},
+		{"bad base64", "a.%%%", "b1", "https://cb.example", now, errTicketMalformed},
+		{"empty", "", "b1", "https://cb.example", now, errTicketMalformed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tk.redeem(tc.ticket, tc.browser, tc.origin, tc.at)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("redeem: %v, want %v", err, tc.want)
+			}
+			if err == nil && (c.User != "alice" || len(c.Sessions) != 1 || c.Sessions[0] != "s1") {
+				t.Fatalf("claims %+v", c)
+			}
+		})
+	}
+}
+
+func TestSocketOrigin(t *testing.T) {
+	for _, tc := range []struct{ in, want, err string }{
+		{"", "", ""},
+		{"https://w2.example.com", "https://w2.example.com", ""},
+		{"http://10.0.0.2:8080/", "http://10.0.0.2:8080", ""},
+		{"ftp://w2", "", "want an http:// or https:// address"},
+		{"https://", "", "has no host"},
+		{"https://w2/sockets", "", "want only scheme, host and port"},
+		{"https://u:p@w2", "", "want only scheme, host and port"},
+		{"https://w2?x=1", "", "want only scheme, host and port"},
+		{"://", "", "is not a URL"},
+	} {
+		got, err := socketOrigin(tc.in)
+		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("socketOrigin(%q) = %q, %v; want %q, an error with %q", tc.in, got, err, tc.want, tc.err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "SocketURL") {
+			t.Errorf("socketOrigin(%q): %v does not name the field", tc.in, err)
+		}
+	}
+}
+
+// TestTicketedSocket: with a socket URL, the engine page carries it and a
+// ticket; the socket opens there without the page's cookie, as the page's
+// user, once per ticket and only from the page's origin; the engine asks
+// for a new ticket on its socket's path.
+func TestTicketedSocket(t *testing.T) {
+	f := newHubFixture(t, RoleReader, func(w *Worker) {
+		w.cfg.SocketURL, w.tickets = "https://sockets.example:8443", newTickets()
+	})
+	page := func(cookie bool) (int, string) {
+		req, _ := http.NewRequest("GET", f.srv.URL+f.loc, nil)
+		if cookie {
+			req.AddCookie(f.cookie)
+		}
+		resp, err := f.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, html := page(true)
+	at := regexp.MustCompile(`data-socket-at="([^"]*)" data-ticket="([^"]*)"`).FindStringSubmatch(html)
+	if code != http.StatusOK || at == nil {
+		t.Fatalf("engine page %d without a socket URL and ticket:\n%s", code, html)
+	}
+	if want := "wss://sockets.example:8443" + f.loc + "/ws"; at[1] != want {
+		t.Fatalf("socket URL %q, want %q", at[1], want)
+	}
+	wsURL := "ws" + strings.TrimPrefix(f.srv.URL, "http") + f.loc + "/ws"
+	dial := func(ticket, origin string) (*websocket.Conn, int) {
+		h := http.Header{"Origin": {origin}}
+		d := websocket.Dialer{Subprotocols: []string{socketProtocol, ticketPrefix + ticket}}
+		conn, resp, err := d.Dial(wsURL, h)
+		if err != nil {
+			if resp == nil {
+				t.Fatal(err)
+			}
+			return nil, resp.StatusCode
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn, http.StatusSwitchingProtocols
+	}
+	// Another site's page cannot use the ticket; the page's origin can,
+	// once, and the socket is the owner's (not read-only).
+	if _, code := dial(at[2], "https://evil.example"); code != http.StatusForbidden {
+		t.Fatalf("ticket from another origin: %d, want 403", code)
+	}
+	conn, code := dial(at[2], f.srv.URL)
+	if conn == nil {
+		t.Fatalf("ticketed handshake: %d", code)
+	}
+	if conn.Subprotocol() != socketProtocol {
+		t.Fatalf("subprotocol %q, want %q", conn.Subprotocol(), socketProtocol)
+	}
+	var hello map[string]any
+	if err := conn.ReadJSON(&hello); err != nil || hello["t"] != "hello" || hello["readOnly"] == true {
+		t.Fatalf("hello %v %v", hello, err)
+	}
+	if _, code := dial(at[2], f.srv.URL); code != http.StatusForbidden {
+		t.Fatalf("a ticket used twice: %d, want 403", code)
+	}
+	if _, code := dial("forged."+strings.Repeat("A", 43), f.srv.URL); code != http.StatusForbidden {
+		t.Fatalf("a forged ticket: %d, want 403", code)
+	}
+
+	// Reconnecting: the socket's path, fetched, gives a fresh ticket to
+	// the owner and nothing to someone the browser is not shared with.
+	info := func(cookie bool) (int, map[string]string) {
+		req, _ := http.NewRequest("GET", f.srv.URL+f.loc+"/ws", nil)
+		if cookie {
+			req.AddCookie(f.cookie)
+		}
+		resp, err := f.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	code, m := info(true)
+	if code != http.StatusOK || m["url"] != at[1] || m["ticket"] == "" || m["ticket"] == at[2] {
+		t.Fatalf("socket info %d %v", code, m)
+	}
+	if conn, code := dial(m["ticket"], f.srv.URL); conn == nil {
+		t.Fatalf("the fresh ticket: %d", code)
+	}
+	shareWithAnyone(f.w, f.iid, RoleNone)
+	if code, m := info(false); code != http.StatusForbidden || m["ticket"] != "" {
+		t.Fatalf("socket info for a stranger: %d %v", code, m)
+	}
+
+	// A logout since the ticket was issued refuses it: the session it
+	// names has ended, or all the user's sessions were revoked.
+	now := time.Now()
+	origin := f.srv.URL
+	browserID := f.loc[strings.LastIndex(f.loc, "/")+1:]
+	ended := f.w.tickets.issue(ticketClaims{Browser: browserID, User: "bob", Sessions: []string{"sid-ended"}, Origin: origin}, now)
+	f.w.users.end(wire.SessionRevocation{ID: "sid-ended", User: "bob", Expires: now.Add(time.Hour).Unix()})
+	revoked := f.w.tickets.issue(ticketClaims{Browser: browserID, User: "carol", Sessions: []string{"sid-c"}, Issued: now.Unix() - 10, Origin: origin}, now)
+	f.w.users.revoke("carol", now.Unix())
+	for name, tk := range map[string]string{"ended session": ended, "revoked user": revoked} {
+		if _, err := f.w.redeemTicket(tk, browserID, origin); !errors.Is(err, errTicketSession) {
+			t.Errorf("%s: %v, want %v", name, err, errTicketSession)
+		}
+	}
+}
