@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 )
 
@@ -691,6 +692,10 @@ type edgeDone struct {
 	dur   time.Duration
 	sa    unix.Sockaddr
 	rec   *pageRecorder // a page to answer with instead
+	// paired: a worker connection over a unix socket pair was asked for
+	// (pair); upFD is its end, -1 if the worker did not take the other.
+	paired bool
+	upFD   int
 }
 
 // post hands d to the loop; dropped if the loop has ended.
@@ -699,6 +704,9 @@ func (l *loop) post(d edgeDone) {
 	e.wakeMu.Lock()
 	defer e.wakeMu.Unlock()
 	if e.ended {
+		if d.paired && d.upFD >= 0 {
+			unix.Close(d.upFD)
+		}
 		return
 	}
 	l.postMu.Lock()
@@ -716,11 +724,17 @@ func (l *loop) takePosted() {
 	for _, d := range ds {
 		c := d.ex.c
 		if l.conns[c.fd] != c || c.ex != d.ex || d.ex.seq != d.seq {
+			if d.paired && d.upFD >= 0 {
+				unix.Close(d.upFD)
+			}
 			continue // the client left meanwhile
 		}
-		if d.rec != nil {
+		switch {
+		case d.rec != nil:
 			l.page(d.ex, d.rec)
-		} else {
+		case d.paired:
+			l.sendPaired(d)
+		default:
 			l.routed(d)
 		}
 	}
@@ -816,7 +830,8 @@ func (l *loop) requestHead(b []byte, method string, r *edgeReq, ip, id string, k
 	return append(h.appendOwn(b), "\r\n"...)
 }
 
-// send writes the request on a pooled worker connection or a new one.
+// send writes the request on a pooled worker connection or a new one: a
+// unix socket pair to a worker on this host, else TCP.
 func (l *loop) send(ex *edgeEx, addr string, sa unix.Sockaddr) {
 	var u *econn
 	if s := l.idle[addr]; len(s) > 0 && !ex.retried {
@@ -825,6 +840,10 @@ func (l *loop) send(ex *edgeEx, addr string, sa unix.Sockaddr) {
 		u.pooled, u.deadline = false, time.Time{}
 		ex.reused = true
 	} else {
+		if !ex.retried && l.e.p.canHandOff(ex.route) {
+			l.pair(ex, sa)
+			return
+		}
 		var err error
 		if u, err = l.dial(addr, sa); err != nil {
 			ex.u = nil
@@ -833,12 +852,74 @@ func (l *loop) send(ex *edgeEx, addr string, sa unix.Sockaddr) {
 		}
 		ex.reused = false
 	}
+	l.sendOn(ex, u)
+}
+
+// sendOn writes ex's request head on the worker connection u.
+func (l *loop) sendOn(ex *edgeEx, u *econn) {
 	ex.u, u.ex = u, ex
 	if err := l.write(u, ex.c.hbuf); err != nil {
 		l.upFailed(ex, err)
 		return
 	}
 	l.want(ex.c)
+}
+
+// pair connects to a worker on this host without TCP: one end of a unix
+// socket pair is handed to the worker's handoff socket (internal/handoff),
+// which serves it like a connection it accepted, and the other end is the
+// loop's worker connection, pooled as any. A unix socket costs both sides
+// less than loopback TCP per request (docs/benchmarks.md, "HTTP"). The
+// handoff waits for the worker's acknowledgement, so it runs off the loop;
+// sendPaired continues. A worker that does not take it is reached over TCP,
+// and its handoff socket is left alone for a while (as for WebSockets).
+func (l *loop) pair(ex *edgeEx, sa unix.Sockaddr) {
+	p, seq, route := l.e.p, ex.seq, ex.route
+	go func() {
+		d := edgeDone{ex: ex, seq: seq, route: route, sa: sa, paired: true, upFD: -1}
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err == nil {
+			theirs := os.NewFile(uintptr(fds[1]), "worker-pair")
+			err = handoff.Send(context.Background(), route.Handoff, theirs, nil)
+			theirs.Close() // the worker has its own descriptor now, or nothing
+			if err == nil {
+				d.upFD = fds[0]
+				p.st.upPaired.Add(1)
+			} else {
+				unix.Close(fds[0])
+			}
+		}
+		if err != nil {
+			p.handoffDown.Store(route.Handoff, time.Now().Add(handoffBackoff))
+			p.log.Warn().Err(err).Str("socket", route.Handoff).Str("worker", route.WorkerID).
+				Msg("worker connection over a unix socket failed: using TCP")
+		}
+		l.post(d)
+	}()
+}
+
+// sendPaired sends ex's request on the connection pair made, or over TCP
+// if it made none.
+func (l *loop) sendPaired(d edgeDone) {
+	ex := d.ex
+	if d.upFD < 0 {
+		u, err := l.dial(ex.addr, d.sa)
+		if err != nil {
+			l.upFailed(ex, err)
+			return
+		}
+		ex.reused = false
+		l.sendOn(ex, u)
+		return
+	}
+	u := &econn{fd: d.upFD, up: true, addr: ex.addr}
+	if !l.register(u, unix.EPOLLIN) {
+		unix.Close(d.upFD)
+		l.upFailed(ex, errors.New("edge: epoll_ctl"))
+		return
+	}
+	ex.reused = false
+	l.sendOn(ex, u)
 }
 
 // dial starts a non-blocking connect; writable() completes it.

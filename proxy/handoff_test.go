@@ -4,9 +4,12 @@ package proxy
 
 import (
 	"crypto/rand"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,5 +111,70 @@ func TestWebSocketHandoffFallsBack(t *testing.T) {
 	echoOnce(t, c, "relayed")
 	if st := p2.Stats(); st.WebSocketsHandedOff != 0 || st.WebSocketsTotal != 1 {
 		t.Errorf("DisableHandoff: stats %+v", st)
+	}
+}
+
+// TestEdgeWorkerPairs: the edge reaches a worker on this host over a unix
+// socket pair handed to the worker's handoff socket, not TCP, and pools
+// it; with that socket gone it uses TCP and leaves the socket alone.
+func TestEdgeWorkerPairs(t *testing.T) {
+	key := make([]byte, hop.KeyLen)
+	_, _ = rand.Read(key)
+	var viaTCP, viaPair, unsigned atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := hop.Verify(key, time.Now(), r.Header.Get(hop.Header), hop.FieldsOf(r)); err != nil {
+			unsigned.Add(1)
+		}
+		if strings.HasPrefix(r.RemoteAddr, "127.0.0.1:") {
+			viaTCP.Add(1)
+		} else {
+			viaPair.Add(1)
+		}
+		_, _ = io.WriteString(w, "ok "+r.Header.Get("X-Forwarded-For"))
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	l, err := handoff.Listen(filepath.Join(t.TempDir(), "w.sock"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = hs.Serve(l) }()
+	t.Cleanup(func() { hs.Close(); <-served })
+	route := Route{WorkerID: testWorker, Addr: srv.Listener.Addr().String(), Handoff: l.Path(), Host: handoff.HostID()}
+	p, ps := startProxy(t, Config{Router: &fakeRouter{route: route}, HopKey: func() []byte { return key }})
+
+	get := func(what string) {
+		t.Helper()
+		resp := rawExchange(t, ps.Addr, "GET "+edgePath+" HTTP/1.1\r\nHost: cb.example\r\n\r\n", 1, false)[0]
+		if b := body(t, resp); resp.StatusCode != 200 || b != "ok 127.0.0.1" {
+			t.Fatalf("%s: %d %q", what, resp.StatusCode, b)
+		}
+	}
+	for i := range 5 {
+		get(fmt.Sprintf("request %d", i))
+	}
+	if viaPair.Load() != 5 || viaTCP.Load() != 0 || unsigned.Load() != 0 {
+		t.Fatalf("over a pair %d, TCP %d, unsigned %d; want 5 over a pair", viaPair.Load(), viaTCP.Load(), unsigned.Load())
+	}
+	if n := p.Stats().WorkerPairs; n != 1 {
+		t.Fatalf("%d pairs for 5 requests in a row, want 1 (pooled)", n)
+	}
+	if served, handed := edgeCounts(p); served != 5 || len(handed) != 0 {
+		t.Fatalf("the edge served %d and handed %v to net/http", served, handed)
+	}
+
+	// The worker's handoff socket and its connections gone: TCP.
+	hs.Close()
+	<-served
+	for i := range 3 {
+		get(fmt.Sprintf("request %d after the socket went", i))
+	}
+	if viaTCP.Load() != 3 || viaPair.Load() != 5 {
+		t.Fatalf("after the socket went: over a pair %d, TCP %d; want 3 more over TCP", viaPair.Load(), viaTCP.Load())
+	}
+	if p.canHandOff(route) {
+		t.Error("a failed handoff socket is tried again at once")
 	}
 }

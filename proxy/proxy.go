@@ -113,7 +113,7 @@ type Proxy struct {
 type counters struct {
 	requests, routeErrors, badRequests, upstreamErrors atomic.Uint64
 	wsOpen                                             atomic.Int64
-	wsTotal, wsHandedOff, bytesUp, bytesDown           atomic.Uint64
+	wsTotal, wsHandedOff, bytesUp, bytesDown, upPaired atomic.Uint64
 }
 
 // Stats is a snapshot of proxy counters.
@@ -125,6 +125,7 @@ type Stats struct {
 	WebSocketsOpen      int64  // relays (and handshakes) in progress
 	WebSocketsTotal     uint64 // relays established (101 relayed)
 	WebSocketsHandedOff uint64 // given to a worker on this host (handoff.go)
+	WorkerPairs         uint64 // unix socket connections to workers on this host (the edge's pair)
 	BytesUp             uint64 // relayed client->worker WebSocket bytes
 	BytesDown           uint64 // relayed worker->client WebSocket bytes
 	EdgeRequests        uint64 // requests the event-loop edge relayed itself (edge.go)
@@ -329,6 +330,7 @@ func (p *Proxy) Stats() Stats {
 		WebSocketsOpen:      p.st.wsOpen.Load(),
 		WebSocketsTotal:     p.st.wsTotal.Load(),
 		WebSocketsHandedOff: p.st.wsHandedOff.Load(),
+		WorkerPairs:         p.st.upPaired.Load(),
 		BytesUp:             p.st.bytesUp.Load(),
 		BytesDown:           p.st.bytesDown.Load(),
 		EdgeRequests:        p.edge.requests.Load(),

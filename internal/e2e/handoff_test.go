@@ -10,7 +10,8 @@ import (
 
 // TestWebSocketHandoff: a proxy process on the worker's host hands a
 // client engine's WebSocket to the worker instead of relaying it (counted
-// in its metrics), and the session goes on after that proxy is killed.
+// in its metrics), and the session goes on after that proxy is killed; its
+// page requests reach the worker over a unix socket pair.
 func TestWebSocketHandoff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -35,6 +36,10 @@ func TestWebSocketHandoff(t *testing.T) {
 	}
 	if v := value(m, "cloudbrowser_proxy_websockets_total", nil); v != 0 {
 		t.Errorf("relayed: %v, want 0", v)
+	}
+	// The page requests went to the worker over a unix socket pair.
+	if v := value(m, "cloudbrowser_proxy_worker_pairs_total", nil); v < 1 {
+		t.Errorf("worker connections over a socket pair: %v, want at least 1", v)
 	}
 
 	px.kill() // the proxy the socket came through

@@ -276,8 +276,12 @@ func Send(ctx context.Context, path string, c syscall.Conn, payload []byte) erro
 	if werr != nil {
 		return fmt.Errorf("handoff: send: %w", werr)
 	}
-	if _, err := uc.Write(payload); err != nil {
-		return fmt.Errorf("handoff: send: %w", err)
+	// Nothing to write for no payload: the worker may have acknowledged and
+	// closed already, and even an empty write would then fail (EPIPE).
+	if len(payload) > 0 {
+		if _, err := uc.Write(payload); err != nil {
+			return fmt.Errorf("handoff: send: %w", err)
+		}
 	}
 	var ack [1]byte
 	if _, err := io.ReadFull(uc, ack[:]); err != nil || ack[0] != 'k' {

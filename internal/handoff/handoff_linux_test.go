@@ -83,6 +83,33 @@ func TestHandoffMovesTheConnection(t *testing.T) {
 	}
 }
 
+// TestHandoffWithoutPayload: a socket handed over with nothing to read
+// first (a proxy's connection to its worker) arrives every time, though
+// the worker acknowledges and hangs up as soon as it has the socket.
+func TestHandoffWithoutPayload(t *testing.T) {
+	l := listen(t, nil)
+	for i := range 200 {
+		client, server := pair(t)
+		if err := Send(context.Background(), l.Path(), server, nil); err != nil {
+			t.Fatalf("handoff %d: %v", i, err)
+		}
+		server.Close()
+		got, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 1)
+		if _, err := io.ReadFull(got, b); err != nil || b[0] != 'x' {
+			t.Fatalf("handoff %d: read %q, %v", i, b, err)
+		}
+		got.Close()
+		client.Close()
+	}
+}
+
 // TestHandoffServedByHTTP: an http.Server serving the Listener answers the
 // handed request on the client's own connection.
 func TestHandoffServedByHTTP(t *testing.T) {
