@@ -58,7 +58,8 @@ wait_port() { # wait_port PORT: up to 10s for a loopback listener
 
 start_worker() {
 	WORKER_SOCK=$TMP/worker.sock # handed-over connections (start_proxy with HANDOFF=1)
-	"$TMP/bin/benchworker" -addr 127.0.0.1:0 -addr-file "$TMP/worker.addr" -handoff "$WORKER_SOCK" 2>"$TMP/worker.log" &
+	WORKER_UNIX=$TMP/worker-http.sock # plain HTTP (nginx with NGINX_UPSTREAM=unix:$WORKER_UNIX)
+	"$TMP/bin/benchworker" -addr 127.0.0.1:0 -addr-file "$TMP/worker.addr" -handoff "$WORKER_SOCK" -unix "$WORKER_UNIX" 2>"$TMP/worker.log" &
 	PIDS+=($!)
 	wait_file "$TMP/worker.addr"
 	WORKER=$(cat "$TMP/worker.addr")
@@ -93,23 +94,24 @@ start_loop() {
 	targets+=("$1 $(cat "$TMP/$1.addr") ${PIDS[-1]}")
 }
 
-# start_nginx [DIR [EXTRA]]: a foreground nginx (daemon off) proxying to
-# $WORKER with the usual WebSocket Upgrade/Connection headers and upstream
-# keepalive, its files in $TMP/DIR (default nginx); EXTRA is more directives
-# for its location (e.g. more proxy_set_header lines).
+# start_nginx [DIR [EXTRA [UPSTREAM]]]: a foreground nginx (daemon off)
+# proxying to UPSTREAM (default $WORKER; unix:PATH for a unix socket) with
+# the usual WebSocket Upgrade/Connection headers and upstream keepalive, its
+# files in $TMP/DIR (default nginx); EXTRA is more directives for its
+# location (e.g. more proxy_set_header lines).
 # nginx cannot report a port-0 binding, so a port is picked first; if
 # something takes it in between, nginx exits and another port is tried.
 start_nginx() {
 	local attempt
 	for attempt in 1 2 3 4 5; do
-		try_nginx "$("$TMP/bin/benchworker" -free-port)" "${1:-nginx}" "${2:-}" && return 0
+		try_nginx "$("$TMP/bin/benchworker" -free-port)" "${1:-nginx}" "${2:-}" "${3:-$WORKER}" && return 0
 		log "nginx could not take its port (attempt $attempt); trying another"
 	done
 	return 1
 }
 
-try_nginx() { # try_nginx PORT DIR EXTRA
-	local pid port=$1 dir=$TMP/$2 extra=$3
+try_nginx() { # try_nginx PORT DIR EXTRA UPSTREAM
+	local pid port=$1 dir=$TMP/$2 extra=$3 upstream=$4
 	mkdir -p "$dir/logs" "$dir/tmp"
 	cat >"$dir/nginx.conf" <<CONF
 daemon off;
@@ -125,7 +127,7 @@ http {
     uwsgi_temp_path $dir/tmp/uwsgi;
     scgi_temp_path $dir/tmp/scgi;
     map \$http_upgrade \$connection_upgrade { default upgrade; '' ''; }
-    upstream worker { server $WORKER; keepalive 64; }
+    upstream worker { server $upstream; keepalive 64; }
     server {
         listen 127.0.0.1:$port;
         location / {

@@ -10,6 +10,11 @@
 #   LOOP=1 scripts/bench/proxy-http.sh   # + the looproxy baselines (event loop; with net/http's parsers)
 #   NETHTTP=1 scripts/bench/proxy-http.sh  # + the proxy without its event-loop edge (net/http alone)
 #   NGINX_SAME=1 scripts/bench/proxy-http.sh  # + nginx also sending X-Forwarded-Proto and X-Request-Id
+#   NGINX_UNIX=1 scripts/bench/proxy-http.sh  # + nginx reaching the worker over a unix socket
+#
+# The worker is on the proxy's host, as with `cloudbrowser up`: the proxy
+# reaches it over a unix socket pair handed to its handoff socket. proxy-tcp
+# is the same proxy over loopback TCP, as to a worker on another host.
 #
 # On small machines wrk, the proxy and the worker share the CPUs: compare
 # ratios within a run, not absolute numbers across machines. CPU per
@@ -29,8 +34,10 @@ command -v nginx >/dev/null || apt_install nginx || log "no nginx: its row is sk
 build_bins
 start_worker
 WORKER_PID=${PIDS[-1]}
-start_proxy
+HANDOFF=1 start_proxy
 targets=("direct $WORKER $WORKER_PID" "proxy $PROXY $(IFS=,; echo "${PROXY_PIDS[*]}")")
+HANDOFF=0 start_proxy
+targets+=("proxy-tcp $PROXY $(IFS=,; echo "${PROXY_PIDS[*]}")")
 if [ "${NETHTTP:-0}" = 1 ]; then
 	"$TMP/bin/benchproxy" -edge=false -addr 127.0.0.1:0 -addr-file "$TMP/nethttp.addr" -worker "$WORKER" 2>>"$TMP/proxy.log" &
 	PIDS+=($!)
@@ -49,6 +56,10 @@ if command -v nginx >/dev/null; then
 		# signature: the client's protocol and a request id.
 		start_nginx nginx-same 'proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Request-Id $request_id;'
 		targets+=("nginx+hdr $NGINX ${PIDS[-1]}")
+	fi
+	if [ "${NGINX_UNIX:-0}" = 1 ]; then
+		start_nginx nginx-unix '' "unix:$WORKER_UNIX"
+		targets+=("nginx-unix $NGINX ${PIDS[-1]}")
 	fi
 fi
 
@@ -96,15 +107,11 @@ for t in "${targets[@]}"; do
 	printf '%-10s %10.0f %9.3f %13s %13s %14s %15s\n' "$name" "$rps" "$p99" \
 		"$(ratio "$rps" "$(med "${RPS[direct]}")")" "$(ratio "$p99" "$(med "${P99[direct]}")")" "$hop" "$(med "${WRK[$name]}")"
 done
-if [ -n "${RPS[nginx]:-}" ]; then
-	printf 'proxy vs nginx: req/s %s, p99 %s, CPU per request %s\n' \
-		"$(ratio "$(med "${RPS[proxy]}")" "$(med "${RPS[nginx]}")")" \
-		"$(ratio "$(med "${P99[proxy]}")" "$(med "${P99[nginx]}")")" \
-		"$(ratio "$(med "${HOP[proxy]}")" "$(med "${HOP[nginx]}")")"
-fi
-if [ -n "${RPS[nginx+hdr]:-}" ]; then
-	printf 'proxy vs nginx+hdr: req/s %s, p99 %s, CPU per request %s\n' \
-		"$(ratio "$(med "${RPS[proxy]}")" "$(med "${RPS[nginx+hdr]}")")" \
-		"$(ratio "$(med "${P99[proxy]}")" "$(med "${P99[nginx+hdr]}")")" \
-		"$(ratio "$(med "${HOP[proxy]}")" "$(med "${HOP[nginx+hdr]}")")"
-fi
+for pair in "proxy nginx" "proxy-tcp nginx" "proxy nginx+hdr" "proxy nginx-unix"; do
+	read -r a b <<<"$pair"
+	[ -n "${RPS[$b]:-}" ] || continue
+	printf '%s vs %s: req/s %s, p99 %s, CPU per request %s\n' "$a" "$b" \
+		"$(ratio "$(med "${RPS[$a]}")" "$(med "${RPS[$b]}")")" \
+		"$(ratio "$(med "${P99[$a]}")" "$(med "${P99[$b]}")")" \
+		"$(ratio "$(med "${HOP[$a]}")" "$(med "${HOP[$b]}")")"
+done

@@ -35,6 +35,7 @@ func main() {
 	addrFile := flag.String("addr-file", "", "write the bound address to this file once listening")
 	freePort := flag.Bool("free-port", false, "print a free loopback TCP port and exit")
 	handoffPath := flag.String("handoff", "", "also take connections handed over by a proxy on this unix socket (internal/handoff)")
+	unixPath := flag.String("unix", "", "also serve HTTP on this unix socket (nginx's unix upstream)")
 	flag.Parse()
 
 	if *freePort {
@@ -64,6 +65,14 @@ func main() {
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
+	if *unixPath != "" {
+		_ = os.Remove(*unixPath)
+		ul, err := net.Listen("unix", *unixPath)
+		if err != nil {
+			log.Fatal(err)
+		}
+		go func() { _ = srv.Serve(ul) }()
+	}
 	if *handoffPath != "" {
 		hl, err := handoff.Listen(*handoffPath, func(err error) { log.Print(err) })
 		if err != nil {
