@@ -91,8 +91,8 @@ func TestTicketedSocket(t *testing.T) {
 	f := newHubFixture(t, RoleReader, func(w *Worker) {
 		w.cfg.SocketURL, w.tickets = "https://sockets.example:8443", newTickets()
 	})
-	page := func(cookie bool) (int, string) {
-		req, _ := http.NewRequest("GET", f.srv.URL+f.loc, nil)
+	get := func(path string, cookie bool) (int, []byte) {
+		req, _ := http.NewRequest("GET", f.srv.URL+path, nil)
 		if cookie {
 			req.AddCookie(f.cookie)
 		}
@@ -102,10 +102,10 @@ func TestTicketedSocket(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return resp.StatusCode, b
 	}
-	code, html := page(true)
-	at := regexp.MustCompile(`data-socket-at="([^"]*)" data-ticket="([^"]*)"`).FindStringSubmatch(html)
+	code, html := get(f.loc, true)
+	at := regexp.MustCompile(`data-socket-at="([^"]*)" data-ticket="([^"]*)"`).FindStringSubmatch(string(html))
 	if code != http.StatusOK || at == nil {
 		t.Fatalf("engine page %d without a socket URL and ticket:\n%s", code, html)
 	}
@@ -152,18 +152,10 @@ func TestTicketedSocket(t *testing.T) {
 	// Reconnecting: the socket's path, fetched, gives a fresh ticket to
 	// the owner and nothing to someone the browser is not shared with.
 	info := func(cookie bool) (int, map[string]string) {
-		req, _ := http.NewRequest("GET", f.srv.URL+f.loc+"/ws", nil)
-		if cookie {
-			req.AddCookie(f.cookie)
-		}
-		resp, err := f.c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		code, b := get(f.loc+"/ws", cookie)
 		var m map[string]string
-		_ = json.NewDecoder(resp.Body).Decode(&m)
-		return resp.StatusCode, m
+		_ = json.Unmarshal(b, &m)
+		return code, m
 	}
 	code, m := info(true)
 	if code != http.StatusOK || m["url"] != at[1] || m["ticket"] == "" || m["ticket"] == at[2] {

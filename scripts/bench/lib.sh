@@ -202,3 +202,38 @@ median() {
 bench_metric() {
 	awk -v m="$2" '/^Benchmark/ { for (i = 4; i <= NF; i++) if ($i == m) print $(i - 1) }' "$1"
 }
+
+# ws_echo TITLE [PREFIX...]: wsload against every "NAME ADDR" of targets
+# (SIZES, CONNS, DURATION, ROUNDS, WS_PATH), targets alternated in rounds,
+# run under PREFIX (e.g. ip netns exec NS); prints medians and ratios to
+# the target named direct.
+ws_echo() {
+	local title=$1 round size t name addr out k
+	shift
+	declare -A MBS MPS
+	for round in $(seq 1 "$ROUNDS"); do
+		for size in $SIZES; do
+			for t in "${targets[@]}"; do
+				read -r name addr _ <<<"$t"
+				log "round $round: wsload $name size=$size conns=$CONNS ${DURATION}s"
+				out=$(timeout $((DURATION + 30)) "$@" "$TMP/bin/wsload" -url "ws://$addr$WS_PATH" -conns "$CONNS" \
+					-size "$size" -duration "${DURATION}s" -label "$name")
+				MBS[$name,$size]+="$(sed -n 's/.*MB_per_s=\([0-9.]*\).*/\1/p' <<<"$out") "
+				MPS[$name,$size]+="$(sed -n 's/.*msgs_per_s=\([0-9.]*\).*/\1/p' <<<"$out") "
+			done
+		done
+	done
+	for k in "${!MBS[@]}"; do
+		MBS[$k]=$(tr ' ' '\n' <<<"${MBS[$k]}" | grep . | median)
+		MPS[$k]=$(tr ' ' '\n' <<<"${MPS[$k]}" | grep . | median)
+	done
+	printf '\n%s (%s conns, %ss each, %s rounds alternated, medians, %s CPUs)\n' "$title" "$CONNS" "$DURATION" "$ROUNDS" "$(nproc)"
+	printf '%-10s %9s %10s %12s %10s\n' target msg_bytes MB/s msgs/s vs_direct
+	for size in $SIZES; do
+		for t in "${targets[@]}"; do
+			read -r name _ <<<"$t"
+			printf '%-10s %9s %10s %12s %10s\n' "$name" "$size" "${MBS[$name,$size]}" "${MPS[$name,$size]}" \
+				"$(ratio "${MBS[$name,$size]}" "${MBS[direct,$size]}")"
+		done
+	done
+}

@@ -32,28 +32,4 @@ if [ "${LOOP:-0}" = 1 ]; then start_loop loop tcp; fi
 start_nginx
 targets+=("nginx $NGINX")
 
-declare -A MBS MPS
-for round in $(seq 1 "$ROUNDS"); do
-	for size in $SIZES; do
-		for t in "${targets[@]}"; do
-			read -r name addr _ <<<"$t"
-			log "round $round: wsload $name size=$size conns=$CONNS ${DURATION}s"
-			out=$(timeout $((DURATION + 30)) "$TMP/bin/wsload" -url "ws://$addr$WS_PATH" -conns "$CONNS" \
-				-size "$size" -duration "${DURATION}s" -label "$name")
-			MBS[$name,$size]+="$(sed -n 's/.*MB_per_s=\([0-9.]*\).*/\1/p' <<<"$out") "
-			MPS[$name,$size]+="$(sed -n 's/.*msgs_per_s=\([0-9.]*\).*/\1/p' <<<"$out") "
-		done
-	done
-done
-med() { tr ' ' '\n' <<<"$1" | grep . | median; }
-for k in "${!MBS[@]}"; do MBS[$k]=$(med "${MBS[$k]}") MPS[$k]=$(med "${MPS[$k]}"); done
-
-printf '\nWebSocket echo  (%s conns, %ss each, %s rounds alternated, medians, %s CPUs)\n' "$CONNS" "$DURATION" "$ROUNDS" "$(nproc)"
-printf '%-8s %9s %10s %12s %10s\n' target msg_bytes MB/s msgs/s vs_direct
-for size in $SIZES; do
-	for t in "${targets[@]}"; do
-		read -r name _ <<<"$t"
-		printf '%-8s %9s %10s %12s %10s\n' "$name" "$size" "${MBS[$name,$size]}" "${MPS[$name,$size]}" \
-			"$(ratio "${MBS[$name,$size]}" "${MBS[direct,$size]}")"
-	done
-done
+ws_echo "WebSocket echo"
