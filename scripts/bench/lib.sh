@@ -111,10 +111,14 @@ start_nginx() {
 }
 
 try_nginx() { # try_nginx PORT DIR EXTRA UPSTREAM
-	local pid port=$1 dir=$TMP/$2 extra=$3 upstream=$4
+	local pid port=$1 dir=$TMP/$2 extra=$3 upstream=$4 user=""
 	mkdir -p "$dir/logs" "$dir/tmp"
+	# As root nginx's workers would run as nobody, who cannot reach a unix
+	# socket in $TMP (0700).
+	[ "$(id -u)" != 0 ] || user="user root;"
 	cat >"$dir/nginx.conf" <<CONF
 daemon off;
+$user
 worker_processes auto;
 pid $dir/nginx.pid;
 error_log $dir/logs/error.log warn;
