@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -453,6 +454,20 @@ func TestPrecast(t *testing.T) {
 	})
 }
 
+func TestCastBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		fails int
+		want  time.Duration
+	}{
+		{1, 500 * time.Millisecond}, {2, time.Second}, {3, 2 * time.Second}, {4, 4 * time.Second},
+		{5, 8 * time.Second}, {6, 8 * time.Second}, {1000, 8 * time.Second},
+	} {
+		if got := castBackoff(tc.fails); got != tc.want {
+			t.Errorf("castBackoff(%d) = %v, want %v", tc.fails, got, tc.want)
+		}
+	}
+}
+
 // TestHubRestartsAFailedScreencast: a screencast that fails on a live page
 // (a command error, not a crash) is started again, and the viewer gets
 // frames again; it is not left without a screen until everyone leaves.
@@ -495,4 +510,18 @@ func TestHubRestartsAFailedScreencast(t *testing.T) {
 	if seq := nextFrame(); seq != 2 {
 		t.Fatalf("frame after the restart %d", seq)
 	}
+	// The failure was counted for the backoff, and the frame after it
+	// cleared the count.
+	in, _ := f.w.apps.instance(f.iid)
+	b, _ := in.browser(f.loc[strings.LastIndex(f.loc, "/")+1:])
+	if n := b.hub.castFails.Load(); n != 0 {
+		t.Fatalf("%d failures counted after a frame, want 0", n)
+	}
+	fb.castErr <- errors.New("Page.startScreencast: target busy")
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if n := b.hub.castFails.Load(); n != 1 {
+			return fmt.Errorf("%d failures counted", n)
+		}
+		return nil
+	})
 }

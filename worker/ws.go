@@ -43,8 +43,10 @@ const (
 	pingEvery        = pongWait * 9 / 10
 	sendQueue        = 64
 	// castRetry is the pause before a screencast that failed on a live
-	// page is started again.
+	// page is started again; it doubles with each failure in a row, up to
+	// castRetryMax (castBackoff), and a frame resets it.
 	castRetry    = 500 * time.Millisecond
+	castRetryMax = 8 * time.Second
 	inputTimeout = 5 * time.Second
 	// precastWindow is how long a screencast started for a client about
 	// to connect waits for it (a page load over a slow link included).
@@ -114,7 +116,9 @@ type hub struct {
 	reload   string
 	castStop context.CancelFunc // running screencast
 	castDone chan struct{}
-	page     browser.Page
+	// castFails counts the screencast's failures since its last frame.
+	castFails atomic.Int32
+	page      browser.Page
 	// last is the newest encoded frame: a client that joins a screen that
 	// is not repainting gets it at once.
 	last *frameMsg
@@ -446,14 +450,16 @@ func (h *hub) startCastLocked() {
 			return // stopped, or the browser is gone (its watcher ends the hub)
 		}
 		// The page is still there: its viewers would see no frame again.
-		h.log.Warn().Err(err).Dur("retry_in", castRetry).Msg("screencast stopped; starting it again")
+		fails := int(h.castFails.Add(1))
+		retry := castBackoff(fails)
+		h.log.Warn().Err(err).Int("failures", fails).Dur("retry_in", retry).Msg("screencast stopped; starting it again")
 		h.mu.Lock()
 		if h.castDone == done {
 			h.castStop = nil
 		}
 		h.mu.Unlock()
 		cancel()
-		time.AfterFunc(castRetry, func() {
+		time.AfterFunc(retry, func() {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			if len(h.clients) > 0 {
@@ -461,6 +467,17 @@ func (h *hub) startCastLocked() {
 			}
 		})
 	}()
+}
+
+// castBackoff is the pause before the screencast is started again after
+// its fails-th failure in a row: a page whose screencast keeps failing is
+// not hammered, nor its log flooded.
+func castBackoff(fails int) time.Duration {
+	d := castRetry
+	for i := 1; i < fails && d < castRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, castRetryMax)
 }
 
 // refresh has the screencast ask for its grade now, not at the next frame.
@@ -481,6 +498,7 @@ func (h *hub) stopCastLocked() {
 // fanOut is the screencast sink: encode once, offer to every client.
 func (h *hub) fanOut(f browser.Frame) {
 	h.frames.produced.Add(1)
+	h.castFails.Store(0)
 	if at := h.inputAt.Swap(0); at != 0 && h.grade != nil {
 		// An input older than a second painted nothing; this frame is not
 		// its answer.
