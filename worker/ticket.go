@@ -64,19 +64,24 @@ type ticketClaims struct {
 	Nonce    string   `json:"n"`
 }
 
+// minPrune is how many used nonces are kept before expired ones are looked
+// for.
+const minPrune = 1024
+
 // tickets issues and redeems socket tickets with a key of this process:
 // a restarted worker refuses its predecessor's, and the engine asks again.
 type tickets struct {
 	key []byte
 
-	mu   sync.Mutex
-	used map[string]int64 // nonce → expiry, until then
+	mu      sync.Mutex
+	used    map[string]int64 // nonce → expiry, until then
+	pruneAt int              // len(used) at which expired nonces are dropped
 }
 
 func newTickets() *tickets {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // never fails (crypto/rand)
-	return &tickets{key: key, used: map[string]int64{}}
+	return &tickets{key: key, used: map[string]int64{}, pruneAt: minPrune}
 }
 
 func (t *tickets) mac(payload string) []byte {
@@ -123,10 +128,13 @@ func (t *tickets) redeem(ticket, browser, origin string, now time.Time) (ticketC
 	if _, dup := t.used[c.Nonce]; dup {
 		return ticketClaims{}, errTicketUsed
 	}
-	for n, exp := range t.used { // few: tickets redeemed in the last minute
-		if now.Unix() > exp {
-			delete(t.used, n)
+	if len(t.used) >= t.pruneAt { // amortized: a storm of reconnects stays linear
+		for n, exp := range t.used {
+			if now.Unix() > exp {
+				delete(t.used, n)
+			}
 		}
+		t.pruneAt = max(minPrune, 2*len(t.used))
 	}
 	t.used[c.Nonce] = c.Expires
 	return c, nil

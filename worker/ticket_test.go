@@ -184,3 +184,22 @@ func TestTicketedSocket(t *testing.T) {
 		}
 	}
 }
+
+// TestTicketNoncesExpire: used nonces are kept only until their tickets
+// expire, looked over once their number doubles.
+func TestTicketNoncesExpire(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	tk := newTickets()
+	for range minPrune {
+		if _, err := tk.redeem(tk.issue(ticketClaims{Browser: "b", Origin: "o"}, now), "b", "o", now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := now.Add(ticketTTL + 2*time.Second)
+	if _, err := tk.redeem(tk.issue(ticketClaims{Browser: "b", Origin: "o"}, later), "b", "o", later); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tk.used); n != 1 {
+		t.Fatalf("%d nonces kept, want the one still valid", n)
+	}
+}
