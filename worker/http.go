@@ -519,32 +519,26 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		}
 	}
 	var (
-		in       *instance
-		b        *vbrowser
-		user     string
-		ok       bool
-		sessions []string
-		admin    bool
+		in  *instance
+		b   *vbrowser
+		who ticketClaims // the ticket's, or the request's cookies
+		ok  bool
 	)
 	if ticket != nil {
 		in, b, ok = w.findBrowser(rw, r, id, t, released)
-		user, sessions, admin = ticket.User, ticket.Sessions, ticket.Admin
+		who = *ticket
 	} else {
+		var user string
 		in, b, user, ok = w.browserOf(rw, r, id, t, released)
-		if cl, ok := w.users.session(r); ok {
-			sessions = append(sessions, cl.ID)
-		}
-		var asid string
-		if asid, admin = w.users.adminSession(r); admin {
-			sessions = append(sessions, asid)
-		}
+		who = w.viewerClaims(r, t.BrowserID, user)
 	}
 	if !ok {
 		return
 	}
+	user := who.User
 	role := func() Role {
 		role := in.browserRole(b, user)
-		if role == RoleNone && admin {
+		if role == RoleNone && who.Admin {
 			role = RoleReader // an admin watching from the dashboard
 		}
 		return role
@@ -553,20 +547,28 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		w.page(rw, r, id, http.StatusForbidden, "No access", "This virtual browser belongs to someone else.")
 		return
 	}
-	b.hub.serve(rw, r, up, w.id, user, clientIP(r), sessions, role, link)
+	b.hub.serve(rw, r, up, w.id, user, clientIP(r), who.Sessions, role, link)
 }
 
-// socketTicket is the ticket for user's socket to browser, issued on the
-// request that showed who they are (the engine page, or the engine asking
-// again to reconnect).
-func (w *Worker) socketTicket(r *http.Request, browser, user string) string {
-	c := ticketClaims{Browser: browser, User: user, Origin: w.pageOrigin(r)}
+// viewerClaims is who r shows its viewer of browser to be: user, with the
+// login and dashboard sessions of its cookies (a socket ends with them).
+func (w *Worker) viewerClaims(r *http.Request, browser, user string) ticketClaims {
+	c := ticketClaims{Browser: browser, User: user}
 	if cl, ok := w.users.session(r); ok {
 		c.Sessions, c.Issued = append(c.Sessions, cl.ID), cl.Issued.Unix()
 	}
 	if asid, ok := w.users.adminSession(r); ok {
 		c.Sessions, c.Admin = append(c.Sessions, asid), true
 	}
+	return c
+}
+
+// socketTicket is the ticket for user's socket to browser, issued on the
+// request that showed who they are (the engine page, or the engine asking
+// again to reconnect).
+func (w *Worker) socketTicket(r *http.Request, browser, user string) string {
+	c := w.viewerClaims(r, browser, user)
+	c.Origin = w.pageOrigin(r)
 	return w.tickets.issue(c, time.Now())
 }
 

@@ -318,12 +318,12 @@ var upgrader = websocket.Upgrader{
 // served at another origin, which the ticket names and serveSocket checked
 // against Origin; the answer names the engine's protocol, as a browser
 // requires of a handshake that offered some.
-var ticketUpgrader = websocket.Upgrader{
-	ReadBufferSize:  4096,
-	WriteBufferSize: 64 << 10,
-	Subprotocols:    []string{socketProtocol},
-	CheckOrigin:     func(*http.Request) bool { return true },
-}
+var ticketUpgrader = func() websocket.Upgrader {
+	u := upgrader
+	u.Subprotocols = []string{socketProtocol}
+	u.CheckOrigin = func(*http.Request) bool { return true }
+	return u
+}()
 
 // revokedReason is what a client whose access was withdrawn is told.
 const revokedReason = "The owner no longer shares this browser with you."
