@@ -698,15 +698,20 @@ type edgeDone struct {
 	upFD   int
 }
 
+// closePair closes the pair's end made for d when nothing will use it.
+func (d edgeDone) closePair() {
+	if d.paired && d.upFD >= 0 {
+		unix.Close(d.upFD)
+	}
+}
+
 // post hands d to the loop; dropped if the loop has ended.
 func (l *loop) post(d edgeDone) {
 	e := l.e
 	e.wakeMu.Lock()
 	defer e.wakeMu.Unlock()
 	if e.ended {
-		if d.paired && d.upFD >= 0 {
-			unix.Close(d.upFD)
-		}
+		d.closePair()
 		return
 	}
 	l.postMu.Lock()
@@ -724,9 +729,7 @@ func (l *loop) takePosted() {
 	for _, d := range ds {
 		c := d.ex.c
 		if l.conns[c.fd] != c || c.ex != d.ex || d.ex.seq != d.seq {
-			if d.paired && d.upFD >= 0 {
-				unix.Close(d.upFD)
-			}
+			d.closePair()
 			continue // the client left meanwhile
 		}
 		switch {
@@ -833,25 +836,30 @@ func (l *loop) requestHead(b []byte, method string, r *edgeReq, ip, id string, k
 // send writes the request on a pooled worker connection or a new one: a
 // unix socket pair to a worker on this host, else TCP.
 func (l *loop) send(ex *edgeEx, addr string, sa unix.Sockaddr) {
-	var u *econn
 	if s := l.idle[addr]; len(s) > 0 && !ex.retried {
-		u = s[len(s)-1]
+		u := s[len(s)-1]
 		l.idle[addr] = s[:len(s)-1]
 		u.pooled, u.deadline = false, time.Time{}
 		ex.reused = true
-	} else {
-		if !ex.retried && l.e.p.canHandOff(ex.route) {
-			l.pair(ex, sa)
-			return
-		}
-		var err error
-		if u, err = l.dial(addr, sa); err != nil {
-			ex.u = nil
-			l.upFailed(ex, err)
-			return
-		}
-		ex.reused = false
+		l.sendOn(ex, u)
+		return
 	}
+	if !ex.retried && l.e.p.canHandOff(ex.route) {
+		l.pair(ex, sa)
+		return
+	}
+	l.dialSend(ex, addr, sa)
+}
+
+// dialSend sends ex's request on a new TCP connection to addr.
+func (l *loop) dialSend(ex *edgeEx, addr string, sa unix.Sockaddr) {
+	u, err := l.dial(addr, sa)
+	if err != nil {
+		ex.u = nil
+		l.upFailed(ex, err)
+		return
+	}
+	ex.reused = false
 	l.sendOn(ex, u)
 }
 
@@ -903,13 +911,7 @@ func (l *loop) pair(ex *edgeEx, sa unix.Sockaddr) {
 func (l *loop) sendPaired(d edgeDone) {
 	ex := d.ex
 	if d.upFD < 0 {
-		u, err := l.dial(ex.addr, d.sa)
-		if err != nil {
-			l.upFailed(ex, err)
-			return
-		}
-		ex.reused = false
-		l.sendOn(ex, u)
+		l.dialSend(ex, ex.addr, d.sa)
 		return
 	}
 	u := &econn{fd: d.upFD, up: true, addr: ex.addr}
