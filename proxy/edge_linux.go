@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,6 +167,26 @@ func (e *edge) sockaddr(addr string) unix.Sockaddr {
 	return nil
 }
 
+// sockaddr is the edge's sockaddr, kept by the loop for an IP literal: a
+// request to a known worker allocates nothing for it.
+func (l *loop) sockaddr(addr string) unix.Sockaddr {
+	if sa, ok := l.literal[addr]; ok {
+		return sa
+	}
+	sa := l.e.sockaddr(addr)
+	if _, err := netip.ParseAddrPort(addr); err == nil && sa != nil {
+		if len(l.literal) >= maxLiteral {
+			clear(l.literal)
+		}
+		l.literal[addr] = sa
+	}
+	return sa
+}
+
+// maxLiteral bounds a loop's literal addresses (workers come and go): the
+// map starts again when full.
+const maxLiteral = 1024
+
 // resolve is sockaddr with DNS; a failed connection forgets a resolved
 // name (upFailed), so a worker that moved is found again.
 func (e *edge) resolve(addr string) unix.Sockaddr {
@@ -226,6 +247,7 @@ type edgeEx struct {
 	id       string
 	addr     string // the worker's
 	method   string
+	uri      string // the request's target
 	t        urlkind.Target
 	route    Route
 	head1    bool // HEAD: the answer has no body
@@ -266,6 +288,10 @@ type loop struct {
 	acceptAt time.Time // accepting paused until then (out of descriptors)
 	rbuf     []byte
 	wbuf     []byte
+	// literal are worker addresses that are IP literals, as connect(2)
+	// takes them: they never change, so each is made once per loop (and
+	// only the loop's thread uses them).
+	literal map[string]unix.Sockaddr
 
 	postMu sync.Mutex
 	posted []edgeDone // off-loop work done, for the loop to continue
@@ -273,7 +299,7 @@ type loop struct {
 
 func newLoop(e *edge, lfd int) (*loop, error) {
 	l := &loop{e: e, ep: -1, lfd: -1, wake: -1, conns: map[int]*econn{}, idle: map[string][]*econn{},
-		rbuf: make([]byte, 64<<10)}
+		rbuf: make([]byte, 64<<10), literal: map[string]unix.Sockaddr{}}
 	var err error
 	if l.ep, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return l, err
@@ -621,14 +647,11 @@ func (l *loop) start(c *econn) {
 	if r.head1 {
 		method = "HEAD"
 	}
-	path := r.target
-	for i, b := range path {
-		if b == '?' {
-			path = path[:i]
-			break
-		}
-	}
-	t := urlkind.Classify(method, string(path), false)
+	// One string of the target serves the route (its path) and the
+	// relayed head (all of it).
+	uri := string(r.target)
+	path, _, _ := strings.Cut(uri, "?")
+	t := urlkind.Classify(method, path, false)
 	switch t.Kind {
 	case urlkind.KindInvalid, urlkind.KindReserved, urlkind.KindWebSocket:
 		l.handoff(c, hoTarget)
@@ -640,7 +663,7 @@ func (l *loop) start(c *econn) {
 	// The client's one exchange struct is reused, and with it the answer
 	// parser's slices: nothing per request is left for the collector.
 	ex := &c.exch
-	*ex = edgeEx{c: c, seq: ex.seq + 1, id: id, method: method, head1: r.head1, cliClose: r.close, t: t,
+	*ex = edgeEx{c: c, seq: ex.seq + 1, id: id, method: method, uri: uri, head1: r.head1, cliClose: r.close, t: t,
 		page: isPage(t.Kind), resp: edgeResp{keep: ex.resp.keep[:0], conn: ex.resp.conn[:0]}}
 	c.ex = ex
 	seq := ex.seq
@@ -660,14 +683,14 @@ func (l *loop) start(c *econn) {
 				l.routed(d)
 				return
 			}
-			if d.sa = l.e.sockaddr(route.Addr); d.sa != nil {
+			if d.sa = l.sockaddr(route.Addr); d.sa != nil {
 				l.routed(d)
 				return
 			}
-			go func() { // resolve the worker's host name
-				d.sa = l.e.resolve(route.Addr)
+			go func(d edgeDone) { // resolve the worker's host name (d copied: the usual case stays off the heap)
+				d.sa = l.e.resolve(d.route.Addr)
 				l.post(d)
-			}()
+			}(d)
 			return
 		}
 	}
@@ -767,7 +790,7 @@ func (l *loop) routed(d edgeDone) {
 		l.upFailed(ex, &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("cannot resolve %q", d.route.Addr)})
 		return
 	}
-	c.hbuf = l.requestHead(c.hbuf[:0], ex.method, &c.req, c.ip, ex.id, key)
+	c.hbuf = l.requestHead(c.hbuf[:0], ex, key)
 	p.log.Debug().Str("request_id", ex.id).Str("kind", ex.t.Kind.String()).Str("app", ex.t.App).
 		Str("instance", ex.t.InstanceID).Str("worker", d.route.WorkerID).Str("method", ex.method).Msg("forward")
 	l.send(ex, d.route.Addr, d.sa)
@@ -809,12 +832,13 @@ func (l *loop) page(ex *edgeEx, rec *pageRecorder) {
 
 // requestHead writes the relayed head as head.write does for net/http:
 // the same own lines, signed by the same code.
-func (l *loop) requestHead(b []byte, method string, r *edgeReq, ip, id string, key []byte) []byte {
-	h := head{method: method, uri: string(r.target), host: string(r.host), forwardedFor: ip, proto: "http", id: id}
+func (l *loop) requestHead(b []byte, ex *edgeEx, key []byte) []byte {
+	r, method := &ex.c.req, ex.method
+	h := head{method: method, uri: ex.uri, host: string(r.host), forwardedFor: ex.c.ip, proto: "http", id: ex.id,
+		key: key, at: l.now}
 	if l.e.p.cfg.PublicHTTPS {
 		h.proto = "https"
 	}
-	h.sign(key, l.now)
 	b = append(b, method...)
 	b = append(b, ' ')
 	b = append(b, r.target...)
@@ -1188,7 +1212,7 @@ func (l *loop) upFailed(ex *edgeEx, err error) {
 		l.closeClient(c)
 	case ex.reused && !ex.answered && !ex.retried && !isTimeout(err):
 		ex.retried = true
-		if sa := l.e.sockaddr(ex.addr); sa != nil {
+		if sa := l.sockaddr(ex.addr); sa != nil {
 			l.send(ex, ex.addr, sa)
 			return
 		}

@@ -19,7 +19,10 @@ type head struct {
 	forwardedFor      string // X-Forwarded-For
 	proto             string // X-Forwarded-Proto
 	id                string // X-Request-Id
-	sig               string // X-CB-Hop; "" when the proxy signs nothing
+	// key signs the head (X-CB-Hop) as at, when it is written; nil: the
+	// proxy signs nothing.
+	key []byte
+	at  time.Time
 }
 
 // newHead builds the head of r relayed with method (the handshake always
@@ -35,17 +38,8 @@ func (p *Proxy) newHead(r *http.Request, id, method, addr string, key []byte) he
 			h.forwardedFor = strings.Join(prior, ", ") + ", " + ip
 		}
 	}
-	h.sign(key, time.Now())
+	h.key, h.at = key, time.Now()
 	return h
-}
-
-// sign sets the X-CB-Hop signature over the relayed fields (none when key
-// is nil). The net/http path and the edge both sign through it.
-func (h *head) sign(key []byte, now time.Time) {
-	if key != nil {
-		h.sig = hop.Sign(key, now, hop.Fields{Method: h.method, Host: h.host, URI: h.uri,
-			ForwardedFor: h.forwardedFor, Proto: h.proto})
-	}
 }
 
 // requestURI is the request target as the client sent it, so the worker
@@ -124,12 +118,19 @@ func (h *head) write(bw *bufio.Writer, in http.Header, extra string) {
 }
 
 // appendOwn appends the proxy's own header lines (forwarding, request id,
-// signature) to b: what both the net/http path and the edge put last.
+// signature over the relayed fields) to b: what both the net/http path and
+// the edge put last, so both sign the same fields.
 func (h *head) appendOwn(b []byte) []byte {
 	b = appendLine(b, "X-Forwarded-For", h.forwardedFor)
 	b = appendLine(b, "X-Forwarded-Proto", h.proto)
 	b = appendLine(b, "X-Request-Id", h.id)
-	return appendLine(b, hop.Header, h.sig)
+	if h.key == nil {
+		return b
+	}
+	b = append(b, hop.Header+": "...)
+	b = hop.AppendSign(b, h.key, h.at, hop.Fields{Method: h.method, Host: h.host, URI: h.uri,
+		ForwardedFor: h.forwardedFor, Proto: h.proto})
+	return append(b, "\r\n"...)
 }
 
 func appendLine(b []byte, k, v string) []byte {

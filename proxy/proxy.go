@@ -223,7 +223,8 @@ func (p *Proxy) requestIDFor(client string) string {
 	if id := requestID(client); id != "" {
 		return id
 	}
-	return p.idPrefix + strconv.FormatUint(p.idSeq.Add(1), 36)
+	var b [48]byte // the prefix and a base-36 uint64: one allocation, the string
+	return string(strconv.AppendUint(append(b[:0], p.idPrefix...), p.idSeq.Add(1), 36))
 }
 
 // isPage: the route's time goes in the answer's Server-Timing for pages

@@ -47,6 +47,9 @@ step "go test -race (unit)"
 # failure-detection test does not depend on the other packages' load.
 go test -race -timeout 20m $(go list ./... | grep -v /internal/e2e)
 
+step "allocation checks (without -race, whose sync.Pool drops at random)"
+go test -count=1 -run 'Allocations$' ./internal/hop
+
 step "go test -race (end-to-end: real binary, processes, sockets)"
 # -count=1: the binary under test is built by the tests themselves, so Go's
 # test cache cannot see when it changed. The binary is race-built too, and a

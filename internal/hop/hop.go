@@ -63,18 +63,22 @@ func FieldsOf(r *http.Request) Fields {
 		Proto:        strings.Join(r.Header.Values("X-Forwarded-Proto"), ", ")}
 }
 
-func mac(key []byte, ts string, f Fields) []byte {
+// mac appends the MAC of ts and f under key to dst. ts is the timestamp
+// as written on the wire: a string when verifying, the signer's own bytes
+// when signing (no string made per request).
+func mac[T string | []byte](dst, key []byte, ts T, f Fields) []byte {
 	m := macs.get(key)
 	defer macs.put(m)
 	// Header values cannot contain '\n', so the encoding is unambiguous.
-	msg := m.buf[:0]
-	for _, s := range [...]string{version, ts, f.Method, f.Host, f.URI, f.ForwardedFor, f.Proto} {
+	msg := append(append(m.buf[:0], version...), '\n')
+	msg = append(append(msg, ts...), '\n')
+	for _, s := range [...]string{f.Method, f.Host, f.URI, f.ForwardedFor, f.Proto} {
 		msg = append(append(msg, s...), '\n')
 	}
 	m.buf = msg
 	m.h.Reset()
 	m.h.Write(msg)
-	return m.h.Sum(nil)
+	return append(dst, m.h.Sum(m.sum[:0])...)
 }
 
 // A process signs or verifies with one key at a time (the cluster's), on
@@ -82,6 +86,7 @@ func mac(key []byte, ts string, f Fields) []byte {
 type macState struct {
 	h    hash.Hash
 	buf  []byte
+	sum  [sha256.Size]byte
 	pool *macPool // keyed with pool.key
 }
 
@@ -112,8 +117,18 @@ func (c *macCache) put(m *macState) {
 
 // Sign returns the X-CB-Hop value for a request relayed at now.
 func Sign(key []byte, now time.Time, f Fields) string {
-	ts := strconv.FormatInt(now.Unix(), 10)
-	return version + "." + ts + "." + base64.RawURLEncoding.EncodeToString(mac(key, ts, f))
+	return string(AppendSign(nil, key, now, f))
+}
+
+// AppendSign appends Sign's value to dst; a proxy writes it straight into
+// the request head, allocating nothing per request.
+func AppendSign(dst, key []byte, now time.Time, f Fields) []byte {
+	dst = append(dst, version+"."...)
+	n := len(dst)
+	dst = strconv.AppendInt(dst, now.Unix(), 10)
+	var raw [sha256.Size]byte
+	sum := mac(raw[:0], key, dst[n:], f)
+	return base64.RawURLEncoding.AppendEncode(append(dst, '.'), sum)
 }
 
 // Verify checks an X-CB-Hop value against the request's fields.
@@ -140,7 +155,8 @@ func Verify(key []byte, now time.Time, value string, f Fields) error {
 	if d := now.Sub(time.Unix(sec, 0)); d > Window || d < -Window {
 		return ErrStale
 	}
-	if !hmac.Equal(got, mac(key, ts, f)) {
+	var raw [sha256.Size]byte
+	if !hmac.Equal(got, mac(raw[:0], key, ts, f)) {
 		return ErrBadMAC
 	}
 	return nil

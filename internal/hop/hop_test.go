@@ -3,6 +3,9 @@ package hop
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -94,6 +97,40 @@ func TestKey(t *testing.T) {
 	k.Set([]byte("def"))
 	if b := k.Wait(context.Background()); string(b) != "def" {
 		t.Fatalf("Wait after a new key = %q", b)
+	}
+}
+
+// TestWireFormat: the value is v1.<unix seconds>.<base64url HMAC-SHA256 of
+// the fields, one a line>, computed here without the package's code:
+// proxies and workers of other builds must keep agreeing.
+func TestWireFormat(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, KeyLen)
+	f := Fields{Method: "GET", Host: "cb.example", URI: "/notes/a/x?y=1", ForwardedFor: "203.0.113.7, 10.0.0.1", Proto: "https"}
+	now := time.Unix(1_700_000_123, 0)
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("v1\n1700000123\nGET\ncb.example\n/notes/a/x?y=1\n203.0.113.7, 10.0.0.1\nhttps\n"))
+	want := "v1.1700000123." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	if got := Sign(key, now, f); got != want {
+		t.Fatalf("Sign = %s, want %s", got, want)
+	}
+	if got := AppendSign([]byte("X-CB-Hop: "), key, now, f); string(got) != "X-CB-Hop: "+want {
+		t.Fatalf("AppendSign = %s", got)
+	}
+}
+
+// TestAppendSignAllocations: a proxy signs every relayed request, so
+// signing into a head with room allocates nothing.
+func TestAppendSignAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("-race: sync.Pool drops states at random")
+	}
+	key := bytes.Repeat([]byte{7}, KeyLen)
+	f := Fields{Method: "GET", Host: "cb.example", URI: "/notes/a/w-abc.defghijklmno/b/bqwertyuiop1/r", ForwardedFor: "203.0.113.7", Proto: "http"}
+	buf := make([]byte, 0, 256)
+	now := time.Now()
+	AppendSign(buf, key, now, f) // the first use keys an HMAC state
+	if n := testing.AllocsPerRun(200, func() { buf = AppendSign(buf[:0], key, now, f) }); n != 0 {
+		t.Fatalf("AppendSign allocates %v times per call, want 0", n)
 	}
 }
 

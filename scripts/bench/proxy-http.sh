@@ -107,6 +107,12 @@ for t in "${targets[@]}"; do
 	printf '%-10s %10.0f %9.3f %13s %13s %14s %15s\n' "$name" "$rps" "$p99" \
 		"$(ratio "$rps" "$(med "${RPS[direct]}")")" "$(ratio "$p99" "$(med "${P99[direct]}")")" "$hop" "$(med "${WRK[$name]}")"
 done
+# paired A B: the ratios A/B of two space-separated lists, round by round
+# (the two were measured back to back, so a slower minute of the machine
+# moves both), one a line.
+paired() { paste <(tr ' ' '\n' <<<"$1" | grep .) <(tr ' ' '\n' <<<"$2" | grep .) | awk '$2 > 0 { printf "%.3f\n", $1 / $2 }'; }
+# spread: "median (min-max)" of the numbers on stdin.
+spread() { local v; v=$(cat); printf '%.2f (%.2f-%.2f)' "$(median <<<"$v")" "$(sort -g <<<"$v" | head -1)" "$(sort -g <<<"$v" | tail -1)"; }
 for pair in "proxy nginx" "proxy-tcp nginx" "proxy nginx+hdr" "proxy nginx-unix"; do
 	read -r a b <<<"$pair"
 	[ -n "${RPS[$b]:-}" ] || continue
@@ -114,4 +120,6 @@ for pair in "proxy nginx" "proxy-tcp nginx" "proxy nginx+hdr" "proxy nginx-unix"
 		"$(ratio "$(med "${RPS[$a]}")" "$(med "${RPS[$b]}")")" \
 		"$(ratio "$(med "${P99[$a]}")" "$(med "${P99[$b]}")")" \
 		"$(ratio "$(med "${HOP[$a]}")" "$(med "${HOP[$b]}")")"
+	printf '  round by round: req/s %s, p99 %s\n' \
+		"$(paired "${RPS[$a]}" "${RPS[$b]}" | spread)" "$(paired "${P99[$a]}" "${P99[$b]}" | spread)"
 done

@@ -32,6 +32,7 @@ func main() {
 	worker := flag.String("worker", "", "worker host:port")
 	cache := flag.Bool("cache", true, "wrap the router in a CachingRouter (as in production)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile here until exit")
+	memProfile := flag.String("memprofile", "", "write an allocation profile here at exit (go tool pprof -sample_index=alloc_space)")
 	signHops := flag.Bool("hop", true, "sign every relayed request (X-CB-Hop), as in production")
 	edge := flag.Bool("edge", true, "serve through the event-loop edge (as in production); false: net/http alone")
 	edgeLoops := flag.Int("edge-loops", 0, "the edge's event loops (0: one per CPU)")
@@ -97,4 +98,14 @@ func main() {
 		stop()
 	}
 	<-done
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			log.Fatal(err)
+		}
+		f.Close()
+	}
 }
