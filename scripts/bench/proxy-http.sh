@@ -11,6 +11,13 @@
 #   NETHTTP=1 scripts/bench/proxy-http.sh  # + the proxy without its event-loop edge (net/http alone)
 #   NGINX_SAME=1 scripts/bench/proxy-http.sh  # + nginx also sending X-Forwarded-Proto and X-Request-Id
 #   NGINX_UNIX=1 scripts/bench/proxy-http.sh  # + nginx reaching the worker over a unix socket
+#   DELAY_MS=2 scripts/bench/proxy-http.sh  # each connection waits 2 ms between requests
+#
+# Without DELAY_MS every connection sends its next request as soon as the
+# answer is in: the machine is saturated, and a target that serves more
+# requests/s keeps the CPUs busier, which its own p99 pays for. DELAY_MS
+# (wrk's delay()) holds every target to about the same offered load, below
+# what any of them can serve, so their p99s compare latency at equal load.
 #
 # The worker is on the proxy's host, as with `cloudbrowser up`: the proxy
 # reaches it over a unix socket pair handed to its handoff socket. proxy-tcp
@@ -28,6 +35,11 @@ CONNS=${CONNS:-32}
 THREADS=${THREADS:-1}
 ROUNDS=${ROUNDS:-3}
 REQ_PATH=${REQ_PATH:-/bench/a/w-bench.aaaaaaaaaaaa/b/baaaaaaaaaaa/r}
+WRK_SCRIPT=
+if [ -n "${DELAY_MS:-}" ]; then
+	WRK_SCRIPT=$TMP/delay.lua
+	printf 'function delay()\n\treturn %d\nend\n' "$DELAY_MS" >"$WRK_SCRIPT"
+fi
 
 command -v wrk >/dev/null || apt_install wrk
 command -v nginx >/dev/null || apt_install nginx || log "no nginx: its row is skipped"
@@ -85,7 +97,7 @@ for round in $(seq 1 "$ROUNDS"); do
 		if command -v curl >/dev/null; then curl -fsS -o /dev/null --max-time 5 "$url"; fi # fail early, not after a run
 		log "round $round, wrk $name: $url (${DURATION}s, $CONNS conns, $THREADS threads)"
 		a=$(ticks "$pid") wa=$(ticks "$WORKER_PID")
-		out=$(timeout $((DURATION + 30)) wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$url")
+		out=$(timeout $((DURATION + 30)) wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency ${WRK_SCRIPT:+-s "$WRK_SCRIPT"} "$url")
 		b=$(ticks "$pid") wb=$(ticks "$WORKER_PID")
 		if grep -q "Non-2xx" <<<"$out"; then log "$out"; log "non-2xx answers from $name"; exit 1; fi
 		n=$(awk '/requests in/ {print $1}' <<<"$out")
@@ -93,11 +105,12 @@ for round in $(seq 1 "$ROUNDS"); do
 		P99[$name]+="$(to_ms "$(awk '$1 == "99%" {print $2}' <<<"$out")") "
 		if [ "$name" != direct ]; then HOP[$name]+="$(awk -v c=$((b - a)) -v n="$n" -v hz="$HZ" 'BEGIN { printf "%.1f", c * 1e6 / hz / n }') "; fi
 		WRK[$name]+="$(awk -v c=$((wb - wa)) -v n="$n" -v hz="$HZ" 'BEGIN { printf "%.1f", c * 1e6 / hz / n }') "
+		log "round $round $name: req/s $(awk '/^Requests\/sec:/ {print $2}' <<<"$out"), p99 $(to_ms "$(awk '$1 == "99%" {print $2}' <<<"$out")") ms"
 	done
 done
 
 med() { tr ' ' '\n' <<<"$1" | grep . | median; }
-printf '\nHTTP GET %s  (wrk -t%s -c%s -d%ss, %s rounds alternated, medians, %s CPUs)\n' "$REQ_PATH" "$THREADS" "$CONNS" "$DURATION" "$ROUNDS" "$(nproc)"
+printf '\nHTTP GET %s  (wrk -t%s -c%s -d%ss%s, %s rounds alternated, medians, %s CPUs)\n' "$REQ_PATH" "$THREADS" "$CONNS" "$DURATION" "${DELAY_MS:+, ${DELAY_MS} ms between requests on a connection}" "$ROUNDS" "$(nproc)"
 printf '%-10s %10s %9s %13s %13s %14s %15s\n' target req/s p99_ms rps_vs_direct p99_vs_direct hop_cpu_us/req worker_cpu_us/req
 for t in "${targets[@]}"; do
 	read -r name _ <<<"$t"
@@ -111,6 +124,8 @@ done
 # (the two were measured back to back, so a slower minute of the machine
 # moves both), one a line.
 paired() { paste <(tr ' ' '\n' <<<"$1" | grep .) <(tr ' ' '\n' <<<"$2" | grep .) | awk '$2 > 0 { printf "%.3f\n", $1 / $2 }'; }
+# above N: how many of the numbers on stdin are above N.
+above() { awk -v n="$1" '$1 > n { a++ } END { printf "%d of %d", a, NR }'; }
 # spread: "median (min-max)" of the numbers on stdin.
 spread() { local v; v=$(cat); printf '%.2f (%.2f-%.2f)' "$(median <<<"$v")" "$(sort -g <<<"$v" | head -1)" "$(sort -g <<<"$v" | tail -1)"; }
 for pair in "proxy nginx" "proxy-tcp nginx" "proxy nginx+hdr" "proxy nginx-unix"; do
@@ -120,6 +135,7 @@ for pair in "proxy nginx" "proxy-tcp nginx" "proxy nginx+hdr" "proxy nginx-unix"
 		"$(ratio "$(med "${RPS[$a]}")" "$(med "${RPS[$b]}")")" \
 		"$(ratio "$(med "${P99[$a]}")" "$(med "${P99[$b]}")")" \
 		"$(ratio "$(med "${HOP[$a]}")" "$(med "${HOP[$b]}")")"
-	printf '  round by round: req/s %s, p99 %s\n' \
-		"$(paired "${RPS[$a]}" "${RPS[$b]}" | spread)" "$(paired "${P99[$a]}" "${P99[$b]}" | spread)"
+	printf '  round by round: req/s %s, more in %s rounds; p99 %s, lower in %s rounds\n' \
+		"$(paired "${RPS[$a]}" "${RPS[$b]}" | spread)" "$(paired "${RPS[$a]}" "${RPS[$b]}" | above 1)" \
+		"$(paired "${P99[$a]}" "${P99[$b]}" | spread)" "$(paired "${P99[$b]}" "${P99[$a]}" | above 1)"
 done
