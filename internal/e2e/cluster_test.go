@@ -473,4 +473,4 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 // raceBinary: when the tests run with -race, the binary under test is
 // race-built too, and a race any of its processes reports fails the test
 // (races_test.go). CB_E2E_RACE_BINARY=0 builds it without, for speed.
-func raceBinary() bool { return raceEnabled && os.Getenv("CB_E2E_RACE_BINARY") != "0" }
+func raceBinary() bool { return testutil.Race && os.Getenv("CB_E2E_RACE_BINARY") != "0" }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 )
 
 func TestSignVerify(t *testing.T) {
@@ -121,7 +123,7 @@ func TestWireFormat(t *testing.T) {
 // TestAppendSignAllocations: a proxy signs every relayed request, so
 // signing into a head with room allocates nothing.
 func TestAppendSignAllocations(t *testing.T) {
-	if raceEnabled {
+	if testutil.Race {
 		t.Skip("-race: sync.Pool drops states at random")
 	}
 	key := bytes.Repeat([]byte{7}, KeyLen)

@@ -1,7 +1,7 @@
 // Package testutil is what the tests of every package share: polling with a
 // CI time multiplier (Eventually), the Chromium rule (NeedChromium), a
-// logger into the test's log, a goroutine-safe buffer and the goroutine-leak
-// check (Main, NoLeaks).
+// logger into the test's log, a goroutine-safe buffer, the goroutine-leak
+// check (Main, NoLeaks) and whether -race is on (Race).
 //
 // It imports only the standard library, zerolog, goleak and nothing of
 // proxy/, worker/ or master/, so tests anywhere can use it.

@@ -1,0 +1,6 @@
+//go:build !race
+
+package testutil
+
+// Race reports whether the tests were built with -race.
+const Race = false
