@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -295,6 +296,20 @@ type loop struct {
 
 	postMu sync.Mutex
 	posted []edgeDone // off-loop work done, for the loop to continue
+
+	// An idle loop waits in the Go runtime's poller, on a duplicate of
+	// its epoll descriptor (ready when the set has ready events), and not
+	// in epoll_wait on a thread of its own: a thread blocked in a system
+	// call keeps its P, so the runtime's monitor keeps polling to take it
+	// back (a wake-up on the proxy's CPUs per request or more at low load)
+	// and every wake pays the way back into Go. Parked, the loop's P is
+	// free and the monitor sleeps. Under load the loop never waits: pollNow
+	// finds events first.
+	park    *os.File
+	parkRC  syscall.RawConn
+	parkFn  func(uintptr) bool // made once: a closure per wait would allocate
+	parkN   int
+	parkEvs []unix.EpollEvent
 }
 
 func newLoop(e *edge, lfd int) (*loop, error) {
@@ -313,8 +328,49 @@ func newLoop(e *edge, lfd int) (*loop, error) {
 	if err = l.watchListener(); err != nil {
 		return l, err
 	}
-	err = unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, l.wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(l.wake)})
-	return l, err
+	if err = unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, l.wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(l.wake)}); err != nil {
+		return l, err
+	}
+	return l, l.openPark()
+}
+
+// openPark makes the descriptor an idle loop waits on in the runtime's
+// poller: non-blocking, so os.NewFile registers it there (checked: only a
+// registered file takes a deadline).
+func (l *loop) openPark() error {
+	fd, err := unix.FcntlInt(uintptr(l.ep), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("edge: duplicate epoll descriptor: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("edge: epoll descriptor non-blocking: %w", err)
+	}
+	l.park = os.NewFile(uintptr(fd), "edge-epoll")
+	if err := l.park.SetReadDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("edge: epoll descriptor not in the runtime's poller: %w", err)
+	}
+	if l.parkRC, err = l.park.SyscallConn(); err != nil {
+		return fmt.Errorf("edge: epoll descriptor: %w", err)
+	}
+	l.parkFn = func(uintptr) bool {
+		l.parkN = pollNow(l.ep, l.parkEvs)
+		return l.parkN > 0
+	}
+	return nil
+}
+
+// wait parks the loop until its epoll set has ready events or ms
+// milliseconds have passed, and returns the events taken into evs.
+func (l *loop) wait(evs []unix.EpollEvent, ms int) (int, error) {
+	l.parkEvs, l.parkN = evs, 0
+	if err := l.park.SetReadDeadline(l.now.Add(time.Duration(ms) * time.Millisecond)); err != nil {
+		return 0, err
+	}
+	if err := l.parkRC.Read(l.parkFn); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return 0, err
+	}
+	return l.parkN, nil
 }
 
 // watchListener adds the listening socket to the loop's epoll set;
@@ -326,6 +382,10 @@ func (l *loop) watchListener() error {
 // release closes the loop's epoll set and listening socket; its eventfd
 // is the edge's to close (wakeAll may still write to it).
 func (l *loop) release() {
+	if l.park != nil {
+		l.park.Close()
+		l.park = nil
+	}
 	for _, fd := range []int{l.lfd, l.ep} {
 		if fd >= 0 {
 			unix.Close(fd)
@@ -335,23 +395,22 @@ func (l *loop) release() {
 }
 
 func (l *loop) run() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	defer l.release()
 	evs := make([]unix.EpollEvent, 256)
 	l.swept = time.Now()
+	l.now = l.swept
 	for {
 		// Ready events are taken without a scheduled call; only an idle
-		// loop blocks (and then gives its P away, as it should).
+		// loop waits, parked (openPark says why).
 		n, err := pollNow(l.ep, evs), error(nil)
 		if n == 0 {
 			wait := 1000
 			if !l.acceptAt.IsZero() {
 				wait = 100
 			}
-			n, err = unix.EpollWait(l.ep, evs, wait)
+			n, err = l.wait(evs, wait)
 		}
-		if err != nil && err != unix.EINTR {
+		if err != nil {
 			l.e.p.log.Error().Err(err).Msg("edge: epoll_wait")
 			l.closeAll()
 			return

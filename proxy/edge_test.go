@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -535,5 +536,45 @@ func TestEdgeRoutesOffTheLoop(t *testing.T) {
 	}
 	if served, handed := edgeCounts(p); served != 3 || len(handed) > 0 {
 		t.Errorf("edge served %d, handed over %v", served, handed)
+	}
+}
+
+// TestEdgeLoopParksWhenIdle: an idle event loop waits in the runtime's
+// poller ("IO wait"), not in a system call on a thread of its own, which
+// would keep a P and the runtime's monitor polling; and it still serves
+// the next request.
+func TestEdgeLoopParksWhenIdle(t *testing.T) {
+	route := startWorker(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	p, srv := startProxy(t, Config{Router: StaticRouter{To: route}})
+	get := func() {
+		t.Helper()
+		resp := rawExchange(t, srv.Addr, "GET "+edgePath+" HTTP/1.1\r\nHost: h\r\n\r\n", 1, false)[0]
+		if got := body(t, resp); resp.StatusCode != http.StatusOK || got != "ok" {
+			t.Fatalf("answer %d %q, want 200 ok", resp.StatusCode, got)
+		}
+	}
+	get()
+	testutil.Eventually(t, testutil.Scale(10*time.Second), func() error {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		loops, parked := 0, 0
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if !strings.Contains(g, "proxy.(*loop).run(") {
+				continue
+			}
+			loops++
+			head, _, _ := strings.Cut(g, "\n")
+			if strings.Contains(head, "[IO wait") && !strings.Contains(head, "locked to thread") {
+				parked++
+			}
+		}
+		if loops == 0 || parked != loops {
+			return fmt.Errorf("%d of %d event loops parked in the runtime's poller", parked, loops)
+		}
+		return nil
+	})
+	get()
+	if served, _ := edgeCounts(p); served < 2 {
+		t.Fatalf("edge served %d requests, want 2", served)
 	}
 }

@@ -67,7 +67,7 @@ start_worker() {
 
 # start_proxy: PROXIES benchproxy processes (default 1) sharing one port
 # (SO_REUSEPORT, as the Reverse Proxy Manager starts them), each with
-# PROXY_GOMAXPROCS if set; HANDOFF=1 hands WebSockets to the worker's
+# PROXY_GOMAXPROCS if set (PROXY_BIN: another build); HANDOFF=1 hands WebSockets to the worker's
 # socket instead of relaying them (a worker on the proxy's host, as in
 # production). PROXY is the address, PROXY_PIDS their PIDs.
 start_proxy() {
@@ -76,7 +76,7 @@ start_proxy() {
 	rm -f "$TMP"/proxy*.addr # a second call's must not be read for the first's
 	PROXY_PIDS=()
 	for i in $(seq 1 "${PROXIES:-1}"); do
-		GOMAXPROCS=${PROXY_GOMAXPROCS:-} "$TMP/bin/benchproxy" "${flags[@]}" -addr "$addr" -addr-file "$TMP/proxy$i.addr" -worker "$WORKER" 2>>"$TMP/proxy.log" &
+		GOMAXPROCS=${PROXY_GOMAXPROCS:-} "${PROXY_BIN:-$TMP/bin/benchproxy}" "${flags[@]}" -addr "$addr" -addr-file "$TMP/proxy$i.addr" -worker "$WORKER" 2>>"$TMP/proxy.log" &
 		PIDS+=($!) PROXY_PIDS+=($!)
 		wait_file "$TMP/proxy$i.addr"
 		addr=$(cat "$TMP/proxy$i.addr")

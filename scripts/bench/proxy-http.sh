@@ -12,6 +12,14 @@
 #   NGINX_SAME=1 scripts/bench/proxy-http.sh  # + nginx also sending X-Forwarded-Proto and X-Request-Id
 #   NGINX_UNIX=1 scripts/bench/proxy-http.sh  # + nginx reaching the worker over a unix socket
 #   DELAY_MS=2 scripts/bench/proxy-http.sh  # each connection waits 2 ms between requests
+#   AA=1 scripts/bench/proxy-http.sh     # + a second, identical nginx: the noise floor of a ratio
+#   PIN=1 scripts/bench/proxy-http.sh    # wrk alone on the last CPU, every server on the others
+#   BASE_REV=fee6039 scripts/bench/proxy-http.sh  # + "proxy-base": the proxy of another commit
+#
+# AA=1 compares nginx with itself: how far apart two identical hops land
+# round by round on this machine is the resolution of every other ratio.
+# PIN=1 keeps the load generator off the CPUs of what it measures, as a
+# second machine would (it needs 2 CPUs or more).
 #
 # Without DELAY_MS every connection sends its next request as soon as the
 # answer is in: the machine is saturated, and a target that serves more
@@ -50,6 +58,14 @@ HANDOFF=1 start_proxy
 targets=("direct $WORKER $WORKER_PID" "proxy $PROXY $(IFS=,; echo "${PROXY_PIDS[*]}")")
 HANDOFF=0 start_proxy
 targets+=("proxy-tcp $PROXY $(IFS=,; echo "${PROXY_PIDS[*]}")")
+if [ -n "${BASE_REV:-}" ]; then
+	log "building the proxy of $BASE_REV..."
+	mkdir -p "$TMP/base"
+	git -C "$ROOT" archive "$BASE_REV" | tar -x -C "$TMP/base"
+	(cd "$TMP/base" && go build -o "$TMP/base/bin/" ./scripts/bench/cmd/benchproxy)
+	PROXY_BIN=$TMP/base/bin/benchproxy HANDOFF=1 start_proxy
+	targets+=("proxy-base $PROXY $(IFS=,; echo "${PROXY_PIDS[*]}")")
+fi
 if [ "${NETHTTP:-0}" = 1 ]; then
 	"$TMP/bin/benchproxy" -edge=false -addr 127.0.0.1:0 -addr-file "$TMP/nethttp.addr" -worker "$WORKER" 2>>"$TMP/proxy.log" &
 	PIDS+=($!)
@@ -69,10 +85,29 @@ if command -v nginx >/dev/null; then
 		start_nginx nginx-same 'proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Request-Id $request_id;'
 		targets+=("nginx+hdr $NGINX ${PIDS[-1]}")
 	fi
+	if [ "${AA:-0}" = 1 ]; then
+		start_nginx nginx2
+		targets+=("nginx2 $NGINX ${PIDS[-1]}")
+	fi
 	if [ "${NGINX_UNIX:-0}" = 1 ]; then
 		start_nginx nginx-unix '' "unix:$WORKER_UNIX"
 		targets+=("nginx-unix $NGINX ${PIDS[-1]}")
 	fi
+fi
+
+WRK_CPU=()
+if [ "${PIN:-0}" = 1 ]; then
+	n=$(nproc)
+	[ "$n" -ge 2 ] || { log "PIN=1 needs 2 CPUs or more"; exit 1; }
+	servers="0-$((n - 2))"
+	for t in "${targets[@]}"; do
+		read -r _ _ pids <<<"$t"
+		for q in ${pids//,/ }; do
+			for p in "$q" $(pgrep -P "$q" || true); do taskset -a -p -c "$servers" "$p" >/dev/null; done
+		done
+	done
+	WRK_CPU=(taskset -c "$((n - 1))")
+	log "pinned: servers on CPUs $servers, wrk on CPU $((n - 1))"
 fi
 
 # to_ms converts wrk latency strings (812.00us, 1.23ms, 1.01s) to ms.
@@ -97,7 +132,7 @@ for round in $(seq 1 "$ROUNDS"); do
 		if command -v curl >/dev/null; then curl -fsS -o /dev/null --max-time 5 "$url"; fi # fail early, not after a run
 		log "round $round, wrk $name: $url (${DURATION}s, $CONNS conns, $THREADS threads)"
 		a=$(ticks "$pid") wa=$(ticks "$WORKER_PID")
-		out=$(timeout $((DURATION + 30)) wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency ${WRK_SCRIPT:+-s "$WRK_SCRIPT"} "$url")
+		out=$(timeout $((DURATION + 30)) "${WRK_CPU[@]}" wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency ${WRK_SCRIPT:+-s "$WRK_SCRIPT"} "$url")
 		b=$(ticks "$pid") wb=$(ticks "$WORKER_PID")
 		if grep -q "Non-2xx" <<<"$out"; then log "$out"; log "non-2xx answers from $name"; exit 1; fi
 		n=$(awk '/requests in/ {print $1}' <<<"$out")
@@ -110,7 +145,7 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 med() { tr ' ' '\n' <<<"$1" | grep . | median; }
-printf '\nHTTP GET %s  (wrk -t%s -c%s -d%ss%s, %s rounds alternated, medians, %s CPUs)\n' "$REQ_PATH" "$THREADS" "$CONNS" "$DURATION" "${DELAY_MS:+, ${DELAY_MS} ms between requests on a connection}" "$ROUNDS" "$(nproc)"
+printf '\nHTTP GET %s  (wrk -t%s -c%s -d%ss%s, %s rounds alternated, medians, %s CPUs%s)\n' "$REQ_PATH" "$THREADS" "$CONNS" "$DURATION" "${DELAY_MS:+, ${DELAY_MS} ms between requests on a connection}" "$ROUNDS" "$(nproc)" "${WRK_CPU:+, wrk pinned apart}"
 printf '%-10s %10s %9s %13s %13s %14s %15s\n' target req/s p99_ms rps_vs_direct p99_vs_direct hop_cpu_us/req worker_cpu_us/req
 for t in "${targets[@]}"; do
 	read -r name _ <<<"$t"
@@ -128,9 +163,9 @@ paired() { paste <(tr ' ' '\n' <<<"$1" | grep .) <(tr ' ' '\n' <<<"$2" | grep .)
 above() { awk -v n="$1" '$1 > n { a++ } END { printf "%d of %d", a, NR }'; }
 # spread: "median (min-max)" of the numbers on stdin.
 spread() { local v; v=$(cat); printf '%.2f (%.2f-%.2f)' "$(median <<<"$v")" "$(sort -g <<<"$v" | head -1)" "$(sort -g <<<"$v" | tail -1)"; }
-for pair in "proxy nginx" "proxy-tcp nginx" "proxy nginx+hdr" "proxy nginx-unix"; do
+for pair in "proxy nginx" "proxy proxy-base" "proxy-base nginx" "nginx2 nginx" "proxy nginx2" "proxy-tcp nginx" "proxy nginx+hdr" "proxy nginx-unix"; do
 	read -r a b <<<"$pair"
-	[ -n "${RPS[$b]:-}" ] || continue
+	[ -n "${RPS[$a]:-}" ] && [ -n "${RPS[$b]:-}" ] || continue
 	printf '%s vs %s: req/s %s, p99 %s, CPU per request %s\n' "$a" "$b" \
 		"$(ratio "$(med "${RPS[$a]}")" "$(med "${RPS[$b]}")")" \
 		"$(ratio "$(med "${P99[$a]}")" "$(med "${P99[$b]}")")" \
