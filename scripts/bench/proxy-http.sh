@@ -15,6 +15,7 @@
 #   AA=1 scripts/bench/proxy-http.sh     # + a second, identical nginx: the noise floor of a ratio
 #   PIN=1 scripts/bench/proxy-http.sh    # wrk alone on the last CPU, every server on the others
 #   BASE_REV=fee6039 scripts/bench/proxy-http.sh  # + "proxy-base": the proxy of another commit
+#   ONLY="proxy nginx" ROUNDS=30 DURATION=3 scripts/bench/proxy-http.sh  # these (and direct) only
 #
 # AA=1 compares nginx with itself: how far apart two identical hops land
 # round by round on this machine is the resolution of every other ratio.
@@ -93,6 +94,15 @@ if command -v nginx >/dev/null; then
 		start_nginx nginx-unix '' "unix:$WORKER_UNIX"
 		targets+=("nginx-unix $NGINX ${PIDS[-1]}")
 	fi
+fi
+
+if [ -n "${ONLY:-}" ]; then
+	kept=()
+	for t in "${targets[@]}"; do
+		read -r name _ <<<"$t"
+		case " direct $ONLY " in *" $name "*) kept+=("$t") ;; esac
+	done
+	targets=("${kept[@]}")
 fi
 
 WRK_CPU=()
