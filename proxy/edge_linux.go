@@ -401,7 +401,7 @@ func (l *loop) run() {
 	l.now = l.swept
 	for {
 		// Ready events are taken without a scheduled call; only an idle
-		// loop waits, parked (openPark says why).
+		// loop waits, parked (loop.park says why).
 		n, err := pollNow(l.ep, evs), error(nil)
 		if n == 0 {
 			wait := 1000
@@ -411,7 +411,7 @@ func (l *loop) run() {
 			n, err = l.wait(evs, wait)
 		}
 		if err != nil {
-			l.e.p.log.Error().Err(err).Msg("edge: epoll_wait")
+			l.e.p.log.Error().Err(err).Msg("edge: wait for events")
 			l.closeAll()
 			return
 		}
