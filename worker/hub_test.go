@@ -31,6 +31,7 @@ type fakeBrowser struct {
 	once            sync.Once
 	mu              sync.Mutex
 	inputs          []browser.InputEvent
+	failResizes     int // the next this many resizes fail, as a busy page's would
 }
 
 func (f *fakeBrowser) Screencast(ctx context.Context, _ browser.ScreencastOptions, sink func(browser.Frame)) error {
@@ -54,8 +55,25 @@ func (f *fakeBrowser) Input(ctx context.Context, ev browser.InputEvent) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if ev.Type == browser.InputResize && f.failResizes > 0 {
+		f.failResizes--
+		return fmt.Errorf("Emulation.setDeviceMetricsOverride: %w", context.DeadlineExceeded)
+	}
 	f.inputs = append(f.inputs, ev)
 	return nil
+}
+
+// resizes are the resizes the browser took, in order.
+func (f *fakeBrowser) resizes() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, ev := range f.inputs {
+		if ev.Type == browser.InputResize {
+			out = append(out, fmt.Sprintf("%dx%d", ev.Width, ev.Height))
+		}
+	}
+	return out
 }
 
 func (f *fakeBrowser) Done() <-chan struct{} { return f.crashed }
@@ -524,4 +542,48 @@ func TestHubRestartsAFailedScreencast(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestHubRetriesAFailedResize: an engine sends its size once, when its
+// window changes; a resize the page did not take (busy past the input
+// timeout) is tried again until it takes, and a newer size wins over the
+// retry of an older one.
+func TestHubRetriesAFailedResize(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fails int
+		sizes []string // sent by the owner, in order
+		want  string   // the page's size in the end
+	}{
+		{"taken at once", 0, []string{"800x600"}, "800x600"},
+		{"taken on the second try", 1, []string{"800x600"}, "800x600"},
+		{"taken on the third try", 2, []string{"800x600"}, "800x600"},
+		{"a newer size wins", 1, []string{"800x600", "640x480"}, "640x480"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newHubFixture(t, RoleReader)
+			fb := f.rt.last()
+			fb.mu.Lock()
+			fb.failResizes = tc.fails
+			fb.mu.Unlock()
+			owner, _ := f.dial(t, true)
+			for _, sz := range tc.sizes {
+				var w, h int
+				fmt.Sscanf(sz, "%dx%d", &w, &h)
+				_ = owner.WriteJSON(map[string]any{"t": "input", "type": "resize", "width": w, "height": h})
+			}
+			testutil.Eventually(t, 10*time.Second, func() error {
+				got := fb.resizes()
+				if len(got) == 0 || got[len(got)-1] != tc.want {
+					return fmt.Errorf("resizes taken %v, want the last %s", got, tc.want)
+				}
+				return nil
+			})
+			// No retry of an older size comes after the newest.
+			time.Sleep(2 * resizeRetry)
+			if got := fb.resizes(); got[len(got)-1] != tc.want {
+				t.Fatalf("resizes taken %v: the last is not %s", got, tc.want)
+			}
+		})
+	}
 }

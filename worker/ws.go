@@ -48,6 +48,10 @@ const (
 	castRetry    = 500 * time.Millisecond
 	castRetryMax = 8 * time.Second
 	inputTimeout = 5 * time.Second
+	// A failed resize is tried again after resizeRetry, then twice that,
+	// resizeTries times in all.
+	resizeRetry = 500 * time.Millisecond
+	resizeTries = 4
 	// precastWindow is how long a screencast started for a client about
 	// to connect waits for it (a page load over a slow link included).
 	precastWindow = 5 * time.Second
@@ -143,6 +147,10 @@ type hub struct {
 	// so the next frame gives the governor an input→frame latency.
 	grade   *grade.Governor
 	inputAt atomic.Int64
+	// resizeGen counts the owner's resizes, so a retry of a failed one
+	// (resizeLater) yields to a newer; mu guards resizeTimer, the retry.
+	resizeGen   atomic.Uint64
+	resizeTimer *time.Timer
 	// link grades the frames to the viewers' links (grade.go); mu guards
 	// it. acks counts the clients' acks, so it decides once per new one.
 	link linkGrade
@@ -651,6 +659,10 @@ func (h *hub) input(c *client, ev browser.InputEvent) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), inputTimeout)
 	defer cancel()
+	var gen uint64
+	if ev.Type == browser.InputResize {
+		gen = h.resizeGen.Add(1)
+	}
 	err := h.vb.b.Input(ctx, ev)
 	h.vb.snap.dirty.Store(true) // snapshotted within the interval
 	if err == nil && ev.Type == browser.InputResize {
@@ -662,8 +674,60 @@ func (h *hub) input(c *client, ev browser.InputEvent) {
 			c.enqueue(mustJSON(wsMsg{T: "error", Message: err.Error()}))
 			return
 		}
+		if ev.Type == browser.InputResize {
+			h.resizeLater(c, ev, gen, 0, err)
+			return
+		}
 		h.log.Debug().Err(err).Str("type", string(ev.Type)).Msg("input failed")
 	}
+}
+
+// resizeLater tries a failed resize again (a page busy past inputTimeout,
+// or between two renderers for longer than a commit takes): an engine
+// sends its size only when its window changes, so a lost one would leave
+// the page at the wrong size until then. A newer resize, the client's end
+// or the hub's stops it; after resizeTries it is given up, loudly.
+func (h *hub) resizeLater(c *client, ev browser.InputEvent, gen uint64, try int, err error) {
+	log := h.log.Warn().Err(err).Int("width", ev.Width).Int("height", ev.Height).Int("try", try+1)
+	if try+1 >= resizeTries {
+		log.Msg("resize failed; giving up")
+		return
+	}
+	delay := resizeRetry << try
+	log.Dur("retry_in", delay).Msg("resize failed; trying again")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	if h.resizeTimer != nil {
+		h.resizeTimer.Stop()
+	}
+	h.resizeTimer = time.AfterFunc(delay, func() {
+		select {
+		case <-c.done:
+			return
+		default:
+		}
+		h.mu.Lock()
+		closed := h.closed
+		h.mu.Unlock()
+		if closed || h.resizeGen.Load() != gen {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), inputTimeout)
+		defer cancel()
+		if err := h.vb.b.Input(ctx, ev); err != nil {
+			if !errors.Is(err, browser.ErrInvalidInput) && h.resizeGen.Load() == gen {
+				h.resizeLater(c, ev, gen, try+1, err)
+			}
+			return
+		}
+		h.vb.snap.dirty.Store(true)
+		h.vb.snap.width.Store(int32(ev.Width))
+		h.vb.snap.height.Store(int32(ev.Height))
+		h.log.Info().Int("width", ev.Width).Int("height", ev.Height).Int("try", try+2).Msg("resized")
+	})
 }
 
 // paints reports whether an input event of type t nearly always changes
@@ -824,6 +888,9 @@ func (h *hub) end(msg []byte, reason, reload string) {
 	h.closed, h.reason, h.reload = true, reason, reload
 	h.disarmCountdownsLocked()
 	h.stopCastLocked()
+	if h.resizeTimer != nil {
+		h.resizeTimer.Stop()
+	}
 	done := h.castDone
 	cs := make([]*client, 0, len(h.clients))
 	for c := range h.clients {

@@ -73,8 +73,11 @@ func TestRenderScale(t *testing.T) {
 	// resized page comes, the canvas shows the page scaled to fit and the
 	// button is not yet where it will be. At render scale 0.5 the page's
 	// size rounds to even CSS pixels (a 999-pixel window: a 1000-pixel page).
+	// (On a miss it says the two widths and the frames drawn.)
 	eventually(t, alice, "a frame of the page at the window's size",
-		"Math.abs(Number(document.body.dataset.pageWidth) - document.querySelector('canvas').clientWidth) <= 2", "true")
+		"(function (b, c) { var pw = Number(b.dataset.pageWidth), cw = c.clientWidth;"+
+			" return Math.abs(pw - cw) <= 2 ? 'true' : 'page ' + pw + ', canvas ' + cw + ', frames ' + b.dataset.frames;"+
+			" })(document.body, document.querySelector('canvas'))", "true")
 	x0, y0 := canvasOrigin(t, alice)
 	click(t, alice, x0+80, y0+140)
 	eventually(t, alice, "the click reached the button", "document.title.includes('|clicks:1')", "true")
