@@ -657,19 +657,11 @@ func (h *hub) input(c *client, ev browser.InputEvent) {
 	if paints(ev.Type) {
 		h.inputAt.Store(time.Now().UnixNano())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), inputTimeout)
-	defer cancel()
 	var gen uint64
 	if ev.Type == browser.InputResize {
 		gen = h.resizeGen.Add(1)
 	}
-	err := h.vb.b.Input(ctx, ev)
-	h.vb.snap.dirty.Store(true) // snapshotted within the interval
-	if err == nil && ev.Type == browser.InputResize {
-		h.vb.snap.width.Store(int32(ev.Width))
-		h.vb.snap.height.Store(int32(ev.Height))
-	}
-	if err != nil {
+	if err := h.send(ev); err != nil {
 		if errors.Is(err, browser.ErrInvalidInput) {
 			c.enqueue(mustJSON(wsMsg{T: "error", Message: err.Error()}))
 			return
@@ -680,6 +672,21 @@ func (h *hub) input(c *client, ev browser.InputEvent) {
 		}
 		h.log.Debug().Err(err).Str("type", string(ev.Type)).Msg("input failed")
 	}
+}
+
+// send hands ev to the browser within inputTimeout. The page may have
+// changed (snapshotted within the interval), and a size it took is the one
+// a snapshot keeps.
+func (h *hub) send(ev browser.InputEvent) error {
+	ctx, cancel := context.WithTimeout(context.Background(), inputTimeout)
+	defer cancel()
+	err := h.vb.b.Input(ctx, ev)
+	h.vb.snap.dirty.Store(true)
+	if err == nil && ev.Type == browser.InputResize {
+		h.vb.snap.width.Store(int32(ev.Width))
+		h.vb.snap.height.Store(int32(ev.Height))
+	}
+	return err
 }
 
 // resizeLater tries a failed resize again (a page busy past inputTimeout,
@@ -715,17 +722,12 @@ func (h *hub) resizeLater(c *client, ev browser.InputEvent, gen uint64, try int,
 		if closed || h.resizeGen.Load() != gen {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), inputTimeout)
-		defer cancel()
-		if err := h.vb.b.Input(ctx, ev); err != nil {
+		if err := h.send(ev); err != nil {
 			if !errors.Is(err, browser.ErrInvalidInput) && h.resizeGen.Load() == gen {
 				h.resizeLater(c, ev, gen, try+1, err)
 			}
 			return
 		}
-		h.vb.snap.dirty.Store(true)
-		h.vb.snap.width.Store(int32(ev.Width))
-		h.vb.snap.height.Store(int32(ev.Height))
 		h.log.Info().Int("width", ev.Width).Int("height", ev.Height).Int("try", try+2).Msg("resized")
 	})
 }

@@ -55,17 +55,23 @@ command -v nginx >/dev/null || apt_install nginx || log "no nginx: its row is sk
 build_bins
 start_worker
 WORKER_PID=${PIDS[-1]}
+# add_proxy NAME: the proxies start_proxy just started, as target NAME.
+add_proxy() { targets+=("$1 $PROXY $(IFS=,; echo "${PROXY_PIDS[*]}")"); }
+# tree PIDS: the comma-separated PIDS and their children (nginx's workers
+# are children of its master), one a line.
+tree() { local q; for q in ${1//,/ }; do echo "$q"; pgrep -P "$q" || true; done; }
+targets=("direct $WORKER $WORKER_PID")
 HANDOFF=1 start_proxy
-targets=("direct $WORKER $WORKER_PID" "proxy $PROXY $(IFS=,; echo "${PROXY_PIDS[*]}")")
+add_proxy proxy
 HANDOFF=0 start_proxy
-targets+=("proxy-tcp $PROXY $(IFS=,; echo "${PROXY_PIDS[*]}")")
+add_proxy proxy-tcp
 if [ -n "${BASE_REV:-}" ]; then
 	log "building the proxy of $BASE_REV..."
 	mkdir -p "$TMP/base"
 	git -C "$ROOT" archive "$BASE_REV" | tar -x -C "$TMP/base"
 	(cd "$TMP/base" && go build -o "$TMP/base/bin/" ./scripts/bench/cmd/benchproxy)
 	PROXY_BIN=$TMP/base/bin/benchproxy HANDOFF=1 start_proxy
-	targets+=("proxy-base $PROXY $(IFS=,; echo "${PROXY_PIDS[*]}")")
+	add_proxy proxy-base
 fi
 if [ "${NETHTTP:-0}" = 1 ]; then
 	"$TMP/bin/benchproxy" -edge=false -addr 127.0.0.1:0 -addr-file "$TMP/nethttp.addr" -worker "$WORKER" 2>>"$TMP/proxy.log" &
@@ -112,9 +118,7 @@ if [ "${PIN:-0}" = 1 ]; then
 	servers="0-$((n - 2))"
 	for t in "${targets[@]}"; do
 		read -r _ _ pids <<<"$t"
-		for q in ${pids//,/ }; do
-			for p in "$q" $(pgrep -P "$q" || true); do taskset -a -p -c "$servers" "$p" >/dev/null; done
-		done
+		for p in $(tree "$pids"); do taskset -a -p -c "$servers" "$p" >/dev/null; done
 	done
 	WRK_CPU=(taskset -c "$((n - 1))")
 	log "pinned: servers on CPUs $servers, wrk on CPU $((n - 1))"
@@ -124,12 +128,10 @@ fi
 to_ms() { awk '{ v=$1; if (v ~ /us$/) { sub(/us$/,"",v); v/=1000 } else if (v ~ /ms$/) { sub(/ms$/,"",v) } else if (v ~ /s$/) { sub(/s$/,"",v); v*=1000 } printf "%.3f", v }' <<<"$1"; }
 
 # ticks PIDS: CPU clock ticks used so far by the comma-separated PIDS and
-# their children (nginx's workers are children of its master).
+# their children.
 ticks() {
-	local s=0 p q
-	for q in ${1//,/ }; do
-		for p in "$q" $(pgrep -P "$q" || true); do s=$((s + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
-	done
+	local s=0 p
+	for p in $(tree "$1"); do s=$((s + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
 	echo "$s"
 }
 HZ=$(getconf CLK_TCK)
