@@ -18,6 +18,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 )
 
 // handoffWorker is an echo worker on this host that takes handoffs: the
@@ -77,10 +78,14 @@ func TestWebSocketHandoff(t *testing.T) {
 	if bad.Load() != 0 {
 		t.Errorf("%d handshakes without a valid hop signature", bad.Load())
 	}
-	st := p.Stats()
-	if st.WebSocketsHandedOff != 1 || st.WebSocketsTotal != 0 || st.BytesUp != 0 {
-		t.Errorf("stats %+v: want one handed off, none relayed", st)
-	}
+	// The proxy counts the socket once it is sent, which the worker's
+	// answer may come before.
+	testutil.Eventually(t, testutil.Scale(10*time.Second), func() error {
+		if st := p.Stats(); st.WebSocketsHandedOff != 1 || st.WebSocketsTotal != 0 || st.BytesUp != 0 {
+			return fmt.Errorf("stats %+v: want one handed off, none relayed", st)
+		}
+		return nil
+	})
 	srv.Close() // the proxy's connections go; the handed one is not its
 	echoOnce(t, c, "after the proxy closed")
 }
