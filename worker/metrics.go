@@ -108,6 +108,7 @@ func (w *Worker) poolRows() []poolRow {
 type loadCollector struct {
 	w                                   *Worker
 	load, insts, browsers, clients, blk *prometheus.Desc
+	resizeRestarts                      *prometheus.Desc
 }
 
 func newLoadCollector(w *Worker) *loadCollector {
@@ -117,12 +118,14 @@ func newLoadCollector(w *Worker) *loadCollector {
 		browsers: prometheus.NewDesc("cloudbrowser_worker_local_browsers", "Virtual browsers open.", nil, nil),
 		clients:  prometheus.NewDesc("cloudbrowser_worker_local_clients", "Client engines connected.", nil, nil),
 		blk:      prometheus.NewDesc("cloudbrowser_navigation_blocked_total", "Requests of virtual browsers denied by their app's navigation policy.", nil, nil),
+		resizeRestarts: prometheus.NewDesc("cloudbrowser_screencast_resize_restarts_total",
+			"Screencasts restarted because a resized page sent no frame of its new size in time.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.load, c.insts, c.browsers, c.clients, c.blk} {
+	for _, d := range []*prometheus.Desc{c.load, c.insts, c.browsers, c.clients, c.blk, c.resizeRestarts} {
 		ch <- d
 	}
 }
@@ -139,4 +142,5 @@ func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.browsers, g, float64(l.Browsers))
 	ch <- prometheus.MustNewConstMetric(c.clients, g, float64(l.Clients))
 	ch <- prometheus.MustNewConstMetric(c.blk, prometheus.CounterValue, float64(st.Blocked))
+	ch <- prometheus.MustNewConstMetric(c.resizeRestarts, prometheus.CounterValue, float64(st.ResizeRestarts))
 }

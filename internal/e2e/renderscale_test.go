@@ -73,11 +73,14 @@ func TestRenderScale(t *testing.T) {
 	// resized page comes, the canvas shows the page scaled to fit and the
 	// button is not yet where it will be. At render scale 0.5 the page's
 	// size rounds to even CSS pixels (a 999-pixel window: a 1000-pixel page).
-	// (On a miss it says the two widths and the frames drawn.)
+	// (On a miss it says the two widths and the frames drawn and received.)
 	eventually(t, alice, "a frame of the page at the window's size",
 		"(function (b, c) { var pw = Number(b.dataset.pageWidth), cw = c.clientWidth;"+
-			" return Math.abs(pw - cw) <= 2 ? 'true' : 'page ' + pw + ', canvas ' + cw + ', frames ' + b.dataset.frames;"+
+			" return Math.abs(pw - cw) <= 2 ? 'true' : 'page ' + pw + ', canvas ' + cw + ', frames ' + b.dataset.frames + ' drawn of ' + b.dataset.framesReceived;"+
 			" })(document.body, document.querySelector('canvas'))", "true")
+	// How often the worker had to restart a screencast for a resized page
+	// (Chromium lost the frame of the new size; docs/chromium.md).
+	t.Logf("screencast restarts after a resize: %v", c.workerMetric(t, "cloudbrowser_screencast_resize_restarts_total"))
 	x0, y0 := canvasOrigin(t, alice)
 	click(t, alice, x0+80, y0+140)
 	eventually(t, alice, "the click reached the button", "document.title.includes('|clicks:1')", "true")

@@ -28,7 +28,7 @@
   var direct = body.dataset.socketAt ? {url: body.dataset.socketAt, ticket: body.dataset.ticket || "", failed: 0} : null;
   var ws = null, backoff = 250, closedForGood = false, seq = 0, readOnly = false;
   var pending = {}, reloadURL = "";
-  var frames = 0, lastFrame = null, drawing = false, queued = null;
+  var frames = 0, received = 0, lastFrame = null, drawing = false, queued = null;
   // Where the last frame was drawn, to map pointer positions to the page.
   var view = {x: 0, y: 0, w: 1, h: 1, dw: 1, dh: 1};
 
@@ -59,6 +59,8 @@
   // ---- frames ----
   function onFrame(buf) {
     mark("cb-frame-received");
+    received++;
+    body.dataset.framesReceived = String(received); // drawn ones: frames
     var dv = new DataView(buf);
     var n = dv.getUint32(0);
     var hdr = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, n)));

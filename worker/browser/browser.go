@@ -80,6 +80,11 @@ type Stats struct {
 	// Blocked counts the requests denied by browsers' Options.Allow since
 	// the runtime started (closed browsers included).
 	Blocked uint64
+	// ResizeRestarts counts the screencast restarts made because a
+	// resized page sent no frame of its new size in time (closed browsers
+	// included): Chromium losing frames, which viewers would see as a
+	// stale screen.
+	ResizeRestarts uint64
 }
 
 // ErrClosed is returned by operations on a closed browser or runtime.

@@ -118,14 +118,21 @@ type cbrowser struct {
 	lw     *loadWatch
 	loadMu sync.Mutex
 
-	// restMu serializes SetResting; resting is its state and window the
-	// page's window (0 until first needed; rest.go).
+	// restMu serializes SetResting; resting is its state (read without
+	// the lock by a screencast, which expects no frames of a hidden page)
+	// and window the page's window (0 until first needed; rest.go).
 	restMu  sync.Mutex
-	resting bool
+	resting atomic.Bool
 	window  cdpbrowser.WindowID
 
 	screencasting atomic.Bool
 	frameSeq      atomic.Uint64
+	// resized tells a screencast the viewport changed (cap 1): it follows
+	// the resize up until a frame of the new size comes (screencast.go).
+	resized chan struct{}
+	// loseFrame, when set (tests), drops the frames it returns true for,
+	// as Chromium's capturer may after a resize.
+	loseFrame func(browser.Frame) bool
 
 	// filter applies Options.Allow; nil without a policy. It is set
 	// during setup, which may race with a release by the supervisor.
@@ -166,6 +173,7 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 		crashed: make(chan struct{}),
 		wake:    make(chan struct{}, 1),
 		gcWake:  make(chan struct{}, 1),
+		resized: make(chan struct{}, 1),
 		page:    browser.Page{URL: "about:blank"},
 		subs:    map[int]func(browser.Page){},
 		navs:    map[*navWatch]struct{}{},
@@ -756,6 +764,10 @@ func (b *cbrowser) resize(ctx context.Context, w, h int) error {
 	b.mu.Lock()
 	b.width, b.height = w, h
 	b.mu.Unlock()
+	select {
+	case b.resized <- struct{}{}:
+	default:
+	}
 	return nil
 }
 

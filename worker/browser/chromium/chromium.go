@@ -112,6 +112,9 @@ type Runtime struct {
 	nextID  uint64
 
 	blocked atomic.Uint64 // requests denied by navigation policies
+	// resizeRestarts counts the screencasts restarted after a resize
+	// (Stats.ResizeRestarts).
+	resizeRestarts atomic.Uint64
 }
 
 var _ browser.Runtime = (*Runtime)(nil)
@@ -734,7 +737,7 @@ func (r *Runtime) NewBrowser(ctx context.Context, opts browser.Options) (browser
 // Stats implements browser.Runtime: PSS and process counts cover every
 // Chromium main process and its descendants.
 func (r *Runtime) Stats(ctx context.Context) (browser.Stats, error) {
-	st := browser.Stats{Blocked: r.blocked.Load()}
+	st := browser.Stats{Blocked: r.blocked.Load(), ResizeRestarts: r.resizeRestarts.Load()}
 	var pids []int
 	r.mu.Lock()
 	for _, s := range r.slots {

@@ -20,7 +20,7 @@ import (
 func (b *cbrowser) SetResting(ctx context.Context, resting bool) error {
 	b.restMu.Lock()
 	defer b.restMu.Unlock()
-	if b.resting == resting {
+	if b.resting.Load() == resting {
 		return nil
 	}
 	cctx, cancel, err := b.call(ctx)
@@ -43,6 +43,6 @@ func (b *cbrowser) SetResting(ctx context.Context, resting bool) error {
 		cdpbrowser.SetWindowBoundsParams{WindowID: b.window, Bounds: &cdpbrowser.Bounds{WindowState: state}}); err != nil {
 		return b.fail("rest", err)
 	}
-	b.resting = resting
+	b.resting.Store(resting)
 	return nil
 }

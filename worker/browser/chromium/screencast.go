@@ -18,6 +18,19 @@ import (
 
 const defaultQuality = 80
 
+// A resize is followed up. On a surface-size change Chromium's capturer
+// drops the frame it took, takes the new size and counts on a refresh
+// frame (content/browser/devtools/protocol/page_handler.cc); on a loaded
+// machine that sometimes never comes, and a page at rest then shows its
+// old size until it changes (seen in CI at render scale 0.5, where no
+// sharp frame at rest covers it). Without a frame of the new size within
+// resizeGrace, the screencast restarts, as a start sends the page as it
+// is; up to resizeRestarts times, each wait twice the one before.
+const (
+	resizeGrace    = 300 * time.Millisecond
+	resizeRestarts = 3
+)
+
 // Screencast implements browser.Browser.
 func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOptions, sink func(browser.Frame)) error {
 	if b.isDone() {
@@ -36,6 +49,12 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 	quality := int64(opts.Quality)
 	if quality <= 0 || quality > 100 {
 		quality = defaultQuality
+	}
+	// maxW, maxH follow the viewport unless opts fixes them; a resize
+	// before this start needs no follow-up, the start reads the size.
+	select {
+	case <-b.resized:
+	default:
 	}
 	b.mu.Lock()
 	maxW, maxH := opts.MaxWidth, opts.MaxHeight
@@ -114,10 +133,63 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 		sharpened = false
 		return true, start(g)
 	}
+	// follow fires when a resize (want) has had no frame of its size for
+	// the current wait; want.w 0 = none pending.
+	follow := time.NewTimer(time.Hour)
+	follow.Stop()
+	defer follow.Stop()
+	var want resizeWant
 	for {
 		select {
 		case <-cctx.Done():
 			return b.endScreencast(ctx, nil)
+		case <-b.resized:
+			b.mu.Lock()
+			w, h := b.width, b.height
+			b.mu.Unlock()
+			want = resizeWant{w: w, h: h}
+			// Frames larger than the screencast's maximum come scaled
+			// down: a viewport that grew past it needs a new one.
+			grew := false
+			if opts.MaxWidth == 0 {
+				grew = grew || w > maxW
+				maxW = w
+			}
+			if opts.MaxHeight == 0 {
+				grew = grew || h > maxH
+				maxH = h
+			}
+			if grew {
+				sharpen.Stop()
+				sharpened = false
+				if err := start(cur); err != nil {
+					return b.endScreencast(ctx, err)
+				}
+			}
+			follow.Reset(resizeGrace)
+			continue
+		case <-follow.C:
+			if want.w == 0 || b.resting.Load() {
+				want = resizeWant{} // a hidden page paints nothing; waking it paints
+				continue
+			}
+			if want.restarts == resizeRestarts {
+				b.log.Warn().Int("width", want.w).Int("height", want.h).Int("restarts", want.restarts).
+					Msg("no screencast frame of the new size")
+				want = resizeWant{}
+				continue
+			}
+			want.restarts++
+			b.rt.resizeRestarts.Add(1)
+			b.log.Debug().Int("width", want.w).Int("height", want.h).Int("restart", want.restarts).
+				Msg("no screencast frame of the new size yet: restarting the screencast")
+			sharpen.Stop()
+			sharpened = false
+			if err := start(cur); err != nil {
+				return b.endScreencast(ctx, err)
+			}
+			follow.Reset(resizeGrace << want.restarts)
+			continue
 		case <-opts.Refresh:
 			if _, err := regrade(); err != nil {
 				return b.endScreencast(ctx, err)
@@ -155,8 +227,19 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			if restarted {
 				continue
 			}
-			last = b.frame(ev)
+			f := b.frame(ev)
+			if b.loseFrame != nil && b.loseFrame(f) {
+				if err := ack(ev); err != nil {
+					return b.endScreencast(ctx, err)
+				}
+				continue
+			}
+			last = f
 			sink(last)
+			if want.w != 0 && want.shows(last) {
+				want = resizeWant{}
+				follow.Stop()
+			}
 			if err := ack(ev); err != nil {
 				return b.endScreencast(ctx, err)
 			}
@@ -165,6 +248,19 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			}
 		}
 	}
+}
+
+// resizeWant is a resize a screencast follows up: the viewport's new size
+// in CSS pixels and the restarts made for it so far.
+type resizeWant struct {
+	w, h, restarts int
+}
+
+// shows reports whether f is a frame of the wanted size. Under a render
+// scale the page's size rounds to whole device pixels (a 999-pixel
+// viewport at 0.5 is a 1000-pixel page), hence the slack.
+func (r resizeWant) shows(f browser.Frame) bool {
+	return math.Abs(f.DeviceWidth-float64(r.w)) <= 2 && math.Abs(f.DeviceHeight-float64(r.h)) <= 2
 }
 
 // endScreencast is Screencast's result once its frames stop: the caller's

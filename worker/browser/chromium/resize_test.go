@@ -1,0 +1,66 @@
+package chromium
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// TestScreencastFollowsResize: a viewer sees the page at its new size
+// after a resize, even when the frame Chromium takes of it is lost (its
+// capturer drops one on a size change and, on a loaded machine, may send
+// no other for a page at rest), and a viewport grown past the size the
+// screencast started with comes at full size, not scaled down to it.
+func TestScreencastFollowsResize(t *testing.T) {
+	b := newBrowser(t, shared(t), browser.Options{URL: testSrv.URL + "/form", Width: 800, Height: 600})
+	waitLoaded(t, b)
+	// lose: the first frame of this size is lost, as Chromium may lose it.
+	var lose atomic.Pointer[string]
+	var lost atomic.Int32
+	b.(*cbrowser).loseFrame = func(f browser.Frame) bool {
+		if p := lose.Load(); p != nil && *p == fmt.Sprintf("%vx%v", f.DeviceWidth, f.DeviceHeight) && lose.CompareAndSwap(p, nil) {
+			lost.Add(1)
+			return true
+		}
+		return false
+	}
+	rt := b.(*cbrowser).rt
+	restarts := rt.resizeRestarts.Load()
+	settled := recordScreencast(t, b, browser.ScreencastOptions{})
+	settled()
+
+	for _, c := range []struct {
+		w, h int
+		lose bool
+	}{
+		{640, 480, true},   // smaller, its frame lost
+		{1000, 700, false}, // larger than the screencast's start
+		{1200, 900, true},  // larger, its frame lost
+	} {
+		want := fmt.Sprintf("%dx%d", c.w, c.h)
+		if c.lose {
+			lose.Store(&want)
+		}
+		if err := b.Input(testCtx(t), browser.InputEvent{Type: browser.InputResize, Width: c.w, Height: c.h}); err != nil {
+			t.Fatal(err)
+		}
+		fs := settled()
+		f := fs[len(fs)-1]
+		if got := fmt.Sprintf("%vx%v", f.DeviceWidth, f.DeviceHeight); got != want || size(f) != want {
+			t.Fatalf("after a resize to %s the last frame is %s for a %s page, want %s for %s", want, size(f), got, want, want)
+		}
+	}
+	if n := lost.Load(); n != 2 {
+		t.Fatalf("%d frames lost, want 2: the test lost nothing it covers", n)
+	}
+	// The worker's metric counts the restarts that made up for them.
+	st, err := rt.Stats(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.ResizeRestarts - restarts; n < 2 {
+		t.Fatalf("Stats.ResizeRestarts grew by %d, want at least one per lost frame (2)", n)
+	}
+}
