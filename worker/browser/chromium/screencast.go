@@ -122,6 +122,13 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 		_, err := pageCall(cctx, b, page.ScreencastFrameAck, page.ScreencastFrameAckParams{SessionID: ev.SessionID})
 		return err
 	}
+	// restart starts the screencast again at grade g; the start sends a
+	// frame of the page as it is, so no sharp frame is due for the last.
+	restart := func(g browser.Grade) error {
+		sharpen.Stop()
+		sharpened = false
+		return start(g)
+	}
 	// regrade restarts the screencast if its grade changed; the restart
 	// sends a frame at the new one.
 	regrade := func() (restarted bool, err error) {
@@ -129,9 +136,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 		if g.Scale == cur.Scale && g.Quality == cur.Quality {
 			return false, nil
 		}
-		sharpen.Stop()
-		sharpened = false
-		return true, start(g)
+		return true, restart(g)
 	}
 	// follow fires when a resize (want) has had no frame of its size for
 	// the current wait; want.w 0 = none pending.
@@ -160,9 +165,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 				maxH = h
 			}
 			if grew {
-				sharpen.Stop()
-				sharpened = false
-				if err := start(cur); err != nil {
+				if err := restart(cur); err != nil {
 					return b.endScreencast(ctx, err)
 				}
 			}
@@ -183,9 +186,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			b.rt.resizeRestarts.Add(1)
 			b.log.Debug().Int("width", want.w).Int("height", want.h).Int("restart", want.restarts).
 				Msg("no screencast frame of the new size yet: restarting the screencast")
-			sharpen.Stop()
-			sharpened = false
-			if err := start(cur); err != nil {
+			if err := restart(cur); err != nil {
 				return b.endScreencast(ctx, err)
 			}
 			follow.Reset(resizeGrace << want.restarts)
