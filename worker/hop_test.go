@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
 // TestWorkerRequiresHop: only requests signed by a proxy holding the
@@ -86,6 +87,49 @@ func TestWorkerRequiresHop(t *testing.T) {
 			code, body := do(tc.path, tc.hop, tc.auth)
 			if code != tc.status || !strings.Contains(body, tc.want) {
 				t.Fatalf("GET %s: %d %.200q, want %d containing %q", tc.path, code, body, tc.status, tc.want)
+			}
+		})
+	}
+}
+
+// TestWorkerHSTSBehindTrustedProto: with --trust-forwarded-proto, a page
+// relayed by a proxy that says https carries HSTS; an unsigned request's
+// X-Forwarded-Proto (anyone can send one) does not count.
+func TestWorkerHSTSBehindTrustedProto(t *testing.T) {
+	w, err := New(Config{ID: "w-hsts", Secret: testSecret, Master: "127.0.0.1:1", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	w.hopKey.Set(testHopKey)
+	w.hopWait = 10 * time.Millisecond
+	h := w.handler()
+	for _, tc := range []struct {
+		name          string
+		trust, signed bool
+		proto         string
+		hsts          bool
+	}{
+		{"trusted, signed https", true, true, "https", true},
+		{"trusted, signed http", true, true, "http", false},
+		{"trusted, unsigned https", true, false, "https", false},
+		{"not trusted, signed https", false, true, "https", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w.users.setCluster(wire.RegisterReply{TrustForwardedProto: tc.trust})
+			const path = "/hello"
+			r := httptest.NewRequest("GET", path, nil)
+			r.RequestURI = path
+			r.Header.Set("X-Forwarded-For", "203.0.113.9")
+			r.Header.Set("X-Forwarded-Proto", tc.proto)
+			if tc.signed {
+				r.Header.Set(hop.Header, hop.Sign(testHopKey, time.Now(), hop.Fields{Method: "GET", Host: "example.com", URI: path,
+					ForwardedFor: "203.0.113.9", Proto: tc.proto}))
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if got := rec.Header().Get("Strict-Transport-Security") != ""; got != tc.hsts {
+				t.Fatalf("status %d, HSTS sent = %v, want %v (headers %v)", rec.Code, got, tc.hsts, rec.Header())
 			}
 		})
 	}

@@ -77,6 +77,9 @@ func (w *Worker) handler() http.Handler {
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), viaProxyKey{}, true))
+		// Again, now that the hop is verified: a signed X-Forwarded-Proto
+		// (--trust-forwarded-proto) counts from here, so HSTS goes out.
+		httpsec.SetPage(rw.Header(), w.users.https(r))
 		t := urlkind.Classify(r.Method, r.URL.EscapedPath(), isUpgrade(r))
 		switch t.Kind {
 		case urlkind.KindApp:
