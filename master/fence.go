@@ -56,22 +56,23 @@ func (e *epochs) next() (uint64, error) {
 	return n, nil
 }
 
-// observe raises the counter past an epoch a worker reported (a store lost
-// or older than the cluster).
-func (e *epochs) observe(v uint64) {
+// issued says whether epoch v is one this master handed out: every epoch
+// is stored before use, so a larger one was never issued (forged by a
+// worker-key holder, or from another cluster's store). Accepting it would
+// let a reported 2^64-1 wrap next() to 0 and break fencing.
+func (e *epochs) issued(v uint64) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if v <= e.cur {
-		return
-	}
-	if e.st != nil {
-		_ = e.st.Put(epochBucket, epochKey, v) // best effort: next() stores again
-	}
-	e.cur = v
+	return v <= e.cur
 }
 
 // mergedReason is what users of a fenced duplicate are told.
 const mergedReason = "This app instance was closed in favour of the one the application now gives you; its data is kept."
+
+// unissuedReason is what users of an instance held under an epoch the
+// master never issued are told (a master that lost its store, or a forged
+// report).
+const unissuedReason = "This app instance is not known to the cluster's master any more."
 
 // reconcileLocked decides, for an instance a registering worker reports,
 // whether the worker keeps it. It returns the fencing order, or nil to

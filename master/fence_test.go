@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -269,7 +270,6 @@ func TestEpochsDurable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.observe(last + 10) // a worker reports a larger one
 	st.Close()
 	st, err = state.Open(path)
 	if err != nil {
@@ -280,8 +280,8 @@ func TestEpochsDurable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := e.next(); n != last+11 {
-		t.Fatalf("after a restart: %d, want %d", n, last+11)
+	if n, _ := e.next(); n != last+1 {
+		t.Fatalf("after a restart: %d, want %d", n, last+1)
 	}
 }
 
@@ -387,5 +387,56 @@ func TestWorkerDiesDuringMigration(t *testing.T) {
 				t.Fatalf("%d orphans left", orphans)
 			}
 		})
+	}
+}
+
+// TestUnissuedEpochFenced: a worker that reports an instance under an epoch
+// the master never issued (2^64-1 would wrap the next one to 0) has it
+// fenced; the counter is untouched, and placements go on above it.
+func TestUnissuedEpochFenced(t *testing.T) {
+	m := startMaster(t, balance.RoundRobin)
+	a := addWorker(t, m, "w-a")
+	p, err := a.place(t, "notes", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued := instanceInfos(t, m)[p.InstanceID]
+	for _, tc := range []struct {
+		name  string
+		epoch uint64
+		fence bool
+	}{
+		{"the maximum", math.MaxUint64, true},
+		{"one past the counter", issued.Epoch + 1, true},
+		{"the one issued", issued.Epoch, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forged := wire.InstanceInfo{ID: "w-a.forgedforged", App: "notes", Owner: "mallory", Worker: "w-a", Created: time.Now(), Epoch: tc.epoch}
+			held := issued
+			held.Epoch = tc.epoch
+			rep := a.register(t, m, forged, held)
+			fenced := map[string]string{}
+			for _, f := range rep.Fenced {
+				fenced[f.ID] = f.Reason
+			}
+			if _, ok := fenced[forged.ID]; ok != tc.fence {
+				t.Errorf("forged instance fenced = %v, want %v (%v)", ok, tc.fence, rep.Fenced)
+			}
+			if _, ok := fenced[issued.ID]; ok != tc.fence {
+				t.Errorf("held instance under epoch %d fenced = %v, want %v", tc.epoch, ok, tc.fence)
+			}
+			if _, err := m.workers.route(wire.RouteRequest{Kind: wire.RouteInstance, InstanceID: forged.ID}); tc.fence && err == nil {
+				t.Errorf("the fenced instance is routed")
+			}
+		})
+	}
+	// The counter was never raised: the next placement's epoch follows the
+	// last one issued.
+	p2, err := a.place(t, "notes", "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := instanceInfos(t, m)[p2.InstanceID].Epoch; got != issued.Epoch+1 {
+		t.Fatalf("next epoch %d, want %d", got, issued.Epoch+1)
 	}
 }

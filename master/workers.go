@@ -290,6 +290,12 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 		if in.ID == "" || in.Worker != info.ID {
 			continue
 		}
+		if !m.epochs.issued(in.Epoch) {
+			fenced = append(fenced, wire.FencedInstance{ID: in.ID, Reason: unissuedReason, Location: "/" + in.App})
+			m.log.Warn().Str("instance", in.ID).Str("worker", info.ID).Uint64("epoch", in.Epoch).
+				Msg("instance fenced: its epoch was never issued by this master")
+			continue
+		}
 		if f := m.reconcileLocked(info.ID, in, now); f != nil {
 			fenced = append(fenced, *f)
 			m.log.Warn().Str("instance", in.ID).Str("worker", info.ID).Uint64("epoch", in.Epoch).Msg("instance fenced: its place was taken while the worker was unreachable")
@@ -303,7 +309,6 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 			m.settleLocked(cur)
 			m.log.Info().Str("instance", in.ID).Str("worker", info.ID).Msg("moving instance kept by its worker, which came back")
 		}
-		m.epochs.observe(in.Epoch)
 		m.addInstanceLocked(in, "", "", false)
 		adopted++
 	}
