@@ -126,7 +126,9 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 	var wid string
 	err := m.firstTaker(func(c candidate) (bool, error) {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		done := m.aim(iid, c.wid)
 		err := c.apps.CreateInstance(cctx, restoreRequest(app, info, c.epoch))
+		done()
 		cancel()
 		if err != nil {
 			return true, fmt.Errorf("restore %s on %s: %w", iid, c.wid, err)

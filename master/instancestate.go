@@ -378,6 +378,42 @@ func (m *WorkerManager) hostedBy(iid string, c *rmi.Conn) (string, error) {
 	return in.Worker, nil
 }
 
+// mayRead refuses a read of instance iid's stored state (its shared state
+// and its browsers' cookies and storage) unless the calling connection's
+// worker hosts it, or is the one the master is asking to create it (a
+// placement, a failover or a migration in flight: the new host reads what
+// it restores before the table names it).
+func (m *WorkerManager) mayRead(iid string, c *rmi.Conn) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	wid := m.callerLocked(c)
+	if wid == "" {
+		return wire.Errorf(wire.CodeForbidden, "no worker is registered on this connection (peer %q): register first", peerName(c))
+	}
+	if in, ok := m.instances[iid]; ok && in.Worker == wid {
+		return nil
+	}
+	if m.targets[iid] == wid {
+		return nil
+	}
+	return wire.Errorf(wire.CodeForbidden, "instance %s is not hosted by worker %s: its state is its host's only", iid, wid)
+}
+
+// aim records that worker wid is being asked to create instance iid (so it
+// may read its stored state); the returned func ends that.
+func (m *WorkerManager) aim(iid, wid string) (done func()) {
+	m.mu.Lock()
+	m.targets[iid] = wid
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		if m.targets[iid] == wid {
+			delete(m.targets, iid)
+		}
+		m.mu.Unlock()
+	}
+}
+
 // stateService is registered as wire.ObjInstanceState, for workers.
 type stateService struct{ m *Master }
 
@@ -419,6 +455,10 @@ func (s stateService) Write(ctx context.Context, w wire.StateWrite) (wire.StateW
 // Get reads an instance's stored state, a page at a time (after: the last
 // key of the previous page).
 func (s stateService) Get(ctx context.Context, iid, after string) (wire.InstanceState, error) {
+	if err := s.m.workers.mayRead(iid, rmi.ConnFrom(ctx)); err != nil {
+		s.m.log.Warn().Str("instance", iid).Str("peer", peerName(rmi.ConnFrom(ctx))).Err(err).Msg("shared-state read refused")
+		return wire.InstanceState{}, err
+	}
 	return s.m.istate.get(iid, after)
 }
 
@@ -439,6 +479,10 @@ func (s stateService) SaveBrowser(ctx context.Context, req wire.SaveBrowser) err
 // Browsers reads an instance's browser snapshots, a page at a time
 // (after: the last browser id of the previous page).
 func (s stateService) Browsers(ctx context.Context, iid, after string) (wire.BrowserSnapshots, error) {
+	if err := s.m.workers.mayRead(iid, rmi.ConnFrom(ctx)); err != nil {
+		s.m.log.Warn().Str("instance", iid).Str("peer", peerName(rmi.ConnFrom(ctx))).Err(err).Msg("browser snapshot read refused")
+		return wire.BrowserSnapshots{}, err
+	}
 	return s.m.istate.browsers(iid, after)
 }
 

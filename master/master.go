@@ -402,6 +402,36 @@ func (m *Master) RoleKeyFile(role string) string {
 	return filepath.Join(m.cfg.DataDir, role+".key")
 }
 
+// WorkerKeyFile is where WriteWorkerKey puts the key of worker id ("" with
+// no data directory).
+func (m *Master) WorkerKeyFile(id string) string {
+	if m.cfg.DataDir == "" {
+		return ""
+	}
+	return WorkerKeyPath(m.cfg.DataDir, id)
+}
+
+// WorkerKeyPath is the key file of worker id in a master's data directory.
+func WorkerKeyPath(dataDir, id string) string {
+	return filepath.Join(dataDir, "workers", id+".key")
+}
+
+// WriteWorkerKey writes the key of worker id (mode 0600) for a worker this
+// master starts itself, and returns its path.
+func (m *Master) WriteWorkerKey(id string) (string, error) {
+	if !ids.ValidWorker(id) {
+		return "", fmt.Errorf("worker id %q: %s", id, ids.WorkerRule)
+	}
+	path := m.WorkerKeyFile(id)
+	if path == "" {
+		return "", errors.New("the master has no data directory to write a worker key to")
+	}
+	if err := secret.Write(path, secret.WorkerKey(m.cfg.Secret, id)); err != nil {
+		return "", fmt.Errorf("worker %s key: %w", id, err)
+	}
+	return path, nil
+}
+
 // Start opens the listeners, joins the gossip layer and starts the proxies.
 func (m *Master) Start(ctx context.Context) error {
 	m.startedAt = time.Now()
@@ -409,6 +439,13 @@ func (m *Master) Start(ctx context.Context) error {
 		RoleSecrets: map[string][]byte{
 			secret.RoleWorker: []byte(secret.RoleKey(m.cfg.Secret, secret.RoleWorker)),
 			secret.RoleProxy:  []byte(secret.RoleKey(m.cfg.Secret, secret.RoleProxy)),
+		},
+		// A worker's id is proven by its own key (Register).
+		NameSecret: func(role, name string) []byte {
+			if role != secret.RoleWorker {
+				return nil
+			}
+			return []byte(secret.WorkerKey(m.cfg.Secret, name))
 		}})
 	if err != nil {
 		return fmt.Errorf("master: rmi: %w", err)

@@ -98,7 +98,9 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	req := restoreRequest(app, info, epoch)
 	req.WaitBrowsers = true // the old copy serves until the browsers are back
+	done := m.aim(iid, wid)
 	err = contract.WorkerAppsClient{R: newRef}.CreateInstance(cctx, req)
+	done()
 	cancel()
 	m.mu.Lock()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
@@ -93,7 +94,8 @@ var _ contract.WorkerManager = workerService{}
 // Register is called by a worker on every (re)connection, passing its
 // contract.WorkerApps as a remote reference. The worker id must be the
 // name the connection's peer authenticated with in the handshake, so that
-// a connection speaks for one worker only.
+// a connection speaks for one worker only, and that name must be proven
+// with the id's own key unless the id is new (identity.go).
 func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts []wire.InstanceInfo, appMgr *rmi.Ref) (wire.RegisterReply, error) {
 	c := rmi.ConnFrom(ctx)
 	if appMgr != nil && appMgr.Conn() != c {
@@ -102,9 +104,22 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 	if c == nil || c.PeerName() != info.ID {
 		return wire.RegisterReply{}, wire.Errorf(wire.CodeForbidden, "register: worker id %q is not the connection's peer name %q", info.ID, peerName(c))
 	}
+	if !ids.ValidWorker(info.ID) {
+		return wire.RegisterReply{}, wire.Errorf(wire.CodeInvalid, "register: invalid worker id %q (%s)", info.ID, ids.WorkerRule)
+	}
+	fresh, err := s.m.workers.enrol(info.ID, c.NameProven() || c.ClusterSecret())
+	if err != nil {
+		s.m.log.Warn().Str("worker", info.ID).Str("peer", c.RemoteAddr().String()).Err(err).Msg("worker registration refused")
+		return wire.RegisterReply{}, err
+	}
 	fenced, err := s.m.workers.register(info, insts, appMgr)
 	if err != nil {
 		return wire.RegisterReply{}, err
+	}
+	var workerKey string
+	if fresh {
+		workerKey = secret.WorkerKey(s.m.cfg.Secret, info.ID)
+		s.m.log.Info().Str("worker", info.ID).Msg("worker id enrolled: its own key was handed to it")
 	}
 	go func() {
 		select {
@@ -117,7 +132,7 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 		ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id, Quotas: s.m.cfg.Quotas,
 		HopKey: s.m.hopKey, MetricsToken: s.m.cfg.MetricsToken,
 		EndedSessions: s.m.ended.list(), AdminTag: s.m.adminTag,
-		PublicHTTPS: s.m.scheme.AlwaysHTTPS, TrustForwardedProto: s.m.scheme.TrustForwardedProto}, nil
+		PublicHTTPS: s.m.scheme.AlwaysHTTPS, TrustForwardedProto: s.m.scheme.TrustForwardedProto, WorkerKey: workerKey}, nil
 }
 
 // Leave is a worker's announcement that it stops (SIGTERM): its instances

@@ -99,8 +99,8 @@ func TestBrowserSnapshotStore(t *testing.T) {
 	}
 }
 
-// Over RMI: only the hosting worker saves its instance's snapshots; any
-// worker reads them (the one it is re-placed on).
+// Over RMI: only the hosting worker saves and reads its instance's
+// snapshots (cookies and storage: another worker's read is refused).
 func TestBrowserSnapshotService(t *testing.T) {
 	m := startMaster(t, "")
 	iid := "w-one.abcabcabc"
@@ -120,7 +120,10 @@ func TestBrowserSnapshotService(t *testing.T) {
 	if err := save(two, wire.SaveBrowser{Instance: iid, Remove: "b1"}); err == nil {
 		t.Fatal("another worker removed a snapshot")
 	}
-	got, err := contract.InstanceStateClient{C: two.conn}.Browsers(ctx, iid, "")
+	if got, err := (contract.InstanceStateClient{C: two.conn}).Browsers(ctx, iid, ""); err == nil || len(got.Browsers) != 0 {
+		t.Fatalf("another worker read the snapshots: %+v %v", got, err)
+	}
+	got, err := contract.InstanceStateClient{C: one.conn}.Browsers(ctx, iid, "")
 	if err != nil || len(got.Browsers) != 1 || got.Browsers[0].ID != "b1" || got.Browsers[0].Local["k"] != "v" {
 		t.Fatalf("browsers: %+v %v", got, err)
 	}

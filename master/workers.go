@@ -122,6 +122,13 @@ type WorkerManager struct {
 	state  *state.Store // drain flags (nil: not kept)
 	// drainMu orders admin drains, store write included.
 	drainMu sync.Mutex
+	// enrolMu orders enrolments (identity.go); enrolled caches the ids
+	// known to have registered.
+	enrolMu  sync.Mutex
+	enrolled map[string]bool
+	// targets are placements in flight: instance id -> the worker asked to
+	// create it (mayRead).
+	targets map[string]string
 	// orphans are instances of dead workers waiting to be placed again;
 	// moving is set while a round of re-placements runs (failover.go).
 	orphans map[string]struct{}
@@ -223,6 +230,8 @@ func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
 		byKey:     map[string]string{},
 		byUser:    map[userKey]map[string]struct{}{},
 		lost:      map[string]lostRec{},
+		enrolled:  map[string]bool{},
+		targets:   map[string]string{},
 		jobSlots:  cfg.JobSlots,
 		jobsGone:  cfg.JobsGone,
 		started:   time.Now(),
@@ -796,6 +805,7 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientI
 	}
 	err = m.firstTaker(func(c candidate) (bool, error) {
 		iid := ids.NewInstance(c.wid)
+		defer m.aim(iid, c.wid)()
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		err := c.apps.CreateInstance(cctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: owner, ClientIP: clientIP, Epoch: c.epoch})
 		cancel()
@@ -1162,10 +1172,21 @@ func (m *WorkerManager) instanceCount() int {
 func (m *WorkerManager) caller(c *rmi.Conn) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for id, w := range m.workers {
-		if w.conn == c && c != nil {
-			return id, nil
-		}
+	if id := m.callerLocked(c); id != "" {
+		return id, nil
 	}
 	return "", wire.Errorf(wire.CodeForbidden, "no worker is registered on this connection (peer %q): register first", peerName(c))
+}
+
+// callerLocked is the worker registered on c ("" = none).
+func (m *WorkerManager) callerLocked(c *rmi.Conn) string {
+	if c == nil {
+		return ""
+	}
+	for id, w := range m.workers {
+		if w.conn == c {
+			return id
+		}
+	}
+	return ""
 }

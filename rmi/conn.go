@@ -28,6 +28,7 @@ type Conn struct {
 	peer     string
 	role     string // peer's authenticated role (accepted connections)
 	cluster  bool   // peer proved the cluster secret (accepted connections)
+	named    bool   // peer proved the key bound to its name (accepted connections)
 	log      zerolog.Logger
 	maxFrame int
 	tx, rx   *frameCipher // writer's and reader's; see seal.go
@@ -74,7 +75,7 @@ func (n *Node) newConn(nc net.Conn, br *bufio.Reader, hs hsResult) (*Conn, error
 	ctx, cancel := context.WithCancel(context.Background())
 	lc := n.log.With().Str("peer", hs.peer).Str("remote", nc.RemoteAddr().String())
 	if hs.role != "" {
-		lc = lc.Str("role", hs.role).Bool("cluster_secret", hs.byCluster)
+		lc = lc.Str("role", hs.role).Bool("cluster_secret", hs.byCluster).Bool("name_proven", hs.byName)
 	}
 	c := &Conn{
 		n:        n,
@@ -83,6 +84,7 @@ func (n *Node) newConn(nc net.Conn, br *bufio.Reader, hs hsResult) (*Conn, error
 		peer:     hs.peer,
 		role:     hs.role,
 		cluster:  hs.byCluster,
+		named:    hs.byName,
 		tx:       hs.tx,
 		rx:       hs.rx,
 		maxFrame: n.cfg.MaxFrame,
@@ -121,6 +123,11 @@ func (c *Conn) Role() string { return c.role }
 // ClusterSecret reports whether the peer proved the cluster secret rather
 // than a role key (accepted connections only).
 func (c *Conn) ClusterSecret() bool { return c.cluster }
+
+// NameProven reports whether the peer proved the key bound to its name
+// (Config.NameSecret), so its PeerName is more than a claim within its
+// role (accepted connections only).
+func (c *Conn) NameProven() bool { return c.named }
 
 // RemoteAddr is the peer's network address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }

@@ -89,6 +89,7 @@ func validName(s string) bool { return s != "" && len(s) <= maxNameLen }
 type hsResult struct {
 	peer, role string // role: the client's authenticated role (server side only)
 	byCluster  bool   // the client proved the cluster secret, not a role key
+	byName     bool   // the client proved the key bound to its name (Config.NameSecret)
 	tx, rx     *frameCipher
 }
 
@@ -160,13 +161,26 @@ func (n *Node) handshake(ctx context.Context, nc net.Conn, br *bufio.Reader, cli
 	return res, nil
 }
 
-// clientKeys are the keys a client declaring role may prove, best first:
-// the role's own key, then the cluster secret (accepted for every role).
-func (n *Node) clientKeys(role string) [][]byte {
-	if k := n.cfg.RoleSecrets[role]; k != nil {
-		return [][]byte{k, n.cfg.Secret}
+// clientKey is one key a client may prove and what it proves.
+type clientKey struct {
+	k             []byte
+	name, cluster bool
+}
+
+// clientKeys are the keys a client named name declaring role may prove,
+// best first: the key bound to its name, the role's own key, then the
+// cluster secret (accepted for every role).
+func (n *Node) clientKeys(role, name string) []clientKey {
+	var keys []clientKey
+	if n.cfg.NameSecret != nil {
+		if k := n.cfg.NameSecret(role, name); len(k) >= MinSecretLen {
+			keys = append(keys, clientKey{k: k, name: true})
+		}
 	}
-	return [][]byte{n.cfg.Secret}
+	if k := n.cfg.RoleSecrets[role]; k != nil {
+		keys = append(keys, clientKey{k: k})
+	}
+	return append(keys, clientKey{k: n.cfg.Secret, cluster: true})
 }
 
 func (n *Node) handshakeServer(nc net.Conn, br *bufio.Reader) (hsResult, error) {
@@ -186,18 +200,15 @@ func (n *Node) handshakeServer(nc net.Conn, br *bufio.Reader) (hsResult, error) 
 	if len(hc.Nonce) != nonceLen || !validName(hc.Name) || !validRole(hc.Role) {
 		return hsResult{}, fmt.Errorf("%w: malformed handshake", ErrProtocol)
 	}
-	var (
-		key       []byte
-		byCluster bool
-	)
-	keys := n.clientKeys(hc.Role)
+	var proved *clientKey
+	keys := n.clientKeys(hc.Role, hc.Name)
 	for i, k := range keys {
-		if hmac.Equal(hc.MAC, clientMAC(k, sNonce, hc.Nonce, hc.Name, hc.Role)) {
-			key, byCluster = k, i == len(keys)-1
+		if hmac.Equal(hc.MAC, clientMAC(k.k, sNonce, hc.Nonce, hc.Name, hc.Role)) {
+			proved = &keys[i]
 			break
 		}
 	}
-	if key == nil {
+	if proved == nil {
 		// Tell the client why before closing so it reports ErrAuth, not EOF.
 		_ = hsWrite(nc, &hsServer{Reason: "auth"})
 		what := "the cluster secret"
@@ -206,13 +217,14 @@ func (n *Node) handshakeServer(nc net.Conn, br *bufio.Reader) (hsResult, error) 
 		}
 		return hsResult{}, fmt.Errorf("%w: client %q (role %q) did not prove %s", ErrAuth, hc.Name, hc.Role, what)
 	}
+	key := proved.k
 	tx, rx, err := sessionCiphers(key, sNonce, hc.Nonce, hc.Name, hc.Role, n.cfg.Name, false)
 	if err != nil {
 		return hsResult{}, err
 	}
 	err = hsWrite(nc, &hsServer{OK: true, Name: n.cfg.Name,
 		MAC: serverMAC(key, sNonce, hc.Nonce, hc.Name, hc.Role, n.cfg.Name)})
-	return hsResult{peer: hc.Name, role: hc.Role, byCluster: byCluster, tx: tx, rx: rx}, err
+	return hsResult{peer: hc.Name, role: hc.Role, byCluster: proved.cluster, byName: proved.name, tx: tx, rx: rx}, err
 }
 
 func (n *Node) handshakeClient(nc net.Conn, br *bufio.Reader) (hsResult, error) {
@@ -229,8 +241,9 @@ func (n *Node) handshakeClient(nc net.Conn, br *bufio.Reader) (hsResult, error) 
 	cNonce := make([]byte, nonceLen)
 	rand.Read(cNonce)
 	role := n.cfg.Role
+	secret := *n.dialKey.Load()
 	if err := hsWrite(nc, &hsClient{Version: protocolVersion, Name: n.cfg.Name, Nonce: cNonce, Role: role,
-		MAC: clientMAC(n.cfg.Secret, hello.Nonce, cNonce, n.cfg.Name, role)}); err != nil {
+		MAC: clientMAC(secret, hello.Nonce, cNonce, n.cfg.Name, role)}); err != nil {
 		return hsResult{}, err
 	}
 	var hs hsServer
@@ -246,10 +259,10 @@ func (n *Node) handshakeClient(nc net.Conn, br *bufio.Reader) (hsResult, error) 
 		return hsResult{}, fmt.Errorf("%w: server refused handshake: %q", ErrProtocol, hs.Reason)
 	case !validName(hs.Name):
 		return hsResult{}, fmt.Errorf("%w: malformed handshake", ErrProtocol)
-	case !hmac.Equal(hs.MAC, serverMAC(n.cfg.Secret, hello.Nonce, cNonce, n.cfg.Name, role, hs.Name)):
+	case !hmac.Equal(hs.MAC, serverMAC(secret, hello.Nonce, cNonce, n.cfg.Name, role, hs.Name)):
 		return hsResult{}, fmt.Errorf("%w: server %q did not prove our key", ErrAuth, hs.Name)
 	}
-	tx, rx, err := sessionCiphers(n.cfg.Secret, hello.Nonce, cNonce, n.cfg.Name, role, hs.Name, true)
+	tx, rx, err := sessionCiphers(secret, hello.Nonce, cNonce, n.cfg.Name, role, hs.Name, true)
 	if err != nil {
 		return hsResult{}, err
 	}

@@ -31,6 +31,10 @@ type Config struct {
 	// RoleSecrets (servers) are the keys accepted from clients declaring a
 	// role, in addition to Secret: a role key proves that role only.
 	RoleSecrets map[string][]byte
+	// NameSecret (servers), if set, returns the key bound to a client's
+	// name within its role (nil = none): a key that proves the name as well
+	// as the role (Conn.NameProven). It is tried before the role's key.
+	NameSecret func(role, name string) []byte
 	// MaxFrame is the largest frame body accepted or sent; default 8 MiB.
 	// An oversized incoming frame closes the connection; an oversized
 	// outgoing call fails with ErrFrameTooLarge and the connection stays up.
@@ -72,9 +76,12 @@ func (n *Node) Stats() Stats {
 // Node is one participant: it holds the registered objects, serves and dials
 // connections, and owns every goroutine it starts.
 type Node struct {
-	cfg   Config
-	log   zerolog.Logger
-	stats nodeStats
+	cfg Config
+	// dialKey is the key this node proves when it dials: Config.Secret
+	// until SetDialSecret replaces it.
+	dialKey atomic.Pointer[[]byte]
+	log     zerolog.Logger
+	stats   nodeStats
 
 	ctx    context.Context // cancelled by Close; aborts handshakes and clients
 	cancel context.CancelFunc
@@ -121,7 +128,7 @@ func New(cfg Config) (*Node, error) {
 	config.OrDefault(&cfg.HandshakeTimeout, 5*time.Second)
 	cfg.Secret = append([]byte(nil), cfg.Secret...) // caller may reuse its slice
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Node{
+	n := &Node{
 		cfg:       cfg,
 		log:       cfg.Logger.With().Str("node", cfg.Name).Logger(),
 		ctx:       ctx,
@@ -129,7 +136,21 @@ func New(cfg Config) (*Node, error) {
 		objects:   make(map[string]*service),
 		conns:     make(map[*Conn]struct{}),
 		listeners: make(map[net.Listener]struct{}),
-	}, nil
+	}
+	n.dialKey.Store(&cfg.Secret)
+	return n, nil
+}
+
+// SetDialSecret replaces the key this node proves on its next dials (a
+// worker given its own key at enrolment); connections already made keep
+// theirs, and as a server the node still accepts Config.Secret.
+func (n *Node) SetDialSecret(k []byte) error {
+	if len(k) < MinSecretLen {
+		return fmt.Errorf("rmi: secret must be at least %d bytes, got %d", MinSecretLen, len(k))
+	}
+	k = append([]byte(nil), k...)
+	n.dialKey.Store(&k)
+	return nil
 }
 
 // Name returns the node's configured name.

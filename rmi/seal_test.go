@@ -417,3 +417,85 @@ func BenchmarkFrameSealOpen(b *testing.B) {
 		})
 	}
 }
+
+// Name keys: a key bound to a client's name proves the name as well as the
+// role (Conn.NameProven); another name's key proves nothing; a node given
+// a new dial key (SetDialSecret) proves it on its next dial.
+func TestNameKeys(t *testing.T) {
+	testutil.NoLeaks(t)
+	workerKey := []byte("worker-key-0123456789abcdef")
+	nameKey := func(name string) []byte { return []byte("name-key-of-" + name + "-0123456789") }
+	srv, err := New(Config{Name: "master", Secret: internalSecret, Logger: zerolog.Nop(),
+		RoleSecrets: map[string][]byte{"worker": workerKey},
+		NameSecret: func(role, name string) []byte {
+			if role != "worker" {
+				return nil
+			}
+			return nameKey(name)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	if err := srv.Register("master", echo{}); err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan *Conn, 1)
+	srv.cfg.OnConnect = func(c *Conn) { accepted <- c }
+	addr := serveInternal(t, srv)
+
+	for _, tc := range []struct {
+		name, client, role     string
+		key                    []byte
+		wantErr                error
+		wantNamed, wantCluster bool
+	}{
+		{"own name key", "w-1", "worker", nameKey("w-1"), nil, true, false},
+		{"role key", "w-1", "worker", workerKey, nil, false, false},
+		{"cluster secret", "w-1", "worker", internalSecret, nil, false, true},
+		{"another name's key", "w-1", "worker", nameKey("w-2"), ErrAuth, false, false},
+		{"name key in another role", "w-1", "proxy", nameKey("w-1"), ErrAuth, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, err := New(Config{Name: tc.client, Role: tc.role, Secret: tc.key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			_, err = cl.Dial(context.Background(), addr)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Dial = %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := <-accepted
+			if sc.NameProven() != tc.wantNamed || sc.ClusterSecret() != tc.wantCluster || sc.PeerName() != tc.client {
+				t.Errorf("server sees %q named=%v cluster=%v, want named=%v cluster=%v", sc.PeerName(), sc.NameProven(), sc.ClusterSecret(), tc.wantNamed, tc.wantCluster)
+			}
+		})
+	}
+
+	t.Run("dial key replaced", func(t *testing.T) {
+		cl, err := New(Config{Name: "w-3", Role: "worker", Secret: workerKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		if err := cl.SetDialSecret([]byte("short")); err == nil {
+			t.Fatal("a short dial key was accepted")
+		}
+		if err := cl.SetDialSecret(nameKey("w-3")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.Dial(context.Background(), addr); err != nil {
+			t.Fatal(err)
+		}
+		if sc := <-accepted; !sc.NameProven() {
+			t.Error("the new dial key did not prove the name")
+		}
+	})
+}

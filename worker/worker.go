@@ -48,9 +48,12 @@ type Config struct {
 	// ID is the worker's id ("w-" + 8 lowercase letters/digits); empty =
 	// generated.
 	ID string
-	// Secret is the worker key (the master's <data-dir>/worker.key) or the
-	// cluster secret; the worker declares the role "worker" either way and
-	// gets the session and gossip keys from the master.
+	// Secret is the key of this worker's id (the master's
+	// <data-dir>/workers/<id>.key), the shared worker key (the master's
+	// <data-dir>/worker.key: enough for an id the cluster has never seen,
+	// after which the master hands over the id's own key), or the cluster
+	// secret; the worker declares the role "worker" either way and gets the
+	// session and gossip keys from the master.
 	Secret string
 	// Master is the master's RMI address.
 	Master string
@@ -391,6 +394,14 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	}
 	if len(rep.HopKey) == 0 {
 		return errors.New("register: the master sent no hop key (it is older than this worker)")
+	}
+	if rep.WorkerKey != "" {
+		// Enrolled: from the next connection on this worker proves its id
+		// with the id's own key (the shared key registers new ids only).
+		if err := w.node.SetDialSecret([]byte(rep.WorkerKey)); err != nil {
+			return fmt.Errorf("register: the master's key for this worker id: %w", err)
+		}
+		w.log.Info().Msg("worker id enrolled: reconnecting with its own key from now on")
 	}
 	w.hopKey.Set(rep.HopKey)
 	if rep.MetricsToken != "" {

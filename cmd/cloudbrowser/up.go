@@ -11,7 +11,6 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/supervise"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master"
@@ -64,15 +63,21 @@ The admin API, /healthz and /metrics are on the same address.`,
 				m.Close()
 				return err
 			}
+			// Each local worker proves its own id (it is restarted under the
+			// same one), not just the shared worker key.
+			keyFiles := make([]string, n)
+			for i := range n {
+				if keyFiles[i], err = m.WriteWorkerKey("w-local" + strconv.Itoa(i+1)); err != nil {
+					m.Close()
+					return err
+				}
+			}
 			wctx, stopWorkers := context.WithCancel(context.Background())
 			var procs []*supervise.Process
 			for i := range n {
-				keyFile := m.RoleKeyFile(secret.RoleWorker)
-				if keyFile == "" {
-					keyFile = filepath.Join(cmd.String("data-dir"), "cluster.secret")
-				}
+				id, keyFile := "w-local"+strconv.Itoa(i+1), keyFiles[i]
 				args := append(logArgs(cmd), "worker", "--master", m.RMIAddr(), "--secret-file", keyFile,
-					"--runtime", cmd.String("runtime"), "--id", "w-local"+strconv.Itoa(i+1))
+					"--runtime", cmd.String("runtime"), "--id", id)
 				procs = append(procs, supervise.Start(wctx, log, supervise.Spec{
 					Name: "worker-" + strconv.Itoa(i+1), Path: exe, Args: args, Stdout: os.Stderr, Stderr: os.Stderr,
 				}))

@@ -220,9 +220,15 @@ func (c *cluster) startMaster(o clusterOpts) {
 	waitHTTP(c.t, "http://"+c.admin+"/healthz", 20*time.Second)
 }
 
+// startWorker starts worker id with its own key (cloudbrowser worker-key),
+// so it can be restarted under the same id.
 func (c *cluster) startWorker(id string) *proc {
 	c.t.Helper()
-	p := c.start(id, append([]string{"worker", "--master", c.rmi, "--secret-file", filepath.Join(c.dir, "data", "worker.key"),
+	out, err := exec.Command(binary, "worker-key", "--data-dir", filepath.Join(c.dir, "data"), "--id", id).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("worker-key %s: %v: %s", id, err, out)
+	}
+	p := c.start(id, append([]string{"worker", "--master", c.rmi, "--secret-file", strings.TrimSpace(string(out)),
 		"--id", id, "--listen", "127.0.0.1:0", "--runtime", c.runtime}, c.workerArgs...)...)
 	c.mu.Lock()
 	c.workers[id] = p

@@ -125,6 +125,14 @@ func RoleKey(clusterSecret, role string) string {
 	return hex.EncodeToString(k)
 }
 
+// WorkerKey derives the key of one worker id from the cluster secret, the
+// way RoleKey does for a role: it proves the worker role and that id, so
+// the id is the worker's own and not a name any worker-key holder may
+// claim (docs/architecture.md, "Worker identity").
+func WorkerKey(clusterSecret, id string) string {
+	return RoleKey(clusterSecret, RoleWorker+" id "+id)
+}
+
 // Write stores s at path with mode 0600 (creating the directory 0700),
 // replacing what was there atomically and durably; a file that already
 // holds s is left alone.

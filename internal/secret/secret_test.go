@@ -149,3 +149,19 @@ func TestLoadOrCreateRace(t *testing.T) {
 		t.Fatalf("dir holds %d entries, want only the secret", len(ents))
 	}
 }
+
+// A worker id's key is its own: stable, different for every id, and
+// neither the role's key nor the cluster secret.
+func TestWorkerKey(t *testing.T) {
+	const s = "0123456789abcdef0123456789abcdef"
+	a, b := WorkerKey(s, "w-a"), WorkerKey(s, "w-b")
+	if a != WorkerKey(s, "w-a") || a == b || a == RoleKey(s, RoleWorker) || a == s || len(a) != 64 {
+		t.Fatalf("keys %q %q", a, b)
+	}
+	if Check(a) != nil {
+		t.Fatalf("a worker key does not pass Check: %v", Check(a))
+	}
+	if WorkerKey(s+"x", "w-a") == a {
+		t.Fatal("another cluster's secret gives the same key")
+	}
+}

@@ -262,6 +262,11 @@ type RegisterReply struct {
 	HopKey []byte `codec:"hopkey"`
 	// MetricsToken is the bearer token the worker's /metrics requires.
 	MetricsToken string `codec:"mtoken"`
+	// WorkerKey is the key of the worker's id (secret.WorkerKey), sent once
+	// to a worker that registered a new id with the shared worker key: it
+	// proves that id from its next connection on, and nobody else can
+	// register it with the shared key any more.
+	WorkerKey string `codec:"wkey"`
 }
 
 // SubscribeReply answers a proxy's Router.Subscribe.
