@@ -149,6 +149,7 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 			return false, nil
 		}
 		in.Worker, in.Epoch, in.Version = c.wid, c.epoch, app.Version
+		m.markLocked(iid)
 		m.settleLocked(in)
 		m.mu.Unlock()
 		wid = c.wid

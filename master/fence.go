@@ -79,7 +79,8 @@ const unissuedReason = "This app instance is not known to the cluster's master a
 // adopt the instance.
 func (m *WorkerManager) reconcileLocked(workerID string, in wire.InstanceInfo, now time.Time) *wire.FencedInstance {
 	loc := "/" + in.App
-	if cur, ok := m.instances[in.ID]; ok && (cur.Worker != workerID || cur.Epoch > in.Epoch) {
+	if cur, ok := m.instances[in.ID]; ok && (cur.Worker != workerID || cur.Epoch > in.Epoch) &&
+		!(cur.unconfirmed && in.Epoch > cur.Epoch) { // a stored record older than the report: the reporter's is newer
 		// Placed again since, elsewhere or under a newer epoch.
 		return &wire.FencedInstance{ID: in.ID, Reason: "This app instance moved to another worker.", Location: loc, Moved: true}
 	}

@@ -435,6 +435,15 @@ func (m *Master) WriteWorkerKey(id string) (string, error) {
 // Start opens the listeners, joins the gossip layer and starts the proxies.
 func (m *Master) Start(ctx context.Context) error {
 	m.startedAt = time.Now()
+	// The stored instance table first: a worker that registers at once
+	// must find its instances (and a user's strategy key its instance).
+	n, err := m.workers.recoverInstances()
+	if err != nil {
+		return fmt.Errorf("master: %w", err)
+	}
+	if n > 0 {
+		m.log.Info().Int("instances", n).Msg("instance table loaded from the store; waiting for their workers")
+	}
 	node, err := rmi.New(rmi.Config{Name: m.id, Secret: []byte(m.cfg.Secret), Logger: m.log,
 		RoleSecrets: map[string][]byte{
 			secret.RoleWorker: []byte(secret.RoleKey(m.cfg.Secret, secret.RoleWorker)),

@@ -121,6 +121,7 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 		return "", fmt.Errorf("restore on %s: %w", wid, err)
 	}
 	in.Worker, in.Version = wid, app.Version
+	m.markLocked(iid)
 	m.settleLocked(in)
 	m.mu.Unlock()
 	m.placements.Add(1)

@@ -69,6 +69,9 @@ type instanceRec struct {
 	// migrating: a live migration (migrate.go); its old worker serves the
 	// routes until the switch.
 	migrating bool
+	// unconfirmed: loaded from the store at the master's start and not yet
+	// reported by its worker (durable.go).
+	unconfirmed bool
 }
 
 // lostRec is a tombstone of an instance that died with its worker, so its
@@ -129,6 +132,8 @@ type WorkerManager struct {
 	// targets are placements in flight: instance id -> the worker asked to
 	// create it (mayRead).
 	targets map[string]string
+	// journal writes the instance table to the store (durable.go).
+	journal *journal
 	// orphans are instances of dead workers waiting to be placed again;
 	// moving is set while a round of re-placements runs (failover.go).
 	orphans map[string]struct{}
@@ -215,7 +220,7 @@ func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
 		ep = &epochs{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &WorkerManager{
+	m := &WorkerManager{
 		ctx: ctx, cancel: cancel, orphans: map[string]struct{}{},
 		epochs: ep, state: cfg.State,
 		quotas: q, quotaUsers: quota.NewCounter(), quotaIPs: quota.NewCounter(),
@@ -232,10 +237,19 @@ func NewWorkerManager(cfg WorkerManagerConfig) *WorkerManager {
 		lost:      map[string]lostRec{},
 		enrolled:  map[string]bool{},
 		targets:   map[string]string{},
+		journal:   newJournal(),
 		jobSlots:  cfg.JobSlots,
 		jobsGone:  cfg.JobsGone,
 		started:   time.Now(),
 	}
+	if m.state != nil {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.runJournal()
+		}()
+	}
+	return m
 }
 
 // offerLocked is how many job slots worker w offers the queue now.
@@ -278,6 +292,8 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 	if ok && w.conn != nil && w.conn != ref.Conn() {
 		w.conn.Close() // a stale connection of the same worker
 	}
+	// A new process under the same id has none of the old one's instances.
+	restarted := ok && w.info.Incarnation != "" && info.Incarnation != w.info.Incarnation
 	if !ok {
 		// New to this master (or to this run of it): an admin's drain
 		// outlives both.
@@ -321,8 +337,13 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 		m.addInstanceLocked(in, "", "", false)
 		adopted++
 	}
+	lostHere := m.unreportedLocked(info.ID, insts, restarted)
 	draining := w.draining
 	m.mu.Unlock()
+	if lostHere > 0 {
+		m.log.Warn().Str("worker", info.ID).Int("instances", lostHere).Bool("restarted", restarted).
+			Msg("the worker registered without instances the table gives it: placing them again")
+	}
 
 	m.bal.Add(info.ID)
 	if draining {
@@ -333,6 +354,29 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 	m.kickMoves() // orphans waiting for a live worker
 	m.publishSlots(info.ID)
 	return fenced, nil
+}
+
+// unreportedLocked orphans the instances the table gives worker wid that
+// its registration did not report, when that means the worker lost them:
+// it is a new process (restarted), or the record came from the store (a
+// master restart, when nothing can be in flight to the worker). A
+// reconnection of the same process may race a placement in flight, so
+// there an unreported instance is left alone. It returns how many.
+func (m *WorkerManager) unreportedLocked(wid string, insts []wire.InstanceInfo, restarted bool) int {
+	reported := make(map[string]bool, len(insts))
+	for _, in := range insts {
+		reported[in.ID] = true
+	}
+	n := 0
+	for iid, in := range m.instances {
+		if in.Worker != wid || reported[iid] || in.migrating || (!restarted && !in.unconfirmed) {
+			continue
+		}
+		in.unconfirmed = false
+		m.orphanLocked(in)
+		n++
+	}
+	return n
 }
 
 // userKey names one user's instances of one app in byUser.
@@ -389,6 +433,7 @@ func (m *WorkerManager) addInstanceLocked(in wire.InstanceInfo, qUser, qIP strin
 		}
 	}
 	m.instances[in.ID] = rec
+	m.markLocked(in.ID)
 	m.indexRecLocked(rec, true)
 	if rec.key != "" {
 		if _, taken := m.byKey[rec.key]; !taken {
@@ -576,6 +621,7 @@ func (m *WorkerManager) removeInstanceLocked(iid string) *instanceRec {
 		return nil
 	}
 	delete(m.instances, iid)
+	m.markLocked(iid)
 	m.settleLocked(in) // a move in progress ends with it
 	m.indexRecLocked(in, false)
 	m.releaseInstance(in.qUser, in.qIP) // closing an instance frees its quota
@@ -828,6 +874,11 @@ func (m *WorkerManager) create(ctx context.Context, app wire.App, owner, clientI
 	}
 	if err != nil {
 		return wire.Placement{}, err
+	}
+	if err := m.syncInstances(ctx); err != nil {
+		// The instance exists and its worker reports it at a master
+		// restart; only a double fault before the write would lose it.
+		m.log.Error().Err(err).Str("instance", p.InstanceID).Msg("new instance not yet in the stored table")
 	}
 	m.placements.Add(1)
 	m.log.Info().Str("request_id", requestID).Str("instance", p.InstanceID).Str("app", app.MountPoint).Str("worker", p.WorkerID).Str("owner", owner).Msg("instance placed")

@@ -117,6 +117,8 @@ type Worker struct {
 	cfg     Config
 	handoff *handoff.Listener // nil: proxies relay
 	id      string
+	// incarnation names this start of the process (wire.WorkerInfo).
+	incarnation string
 	log     zerolog.Logger
 	runtime browser.Runtime
 	pools   *pool.Manager
@@ -233,7 +235,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Runtime == nil {
 		cfg.Runtime = &browser.Null{}
 	}
-	w := &Worker{cfg: cfg, id: cfg.ID, runtime: cfg.Runtime, clock: clock.Real, grade: gov, hopWait: 10 * time.Second}
+	w := &Worker{cfg: cfg, id: cfg.ID, incarnation: ids.Random(12), runtime: cfg.Runtime, clock: clock.Real, grade: gov, hopWait: 10 * time.Second}
 	w.log = cfg.Logger.With().Str("worker", w.id).Logger()
 	w.users = newUsers(cfg.Secret)
 	if cfg.SocketURL != "" {
@@ -375,7 +377,7 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 		// only more slowly. Retried on the next reconnection.
 		w.log.Warn().Err(err).Str("gossip", info.GossipAddr).Msg("could not join the gossip layer")
 	}
-	winfo := wire.WorkerInfo{ID: w.id, HTTPAddr: w.HTTPAddr(), Version: w.cfg.Version, JobSlots: w.jobs.Stats().Slots}
+	winfo := wire.WorkerInfo{ID: w.id, HTTPAddr: w.HTTPAddr(), Version: w.cfg.Version, JobSlots: w.jobs.Stats().Slots, Incarnation: w.incarnation}
 	if w.handoff != nil {
 		winfo.Handoff, winfo.Host = w.handoff.Path(), handoff.HostID()
 	}

@@ -163,6 +163,10 @@ type WorkerInfo struct {
 	HTTPAddr string `codec:"http" json:"httpAddr"` // host:port proxies forward to
 	Gossip   string `codec:"gossip" json:"gossip"` // memberlist node name
 	Version  string `codec:"version" json:"version"`
+	// Incarnation is random for each start of the worker process: a
+	// registration under a new one has lost every instance it does not
+	// report (a quick restart the gossip layer did not notice).
+	Incarnation string `codec:"inc,omitempty" json:"incarnation,omitempty"`
 	// JobSlots is how many jobs the worker runs at once (issue #14).
 	JobSlots int `codec:"jslots,omitempty" json:"jobSlots,omitempty"`
 	// Handoff is the unix socket where a proxy on the same host (Host,

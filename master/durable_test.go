@@ -1,0 +1,140 @@
+package master
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+)
+
+// startDurable starts a master on data directory dir.
+func startDurable(t *testing.T, dir string) *Master {
+	t.Helper()
+	m, err := New(Config{Secret: testSecret, AdminToken: "tok", Apps: testApps, Balancer: balance.RoundRobin,
+		DataDir: dir, DeadAfter: 300 * time.Millisecond, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// registerInc (re)registers f as a process of incarnation inc.
+func (f *fakeWorker) registerInc(t *testing.T, m *Master, inc string, insts ...wire.InstanceInfo) wire.RegisterReply {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := f.node.Dial(ctx, m.RMIAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.conn = c
+	info := wire.WorkerInfo{ID: f.id, HTTPAddr: "127.0.0.1:1", Gossip: f.id + "." + inc, Incarnation: inc}
+	rep, err := contract.WorkerManagerClient{C: c}.Register(ctx, info, insts, rmi.Export(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// TestDoubleFault: a worker and the master die together. The restarted
+// master knows the dead worker's instances from its store: their URLs say
+// "moving" (never "does not exist"), a returning user of a per-user app
+// waits for their instance instead of getting a new one, and once the grace
+// period passes without the worker, each is placed again on a live worker
+// under its id, with its state (a restore).
+func TestDoubleFault(t *testing.T) {
+	dir := t.TempDir()
+	m := startDurable(t, dir)
+	a := addWorker(t, m, "w-a")
+	p, err := a.place(t, "notes", "alice")
+	if err != nil || p.WorkerID != "w-a" {
+		t.Fatalf("placement: %+v %v", p, err)
+	}
+	iid := p.InstanceID
+	m.Close() // w-a is gone with it: it never registers again
+	a.node.Close()
+
+	m = startDurable(t, dir)
+	defer m.Close()
+	b := addWorker(t, m, "w-b")
+	if _, err := b.route(t, wire.RouteInstance, "notes", iid); code(err) != wire.CodeInstanceMoving {
+		t.Fatalf("route of the dead worker's instance after the restart: %v, want %s", err, wire.CodeInstanceMoving)
+	}
+	// Alice comes back: she gets her instance, once it is placed again.
+	back, err := b.place(t, "notes", "alice")
+	if err != nil || back.InstanceID != iid || back.Created {
+		t.Fatalf("alice after the double fault: %+v %v, want her instance %s", back, err, iid)
+	}
+	waitRoute(t, b, iid, "w-b")
+	if b.epoch(iid) == 0 {
+		t.Fatal("w-b never restored the instance")
+	}
+}
+
+// TestMasterRestartKeepsLiveWorkers: after a master restart, a worker that
+// comes back reports its instances and keeps them; one it does not report
+// (lost meanwhile) is placed again at once.
+func TestMasterRestartKeepsLiveWorkers(t *testing.T) {
+	dir := t.TempDir()
+	m := startDurable(t, dir)
+	a := addWorker(t, m, "w-a")
+	kept, err := a.place(t, "notes", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := a.place(t, "notes", "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos := instanceInfos(t, m)
+	m.Close()
+
+	m = startDurable(t, dir)
+	defer m.Close()
+	creates := a.creates.Load()
+	a.register(t, m, infos[kept.InstanceID]) // bob's instance is not reported
+	waitRoute(t, a, kept.InstanceID, "w-a")
+	waitRoute(t, a, gone.InstanceID, "w-a") // placed again on the only worker
+	if got := a.creates.Load() - creates; got != 1 {
+		t.Fatalf("%d creations after the restart, want 1 (bob's lost instance only)", got)
+	}
+	if a.epoch(gone.InstanceID) <= infos[gone.InstanceID].Epoch {
+		t.Fatal("bob's instance was not placed again under a new epoch")
+	}
+}
+
+// TestQuickRestartFailsOver: a worker process restarted under the same id
+// before anyone declared it dead registers with no instances: the table's
+// instances for it fail over at once instead of routing to it for minutes.
+func TestQuickRestartFailsOver(t *testing.T) {
+	m := startMaster(t, balance.RoundRobin)
+	a := addWorker(t, m, "w-a")
+	a.registerInc(t, m, "first")
+	p, err := a.place(t, "notes", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := instanceInfos(t, m)[p.InstanceID].Epoch
+	creates := a.creates.Load()
+	// The same process reconnecting keeps its instances as they are.
+	a.registerInc(t, m, "first")
+	if a.creates.Load() != creates {
+		t.Fatal("a reconnection of the same process moved its instances")
+	}
+	// A new process under the same id has lost them.
+	a.registerInc(t, m, "second")
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("alice's instance placed again", func() bool {
+		in, ok := instanceInfos(t, m)[p.InstanceID]
+		return ok && in.Epoch > old && a.epoch(p.InstanceID) == in.Epoch
+	}))
+}
