@@ -62,6 +62,8 @@ func (m *Master) adminHandler(public bool) http.Handler {
 			return m.apps.SetDisabled(ctx, name, false, principalOf(r))
 		})
 	}))
+	// Who may name an app in a job: its owner changes it (authors.go).
+	m.jobUserRoutes(mux)
 	m.userRoutes(mux)
 	m.authorRoutes(mux)
 	m.jobRoutes(mux)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,8 +121,10 @@ func (r jobRunner) Cancel(ctx context.Context, workerID, id string, attempt int)
 	return contract.WorkerAppsClient{R: ref}.CancelJob(ctx, id, attempt)
 }
 
-// jobPolicy applies the named app's rules: it must exist, be enabled, and
-// its navigation policy must allow the URL.
+// jobPolicy applies the named app's rules: it must exist, be enabled, the
+// job's submitter must be allowed to use its pool, and its navigation
+// policy must allow the URL. It runs for every job a monitor submits too,
+// so a revoked grant stops a monitor's next job.
 func (m *Master) jobPolicy(spec wire.JobSpec) (bool, string) {
 	if spec.App == "" {
 		return true, ""
@@ -132,6 +135,9 @@ func (m *Master) jobPolicy(spec wire.JobSpec) (bool, string) {
 	}
 	if app.Disabled {
 		return false, fmt.Sprintf("the application %q is disabled", spec.App)
+	}
+	if !m.apps.userMayUseApp(spec.User, spec.App) {
+		return false, appRefusal(spec.User, spec.App)
 	}
 	man, err := bundle.ParseManifest(app.Manifest)
 	if err != nil || man == nil {
@@ -203,7 +209,9 @@ func (m *Master) monitorChanged(js *jobsSide, old, cur jobs.Monitor) {
 	if old.Hash == cur.Hash && old.State == cur.State {
 		return
 	}
-	if n, err := js.cache.MarkStale(cur.Spec.URL); err != nil {
+	// Only the monitor's owner's renders: what one principal's monitor saw
+	// (perhaps logged in) says nothing about another's partition.
+	if n, err := js.cache.MarkStaleFor(cur.Spec.URL, cur.Spec.User); err != nil {
 		m.log.Warn().Err(err).Str("url", cur.Spec.URL).Msg("marking cached renders stale")
 	} else if n > 0 {
 		m.log.Info().Str("url", cur.Spec.URL).Int("renders", n).Msg("monitor saw a change: cached renders marked stale")
@@ -304,11 +312,72 @@ func jobError(w http.ResponseWriter, err error) {
 	}
 }
 
-// cleanSpec drops what only the master may set and names the submitter.
+// cleanSpec drops what only the master may set and names the submitter:
+// the job, its result and its cache entries are that principal's.
 func cleanSpec(r *http.Request, s wire.JobSpec) wire.JobSpec {
 	s.CacheSig, s.CacheHolder, s.PrevHash, s.MaxBytes = "", "", "", 0
 	s.User = principalOf(r).name
 	return s
+}
+
+// sees reports whether p may read, list or cancel what user submitted: its
+// own, and the admin everything. Another principal's job or monitor is
+// answered as if it did not exist (404), so ids reveal nothing.
+func (p principal) sees(user string) bool {
+	return p.admin || (p.name != "" && p.name == user)
+}
+
+// appRefusal says why user may not name app in a job.
+func appRefusal(user, app string) string {
+	return fmt.Sprintf("%q may not use the pool of the application %q: only its owner, the admin and the principals its owner granted (PUT /api/v1/apps/%s/job-users/%s) may", user, app, app, user)
+}
+
+// appAllowed answers 403 naming field unless the request's principal may
+// name app in a job (appRefusal). An unknown app passes: the job is then
+// DISALLOWED by jobPolicy, which checks again for every job.
+func (m *Master) appAllowed(w http.ResponseWriter, r *http.Request, field, app string) bool {
+	if app == "" {
+		return true
+	}
+	if _, ok := m.apps.Get(app); !ok {
+		return true
+	}
+	p := principalOf(r)
+	if m.apps.mayUseApp(p, app) {
+		return true
+	}
+	writeJSON(w, http.StatusForbidden, map[string]any{"status": http.StatusForbidden, "error": field + ": " + appRefusal(p.name, app), "field": field})
+	return false
+}
+
+// userFilter is the submitter a list shows: the caller's own, or for the
+// admin everyone's or the one ?user= names. A non-admin naming another
+// principal is answered 403; ok is false then.
+func userFilter(w http.ResponseWriter, r *http.Request) (user string, ok bool) {
+	p, want := principalOf(r), r.URL.Query().Get("user")
+	if p.admin {
+		return want, true
+	}
+	if want != "" && want != p.name {
+		writeJSON(w, http.StatusForbidden, map[string]any{"status": http.StatusForbidden,
+			"error": "user: only the admin may list another principal's jobs and monitors", "field": "user"})
+		return "", false
+	}
+	return p.name, true
+}
+
+// ownJob returns the job id names if the request's principal sees it;
+// otherwise (and for an unknown id) it answers 404 alike.
+func (m *Master) ownJob(w http.ResponseWriter, r *http.Request) (jobs.Job, bool) {
+	j, err := m.jobs.q.Get(r.PathValue("id"))
+	if err == nil && !principalOf(r).sees(j.Spec.User) {
+		err = jobs.ErrNotFound
+	}
+	if err != nil {
+		jobError(w, err)
+		return jobs.Job{}, false
+	}
+	return j, true
 }
 
 func (m *Master) submitJobs(w http.ResponseWriter, r *http.Request) {
@@ -326,6 +395,13 @@ func (m *Master) submitJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	for i := range specs {
 		specs[i] = cleanSpec(r, specs[i])
+		field := "app"
+		if batch {
+			field = fmt.Sprintf("jobs[%d].app", i)
+		}
+		if !m.appAllowed(w, r, field, specs[i].App) {
+			return
+		}
 	}
 	if !batch {
 		m.submitOne(w, r, specs[0])
@@ -358,7 +434,7 @@ func (m *Master) submitOne(w http.ResponseWriter, r *http.Request, spec wire.Job
 		return
 	}
 	holder := rendercache.NewHolder()
-	res, err := m.jobs.cache.Reserve(sig, canon, holder, time.Duration(spec.MaxAgeMs)*time.Millisecond)
+	res, err := m.jobs.cache.ReserveFor(spec.User, sig, canon, holder, time.Duration(spec.MaxAgeMs)*time.Millisecond)
 	if err != nil {
 		jobError(w, err)
 		return
@@ -384,7 +460,9 @@ func (m *Master) submitOne(w http.ResponseWriter, r *http.Request, spec wire.Job
 			GeneratingSince time.Time `json:"generatingSince"`
 		}
 		if leader != "" {
-			if j, err := m.jobs.q.Get(leader); err == nil {
+			// The signature includes the user, so the leader is the
+			// caller's own job; checked all the same.
+			if j, err := m.jobs.q.Get(leader); err == nil && principalOf(r).sees(j.Spec.User) {
 				body.Job = j
 			}
 		}
@@ -428,7 +506,11 @@ func (m *Master) listJobs(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	list, next := m.jobs.q.List(jobs.ListOptions{State: st, Limit: limit, After: q.Get("after")})
+	user, ok := userFilter(w, r)
+	if !ok {
+		return
+	}
+	list, next := m.jobs.q.List(jobs.ListOptions{State: st, User: user, Limit: limit, After: q.Get("after")})
 	if list == nil {
 		list = []jobs.Job{}
 	}
@@ -453,14 +535,14 @@ func answer[T any](w http.ResponseWriter, v T, err error) {
 }
 
 func (m *Master) showJob(w http.ResponseWriter, r *http.Request) {
-	j, err := m.jobs.q.Get(r.PathValue("id"))
-	answer(w, j, err)
+	if j, ok := m.ownJob(w, r); ok {
+		writeJSON(w, http.StatusOK, j)
+	}
 }
 
 func (m *Master) jobResult(w http.ResponseWriter, r *http.Request) {
-	j, err := m.jobs.q.Get(r.PathValue("id"))
-	if err != nil {
-		jobError(w, err)
+	j, ok := m.ownJob(w, r)
+	if !ok {
 		return
 	}
 	if j.State != wire.JobDone {
@@ -486,7 +568,11 @@ func (m *Master) jobResult(w http.ResponseWriter, r *http.Request) {
 }
 
 func (m *Master) cancelJob(w http.ResponseWriter, r *http.Request) {
-	j, err := m.jobs.q.Cancel(r.Context(), r.PathValue("id"))
+	own, ok := m.ownJob(w, r)
+	if !ok {
+		return
+	}
+	j, err := m.jobs.q.Cancel(r.Context(), own.ID)
 	answer(w, j, err)
 }
 
@@ -515,6 +601,9 @@ func (m *Master) renderSync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec = cleanSpec(r, spec)
+	if !m.appAllowed(w, r, "app", spec.App) {
+		return
+	}
 	sig, canon, ok := m.renderKey(w, spec)
 	if !ok {
 		return
@@ -527,7 +616,7 @@ func (m *Master) renderSync(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	var queueErr error
-	entry, status, err := m.jobs.cache.Get(ctx, sig, canon, rendercache.GetOptions{MaxAge: maxAge}, func(ctx context.Context, holder string) error {
+	entry, status, err := m.jobs.cache.Get(ctx, sig, canon, rendercache.GetOptions{MaxAge: maxAge, Owner: spec.User}, func(ctx context.Context, holder string) error {
 		s := spec
 		s.CacheSig, s.CacheHolder = sig, holder
 		j, err := m.jobs.q.Submit(ctx, s)
@@ -641,7 +730,13 @@ func (m *Master) purgeCache(w http.ResponseWriter, r *http.Request) {
 		fieldError(w, "url", "url: required")
 		return
 	}
-	n, err := m.jobs.cache.Purge(f.URL)
+	// An admin purges every principal's renders of the URL; anyone else
+	// only their own partition.
+	owner := ""
+	if p := principalOf(r); !p.admin {
+		owner = p.name
+	}
+	n, err := m.jobs.cache.PurgeFor(f.URL, owner)
 	if err != nil {
 		fieldError(w, "url", "url: "+err.Error())
 		return
@@ -666,6 +761,9 @@ func (m *Master) addMonitor(w http.ResponseWriter, r *http.Request) {
 	if spec.Kind == "" {
 		spec.Kind = wire.JobCheck
 	}
+	if !m.appAllowed(w, r, "app", spec.App) {
+		return
+	}
 	mon, err := m.jobs.q.AddMonitor(r.Context(), spec, every)
 	if err != nil {
 		jobError(w, err)
@@ -675,20 +773,45 @@ func (m *Master) addMonitor(w http.ResponseWriter, r *http.Request) {
 }
 
 func (m *Master) listMonitors(w http.ResponseWriter, r *http.Request) {
-	list := m.jobs.q.ListMonitors(r.URL.Query().Get("state"))
+	user, ok := userFilter(w, r)
+	if !ok {
+		return
+	}
+	list := slices.DeleteFunc(m.jobs.q.ListMonitors(r.URL.Query().Get("state")), func(mon jobs.Monitor) bool {
+		return user != "" && mon.Spec.User != user
+	})
 	if list == nil {
 		list = []jobs.Monitor{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"monitors": list})
 }
 
-func (m *Master) showMonitor(w http.ResponseWriter, r *http.Request) {
+// ownMonitor returns the monitor id names if the request's principal sees
+// it; otherwise (and for an unknown id) it answers 404 alike.
+func (m *Master) ownMonitor(w http.ResponseWriter, r *http.Request) (jobs.Monitor, bool) {
 	mon, err := m.jobs.q.GetMonitor(r.PathValue("id"))
-	answer(w, mon, err)
+	if err == nil && !principalOf(r).sees(mon.Spec.User) {
+		err = jobs.ErrNotFound
+	}
+	if err != nil {
+		jobError(w, err)
+		return jobs.Monitor{}, false
+	}
+	return mon, true
+}
+
+func (m *Master) showMonitor(w http.ResponseWriter, r *http.Request) {
+	if mon, ok := m.ownMonitor(w, r); ok {
+		writeJSON(w, http.StatusOK, mon)
+	}
 }
 
 func (m *Master) removeMonitor(w http.ResponseWriter, r *http.Request) {
-	if err := m.jobs.q.RemoveMonitor(r.PathValue("id")); err != nil {
+	mon, ok := m.ownMonitor(w, r)
+	if !ok {
+		return
+	}
+	if err := m.jobs.q.RemoveMonitor(mon.ID); err != nil {
 		jobError(w, err)
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -147,9 +148,48 @@ func appsCmd() *cli.Command {
 			},
 		}
 	}
+	// jobUsers changes (or with method GET shows) who may name an app in
+	// a job besides its owner and the admin.
+	jobUsers := func(verb, method, usage string, args int) *cli.Command {
+		argsUsage := "MOUNTPOINT"
+		if args == 2 {
+			argsUsage += " PRINCIPAL"
+		}
+		return &cli.Command{
+			Name: verb, Usage: usage + " (the owner's author token via --token, or the admin token)", ArgsUsage: argsUsage,
+			Flags: apiFlags("admin.token"),
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				if cmd.Args().Len() != args {
+					return fmt.Errorf("apps %s needs %d argument(s): %s", verb, args, argsUsage)
+				}
+				name := strings.TrimPrefix(cmd.Args().First(), "/")
+				path := "/api/v1/apps/" + url.PathEscape(name) + "/job-users"
+				if args == 2 {
+					path += "/" + url.PathEscape(cmd.Args().Get(1))
+				}
+				c, err := newAPIClient(cmd, "admin.token")
+				if err != nil {
+					return err
+				}
+				var got struct {
+					Owner    string   `json:"owner"`
+					JobUsers []string `json:"jobUsers"`
+				}
+				if err := c.do(ctx, method, path, nil, "", &got); err != nil {
+					return err
+				}
+				users := strings.Join(got.JobUsers, ", ")
+				if users == "" {
+					users = "nobody"
+				}
+				fmt.Printf("/%s: owner %s; jobs may also name it (besides the owner and the admin): %s\n", name, got.Owner, users)
+				return nil
+			},
+		}
+	}
 	return &cli.Command{
 		Name:  "apps",
-		Usage: "list, remove, disable or enable applications",
+		Usage: "list, remove, disable or enable applications; say who may use their pools in jobs",
 		Commands: []*cli.Command{
 			{
 				Name: "list", Usage: "list the deployed applications", Flags: apiFlags("admin.token"),
@@ -177,6 +217,9 @@ func appsCmd() *cli.Command {
 			action("remove", http.MethodDelete, ""),
 			action("disable", http.MethodPost, "/disable"),
 			action("enable", http.MethodPost, "/enable"),
+			jobUsers("job-users", http.MethodGet, "show who may name an application in a job (--app)", 1),
+			jobUsers("grant-jobs", http.MethodPut, "let a principal (an author, author or jobs) name an application in its jobs", 2),
+			jobUsers("revoke-jobs", http.MethodDelete, "take that back: the principal's next jobs naming the application are refused", 2),
 		},
 	}
 }

@@ -515,9 +515,13 @@ func jobsListCmd() *cli.Command {
 			&cli.StringFlag{Name: "state", Usage: "only jobs in this state: " + strings.Join(jobStates, ", ")},
 			&cli.IntFlag{Name: "limit", Usage: "at most this many (0: the master's default)"},
 			&cli.StringFlag{Name: "after", Usage: "continue after this cursor (printed as next: by the previous page)"},
+			&cli.StringFlag{Name: "user", Usage: "only the jobs this principal submitted (admin token; others list only their own)"},
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			q := url.Values{}
+			if u := cmd.String("user"); u != "" {
+				q.Set("user", u)
+			}
 			if st := cmd.String("state"); st != "" {
 				if !oneOf(st, jobStates) {
 					return fmt.Errorf("--state: must be one of %s, not %q", strings.Join(jobStates, ", "), st)

@@ -717,8 +717,8 @@ func (q *Queue) Get(id string) (Job, error) {
 	return *r.job(), nil
 }
 
-// List returns jobs oldest first, filtered by state, and the cursor of
-// the next page ("" = no more).
+// List returns jobs oldest first, filtered by state and submitter, and
+// the cursor of the next page ("" = no more).
 func (q *Queue) List(opts ListOptions) ([]Job, string) {
 	limit := opts.Limit
 	config.OrDefault(&limit, 100)
@@ -731,6 +731,9 @@ func (q *Queue) List(opts ListOptions) ([]Job, string) {
 			return true
 		}
 		if opts.State != "" && r.State != opts.State {
+			return true
+		}
+		if opts.User != "" && r.Spec.User != opts.User {
 			return true
 		}
 		if len(out) == limit {

@@ -3,7 +3,9 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -564,6 +566,38 @@ func TestResultAndLimit(t *testing.T) {
 	all, next = e.q.List(ListOptions{Limit: 1, After: next})
 	if len(all) != 1 || all[0].ID != big.ID || next != "" {
 		t.Fatalf("page 2 = %v next %q", all, next)
+	}
+}
+
+// List by submitter: each principal's jobs only, paged among themselves.
+func TestListByUser(t *testing.T) {
+	e := newEnv(t, nil)
+	var alice []string
+	for i, user := range []string{"alice", "bob", "alice", "", "alice"} {
+		j := e.submit(wire.JobSpec{Kind: wire.JobCheck, URL: fmt.Sprintf("ftp://x/%d", i), User: user})
+		if user == "alice" {
+			alice = append(alice, j.ID)
+		}
+	}
+	var got []string
+	next := ""
+	for {
+		page, n := e.q.List(ListOptions{User: "alice", Limit: 2, After: next})
+		for _, j := range page {
+			got = append(got, j.ID)
+		}
+		if next = n; next == "" {
+			break
+		}
+	}
+	if !slices.Equal(got, alice) {
+		t.Fatalf("alice's jobs = %v, want %v", got, alice)
+	}
+	if all, _ := e.q.List(ListOptions{}); len(all) != 5 {
+		t.Fatalf("every job: %d, want 5", len(all))
+	}
+	if bob, _ := e.q.List(ListOptions{User: "bob"}); len(bob) != 1 || bob[0].Spec.User != "bob" {
+		t.Fatalf("bob's jobs = %v", bob)
 	}
 }
 

@@ -185,6 +185,7 @@ type StateChange struct {
 // ListOptions filter List.
 type ListOptions struct {
 	State string // "" = any
+	User  string // "" = any submitter; else only jobs whose Spec.User it is
 	Limit int    // 0 = 100, at most 1000
 	After string // cursor: the last id of the previous page
 }

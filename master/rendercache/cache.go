@@ -185,6 +185,9 @@ type Entry struct {
 	Version uint64
 	// Stale: marked stale (Purge while rendering, MarkStale).
 	Stale bool
+	// Owner is the principal whose partition holds it ("" = recorded
+	// before owners were).
+	Owner string
 }
 
 // Age is the entry's age at now (HTTP Age).
@@ -209,8 +212,8 @@ type Render struct {
 
 // Reservation is a durable reservation (Reservations).
 type Reservation struct {
-	Sig, URL, Holder string
-	Since            time.Time
+	Sig, URL, Holder, Owner string
+	Since                   time.Time
 }
 
 // Stats are the cache's counters and sizes.
@@ -228,6 +231,8 @@ type indexRec struct {
 	Created     time.Time `json:"created"`
 	LastUsed    time.Time `json:"used"`
 	Stale       bool      `json:"stale,omitempty"`
+	// Owner: the principal whose render it is (PurgeFor, MarkStaleFor).
+	Owner string `json:"owner,omitempty"`
 }
 
 type resRec struct {
@@ -237,6 +242,8 @@ type resRec struct {
 	// Stale: the URL was purged or marked stale after this render began,
 	// so its result may predate the change and is stored stale.
 	Stale bool `json:"stale,omitempty"`
+	// Owner: the principal rendering it; Complete stores it in the index.
+	Owner string `json:"owner,omitempty"`
 }
 
 type urlRec struct {
@@ -376,7 +383,7 @@ func readEntry(tx state.ReadTx, sig string) (*Entry, *indexRec, error) {
 	}
 	return &Entry{
 		Sig: sig, URL: ix.URL, ContentType: ix.ContentType, Body: slices.Clone(body),
-		Hash: ix.Hash, Created: ix.Created, Version: ix.Version, Stale: ix.Stale,
+		Hash: ix.Hash, Created: ix.Created, Version: ix.Version, Stale: ix.Stale, Owner: ix.Owner,
 	}, &ix, nil
 }
 
@@ -440,15 +447,23 @@ func (c *Cache) lookup(sig string, maxAge time.Duration) (Result, error) {
 // maxAge it is a Hit; else holder gets it (Reserved) and must end it with
 // Complete or Fail. A reservation older than ReservationTimeout is taken
 // over. canonicalURL links the signature to its URL (Purge, MarkStale).
+// The render is recorded without an owner: see ReserveFor.
 func (c *Cache) Reserve(sig, canonicalURL, holder string, maxAge time.Duration) (Result, error) {
-	res, _, err := c.reserve(sig, canonicalURL, holder, maxAge)
+	return c.ReserveFor("", sig, canonicalURL, holder, maxAge)
+}
+
+// ReserveFor is Reserve on behalf of owner, the principal whose partition
+// the render goes to (its signature is expected to include the owner, as
+// Key's does); PurgeFor and MarkStaleFor of another owner leave it alone.
+func (c *Cache) ReserveFor(owner, sig, canonicalURL, holder string, maxAge time.Duration) (Result, error) {
+	res, _, err := c.reserve(sig, canonicalURL, owner, holder, maxAge)
 	return res, err
 }
 
 // reserve also returns the flight to wait on when the answer is
 // Generating or Reserved, taken under the same lock as the decision so a
 // quick Fail or Complete cannot slip between them.
-func (c *Cache) reserve(sig, canonicalURL, holder string, maxAge time.Duration) (Result, *flight, error) {
+func (c *Cache) reserve(sig, canonicalURL, owner, holder string, maxAge time.Duration) (Result, *flight, error) {
 	if holder == "" {
 		return Result{}, nil, errors.New("rendercache: empty reservation holder")
 	}
@@ -477,7 +492,7 @@ func (c *Cache) reserve(sig, canonicalURL, holder string, maxAge time.Duration) 
 			return nil
 		}
 		takeover = hasRes
-		if err := tx.Put(BucketReservations, sig, resRec{Holder: holder, Since: now, URL: canonicalURL}); err != nil {
+		if err := tx.Put(BucketReservations, sig, resRec{Holder: holder, Since: now, URL: canonicalURL, Owner: owner}); err != nil {
 			return err
 		}
 		if err := link(tx, canonicalURL, sig); err != nil {
@@ -559,7 +574,7 @@ func (c *Cache) Complete(sig, holder string, r Render) (entry Entry, stored bool
 		if err != nil {
 			return err
 		}
-		entry.URL, entry.Created, entry.Stale = res.URL, res.Since, res.Stale
+		entry.URL, entry.Created, entry.Stale, entry.Owner = res.URL, res.Since, res.Stale, res.Owner
 		var old indexRec
 		had, err = getJSON(tx, BucketIndex, sig, &old)
 		if err != nil {
@@ -583,7 +598,7 @@ func (c *Cache) Complete(sig, holder string, r Render) (entry Entry, stored bool
 		}
 		if err := tx.Put(BucketIndex, sig, indexRec{
 			Version: entry.Version, URL: res.URL, ContentType: r.ContentType, Size: size,
-			Hash: entry.Hash, Created: res.Since, LastUsed: now, Stale: res.Stale,
+			Hash: entry.Hash, Created: res.Since, LastUsed: now, Stale: res.Stale, Owner: res.Owner,
 		}); err != nil {
 			return err
 		}
@@ -757,6 +772,9 @@ type GetOptions struct {
 	// Holder names the reservation if this call gets it (e.g. a job id
 	// minted beforehand); "" = a random one.
 	Holder string
+	// Owner is the principal a render this call starts is recorded for
+	// (ReserveFor).
+	Owner string
 }
 
 // Get is the synchronous read: a fresh entry is returned at once (Hit);
@@ -787,7 +805,7 @@ func (c *Cache) Get(ctx context.Context, sig, canonicalURL string, o GetOptions,
 		if holder == "" {
 			holder = NewHolder()
 		}
-		res, f, err := c.reserve(sig, canonicalURL, holder, o.MaxAge)
+		res, f, err := c.reserve(sig, canonicalURL, o.Owner, holder, o.MaxAge)
 		if err != nil {
 			return Entry{}, Miss, err
 		}
@@ -823,7 +841,7 @@ func (c *Cache) revalidate(ctx context.Context, sig, canonicalURL string, o GetO
 	if holder == "" {
 		holder = NewHolder()
 	}
-	res, _, err := c.reserve(sig, canonicalURL, holder, o.MaxAge)
+	res, _, err := c.reserve(sig, canonicalURL, o.Owner, holder, o.MaxAge)
 	if err != nil || res.Status != Reserved {
 		return
 	}
@@ -849,7 +867,7 @@ func NewHolder() string {
 func (c *Cache) Reservations() ([]Reservation, error) {
 	var out []Reservation
 	err := scanJSON(c.st, BucketReservations, func(sig string, r resRec) {
-		out = append(out, Reservation{Sig: sig, URL: r.URL, Holder: r.Holder, Since: r.Since})
+		out = append(out, Reservation{Sig: sig, URL: r.URL, Holder: r.Holder, Owner: r.Owner, Since: r.Since})
 	})
 	return out, err
 }

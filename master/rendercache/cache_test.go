@@ -711,3 +711,62 @@ func metricValue(t testing.TB, c prometheus.Collector) float64 {
 func specFor(i int) wire.JobSpec {
 	return wire.JobSpec{Kind: wire.JobRender, URL: fmt.Sprintf("https://example.com/page/%d", i), Format: wire.FormatPNG}
 }
+
+// TestOwnerPartitions: entries belong to the principal that rendered them
+// (ReserveFor, GetOptions.Owner); PurgeFor and MarkStaleFor touch only
+// that principal's entries, Purge (the admin's) every one.
+func TestOwnerPartitions(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	const u = "https://example.com/account"
+	keyAs := func(user string) (string, string) {
+		sig, cu, err := f.c.Key(wire.JobSpec{Kind: wire.JobRender, URL: u, Format: wire.FormatText, User: user}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sig, cu
+	}
+	alice, cu := keyAs("alice")
+	bob, _ := keyAs("bob")
+	if alice == bob {
+		t.Fatal("two principals share a signature")
+	}
+	if res, err := f.c.ReserveFor("alice", alice, cu, "h-a", NoCache); err != nil || res.Status != Reserved {
+		t.Fatalf("reserve = %+v %v", res, err)
+	}
+	if e, _, err := f.c.Complete(alice, "h-a", Render{Body: []byte("alice's")}); err != nil || e.Owner != "alice" {
+		t.Fatalf("complete = %+v %v", e, err)
+	}
+	if e, out, err := f.c.Get(ctx, bob, cu, GetOptions{Owner: "bob"}, completeWith(f.c, bob, "bob's")); err != nil || out != Miss || e.Owner != "bob" {
+		t.Fatalf("bob's render = %v %+v %v", out, e, err)
+	}
+	lookup := func(sig string) Status {
+		t.Helper()
+		res, err := f.c.Lookup(sig, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Status
+	}
+	steps := []struct {
+		name       string
+		do         func() (int, error)
+		n          int
+		alice, bob Status
+	}{
+		{"bob marks his own stale", func() (int, error) { return f.c.MarkStaleFor(u, "bob") }, 1, Hit, Stale},
+		{"bob purges the URL", func() (int, error) { return f.c.PurgeFor(u, "bob") }, 1, Hit, Miss},
+		{"bob purges alice's signature", func() (int, error) { return f.c.PurgeFor(alice, "bob") }, 0, Hit, Miss},
+		{"carol purges the URL", func() (int, error) { return f.c.PurgeFor(u, "carol") }, 0, Hit, Miss},
+		{"the admin purges every partition", func() (int, error) { return f.c.Purge(u) }, 1, Miss, Miss},
+	}
+	for _, s := range steps {
+		n, err := s.do()
+		if err != nil || n != s.n {
+			t.Fatalf("%s: %d %v, want %d", s.name, n, err, s.n)
+		}
+		if a, b := lookup(alice), lookup(bob); a != s.alice || b != s.bob {
+			t.Fatalf("%s: alice %v bob %v, want %v %v", s.name, a, b, s.alice, s.bob)
+		}
+	}
+}

@@ -21,8 +21,9 @@ var DefaultIgnoreParams = []string{"utm_*", "gclid", "fbclid"}
 
 // sigVersion starts every signature's encoding: changing what goes into a
 // signature changes it, so old entries are simply never hit again (and
-// the sweep removes them as unused).
-const sigVersion = "cloudbrowser-render-sig/1"
+// the sweep removes them as unused). Version 2 keys every render by its
+// user (version 1 did only for login pools).
+const sigVersion = "cloudbrowser-render-sig/2"
 
 // ErrBadURL is wrapped by Key and CanonicalURL for a URL they cannot use.
 var ErrBadURL = errors.New("url")
@@ -126,9 +127,11 @@ func ignored(name string, patterns []string) bool {
 // encoding of the parameters that change the rendered bytes: canonical
 // URL, format ("" = png), width, height, full page, JPEG quality (only for
 // jpeg: other formats ignore it), wait selector, wait for network idle,
-// wait delay and app; and, when pooledLogin says the app's pool logs its
-// browsers in, the user, so a logged-in result is never served to another
-// user. Options that do not change the bytes (timeout, max age, no-cache,
+// wait delay, app, whether the app's pool logs its browsers in
+// (pooledLogin), and the user: every principal has a partition of its own,
+// so a result (logged in or not) is never served to another principal, and
+// whether a page is cached says nothing about what others rendered.
+// Options that do not change the bytes (timeout, max age, no-cache,
 // ignore-robots) are left out, so requests differing only in them share
 // one entry. The spec is expected with the API's defaults already applied.
 func (c *Cache) Key(spec wire.JobSpec, pooledLogin bool) (sig, canonicalURL string, err error) {
@@ -149,10 +152,6 @@ func Key(spec wire.JobSpec, pooledLogin bool, ignore []string) (sig, canonicalUR
 	if format != wire.FormatJPEG {
 		quality = 0
 	}
-	user := ""
-	if pooledLogin {
-		user = spec.User
-	}
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
 	field := func(s string) {
@@ -172,7 +171,7 @@ func Key(spec wire.JobSpec, pooledLogin bool, ignore []string) (sig, canonicalUR
 		strconv.FormatInt(spec.WaitDelayMs, 10),
 		spec.App,
 		strconv.FormatBool(pooledLogin),
-		user,
+		spec.User,
 	} {
 		field(f)
 	}

@@ -64,7 +64,7 @@ func TestKey(t *testing.T) {
 		{"max age does not count", func(s *wire.JobSpec) { s.MaxAgeMs = 1 }, false, true},
 		{"no-cache does not count", func(s *wire.JobSpec) { s.NoCache = true }, false, true},
 		{"ignore-robots does not count", func(s *wire.JobSpec) { s.IgnoreRobots = true }, false, true},
-		{"user does not count without a login pool", func(s *wire.JobSpec) { s.User = "bob" }, false, true},
+		{"user counts without a login pool (each principal has a partition)", func(s *wire.JobSpec) { s.User = "bob" }, false, false},
 		{"quality does not count for png", func(s *wire.JobSpec) { s.Quality = 50 }, false, true},
 		{"empty format is png", func(s *wire.JobSpec) { s.Format = "" }, false, true},
 		{"format case", func(s *wire.JobSpec) { s.Format = "PNG" }, false, true},

@@ -136,9 +136,16 @@ func (c *Cache) sigsFor(urlOrSig string) ([]string, error) {
 // made from a URL (any spelling of it: it is canonicalized), and returns
 // how many it removed. A render under way for one of them is not stopped,
 // but its result will be stored stale (it may predate whatever the purge
-// was for).
+// was for). It purges every owner's entries: see PurgeFor.
 func (c *Cache) Purge(urlOrSig string) (int, error) {
-	return c.invalidate(urlOrSig, true)
+	return c.invalidate(urlOrSig, true, "")
+}
+
+// PurgeFor is Purge limited to owner's partition (ReserveFor): other
+// principals' entries and renders of the URL are left as they are. An
+// empty owner purges every partition.
+func (c *Cache) PurgeFor(urlOrSig, owner string) (int, error) {
+	return c.invalidate(urlOrSig, true, owner)
 }
 
 // MarkStale marks the entries made from a URL stale (a monitor saw its
@@ -146,10 +153,15 @@ func (c *Cache) Purge(urlOrSig string) (int, error) {
 // revalidate caller may still get the old bytes meanwhile. Renders under
 // way are marked too. It returns how many entries it marked.
 func (c *Cache) MarkStale(urlOrSig string) (int, error) {
-	return c.invalidate(urlOrSig, false)
+	return c.invalidate(urlOrSig, false, "")
 }
 
-func (c *Cache) invalidate(urlOrSig string, purge bool) (int, error) {
+// MarkStaleFor is MarkStale limited to owner's partition ("" = all).
+func (c *Cache) MarkStaleFor(urlOrSig, owner string) (int, error) {
+	return c.invalidate(urlOrSig, false, owner)
+}
+
+func (c *Cache) invalidate(urlOrSig string, purge bool, owner string) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sigs, err := c.sigsFor(urlOrSig)
@@ -158,24 +170,29 @@ func (c *Cache) invalidate(urlOrSig string, purge bool) (int, error) {
 	}
 	var n int
 	var freed int64
+	var done []string
 	err = c.st.Update(func(tx state.Tx) error {
-		n, freed = 0, 0
+		n, freed, done = 0, 0, done[:0]
 		for _, sig := range sigs {
 			var r resRec
 			hasRes, err := getJSON(tx, BucketReservations, sig, &r)
 			if err != nil {
 				return err
 			}
+			var ix indexRec
+			ok, err := getJSON(tx, BucketIndex, sig, &ix)
+			if err != nil {
+				return err
+			}
+			if owner != "" && !(ok && ix.Owner == owner) && !(!ok && hasRes && r.Owner == owner) {
+				continue // another principal's partition
+			}
+			done = append(done, sig)
 			if hasRes && !r.Stale {
 				r.Stale = true
 				if err := tx.Put(BucketReservations, sig, r); err != nil {
 					return err
 				}
-			}
-			var ix indexRec
-			ok, err := getJSON(tx, BucketIndex, sig, &ix)
-			if err != nil {
-				return err
 			}
 			if !ok {
 				continue
@@ -202,12 +219,12 @@ func (c *Cache) invalidate(urlOrSig string, purge bool) (int, error) {
 		c.bytes.Add(-freed)
 		c.entries.Add(-int64(n))
 		c.umu.Lock()
-		for _, s := range sigs {
+		for _, s := range done {
 			delete(c.used, s)
 		}
 		c.umu.Unlock()
 	}
-	c.log.Info().Str("target", urlOrSig).Bool("purge", purge).Int("entries", n).Msg("cache invalidated")
+	c.log.Info().Str("target", urlOrSig).Bool("purge", purge).Str("owner", owner).Int("entries", n).Msg("cache invalidated")
 	return n, nil
 }
 
