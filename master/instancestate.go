@@ -525,11 +525,7 @@ func (m *Master) instanceState(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	if !st.Found {
-		apiError(w, http.StatusNotFound, "no stored state for instance "+iid)
-		return
-	}
-	v := stateView{Instance: iid, Found: true, Seq: st.Seq, Name: st.Name, Grants: st.Grants, Values: map[string]stateViewItem{}}
+	v := stateView{Instance: iid, Found: st.Found, Seq: st.Seq, Name: st.Name, Grants: st.Grants, Values: map[string]stateViewItem{}}
 	for k, sv := range st.Values {
 		v.Values[k] = stateViewItem{Seq: sv.Seq, Value: sv.Value}
 	}
@@ -547,6 +543,12 @@ func (m *Master) instanceState(w http.ResponseWriter, r *http.Request) {
 		if !page.More || len(page.Browsers) == 0 {
 			break
 		}
+	}
+	// An instance may have browser snapshots and no shared state, or be
+	// live with neither yet: only one the master knows nothing of is 404.
+	if !st.Found && len(v.Browsers) == 0 && !m.workers.known(iid) {
+		apiError(w, http.StatusNotFound, "no stored state for instance "+iid)
+		return
 	}
 	writeJSON(w, http.StatusOK, v)
 }

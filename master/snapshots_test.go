@@ -135,3 +135,38 @@ func TestBrowserSnapshotService(t *testing.T) {
 		t.Fatalf("after removal: %+v %v", got, err)
 	}
 }
+
+// TestInstanceStateView: the admin's view of an instance's stored state
+// answers for an instance with browser snapshots and no shared state, and
+// for a live one with neither yet; only an instance the master knows
+// nothing of is 404.
+func TestInstanceStateView(t *testing.T) {
+	m, srv := apiMaster(t)
+	const snapped = "w-one.snapsnapsnap"
+	a := addWorker(t, m, "w-one", wire.InstanceInfo{ID: snapped, App: "multi", Owner: "alice", Worker: "w-one"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := (contract.InstanceStateClient{C: a.conn}).SaveBrowser(ctx, wire.SaveBrowser{Instance: snapped, Snapshot: snap("b1", "http://x.test/")}); err != nil {
+		t.Fatal(err)
+	}
+	live, err := a.place(t, "notes", "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, iid string
+		status    int
+		want      string
+	}{
+		{"snapshots, no shared state", snapped, 200, `"id": "b1"`},
+		{"live, nothing stored yet", live.InstanceID, 200, `"found": false`},
+		{"unknown", "w-one.nosuchinstance", 404, "no stored state"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := call(t, srv, "admintok", "GET", "/api/v1/instances/"+tc.iid+"/state", nil)
+			if status != tc.status || !strings.Contains(body, tc.want) {
+				t.Fatalf("%d %s, want %d with %q", status, body, tc.status, tc.want)
+			}
+		})
+	}
+}

@@ -1229,6 +1229,14 @@ func (m *WorkerManager) caller(c *rmi.Conn) (string, error) {
 	return "", wire.Errorf(wire.CodeForbidden, "no worker is registered on this connection (peer %q): register first", peerName(c))
 }
 
+// known says whether instance iid is in the table.
+func (m *WorkerManager) known(iid string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.instances[iid]
+	return ok
+}
+
 // callerLocked is the worker registered on c ("" = none).
 func (m *WorkerManager) callerLocked(c *rmi.Conn) string {
 	if c == nil {
