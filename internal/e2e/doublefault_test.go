@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// TestDoubleFaultE2E: kill -9 of the worker hosting the chat room and of
+// the master together, then a master restart. The room comes back under
+// its id on the other worker with every acknowledged message; its user's
+// engine is live again at the same Browser URL; a user who opens /chat
+// meanwhile joins that room, never a new empty one.
+func TestDoubleFaultE2E(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("../../apps")
+	opts := clusterOpts{proxies: 1, workers: 2, runtime: "chromium", extra: []string{"--apps", apps}}
+	c := startCluster(t, opts)
+	base := "http://" + c.public
+	users := userBrowsers(t)
+	alice, alicePath := chatUser(t, users, base)
+	iid := instanceOf(t, alicePath)
+	const n = 12
+	for i := 1; i <= n; i++ {
+		typeText(t, alice, fmt.Sprintf("m%d", i))
+		input(t, alice, browser.InputEvent{Type: browser.InputKeyDown, Key: "Enter"}, browser.InputEvent{Type: browser.InputKeyUp, Key: "Enter"})
+		eventually(t, alice, "message acknowledged", "document.title", fmt.Sprintf("Chat (%d): m%d · CloudBrowser", i, i))
+	}
+	want := fmt.Sprintf("Chat (%d): m%d · CloudBrowser", n, n)
+
+	victim := instanceWorker(c.mustStatus(), iid)
+	c.workers[victim].kill()
+	c.master.kill()
+	killed := time.Now()
+	c.startMaster(opts)
+
+	var moved string
+	c.waitFor("the room placed again on the live worker", 60*time.Second, func(st *wire.ClusterStatus) bool {
+		moved = instanceWorker(st, iid)
+		return moved != "" && moved != victim
+	})
+	eventually(t, alice, "alice's engine served by the new worker", "document.body.dataset.worker", moved)
+	eventually(t, alice, "the room restored", "document.title", want)
+	eventually(t, alice, "engine live again", "document.body.dataset.status", "live")
+	if got := strings.TrimPrefix(alice.Page().URL, base); got != alicePath {
+		t.Fatalf("alice's engine left its Browser URL: %s, want %s", got, alicePath)
+	}
+	t.Logf("worker and master kill -9 → alice live again with %d messages: %v", n, time.Since(killed))
+	bob, bobPath := chatUser(t, users, base)
+	if got := instanceOf(t, bobPath); got != iid {
+		t.Fatalf("a returning user got room %s, want %s", got, iid)
+	}
+	eventually(t, bob, "bob sees the room's messages", "document.title", want)
+	if got := storedMessages(t, c, iid); len(got) != n {
+		t.Fatalf("stored %d messages, want %d", len(got), n)
+	}
+}
+
+// TestQuickRestartE2E: the worker hosting the chat room is killed -9 and
+// started again under the same id at once, before the master declared it
+// dead. It registers with no instances: the room fails over at once (not
+// after minutes of 503), its user is live again with every message, and
+// the admin can close it (200, not 502).
+func TestQuickRestartE2E(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("../../apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 2, runtime: "chromium", extra: []string{"--apps", apps}})
+	base := "http://" + c.public
+	users := userBrowsers(t)
+	alice, alicePath := chatUser(t, users, base)
+	iid := instanceOf(t, alicePath)
+	const n = 5
+	for i := 1; i <= n; i++ {
+		typeText(t, alice, fmt.Sprintf("m%d", i))
+		input(t, alice, browser.InputEvent{Type: browser.InputKeyDown, Key: "Enter"}, browser.InputEvent{Type: browser.InputKeyUp, Key: "Enter"})
+		eventually(t, alice, "message acknowledged", "document.title", fmt.Sprintf("Chat (%d): m%d · CloudBrowser", i, i))
+	}
+	want := fmt.Sprintf("Chat (%d): m%d · CloudBrowser", n, n)
+	victim := instanceWorker(c.mustStatus(), iid)
+	old := c.mustStatus()
+	var epoch uint64
+	for _, in := range old.Instances {
+		if in.ID == iid {
+			epoch = in.Epoch
+		}
+	}
+	c.workers[victim].kill()
+	killed := time.Now()
+	c.startWorker(victim)
+	c.waitFor("the room placed again under a new epoch", 60*time.Second, func(st *wire.ClusterStatus) bool {
+		for _, in := range st.Instances {
+			if in.ID == iid {
+				return in.Epoch > epoch
+			}
+		}
+		return false
+	})
+	eventually(t, alice, "the room restored", "document.title", want)
+	eventually(t, alice, "engine live again", "document.body.dataset.status", "live")
+	t.Logf("kill -9 and restart under the same id → alice live again: %v", time.Since(killed))
+	if got := storedMessages(t, c, iid); len(got) != n {
+		t.Fatalf("stored %d messages, want %d", len(got), n)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+c.admin+"/api/v1/instances/"+iid+"/close", nil)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("admin close after the restart: %s", resp.Status)
+	}
+}
