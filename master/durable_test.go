@@ -138,3 +138,37 @@ func TestQuickRestartFailsOver(t *testing.T) {
 		return ok && in.Epoch > old && a.epoch(p.InstanceID) == in.Epoch
 	}))
 }
+
+// TestStalledWorkerNotOffered: a worker whose load reports stopped (a
+// stall, a cut) is not offered for Application URLs while another worker
+// reports; when every worker is stale, they are offered as before.
+func TestStalledWorkerNotOffered(t *testing.T) {
+	m := startMaster(t, balance.RoundRobin)
+	a := addWorker(t, m, "w-a")
+	addWorker(t, m, "w-b")
+	setReported := func(id string, at time.Time) {
+		m.workers.mu.Lock()
+		m.workers.workers[id].reported = at
+		m.workers.mu.Unlock()
+	}
+	old := time.Now().Add(-time.Hour)
+	setReported("w-b", old)
+	for range 6 {
+		r, err := a.route(t, wire.RouteApp, "notes", "")
+		if err != nil || r.WorkerID != "w-a" {
+			t.Fatalf("app route with w-b silent: %+v %v, want w-a", r, err)
+		}
+	}
+	setReported("w-a", old)
+	seen := map[string]bool{}
+	for range 6 {
+		r, err := a.route(t, wire.RouteApp, "notes", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[r.WorkerID] = true
+	}
+	if !seen["w-a"] && !seen["w-b"] {
+		t.Fatalf("no worker offered when all are stale: %v", seen)
+	}
+}

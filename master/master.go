@@ -569,6 +569,7 @@ func (m *Master) startProxies(ctx context.Context) error {
 			Logger: m.log.With().Str("proxy", "embedded").Logger(),
 			HopKey: func() []byte { return m.hopKey }, PortKey: func() []byte { return m.portKey },
 		})
+		m.proxies.local.Store(m.embedded)
 		m.public = &http.Server{Handler: m.embedded, ReadHeaderTimeout: 10 * time.Second}
 		m.serve(func() error { return m.embedded.Serve(m.public, ln) }, "public")
 		return nil

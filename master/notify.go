@@ -4,12 +4,14 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
@@ -22,6 +24,10 @@ type proxySet struct {
 	mu    sync.Mutex
 	conns map[*rmi.Conn]string
 	stats map[*rmi.Conn]proxyStats
+
+	// local is the proxy embedded in the master (nil: none), told in
+	// process.
+	local atomic.Pointer[proxy.Proxy]
 }
 
 // proxySet passes each invalidation on to every subscribed proxy.
@@ -35,6 +41,9 @@ func (p *proxySet) Invalidate(_ context.Context, iids []string) error {
 
 // InvalidateWorker drops the routes to worker id in every proxy.
 func (p *proxySet) InvalidateWorker(_ context.Context, id string) error {
+	if l := p.local.Load(); l != nil {
+		l.CloseWorker(id)
+	}
 	p.notify("InvalidateWorker", func(ctx context.Context, c contract.ProxyClient) error { return c.InvalidateWorker(ctx, id) })
 	return nil
 }

@@ -36,7 +36,11 @@ type workerRec struct {
 	state      string
 	load       wire.Load
 	registered time.Time
-	draining   bool
+	// reported is when its last load report (or registration) came: a
+	// worker whose reports stopped (stalled, cut off) is not offered for
+	// Application URLs while others are fresh (peek).
+	reported time.Time
+	draining bool
 	// leaving: the worker announced it stops (SIGTERM); its disconnection
 	// removes it at once.
 	leaving bool
@@ -308,6 +312,7 @@ func (m *WorkerManager) register(info wire.WorkerInfo, insts []wire.InstanceInfo
 	w.wakeLocked()
 	m.registeredOnce.Store(true)
 	w.registered = time.Now()
+	w.reported = w.registered
 	adopted := 0
 	var fenced []wire.FencedInstance
 	now := time.Now()
@@ -657,6 +662,7 @@ func (m *WorkerManager) report(id string, l wire.Load) error {
 	if ok {
 		slotsChanged = w.load.JobSlots != l.JobSlots
 		w.load = l
+		w.reported = time.Now()
 	}
 	m.mu.Unlock()
 	if !ok {
@@ -1039,6 +1045,10 @@ func (m *WorkerManager) route(req wire.RouteRequest) (wire.RouteReply, error) {
 	return wire.RouteReply{}, wire.Err(wire.CodeInvalid, "unknown route kind "+req.Kind)
 }
 
+// staleReports: a worker that has not reported for this many report
+// periods is passed over by peek while another is fresh.
+const staleReports = 3
+
 // peek chooses the worker that serves an Application URL. The request only
 // runs the strategy (the instance itself is placed by place), so it takes the
 // least projected load without adding a projection; ties go round-robin.
@@ -1046,11 +1056,21 @@ func (m *WorkerManager) peek() (wire.RouteReply, error) {
 	snap := m.bal.Snapshot()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var cands []balance.WorkerLoad
+	var cands, fresh []balance.WorkerLoad
+	stale := time.Now().Add(-staleReports * m.period)
 	for _, s := range snap {
 		if w, ok := m.workers[s.ID]; ok && w.state == stateConnected {
 			cands = append(cands, s)
+			if w.reported.After(stale) {
+				fresh = append(fresh, s)
+			}
 		}
+	}
+	if len(fresh) > 0 {
+		// A worker whose reports stopped is likely stalled or cut off (the
+		// gossip layer and the ping take seconds to say so): its users'
+		// requests would hang there.
+		cands = fresh
 	}
 	best, ok := m.bal.Peek(cands)
 	if !ok {

@@ -84,7 +84,7 @@ func (p *Proxy) relayRaw(ctx context.Context, cc net.Conn, head []byte, route Ro
 		log.Debug().Err(err).Msg("worker unreachable for a websocket")
 		return
 	}
-	rl := &relay{worker: wc}
+	rl := &relay{worker: wc, workerID: route.WorkerID}
 	if !p.track(rl) {
 		wc.Close()
 		cc.Close()

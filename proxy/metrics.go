@@ -18,6 +18,7 @@ func Collectors(p *Proxy, cache *CachingRouter) []prometheus.Collector {
 		metrics.One("cloudbrowser_proxy_bad_requests_total", "Malformed requests.", c, func() float64 { return float64(p.Stats().BadRequests) }),
 		metrics.One("cloudbrowser_proxy_websockets_open", "WebSockets being relayed.", prometheus.GaugeValue, func() float64 { return float64(p.Stats().WebSocketsOpen) }),
 		metrics.One("cloudbrowser_proxy_websockets_total", "WebSockets relayed since start.", c, func() float64 { return float64(p.Stats().WebSocketsTotal) }),
+		metrics.One("cloudbrowser_proxy_websockets_worker_gone_total", "WebSockets closed because the master declared their worker dead (the engine reconnects to the new copy).", c, func() float64 { return float64(p.Stats().WebSocketsWorkerGone) }),
 		metrics.One("cloudbrowser_proxy_websockets_handed_off_total", "WebSockets given to their worker on this host instead of relayed.", c, func() float64 { return float64(p.Stats().WebSocketsHandedOff) }),
 		metrics.One("cloudbrowser_proxy_worker_pairs_total", "Connections to workers on this host made over a unix socket pair instead of TCP.", c, func() float64 { return float64(p.Stats().WorkerPairs) }),
 		metrics.One("cloudbrowser_proxy_edge_requests_total", "Requests the event-loop edge relayed or answered itself.", c, func() float64 { return float64(p.Stats().EdgeRequests) }),

@@ -114,6 +114,7 @@ type counters struct {
 	requests, routeErrors, badRequests, upstreamErrors atomic.Uint64
 	wsOpen                                             atomic.Int64
 	wsTotal, wsHandedOff, bytesUp, bytesDown, upPaired atomic.Uint64
+	wsWorkerGone                                       atomic.Uint64 // relays closed by CloseWorker
 }
 
 // Stats is a snapshot of proxy counters.
@@ -125,10 +126,13 @@ type Stats struct {
 	WebSocketsOpen      int64  // relays (and handshakes) in progress
 	WebSocketsTotal     uint64 // relays established (101 relayed)
 	WebSocketsHandedOff uint64 // given to a worker on this host (handoff.go)
-	WorkerPairs         uint64 // unix socket connections to workers on this host (the edge's pair)
-	BytesUp             uint64 // relayed client->worker WebSocket bytes
-	BytesDown           uint64 // relayed worker->client WebSocket bytes
-	EdgeRequests        uint64 // requests the event-loop edge relayed itself (edge.go)
+	// WebSocketsWorkerGone: relays closed because the master declared
+	// their worker dead (CloseWorker).
+	WebSocketsWorkerGone uint64
+	WorkerPairs          uint64 // unix socket connections to workers on this host (the edge's pair)
+	BytesUp              uint64 // relayed client->worker WebSocket bytes
+	BytesDown            uint64 // relayed worker->client WebSocket bytes
+	EdgeRequests         uint64 // requests the event-loop edge relayed itself (edge.go)
 }
 
 // New returns a Proxy; it panics if cfg.Router is nil (a programming error).
@@ -324,17 +328,18 @@ func (p *Proxy) routeError(w http.ResponseWriter, r *http.Request, id string, t 
 // Stats returns a snapshot of the counters.
 func (p *Proxy) Stats() Stats {
 	return Stats{
-		Requests:            p.st.requests.Load(),
-		RouteErrors:         p.st.routeErrors.Load(),
-		BadRequests:         p.st.badRequests.Load(),
-		UpstreamErrors:      p.st.upstreamErrors.Load(),
-		WebSocketsOpen:      p.st.wsOpen.Load(),
-		WebSocketsTotal:     p.st.wsTotal.Load(),
-		WebSocketsHandedOff: p.st.wsHandedOff.Load(),
-		WorkerPairs:         p.st.upPaired.Load(),
-		BytesUp:             p.st.bytesUp.Load(),
-		BytesDown:           p.st.bytesDown.Load(),
-		EdgeRequests:        p.edge.requests.Load(),
+		Requests:             p.st.requests.Load(),
+		RouteErrors:          p.st.routeErrors.Load(),
+		BadRequests:          p.st.badRequests.Load(),
+		UpstreamErrors:       p.st.upstreamErrors.Load(),
+		WebSocketsOpen:       p.st.wsOpen.Load(),
+		WebSocketsTotal:      p.st.wsTotal.Load(),
+		WebSocketsHandedOff:  p.st.wsHandedOff.Load(),
+		WebSocketsWorkerGone: p.st.wsWorkerGone.Load(),
+		WorkerPairs:          p.st.upPaired.Load(),
+		BytesUp:              p.st.bytesUp.Load(),
+		BytesDown:            p.st.bytesDown.Load(),
+		EdgeRequests:         p.edge.requests.Load(),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -174,7 +175,10 @@ func DefaultProcessConfig() ProcessConfig {
 }
 
 // invalidator is the object the master calls back.
-type invalidator struct{ c *CachingRouter }
+type invalidator struct {
+	c *CachingRouter
+	p *atomic.Pointer[Proxy] // set once the proxy serves
+}
 
 var _ contract.Proxy = invalidator{}
 
@@ -187,6 +191,9 @@ func (i invalidator) Invalidate(ctx context.Context, iids []string) error {
 // InvalidateWorker drops routes to a dead worker.
 func (i invalidator) InvalidateWorker(ctx context.Context, wid string) error {
 	i.c.InvalidateWorker(wid)
+	if p := i.p.Load(); p != nil {
+		p.CloseWorker(wid)
+	}
 	return nil
 }
 
@@ -213,7 +220,8 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	remote := &RemoteRouter{}
 	var hopKey, portKey hop.Key // from the master, over the authenticated session
 	cache := NewCachingRouter(remote, cfg.RouteTTL)
-	if err := node.Register(wire.ObjProxy, invalidator{cache}); err != nil {
+	var served atomic.Pointer[Proxy]
+	if err := node.Register(wire.ObjProxy, invalidator{c: cache, p: &served}); err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
 	var memberMu sync.Mutex
@@ -272,6 +280,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	}
 	p := New(Config{Router: cache, Logger: log, HopKey: hopKey.Get, PortKey: portKey.Get,
 		PublicHTTPS: cfg.PublicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto})
+	served.Store(p)
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- p.Serve(srv, ln) }()

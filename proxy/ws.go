@@ -14,12 +14,14 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 )
 
-// relay is one WebSocket connection pair, tracked so Shutdown can close it.
+// relay is one WebSocket connection pair, tracked so Shutdown, or the
+// master's word that its worker is gone (CloseWorker), can close it.
 type relay struct {
-	mu     sync.Mutex
-	worker net.Conn
-	client net.Conn // nil until hijacked
-	closed bool
+	workerID string
+	mu       sync.Mutex
+	worker   net.Conn
+	client   net.Conn // nil until hijacked
+	closed   bool
 }
 
 // close aborts the relay (or its handshake); safe to call repeatedly.
@@ -66,6 +68,30 @@ func (p *Proxy) untrack(rl *relay) {
 	}
 }
 
+// CloseWorker closes every WebSocket relayed to worker wid: the master
+// declared it dead (a crash, a stall, a cut), so what its users see is no
+// longer live, and their input would be lost there. Their client engines
+// reconnect at once and reach the instance's new copy. It returns how many
+// it closed.
+func (p *Proxy) CloseWorker(wid string) int {
+	p.mu.Lock()
+	var gone []*relay
+	for rl := range p.relays {
+		if rl.workerID == wid {
+			gone = append(gone, rl)
+		}
+	}
+	p.mu.Unlock()
+	for _, rl := range gone {
+		rl.close()
+	}
+	if len(gone) > 0 {
+		p.st.wsWorkerGone.Add(uint64(len(gone)))
+		p.log.Info().Str("worker", wid).Int("websockets", len(gone)).Msg("websockets to a dead worker closed")
+	}
+	return len(gone)
+}
+
 func (p *Proxy) isClosing() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -92,7 +118,7 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string
 		}
 		return
 	}
-	rl := &relay{worker: wc}
+	rl := &relay{worker: wc, workerID: route.WorkerID}
 	if !p.track(rl) {
 		wc.Close()
 		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable", "The proxy is shutting down, retry shortly.")

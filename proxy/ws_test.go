@@ -11,10 +11,13 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 )
 
 var upgrader = websocket.Upgrader{ReadBufferSize: 64 << 10, WriteBufferSize: 64 << 10}
@@ -370,5 +373,49 @@ func TestWebSocketWorkerDropsHandshake(t *testing.T) {
 	resp.Body.Close()
 	if hooked := hr.get(); len(hooked) != 1 {
 		t.Fatalf("hook calls %v", hooked)
+	}
+}
+
+// TestWebSocketCloseWorker: when the master declares a worker dead, the
+// proxy closes every WebSocket it relays to that worker (whether or not
+// the worker can still be reached), and only those: the engines reconnect
+// and find the instance's new copy.
+func TestWebSocketCloseWorker(t *testing.T) {
+	deadEcho, liveEcho := newWSEcho(), newWSEcho()
+	dead, live := startWorker(t, deadEcho), startWorker(t, liveEcho)
+	dead.WorkerID, live.WorkerID = "w-dead", "w-live"
+	var to atomic.Pointer[Route]
+	to.Store(&dead)
+	p, srv := startProxy(t, Config{Router: &fakeRouter{fn: func(ctx context.Context, _ urlkind.Target) (Route, error) { return *to.Load(), nil }}})
+	open := func() *websocket.Conn {
+		c := dialWS(t, wsURL(srv.URL, wsPath), nil)
+		if err := c.WriteMessage(websocket.TextMessage, []byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.ReadMessage(); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	onDead := []*websocket.Conn{open(), open()}
+	to.Store(&live)
+	onLive := open()
+
+	if n := p.CloseWorker("w-dead"); n != 2 {
+		t.Fatalf("closed %d relays, want 2", n)
+	}
+	for i, c := range onDead {
+		if _, _, err := c.ReadMessage(); err == nil {
+			t.Fatalf("client %d of the dead worker still connected", i)
+		}
+	}
+	if err := onLive.WriteMessage(websocket.TextMessage, []byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	if _, msg, err := onLive.ReadMessage(); err != nil || string(msg) != "still here" {
+		t.Fatalf("the live worker's client: %q %v", msg, err)
+	}
+	if s := p.Stats(); s.WebSocketsWorkerGone != 2 {
+		t.Fatalf("worker-gone count %d, want 2", s.WebSocketsWorkerGone)
 	}
 }
