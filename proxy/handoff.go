@@ -55,7 +55,12 @@ func (p *Proxy) handOff(w http.ResponseWriter, r *http.Request, id string, route
 	if sc, ok := unwrapConn(cc).(syscall.Conn); ok && head.Len() <= handoff.MaxPayload {
 		err = handoff.Send(r.Context(), route.Handoff, sc, head.Bytes())
 		if err == nil {
-			cc.Close() // the proxy's descriptor; the socket is the worker's now
+			// The socket is the worker's now. The proxy keeps its own
+			// descriptor only to end the socket if the master declares
+			// that worker dead (CloseWorker).
+			if !p.handed.add(unwrapConn(cc), route.WorkerID) {
+				cc.Close()
+			}
 			p.st.wsHandedOff.Add(1)
 			log.Debug().Msg("websocket handed to the worker")
 			return

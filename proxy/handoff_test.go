@@ -183,3 +183,62 @@ func TestEdgeWorkerPairs(t *testing.T) {
 		t.Error("a failed handoff socket is tried again at once")
 	}
 }
+
+// handedOff dials a WebSocket that the proxy hands to route's worker and
+// waits until the proxy counted it.
+func handedOff(t *testing.T, p *Proxy, url string, n uint64) *websocket.Conn {
+	t.Helper()
+	c := dialWS(t, url, nil)
+	echoOnce(t, c, "hello")
+	testutil.Eventually(t, testutil.Scale(10*time.Second), func() error {
+		if st := p.Stats(); st.WebSocketsHandedOff != n {
+			return fmt.Errorf("stats %+v: want %d handed off", st, n)
+		}
+		return nil
+	})
+	return c
+}
+
+// TestWebSocketHandoffCloseWorker: a socket handed to a worker the master
+// then declares dead is ended by the proxy (the worker, stalled or cut
+// off, would never end it); its client sees the connection close.
+func TestWebSocketHandoffCloseWorker(t *testing.T) {
+	key := make([]byte, hop.KeyLen)
+	route, _, _ := handoffWorker(t, key)
+	p, srv := startProxy(t, Config{Router: &fakeRouter{route: route}, HopKey: func() []byte { return key }})
+	c := handedOff(t, p, wsURL(srv.URL, wsPath), 1)
+	if n := p.CloseWorker("w-other"); n != 0 {
+		t.Fatalf("another worker's CloseWorker closed %d", n)
+	}
+	echoOnce(t, c, "still handed")
+	if n := p.CloseWorker(testWorker); n != 1 {
+		t.Fatalf("CloseWorker closed %d, want 1", n)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
+	if _, _, err := c.ReadMessage(); err == nil || isTimeout(err) {
+		t.Fatalf("client of the dead worker: %v, want the connection closed", err)
+	}
+	testutil.Eventually(t, testutil.Scale(10*time.Second), testutil.Cond("the proxy let go of the descriptor", func() bool { return p.handed.count() == 0 }))
+}
+
+// TestWebSocketHandoffWorkerEnds: the proxy's descriptor of a handed
+// socket never holds it open: when the worker ends the connection, its
+// client sees the end of the stream (not a hang), and the proxy lets go.
+func TestWebSocketHandoffWorkerEnds(t *testing.T) {
+	key := make([]byte, hop.KeyLen)
+	route, echo, _ := handoffWorker(t, key)
+	p, srv := startProxy(t, Config{Router: &fakeRouter{route: route}, HopKey: func() []byte { return key }})
+	c := handedOff(t, p, wsURL(srv.URL, wsPath), 1)
+	wc := <-echo.conns
+	_ = wc.Close() // no close frame: only the end of the TCP stream tells
+	_ = c.SetReadDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
+	if _, _, err := c.ReadMessage(); err == nil || isTimeout(err) {
+		t.Fatalf("after the worker ended it: %v, want the end of the stream", err)
+	}
+	testutil.Eventually(t, testutil.Scale(10*time.Second), testutil.Cond("the proxy let go of the descriptor", func() bool { return p.handed.count() == 0 }))
+	// The client leaving is noticed too.
+	c2 := handedOff(t, p, wsURL(srv.URL, wsPath), 2)
+	_ = c2.Close()
+	testutil.Eventually(t, testutil.Scale(10*time.Second), testutil.Cond("the proxy let go after the client left", func() bool { return p.handed.count() == 0 }))
+}
+

@@ -106,6 +106,8 @@ type Proxy struct {
 	mu      sync.Mutex
 	closing bool
 	relays  map[*relay]struct{}
+	// handed are the WebSockets handed to workers on this host (handed_linux.go).
+	handed  *handedSockets
 	drained chan struct{} // closed when closing && len(relays)==0
 	edges   []edgeWaiter
 }
@@ -154,6 +156,7 @@ func New(cfg Config) *Proxy {
 		hostID:   handoff.HostID(),
 	}
 	p.up = newUpstreams(&p.dialer, cfg.MaxIdleConnsPerWorker, 90*time.Second)
+	p.handed = newHandedSockets(p.log)
 	return p
 }
 
@@ -362,6 +365,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.mu.Unlock()
 	p.shutdownEdges(ctx)
 	p.up.close()
+	p.handed.stop()
 	select {
 	case <-drained:
 		return nil

@@ -68,7 +68,7 @@ func (p *Proxy) untrack(rl *relay) {
 	}
 }
 
-// CloseWorker closes every WebSocket relayed to worker wid: the master
+// CloseWorker closes every WebSocket relayed or handed to worker wid: the master
 // declared it dead (a crash, a stall, a cut), so what its users see is no
 // longer live, and their input would be lost there. Their client engines
 // reconnect at once and reach the instance's new copy. It returns how many
@@ -85,11 +85,12 @@ func (p *Proxy) CloseWorker(wid string) int {
 	for _, rl := range gone {
 		rl.close()
 	}
-	if len(gone) > 0 {
-		p.st.wsWorkerGone.Add(uint64(len(gone)))
-		p.log.Info().Str("worker", wid).Int("websockets", len(gone)).Msg("websockets to a dead worker closed")
+	n := len(gone) + p.handed.closeWorker(wid)
+	if n > 0 {
+		p.st.wsWorkerGone.Add(uint64(n))
+		p.log.Info().Str("worker", wid).Int("websockets", n).Msg("websockets to a dead worker closed")
 	}
-	return len(gone)
+	return n
 }
 
 func (p *Proxy) isClosing() bool {

@@ -26,3 +26,17 @@ func (c *PrefixedConn) CloseWrite() error {
 	}
 	return nil
 }
+
+// Close shuts the socket down before closing it: the proxy that handed it
+// over keeps a descriptor of it (to end it if this worker is declared
+// dead), which would otherwise hold the connection open.
+func (c *PrefixedConn) Close() error {
+	if sd, ok := c.Conn.(interface {
+		CloseRead() error
+		CloseWrite() error
+	}); ok {
+		_ = sd.CloseWrite()
+		_ = sd.CloseRead()
+	}
+	return c.Conn.Close()
+}

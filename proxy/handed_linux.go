@@ -1,0 +1,182 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"sync"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// handedSockets keeps the proxy's own descriptor of every WebSocket it
+// handed to a worker on this host (handoff.go). The socket is the worker's,
+// but when the master declares that worker dead (a stall, a cut) nobody
+// there will end it, and its user would watch a frozen screen: the proxy
+// shuts it down (CloseWorker), the client engine reconnects and finds the
+// instance's new copy. The descriptor must not keep a finished connection
+// open, so one goroutine watches them all (epoll, hang-ups only: no data
+// is ever read here) and closes each as soon as the connection ends, by
+// the client or by the worker (which shuts the socket down before closing:
+// internal/handoff.PrefixedConn).
+type handedSockets struct {
+	log zerolog.Logger
+
+	mu      sync.Mutex
+	ep      int // -1 until the first socket
+	wake    int // eventfd: stops the watcher
+	byFD    map[int]*handedSock
+	stopped bool
+	done    chan struct{}
+}
+
+type handedSock struct {
+	c        net.Conn // the proxy's descriptor of the client's socket
+	workerID string
+}
+
+func newHandedSockets(log zerolog.Logger) *handedSockets {
+	return &handedSockets{log: log, ep: -1, wake: -1, byFD: map[int]*handedSock{}}
+}
+
+// add keeps c (the proxy's descriptor of a socket handed to worker wid);
+// false if it cannot be watched (the caller closes it as before).
+func (h *handedSockets) add(c net.Conn, wid string) bool {
+	tc, ok := c.(*net.TCPConn) // shutdown needs a TCP socket
+	if !ok {
+		return false
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	fd := -1
+	if raw.Control(func(f uintptr) { fd = int(f) }) != nil || fd < 0 {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return false
+	}
+	if h.ep < 0 {
+		if err := h.startLocked(); err != nil {
+			h.log.Warn().Err(err).Msg("cannot watch handed-off websockets")
+			return false
+		}
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd)}
+	if err := unix.EpollCtl(h.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return false
+	}
+	h.byFD[fd] = &handedSock{c: c, workerID: wid}
+	return true
+}
+
+func (h *handedSockets) startLocked() error {
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(ep)
+		return err
+	}
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}); err != nil {
+		unix.Close(ep)
+		unix.Close(wake)
+		return err
+	}
+	h.ep, h.wake, h.done = ep, wake, make(chan struct{})
+	go h.watch(ep, wake, h.done)
+	return nil
+}
+
+// watch closes each watched descriptor whose connection ended, until
+// stopped. It blocks in epoll_wait (one thread for all handed sockets).
+func (h *handedSockets) watch(ep, wake int, done chan struct{}) {
+	defer close(done)
+	evs := make([]unix.EpollEvent, 64)
+	for {
+		n, err := unix.EpollWait(ep, evs, -1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			h.log.Error().Err(err).Msg("handed-off websocket watch stopped")
+			return
+		}
+		for _, ev := range evs[:n] {
+			fd := int(ev.Fd)
+			if fd == wake {
+				return
+			}
+			h.mu.Lock()
+			s, ok := h.byFD[fd]
+			if ok {
+				delete(h.byFD, fd)
+				_ = unix.EpollCtl(ep, unix.EPOLL_CTL_DEL, fd, nil)
+			}
+			h.mu.Unlock()
+			if ok {
+				s.c.Close() // ended: the proxy's descriptor no longer holds it open
+			}
+		}
+	}
+}
+
+// closeWorker shuts down every socket handed to worker wid: its client
+// sees the connection end (the worker's descriptor, if its process still
+// lives, sees it too). The watcher then closes the descriptors.
+func (h *handedSockets) closeWorker(wid string) int {
+	h.mu.Lock()
+	var gone []net.Conn
+	for _, s := range h.byFD {
+		if s.workerID == wid {
+			gone = append(gone, s.c)
+		}
+	}
+	h.mu.Unlock()
+	for _, c := range gone {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.CloseRead()
+			_ = tc.CloseWrite()
+		}
+	}
+	return len(gone)
+}
+
+// stop ends the watcher and lets go of every descriptor, without ending
+// the sockets: they are the workers' (a proxy restart must not cut them).
+func (h *handedSockets) stop() {
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return
+	}
+	h.stopped = true
+	ep, wake, done := h.ep, h.wake, h.done
+	socks := h.byFD
+	h.byFD = map[int]*handedSock{}
+	h.mu.Unlock()
+	if ep < 0 {
+		return
+	}
+	var one [8]byte
+	one[0] = 1 // eventfd counters are host-endian; any non-zero value wakes it
+	_, _ = unix.Write(wake, one[:])
+	<-done
+	unix.Close(ep)
+	unix.Close(wake)
+	for _, s := range socks {
+		s.c.Close()
+	}
+}
+
+// count is how many descriptors are kept (tests).
+func (h *handedSockets) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.byFD)
+}
