@@ -241,4 +241,3 @@ func TestWebSocketHandoffWorkerEnds(t *testing.T) {
 	_ = c2.Close()
 	testutil.Eventually(t, testutil.Scale(10*time.Second), testutil.Cond("the proxy let go after the client left", func() bool { return p.handed.count() == 0 }))
 }
-
