@@ -728,25 +728,48 @@ func (m *WorkerManager) place(ctx context.Context, req wire.PlaceRequest) (p wir
 			m.observePlace(strategy, outcome)
 		}()
 	}
-	p, err = m.placeInstance(ctx, req)
-	if err != nil || req.NoBrowser {
-		return p, err
+	for {
+		p, err = m.placeInstance(ctx, req)
+		if err != nil || req.NoBrowser {
+			return p, err
+		}
+		p.BrowserID, err = m.openBrowser(ctx, p, req)
+		if err == nil || ctx.Err() != nil || !m.movedSince(p.InstanceID, p.WorkerID) {
+			return p, err
+		}
+		// Its worker was declared dead while we asked it (a stall, a cut):
+		// the instance is being placed again; wait for it and ask there,
+		// rather than failing the user's request.
+		m.log.Info().Str("instance", p.InstanceID).Str("worker", p.WorkerID).Msg("placement: the instance's worker went away; waiting for its new home")
 	}
+}
+
+// openBrowser opens req's user's browser in placement p on its worker.
+func (m *WorkerManager) openBrowser(ctx context.Context, p wire.Placement, req wire.PlaceRequest) (string, error) {
 	ref := m.refOf(p.WorkerID)
 	if ref == nil {
-		return wire.Placement{}, wire.Err(wire.CodeNoWorkers, "worker "+p.WorkerID+" is not connected")
+		return "", wire.Err(wire.CodeNoWorkers, "worker "+p.WorkerID+" is not connected")
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	p.BrowserID, err = contract.WorkerAppsClient{R: ref}.OpenBrowserFor(cctx, wire.OpenBrowser{InstanceID: p.InstanceID, User: req.User, ClientIP: req.ClientIP})
+	bid, err := contract.WorkerAppsClient{R: ref}.OpenBrowserFor(cctx, wire.OpenBrowser{InstanceID: p.InstanceID, User: req.User, ClientIP: req.ClientIP})
 	var re *rmi.RemoteError
 	if errors.As(err, &re) && re.Code == wire.CodeQuota {
-		return wire.Placement{}, err // the worker's words are for the user
+		return "", err // the worker's words are for the user
 	}
 	if err != nil {
-		return wire.Placement{}, fmt.Errorf("open browser in %s: %w", p.InstanceID, err)
+		return "", fmt.Errorf("open browser in %s: %w", p.InstanceID, err)
 	}
-	return p, nil
+	return bid, nil
+}
+
+// movedSince: instance iid is no longer simply on worker wid (it is moving,
+// or lives elsewhere now).
+func (m *WorkerManager) movedSince(iid, wid string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in, ok := m.instances[iid]
+	return ok && (in.Worker != wid || in.moving != nil)
 }
 
 // placeInstance finds or creates the instance. Concurrent requests for the

@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// TestStallE2E: the worker hosting the chat room stops (SIGSTOP) for about
+// ten seconds. A new user who opens /chat meanwhile waits and is served the
+// room from its new worker (never a 503); alice's engine, whose socket the
+// stalled worker holds, is closed by the proxy when the master declares
+// the worker dead and reconnects to the room's new copy at the same URL;
+// when the worker resumes, its copy is fenced, not served.
+func TestStallE2E(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("../../apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 2, runtime: "chromium", extra: []string{"--apps", apps}})
+	base := "http://" + c.public
+	users := userBrowsers(t)
+	alice, alicePath := chatUser(t, users, base)
+	iid := instanceOf(t, alicePath)
+	const n = 3
+	for i := 1; i <= n; i++ {
+		typeText(t, alice, fmt.Sprintf("m%d", i))
+		input(t, alice, browser.InputEvent{Type: browser.InputKeyDown, Key: "Enter"}, browser.InputEvent{Type: browser.InputKeyUp, Key: "Enter"})
+		eventually(t, alice, "message acknowledged", "document.title", fmt.Sprintf("Chat (%d): m%d · CloudBrowser", i, i))
+	}
+	want := fmt.Sprintf("Chat (%d): m%d · CloudBrowser", n, n)
+	victim := instanceWorker(c.mustStatus(), iid)
+	pid := c.workers[victim].cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	defer resume()
+
+	// A new user of the room during the stall: served once it moved.
+	hops := newUser(t, base).open("/chat")
+	last := hops[len(hops)-1]
+	m := browserURL.FindStringSubmatch(last.path)
+	if last.status != 200 || m == nil || m[2] != iid {
+		t.Fatalf("/chat during the stall: %+v", hops)
+	}
+	t.Logf("/chat during the stall answered after %v, by %s", time.Since(stopped), last.worker)
+
+	var moved string
+	c.waitFor("the room placed on the other worker", 60*time.Second, func(st *wire.ClusterStatus) bool {
+		moved = instanceWorker(st, iid)
+		return moved != "" && moved != victim
+	})
+	decided := time.Now()
+	eventually(t, alice, "alice's engine served by the new worker", "document.body.dataset.worker", moved)
+	eventually(t, alice, "the room restored", "document.title", want)
+	eventually(t, alice, "engine live again", "document.body.dataset.status", "live")
+	t.Logf("SIGSTOP → room moved after %v; alice live on the new copy %v after that", decided.Sub(stopped), time.Since(decided))
+	if got := strings.TrimPrefix(alice.Page().URL, base); got != alicePath {
+		t.Fatalf("alice's engine left its Browser URL: %s, want %s", got, alicePath)
+	}
+	if d := time.Until(stopped.Add(10 * time.Second)); d > 0 {
+		time.Sleep(d) // the stall lasts ten seconds in all
+	}
+	resume()
+	c.waitFor("the resumed worker back, the room where it moved", 60*time.Second, func(st *wire.ClusterStatus) bool {
+		return hasWorker(st, victim) && connected(st) == 2 && instanceWorker(st, iid) == moved
+	})
+	eventually(t, alice, "alice still on the new copy", "document.body.dataset.worker", moved)
+}
