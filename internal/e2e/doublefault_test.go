@@ -54,7 +54,7 @@ func TestDoubleFaultE2E(t *testing.T) {
 	if got := strings.TrimPrefix(alice.Page().URL, base); got != alicePath {
 		t.Fatalf("alice's engine left its Browser URL: %s, want %s", got, alicePath)
 	}
-	t.Logf("worker and master kill -9 → alice live again with %d messages: %v", n, time.Since(killed))
+	t.Logf("fault-to-live double-fault: %v (worker and master kill -9, alice live again with %d messages)", time.Since(killed), n)
 	bob, bobPath := chatUser(t, users, base)
 	if got := instanceOf(t, bobPath); got != iid {
 		t.Fatalf("a returning user got room %s, want %s", got, iid)
@@ -109,7 +109,7 @@ func TestQuickRestartE2E(t *testing.T) {
 	})
 	eventually(t, alice, "the room restored", "document.title", want)
 	eventually(t, alice, "engine live again", "document.body.dataset.status", "live")
-	t.Logf("kill -9 and restart under the same id → alice live again: %v", time.Since(killed))
+	t.Logf("fault-to-live quick-restart: %v (kill -9 and restart under the same id)", time.Since(killed))
 	if got := storedMessages(t, c, iid); len(got) != n {
 		t.Fatalf("stored %d messages, want %d", len(got), n)
 	}

@@ -76,6 +76,7 @@ func TestFailover(t *testing.T) {
 	}
 	back := time.Since(killed)
 	t.Logf("kill -9 → both client engines live again with %d messages: %v", n, back)
+	t.Logf("fault-to-live kill-9: %v", back)
 	if got := storedMessages(t, c, iid); len(got) != n {
 		t.Fatalf("stored %d messages, want %d", len(got), n)
 	}

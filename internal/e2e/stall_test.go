@@ -69,7 +69,7 @@ func TestStallE2E(t *testing.T) {
 	eventually(t, alice, "alice's engine served by the new worker", "document.body.dataset.worker", moved)
 	eventually(t, alice, "the room restored", "document.title", want)
 	eventually(t, alice, "engine live again", "document.body.dataset.status", "live")
-	t.Logf("SIGSTOP → room moved after %v; alice live on the new copy %v after that", decided.Sub(stopped), time.Since(decided))
+	t.Logf("fault-to-live stall: %v (SIGSTOP; the room moved after %v, alice live on the new copy %v after that)", time.Since(stopped), decided.Sub(stopped), time.Since(decided))
 	if got := strings.TrimPrefix(alice.Page().URL, base); got != alicePath {
 		t.Fatalf("alice's engine left its Browser URL: %s, want %s", got, alicePath)
 	}
