@@ -69,6 +69,8 @@ end users' requests to its --listen address.`,
 				Usage: "Chromium --renderer-process-limit (0 = Chromium's default); see docs/chromium.md"},
 			&cli.StringSliceFlag{Name: "egress-allow", Sources: cli.EnvVars("CB_EGRESS_ALLOW"),
 				Usage: "destination the virtual browsers may reach although the egress guard refuses it by default (repeatable): an address, prefix or host name with an optional port, e.g. 10.0.0.0/8 or intranet.example:443; the cluster's own ports stay refused"},
+			&cli.BoolFlag{Name: "no-handoff", Sources: cli.EnvVars("CB_NO_HANDOFF"),
+				Usage: "take no WebSockets handed over by proxies on this host (they relay them instead): for a worker in its own network namespace or container that shares the file system with a proxy"},
 			&cli.StringSliceFlag{Name: "chromium-flag", Sources: cli.EnvVars("CB_CHROMIUM_FLAGS"),
 				Usage: "extra Chromium command-line flag (repeatable), e.g. --chromium-flag=--js-flags=--max-old-space-size=64"},
 		}, memberFlags()...),
@@ -96,6 +98,7 @@ end users' requests to its --listen address.`,
 					MinScale: cmd.Float("frame-scale-min"), Sharpen: cmd.Duration("frame-sharpen")},
 				JobSlots:  int(cmd.Int("job-slots")),
 				SocketURL: cmd.String("socket-url"),
+				NoHandoff: cmd.Bool("no-handoff"),
 			})
 			if err != nil {
 				rt.Close()

@@ -239,12 +239,20 @@ func (c *cluster) startWorker(id string) *proc {
 // start runs the binary with args, logging to a file shown on failure.
 func (c *cluster) start(name string, args ...string) *proc {
 	c.t.Helper()
+	return c.startVia(nil, name, args...)
+}
+
+// startVia runs the binary through a wrapper command (such as ip netns
+// exec NS), which must exec it.
+func (c *cluster) startVia(wrap []string, name string, args ...string) *proc {
+	c.t.Helper()
 	base := filepath.Join(c.dir, fmt.Sprintf("%s-%d", name, time.Now().UnixNano()))
 	lf, err := os.Create(base + ".log")
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := exec.Command(binary, append([]string{"--log-level", "debug", "--ready-file", base + ".ready"}, args...)...)
+	argv := append(append(append([]string(nil), wrap...), binary, "--log-level", "debug", "--ready-file", base+".ready"), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", name, err)
