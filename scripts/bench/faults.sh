@@ -8,6 +8,7 @@
 #   stall          TestStallE2E        SIGSTOP of the room's worker (10 s)
 #   quick-restart  TestQuickRestartE2E kill -9 and restart under the same id at once
 #   double-fault   TestDoubleFaultE2E  kill -9 of the room's worker and of the master, master restarted
+#   partition      TestPartitionE2E    the room's worker, in a network namespace, cut off for 10 s (root)
 #
 # kill-9 is the baseline: the others are also given as its multiple.
 #
@@ -19,7 +20,7 @@ RUNS=${RUNS:-3}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 CI=${CI:-true} go test ./internal/e2e -count "$RUNS" -v -timeout 60m \
-	-run '^(TestFailover|TestStallE2E|TestQuickRestartE2E|TestDoubleFaultE2E)$' 2>&1 | grep 'fault-to-live' >"$log" || true
+	-run '^(TestFailover|TestStallE2E|TestQuickRestartE2E|TestDoubleFaultE2E|TestPartitionE2E)$' 2>&1 | grep 'fault-to-live' >"$log" || true
 grep -E 'fault-to-live' "$log" | sed -E 's/.*fault-to-live ([a-z0-9-]+): ([0-9.]+)(ms|s).*/\1 \2 \3/' |
 	awk '{ v = ($3 == "ms") ? $2 / 1000 : $2; print $1, v }' | sort -k1,1 -k2,2n | awk '
   { k = $1; n[k]++; v[k, n[k]] = $2 }
