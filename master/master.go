@@ -569,7 +569,8 @@ func (m *Master) startProxies(ctx context.Context) error {
 			Logger: m.log.With().Str("proxy", "embedded").Logger(),
 			HopKey: func() []byte { return m.hopKey }, PortKey: func() []byte { return m.portKey },
 		})
-		m.proxies.local.Store(m.embedded)
+		var closer socketCloser = m.embedded
+		m.proxies.local.Store(&closer)
 		m.public = &http.Server{Handler: m.embedded, ReadHeaderTimeout: 10 * time.Second}
 		m.serve(func() error { return m.embedded.Serve(m.public, ln) }, "public")
 		return nil

@@ -11,7 +11,6 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
@@ -27,8 +26,11 @@ type proxySet struct {
 
 	// local is the proxy embedded in the master (nil: none), told in
 	// process.
-	local atomic.Pointer[proxy.Proxy]
+	local atomic.Pointer[socketCloser]
 }
+
+// socketCloser ends the WebSockets a proxy holds to a dead worker.
+type socketCloser interface{ CloseWorker(workerID string) int }
 
 // proxySet passes each invalidation on to every subscribed proxy.
 var _ contract.Proxy = (*proxySet)(nil)
@@ -42,7 +44,7 @@ func (p *proxySet) Invalidate(_ context.Context, iids []string) error {
 // InvalidateWorker drops the routes to worker id in every proxy.
 func (p *proxySet) InvalidateWorker(_ context.Context, id string) error {
 	if l := p.local.Load(); l != nil {
-		l.CloseWorker(id)
+		(*l).CloseWorker(id)
 	}
 	p.notify("InvalidateWorker", func(ctx context.Context, c contract.ProxyClient) error { return c.InvalidateWorker(ctx, id) })
 	return nil
