@@ -220,6 +220,7 @@ func (m *WorkerManager) orphanUnconfirmed(why string) {
 func (m *WorkerManager) orphanUnconfirmedOf(wid, why string) {
 	m.mu.Lock()
 	n := 0
+	gone := map[string]bool{} // their workers that never came back
 	for _, in := range m.instances {
 		if !in.unconfirmed || (wid != "" && in.Worker != wid) {
 			continue
@@ -227,10 +228,20 @@ func (m *WorkerManager) orphanUnconfirmedOf(wid, why string) {
 		in.unconfirmed = false
 		m.orphanLocked(in)
 		n++
+		if _, back := m.workers[in.Worker]; !back {
+			gone[in.Worker] = true
+		}
 	}
 	m.mu.Unlock()
 	if n > 0 {
 		m.log.Warn().Int("instances", n).Str("worker", wid).Str("reason", why).Msg("instances placed again from the stored table")
 		m.kickMoves()
+	}
+	// As for a worker declared dead: proxies that outlived the master drop
+	// its routes and end the sockets they still hold to it.
+	for w := range gone {
+		if m.proxies != nil {
+			_ = m.proxies.InvalidateWorker(context.Background(), w)
+		}
 	}
 }

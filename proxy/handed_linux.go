@@ -18,7 +18,10 @@ import (
 // open, so one goroutine watches them all (epoll, hang-ups only: no data
 // is ever read here) and closes each as soon as the connection ends, by
 // the client or by the worker (which shuts the socket down before closing:
-// internal/handoff.PrefixedConn).
+// internal/handoff.PrefixedConn). The worker process is watched too (a
+// pidfd in the same epoll set): when it ends (kill -9, a crash), its
+// kernel-closed descriptors would leave the sockets open on the proxy's,
+// so the proxy shuts them down itself, master or no master.
 type handedSockets struct {
 	log zerolog.Logger
 
@@ -26,6 +29,8 @@ type handedSockets struct {
 	ep      int // -1 until the first socket
 	wake    int // eventfd: stops the watcher
 	byFD    map[int]*handedSock
+	procs   map[int]*workerProc // by pidfd
+	byPID   map[int]*workerProc
 	stopped bool
 	done    chan struct{}
 }
@@ -33,15 +38,23 @@ type handedSockets struct {
 type handedSock struct {
 	c        net.Conn // the proxy's descriptor of the client's socket
 	workerID string
+	pid      int // the worker process that took it (0: unknown)
+}
+
+// workerProc is a worker process watched through its pidfd.
+type workerProc struct {
+	pid, pidfd int
+	socks      int // handed sockets that name it
 }
 
 func newHandedSockets(log zerolog.Logger) *handedSockets {
-	return &handedSockets{log: log, ep: -1, wake: -1, byFD: map[int]*handedSock{}}
+	return &handedSockets{log: log, ep: -1, wake: -1, byFD: map[int]*handedSock{},
+		procs: map[int]*workerProc{}, byPID: map[int]*workerProc{}}
 }
 
 // add keeps c (the proxy's descriptor of a socket handed to worker wid);
 // false if it cannot be watched (the caller closes it as before).
-func (h *handedSockets) add(c net.Conn, wid string) bool {
+func (h *handedSockets) add(c net.Conn, wid string, pid int) bool {
 	tc, ok := c.(*net.TCPConn) // shutdown needs a TCP socket
 	if !ok {
 		return false
@@ -69,8 +82,47 @@ func (h *handedSockets) add(c net.Conn, wid string) bool {
 	if err := unix.EpollCtl(h.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		return false
 	}
-	h.byFD[fd] = &handedSock{c: c, workerID: wid}
+	h.byFD[fd] = &handedSock{c: c, workerID: wid, pid: pid}
+	h.watchProcLocked(pid)
 	return true
+}
+
+// watchProcLocked counts one more socket of worker process pid, watching
+// the process from its first.
+func (h *handedSockets) watchProcLocked(pid int) {
+	if pid <= 0 {
+		return
+	}
+	if wp := h.byPID[pid]; wp != nil {
+		wp.socks++
+		return
+	}
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return // gone already, or no pidfd here: the master's verdict still ends them
+	}
+	if err := unix.EpollCtl(h.ep, unix.EPOLL_CTL_ADD, pidfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(pidfd)}); err != nil {
+		unix.Close(pidfd)
+		return
+	}
+	wp := &workerProc{pid: pid, pidfd: pidfd, socks: 1}
+	h.procs[pidfd], h.byPID[pid] = wp, wp
+}
+
+// unwatchProcLocked counts one socket of pid less, and stops watching the
+// process with its last (or at once: gone).
+func (h *handedSockets) unwatchProcLocked(pid int, gone bool) {
+	wp := h.byPID[pid]
+	if wp == nil {
+		return
+	}
+	if wp.socks--; wp.socks > 0 && !gone {
+		return
+	}
+	_ = unix.EpollCtl(h.ep, unix.EPOLL_CTL_DEL, wp.pidfd, nil)
+	unix.Close(wp.pidfd)
+	delete(h.procs, wp.pidfd)
+	delete(h.byPID, pid)
 }
 
 func (h *handedSockets) startLocked() error {
@@ -113,10 +165,21 @@ func (h *handedSockets) watch(ep, wake int, done chan struct{}) {
 				return
 			}
 			h.mu.Lock()
+			if wp, ok := h.procs[fd]; ok {
+				// The worker process ended: end its sockets (their hang-ups
+				// then close the descriptors).
+				gone := h.socksLocked(func(s *handedSock) bool { return s.pid == wp.pid })
+				h.unwatchProcLocked(wp.pid, true)
+				h.mu.Unlock()
+				shutdown(gone)
+				h.log.Info().Int("worker_pid", wp.pid).Int("websockets", len(gone)).Msg("worker process ended: its handed websockets closed")
+				continue
+			}
 			s, ok := h.byFD[fd]
 			if ok {
 				delete(h.byFD, fd)
 				_ = unix.EpollCtl(ep, unix.EPOLL_CTL_DEL, fd, nil)
+				h.unwatchProcLocked(s.pid, false)
 			}
 			h.mu.Unlock()
 			if ok {
@@ -131,20 +194,31 @@ func (h *handedSockets) watch(ep, wake int, done chan struct{}) {
 // lives, sees it too). The watcher then closes the descriptors.
 func (h *handedSockets) closeWorker(wid string) int {
 	h.mu.Lock()
-	var gone []net.Conn
+	gone := h.socksLocked(func(s *handedSock) bool { return s.workerID == wid })
+	h.mu.Unlock()
+	shutdown(gone)
+	return len(gone)
+}
+
+// socksLocked lists the kept descriptors of the sockets match picks.
+func (h *handedSockets) socksLocked(match func(*handedSock) bool) []net.Conn {
+	var out []net.Conn
 	for _, s := range h.byFD {
-		if s.workerID == wid {
-			gone = append(gone, s.c)
+		if match(s) {
+			out = append(out, s.c)
 		}
 	}
-	h.mu.Unlock()
-	for _, c := range gone {
+	return out
+}
+
+// shutdown ends each socket for both of its holders.
+func shutdown(socks []net.Conn) {
+	for _, c := range socks {
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.CloseRead()
 			_ = tc.CloseWrite()
 		}
 	}
-	return len(gone)
 }
 
 // stop ends the watcher and lets go of every descriptor, without ending
@@ -159,6 +233,10 @@ func (h *handedSockets) stop() {
 	ep, wake, done := h.ep, h.wake, h.done
 	socks := h.byFD
 	h.byFD = map[int]*handedSock{}
+	for _, wp := range h.procs {
+		unix.Close(wp.pidfd)
+	}
+	h.procs, h.byPID = map[int]*workerProc{}, map[int]*workerProc{}
 	h.mu.Unlock()
 	if ep < 0 {
 		return

@@ -53,12 +53,13 @@ func (p *Proxy) handOff(w http.ResponseWriter, r *http.Request, id string, route
 	// Only the socket itself can go (not a connection with bytes of the
 	// edge's still to read in front of it).
 	if sc, ok := unwrapConn(cc).(syscall.Conn); ok && head.Len() <= handoff.MaxPayload {
-		err = handoff.Send(r.Context(), route.Handoff, sc, head.Bytes())
+		var pid int
+		pid, err = handoff.SendToPID(r.Context(), route.Handoff, sc, head.Bytes())
 		if err == nil {
 			// The socket is the worker's now. The proxy keeps its own
 			// descriptor only to end the socket if the master declares
 			// that worker dead (CloseWorker).
-			if !p.handed.add(unwrapConn(cc), route.WorkerID) {
+			if !p.handed.add(unwrapConn(cc), route.WorkerID, pid) {
 				cc.Close()
 			}
 			p.st.wsHandedOff.Add(1)

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -240,4 +242,53 @@ func TestWebSocketHandoffWorkerEnds(t *testing.T) {
 	c2 := handedOff(t, p, wsURL(srv.URL, wsPath), 2)
 	_ = c2.Close()
 	testutil.Eventually(t, testutil.Scale(10*time.Second), testutil.Cond("the proxy let go after the client left", func() bool { return p.handed.count() == 0 }))
+}
+
+// TestHandoffWorkerProcess is not a test: run by
+// TestWebSocketHandoffWorkerDies as a separate worker process, it serves a
+// WebSocket echo on the handoff socket named by CB_TEST_HANDOFF_SOCKET
+// until killed.
+func TestHandoffWorkerProcess(t *testing.T) {
+	path := os.Getenv("CB_TEST_HANDOFF_SOCKET")
+	if path == "" {
+		t.Skip("a helper process, run by TestWebSocketHandoffWorkerDies")
+	}
+	l, err := handoff.Listen(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = (&http.Server{Handler: newWSEcho()}).Serve(l)
+}
+
+// TestWebSocketHandoffWorkerDies: a socket handed to a worker process that
+// is then killed (kill -9) is ended by the proxy at once, with no word
+// from the master: the proxy's own descriptor does not keep its client on
+// a dead connection.
+func TestWebSocketHandoffWorkerDies(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "w.sock")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHandoffWorkerProcess$")
+	cmd.Env = append(os.Environ(), "CB_TEST_HANDOFF_SOCKET="+sock)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	testutil.Eventually(t, testutil.Scale(20*time.Second), func() error {
+		_, err := os.Stat(sock)
+		return err
+	})
+	key := make([]byte, hop.KeyLen)
+	route := Route{WorkerID: testWorker, Addr: "127.0.0.1:1", Handoff: sock, Host: handoff.HostID()}
+	p, srv := startProxy(t, Config{Router: &fakeRouter{route: route}, HopKey: func() []byte { return key }})
+	c := handedOff(t, p, wsURL(srv.URL, wsPath), 1)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	_ = c.SetReadDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
+	if _, _, err := c.ReadMessage(); err == nil || isTimeout(err) {
+		t.Fatalf("client of the killed worker: %v, want the connection closed", err)
+	}
+	testutil.Eventually(t, testutil.Scale(10*time.Second), testutil.Cond("the proxy let go of the descriptor", func() bool { return p.handed.count() == 0 }))
 }

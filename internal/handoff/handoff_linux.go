@@ -245,19 +245,27 @@ func rights(oob []byte) ([]int, error) {
 // and the caller should close its own copy (which leaves the socket open);
 // on an error nothing was written to c, which the caller still owns.
 func Send(ctx context.Context, path string, c syscall.Conn, payload []byte) error {
+	_, err := SendToPID(ctx, path, c, payload)
+	return err
+}
+
+// SendToPID is Send that also tells which process took the socket (from
+// the handoff connection's peer credentials), so that the caller can
+// notice that process's end.
+func SendToPID(ctx context.Context, path string, c syscall.Conn, payload []byte) (pid int, err error) {
 	if len(payload) > MaxPayload {
-		return fmt.Errorf("handoff: payload of %d bytes, at most %d", len(payload), MaxPayload)
+		return 0, fmt.Errorf("handoff: payload of %d bytes, at most %d", len(payload), MaxPayload)
 	}
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return ErrNotSocket
+		return 0, ErrNotSocket
 	}
 	var d net.Dialer
 	dctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	conn, err := d.DialContext(dctx, "unix", path)
 	if err != nil {
-		return fmt.Errorf("handoff: dial %s: %w", path, err)
+		return 0, fmt.Errorf("handoff: dial %s: %w", path, err)
 	}
 	uc := conn.(*net.UnixConn)
 	defer uc.Close()
@@ -271,23 +279,30 @@ func Send(ctx context.Context, path string, c syscall.Conn, payload []byte) erro
 	if err := rc.Control(func(fd uintptr) {
 		_, _, werr = uc.WriteMsgUnix(hdr[:], unix.UnixRights(int(fd)), nil)
 	}); err != nil {
-		return ErrNotSocket
+		return 0, ErrNotSocket
 	}
 	if werr != nil {
-		return fmt.Errorf("handoff: send: %w", werr)
+		return 0, fmt.Errorf("handoff: send: %w", werr)
 	}
 	// Nothing to write for no payload: the worker may have acknowledged and
 	// closed already, and even an empty write would then fail (EPIPE).
 	if len(payload) > 0 {
 		if _, err := uc.Write(payload); err != nil {
-			return fmt.Errorf("handoff: send: %w", err)
+			return 0, fmt.Errorf("handoff: send: %w", err)
 		}
 	}
 	var ack [1]byte
 	if _, err := io.ReadFull(uc, ack[:]); err != nil || ack[0] != 'k' {
-		return fmt.Errorf("%w: %v", ErrRefused, err)
+		return 0, fmt.Errorf("%w: %v", ErrRefused, err)
 	}
-	return nil
+	if urc, err := uc.SyscallConn(); err == nil {
+		_ = urc.Control(func(fd uintptr) {
+			if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+				pid = int(cred.Pid)
+			}
+		})
+	}
+	return pid, nil
 }
 
 // HostID names this host and mount namespace: two processes with the same

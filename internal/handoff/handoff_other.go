@@ -29,6 +29,8 @@ func Listen(string, func(error)) (*Listener, error) {
 
 func Send(context.Context, string, syscall.Conn, []byte) error { return ErrNotSocket }
 
+func SendToPID(context.Context, string, syscall.Conn, []byte) (int, error) { return 0, ErrNotSocket }
+
 func HostID() string { return "" }
 
 func PrivateDir(string) error { return errors.New("handoff: not supported on this system") }
