@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"fmt"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
 // TestDoubleFaultE2E: kill -9 of the worker hosting the chat room and of
@@ -30,12 +27,7 @@ func TestDoubleFaultE2E(t *testing.T) {
 	alice, alicePath := chatUser(t, users, base)
 	iid := instanceOf(t, alicePath)
 	const n = 12
-	for i := 1; i <= n; i++ {
-		typeText(t, alice, fmt.Sprintf("m%d", i))
-		input(t, alice, browser.InputEvent{Type: browser.InputKeyDown, Key: "Enter"}, browser.InputEvent{Type: browser.InputKeyUp, Key: "Enter"})
-		eventually(t, alice, "message acknowledged", "document.title", fmt.Sprintf("Chat (%d): m%d · CloudBrowser", i, i))
-	}
-	want := fmt.Sprintf("Chat (%d): m%d · CloudBrowser", n, n)
+	want := sendChat(t, alice, n)
 
 	victim := instanceWorker(c.mustStatus(), iid)
 	c.workers[victim].kill()
@@ -43,17 +35,7 @@ func TestDoubleFaultE2E(t *testing.T) {
 	killed := time.Now()
 	c.startMaster(opts)
 
-	var moved string
-	c.waitFor("the room placed again on the live worker", 60*time.Second, func(st *wire.ClusterStatus) bool {
-		moved = instanceWorker(st, iid)
-		return moved != "" && moved != victim
-	})
-	eventually(t, alice, "alice's engine served by the new worker", "document.body.dataset.worker", moved)
-	eventually(t, alice, "the room restored", "document.title", want)
-	eventually(t, alice, "engine live again", "document.body.dataset.status", "live")
-	if got := strings.TrimPrefix(alice.Page().URL, base); got != alicePath {
-		t.Fatalf("alice's engine left its Browser URL: %s, want %s", got, alicePath)
-	}
+	liveOn(t, alice, base, alicePath, c.movedOff(iid, victim), want)
 	t.Logf("fault-to-live double-fault: %v (worker and master kill -9, alice live again with %d messages)", time.Since(killed), n)
 	bob, bobPath := chatUser(t, users, base)
 	if got := instanceOf(t, bobPath); got != iid {
@@ -82,12 +64,7 @@ func TestQuickRestartE2E(t *testing.T) {
 	alice, alicePath := chatUser(t, users, base)
 	iid := instanceOf(t, alicePath)
 	const n = 5
-	for i := 1; i <= n; i++ {
-		typeText(t, alice, fmt.Sprintf("m%d", i))
-		input(t, alice, browser.InputEvent{Type: browser.InputKeyDown, Key: "Enter"}, browser.InputEvent{Type: browser.InputKeyUp, Key: "Enter"})
-		eventually(t, alice, "message acknowledged", "document.title", fmt.Sprintf("Chat (%d): m%d · CloudBrowser", i, i))
-	}
-	want := fmt.Sprintf("Chat (%d): m%d · CloudBrowser", n, n)
+	want := sendChat(t, alice, n)
 	victim := instanceWorker(c.mustStatus(), iid)
 	old := c.mustStatus()
 	var epoch uint64

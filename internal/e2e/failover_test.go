@@ -25,6 +25,42 @@ func chatUser(t *testing.T, users *chromium.Runtime, base string) (browser.Brows
 	return b, strings.TrimPrefix(b.Page().URL, base)
 }
 
+// sendChat sends messages m1..mn from b's chat room, each acknowledged,
+// and returns the title that shows them all.
+func sendChat(t *testing.T, b browser.Browser, n int) string {
+	t.Helper()
+	for i := 1; i <= n; i++ {
+		typeText(t, b, fmt.Sprintf("m%d", i))
+		input(t, b, browser.InputEvent{Type: browser.InputKeyDown, Key: "Enter"}, browser.InputEvent{Type: browser.InputKeyUp, Key: "Enter"})
+		eventually(t, b, "message acknowledged", "document.title", fmt.Sprintf("Chat (%d): m%d · CloudBrowser", i, i))
+	}
+	return fmt.Sprintf("Chat (%d): m%d · CloudBrowser", n, n)
+}
+
+// liveOn waits until the client engine b is served by worker, shows
+// title and is live, at its Browser URL path still.
+func liveOn(t *testing.T, b browser.Browser, base, path, worker, title string) {
+	t.Helper()
+	eventually(t, b, "the engine served by "+worker, "document.body.dataset.worker", worker)
+	eventually(t, b, "the room restored", "document.title", title)
+	eventually(t, b, "engine live again", "document.body.dataset.status", "live")
+	if got := strings.TrimPrefix(b.Page().URL, base); got != path {
+		t.Fatalf("the engine left its Browser URL: %s, want %s", got, path)
+	}
+}
+
+// movedOff waits until instance iid is on a worker other than from, and
+// returns it.
+func (c *cluster) movedOff(iid, from string) string {
+	c.t.Helper()
+	var moved string
+	c.waitFor("the instance placed on another worker", 60*time.Second, func(st *wire.ClusterStatus) bool {
+		moved = instanceWorker(st, iid)
+		return moved != "" && moved != from
+	})
+	return moved
+}
+
 // TestFailover: two users in the chat sample, 50 messages; kill -9 of the
 // worker hosting the room. Both users' client engines are live again on
 // the other worker, at the same Browser URLs, with all 50 messages.
@@ -44,12 +80,7 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("two rooms: %s %s", alicePath, bobPath)
 	}
 	const n = 50
-	for i := 1; i <= n; i++ {
-		typeText(t, alice, fmt.Sprintf("m%d", i))
-		input(t, alice, browser.InputEvent{Type: browser.InputKeyDown, Key: "Enter"}, browser.InputEvent{Type: browser.InputKeyUp, Key: "Enter"})
-		eventually(t, alice, "message acknowledged", "document.title", fmt.Sprintf("Chat (%d): m%d · CloudBrowser", i, i))
-	}
-	want := fmt.Sprintf("Chat (%d): m%d · CloudBrowser", n, n)
+	want := sendChat(t, alice, n)
 	eventually(t, bob, "bob sees every message", "document.title", want)
 
 	victim := instanceWorker(c.mustStatus(), iid)
@@ -58,22 +89,9 @@ func TestFailover(t *testing.T) {
 	// Right after the kill the engines still show the room as it was
 	// (title, "live"): wait for the room to be placed elsewhere, then for
 	// each engine to be served by that worker.
-	var moved string
-	c.waitFor("the room placed on another worker", 60*time.Second, func(st *wire.ClusterStatus) bool {
-		moved = instanceWorker(st, iid)
-		return moved != "" && moved != victim
-	})
-	for _, u := range []struct {
-		b    browser.Browser
-		path string
-	}{{alice, alicePath}, {bob, bobPath}} {
-		eventually(t, u.b, "the engine served by the new worker", "document.body.dataset.worker", moved)
-		eventually(t, u.b, "the room restored", "document.title", want)
-		eventually(t, u.b, "engine live again", "document.body.dataset.status", "live")
-		if got := strings.TrimPrefix(u.b.Page().URL, base); got != u.path {
-			t.Fatalf("the engine left its Browser URL: %s, want %s", got, u.path)
-		}
-	}
+	moved := c.movedOff(iid, victim)
+	liveOn(t, alice, base, alicePath, moved, want)
+	liveOn(t, bob, base, bobPath, moved, want)
 	back := time.Since(killed)
 	t.Logf("kill -9 → both client engines live again with %d messages: %v", n, back)
 	t.Logf("fault-to-live kill-9: %v", back)

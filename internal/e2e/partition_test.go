@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
 // netnsHost is a second "host": a network namespace joined to this one by
@@ -101,13 +100,7 @@ func TestPartitionE2E(t *testing.T) {
 	}
 	c.startWorker("w-e2enear")
 	c.waitFor("the near worker registered", 60*time.Second, func(st *wire.ClusterStatus) bool { return connected(st) == 2 })
-	const n = 3
-	for i := 1; i <= n; i++ {
-		typeText(t, alice, fmt.Sprintf("m%d", i))
-		input(t, alice, browser.InputEvent{Type: browser.InputKeyDown, Key: "Enter"}, browser.InputEvent{Type: browser.InputKeyUp, Key: "Enter"})
-		eventually(t, alice, "message acknowledged", "document.title", fmt.Sprintf("Chat (%d): m%d · CloudBrowser", i, i))
-	}
-	want := fmt.Sprintf("Chat (%d): m%d · CloudBrowser", n, n)
+	want := sendChat(t, alice, 3)
 
 	h.cut(t)
 	cut := time.Now()
@@ -122,17 +115,12 @@ func TestPartitionE2E(t *testing.T) {
 	if m := browserURL.FindStringSubmatch(last.path); last.status != 200 || m == nil || m[2] != iid {
 		t.Fatalf("/chat during the partition: %+v", hops)
 	}
-	c.waitFor("the room placed on the near worker", 60*time.Second, func(st *wire.ClusterStatus) bool {
-		return instanceWorker(st, iid) == "w-e2enear"
-	})
-	decided := time.Now()
-	eventually(t, alice, "alice's engine served by the near worker", "document.body.dataset.worker", "w-e2enear")
-	eventually(t, alice, "the room restored", "document.title", want)
-	eventually(t, alice, "engine live again", "document.body.dataset.status", "live")
-	t.Logf("fault-to-live partition: %v (the room moved after %v, alice live on the new copy %v after that)", time.Since(cut), decided.Sub(cut), time.Since(decided))
-	if got := strings.TrimPrefix(alice.Page().URL, base); got != alicePath {
-		t.Fatalf("alice's engine left its Browser URL: %s, want %s", got, alicePath)
+	if moved := c.movedOff(iid, far); moved != "w-e2enear" {
+		t.Fatalf("the room moved to %s", moved)
 	}
+	decided := time.Now()
+	liveOn(t, alice, base, alicePath, "w-e2enear", want)
+	t.Logf("fault-to-live partition: %v (the room moved after %v, alice live on the new copy %v after that)", time.Since(cut), decided.Sub(cut), time.Since(decided))
 	if d := time.Until(cut.Add(10 * time.Second)); d > 0 {
 		time.Sleep(d) // the cut lasts ten seconds in all
 	}

@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"fmt"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
 // TestStallE2E: the worker hosting the chat room stops (SIGSTOP) for about
@@ -29,13 +26,7 @@ func TestStallE2E(t *testing.T) {
 	users := userBrowsers(t)
 	alice, alicePath := chatUser(t, users, base)
 	iid := instanceOf(t, alicePath)
-	const n = 3
-	for i := 1; i <= n; i++ {
-		typeText(t, alice, fmt.Sprintf("m%d", i))
-		input(t, alice, browser.InputEvent{Type: browser.InputKeyDown, Key: "Enter"}, browser.InputEvent{Type: browser.InputKeyUp, Key: "Enter"})
-		eventually(t, alice, "message acknowledged", "document.title", fmt.Sprintf("Chat (%d): m%d · CloudBrowser", i, i))
-	}
-	want := fmt.Sprintf("Chat (%d): m%d · CloudBrowser", n, n)
+	want := sendChat(t, alice, 3)
 	victim := instanceWorker(c.mustStatus(), iid)
 	pid := c.workers[victim].cmd.Process.Pid
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
@@ -60,19 +51,10 @@ func TestStallE2E(t *testing.T) {
 	}
 	t.Logf("/chat during the stall answered after %v, by %s", time.Since(stopped), last.worker)
 
-	var moved string
-	c.waitFor("the room placed on the other worker", 60*time.Second, func(st *wire.ClusterStatus) bool {
-		moved = instanceWorker(st, iid)
-		return moved != "" && moved != victim
-	})
+	moved := c.movedOff(iid, victim)
 	decided := time.Now()
-	eventually(t, alice, "alice's engine served by the new worker", "document.body.dataset.worker", moved)
-	eventually(t, alice, "the room restored", "document.title", want)
-	eventually(t, alice, "engine live again", "document.body.dataset.status", "live")
+	liveOn(t, alice, base, alicePath, moved, want)
 	t.Logf("fault-to-live stall: %v (SIGSTOP; the room moved after %v, alice live on the new copy %v after that)", time.Since(stopped), decided.Sub(stopped), time.Since(decided))
-	if got := strings.TrimPrefix(alice.Page().URL, base); got != alicePath {
-		t.Fatalf("alice's engine left its Browser URL: %s, want %s", got, alicePath)
-	}
 	if d := time.Until(stopped.Add(10 * time.Second)); d > 0 {
 		time.Sleep(d) // the stall lasts ten seconds in all
 	}

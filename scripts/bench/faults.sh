@@ -18,19 +18,26 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${RUNS:-3}
 log=$(mktemp)
+full=${FULL_LOG:-$(mktemp)}
 trap 'rm -f "$log"' EXIT
 CI=${CI:-true} go test ./internal/e2e -count "$RUNS" -v -timeout 60m \
-	-run '^(TestFailover|TestStallE2E|TestQuickRestartE2E|TestDoubleFaultE2E|TestPartitionE2E)$' 2>&1 | grep 'fault-to-live' >"$log" || true
+	-run '^(TestFailover|TestStallE2E|TestQuickRestartE2E|TestDoubleFaultE2E|TestPartitionE2E)$' >"$full" 2>&1 || true
+grep 'fault-to-live' "$full" >"$log" || true
+if grep -E '^--- FAIL' "$full"; then echo "(failed runs: the whole log is in $full)"; fi
 grep -E 'fault-to-live' "$log" | sed -E 's/.*fault-to-live ([a-z0-9-]+): ([0-9.]+)(ms|s).*/\1 \2 \3/' |
 	awk '{ v = ($3 == "ms") ? $2 / 1000 : $2; print $1, v }' | sort -k1,1 -k2,2n | awk '
   { k = $1; n[k]++; v[k, n[k]] = $2 }
   END {
-    if (length(n) == 0) { print "no runs"; exit 1 }
+    any = 0
+    for (k in n) any = 1
+    if (!any) { print "no runs"; exit 1 }
     base = 0
     if ("kill-9" in n) { c = n["kill-9"]; base = (c % 2) ? v["kill-9", (c + 1) / 2] : (v["kill-9", c / 2] + v["kill-9", c / 2 + 1]) / 2 }
     printf "%-14s %5s %8s %8s %8s  %s\n", "fault", "runs", "min s", "p50 s", "max s", "p50 / kill-9"
     for (k in n) {
       c = n[k]; p50 = (c % 2) ? v[k, (c + 1) / 2] : (v[k, c / 2] + v[k, c / 2 + 1]) / 2
-      printf "%-14s %5d %8.2f %8.2f %8.2f  %s\n", k, c, v[k, 1], p50, v[k, c], base > 0 ? sprintf("%.2fx", p50 / base) : "-"
+      ratio = "-"
+      if (base > 0) ratio = sprintf("%.2fx", p50 / base)
+      printf "%-14s %5d %8.2f %8.2f %8.2f  %s\n", k, c, v[k, 1], p50, v[k, c], ratio
     }
   }'
