@@ -211,16 +211,6 @@ func (h *handedSockets) socksLocked(match func(*handedSock) bool) []net.Conn {
 	return out
 }
 
-// shutdown ends each socket for both of its holders.
-func shutdown(socks []net.Conn) {
-	for _, c := range socks {
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.CloseRead()
-			_ = tc.CloseWrite()
-		}
-	}
-}
-
 // stop ends the watcher and lets go of every descriptor, without ending
 // the sockets: they are the workers' (a proxy restart must not cut them).
 func (h *handedSockets) stop() {

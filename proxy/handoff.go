@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"syscall"
@@ -71,6 +72,15 @@ func (p *Proxy) handOff(w http.ResponseWriter, r *http.Request, id string, route
 			return
 		}
 		p.handoffDown.Store(route.Handoff, time.Now().Add(handoffBackoff))
+		if errors.Is(err, handoff.ErrSent) {
+			// The worker may still take it (it is stopped, not gone):
+			// relaying it too would put two servers on one socket. End it;
+			// the client reconnects.
+			shutdown([]net.Conn{unwrapConn(cc)})
+			cc.Close()
+			log.Warn().Err(err).Str("socket", route.Handoff).Msg("websocket handoff not acknowledged: connection ended")
+			return
+		}
 		log.Warn().Err(err).Str("socket", route.Handoff).Msg("websocket handoff failed: relaying")
 	}
 	p.relayRaw(r.Context(), cc, head.Bytes(), route, log)
@@ -107,4 +117,14 @@ func (p *Proxy) relayRaw(ctx context.Context, cc net.Conn, head []byte, route Ro
 	}
 	p.st.wsTotal.Add(1)
 	p.pump(unwrapConn(cc), wc)
+}
+
+// shutdown ends each socket for both of its holders.
+func shutdown(socks []net.Conn) {
+	for _, c := range socks {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.CloseRead()
+			_ = tc.CloseWrite()
+		}
+	}
 }

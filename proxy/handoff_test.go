@@ -4,8 +4,10 @@ package proxy
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -265,6 +268,26 @@ func TestHandoffWorkerProcess(t *testing.T) {
 // from the master: the proxy's own descriptor does not keep its client on
 // a dead connection.
 func TestWebSocketHandoffWorkerDies(t *testing.T) {
+	cmd, exited, route := handoffProcess(t)
+	key := make([]byte, hop.KeyLen)
+	p, srv := startProxy(t, Config{Router: &fakeRouter{route: route}, HopKey: func() []byte { return key }})
+	c := handedOff(t, p, wsURL(srv.URL, wsPath), 1)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	_ = c.SetReadDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
+	if _, _, err := c.ReadMessage(); err == nil || isTimeout(err) {
+		t.Fatalf("client of the killed worker: %v, want the connection closed", err)
+	}
+	testutil.Eventually(t, testutil.Scale(10*time.Second), testutil.Cond("the proxy let go of the descriptor", func() bool { return p.handed.count() == 0 }))
+}
+
+// handoffProcess starts a worker process (TestHandoffWorkerProcess) that
+// takes handoffs, and returns it, a channel closed when it exited, and
+// its route (no TCP address: only handoffs reach it).
+func handoffProcess(t *testing.T) (*exec.Cmd, chan struct{}, Route) {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "w.sock")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHandoffWorkerProcess$")
 	cmd.Env = append(os.Environ(), "CB_TEST_HANDOFF_SOCKET="+sock)
@@ -278,17 +301,43 @@ func TestWebSocketHandoffWorkerDies(t *testing.T) {
 		_, err := os.Stat(sock)
 		return err
 	})
-	key := make([]byte, hop.KeyLen)
-	route := Route{WorkerID: testWorker, Addr: "127.0.0.1:1", Handoff: sock, Host: handoff.HostID()}
-	p, srv := startProxy(t, Config{Router: &fakeRouter{route: route}, HopKey: func() []byte { return key }})
-	c := handedOff(t, p, wsURL(srv.URL, wsPath), 1)
-	if err := cmd.Process.Kill(); err != nil {
+	return cmd, exited, Route{WorkerID: testWorker, Addr: "127.0.0.1:1", Handoff: sock, Host: handoff.HostID()}
+}
+
+// TestWebSocketHandoffToStoppedWorker: a worker that is stopped (SIGSTOP)
+// never acknowledges a handoff, but may take the socket when it resumes:
+// the proxy must not relay that socket as well (two servers on one
+// connection). It ends it; the client sees the connection close, not a
+// hang.
+func TestWebSocketHandoffToStoppedWorker(t *testing.T) {
+	cmd, _, route := handoffProcess(t)
+	// Its TCP port, as a stopped process's: connections queue, unanswered.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
-	<-exited
-	_ = c.SetReadDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
-	if _, _, err := c.ReadMessage(); err == nil || isTimeout(err) {
-		t.Fatalf("client of the killed worker: %v, want the connection closed", err)
+	defer ln.Close()
+	route.Addr = ln.Addr().String()
+	key := make([]byte, hop.KeyLen)
+	p, srv := startProxy(t, Config{Router: &fakeRouter{route: route}, HopKey: func() []byte { return key }})
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
 	}
-	testutil.Eventually(t, testutil.Scale(10*time.Second), testutil.Cond("the proxy let go of the descriptor", func() bool { return p.handed.count() == 0 }))
+	defer func() { _ = cmd.Process.Signal(syscall.SIGCONT) }()
+	d := websocket.Dialer{HandshakeTimeout: testutil.Scale(30 * time.Second)}
+	c, resp, err := d.Dial(wsURL(srv.URL, wsPath), nil)
+	if err == nil {
+		c.Close()
+		t.Fatal("a websocket opened on a stopped worker")
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the handshake hung: %v", err)
+	}
+	if st := p.Stats(); st.WebSocketsTotal != 0 || st.WebSocketsHandedOff != 0 {
+		t.Fatalf("stats %+v: the unacknowledged socket was relayed or counted", st)
+	}
 }

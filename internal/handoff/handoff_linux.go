@@ -52,6 +52,10 @@ var (
 	ErrRefused = errors.New("handoff: refused")
 	// ErrNotSocket: the connection has no descriptor to pass.
 	ErrNotSocket = errors.New("handoff: connection has no socket")
+	// ErrSent: the socket was sent but its receipt not acknowledged (a
+	// worker that is stopped, say): it may still reach the worker, so the
+	// caller must not serve it any other way.
+	ErrSent = errors.New("handoff: sent but not acknowledged")
 )
 
 // Listener receives handed-off connections; it is a net.Listener, so an
@@ -288,12 +292,12 @@ func SendToPID(ctx context.Context, path string, c syscall.Conn, payload []byte)
 	// closed already, and even an empty write would then fail (EPIPE).
 	if len(payload) > 0 {
 		if _, err := uc.Write(payload); err != nil {
-			return 0, fmt.Errorf("handoff: send: %w", err)
+			return 0, fmt.Errorf("%w: %w", ErrSent, err)
 		}
 	}
 	var ack [1]byte
 	if _, err := io.ReadFull(uc, ack[:]); err != nil || ack[0] != 'k' {
-		return 0, fmt.Errorf("%w: %v", ErrRefused, err)
+		return 0, fmt.Errorf("%w: %w: %v", ErrRefused, ErrSent, err)
 	}
 	if urc, err := uc.SyscallConn(); err == nil {
 		_ = urc.Control(func(fd uintptr) {

@@ -14,6 +14,7 @@ import (
 
 var (
 	ErrRefused   = errors.New("handoff: refused")
+	ErrSent      = errors.New("handoff: sent but not acknowledged")
 	ErrNotSocket = errors.New("handoff: connection has no socket")
 )
 
