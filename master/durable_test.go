@@ -153,6 +153,11 @@ func TestStalledWorkerNotOffered(t *testing.T) {
 	}
 	old := time.Now().Add(-time.Hour)
 	setReported("w-b", old)
+	for _, w := range m.Status().Workers {
+		if w.Silent != (w.ID == "w-b") {
+			t.Fatalf("status of %s: silent %v", w.ID, w.Silent)
+		}
+	}
 	for range 6 {
 		r, err := a.route(t, wire.RouteApp, "notes", "")
 		if err != nil || r.WorkerID != "w-a" {

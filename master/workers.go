@@ -1203,10 +1203,12 @@ func (m *WorkerManager) status(st *wire.ClusterStatus) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	stale := time.Now().Add(-staleReports * m.period)
 	for _, w := range m.workers {
 		st.Workers = append(st.Workers, wire.WorkerStatus{
 			WorkerInfo: w.info, State: w.state, Draining: w.draining, Load: w.load,
 			Projected: proj[w.info.ID], Registered: w.registered, Pools: w.load.Pools,
+			Reported: w.reported, Silent: w.state == stateConnected && !w.reported.After(stale),
 		})
 	}
 	sort.Slice(st.Workers, func(i, j int) bool { return st.Workers[i].ID < st.Workers[j].ID })

@@ -284,8 +284,14 @@ func (c *cluster) shutdown() {
 	}
 	checkRaces(c.t)
 	if c.t.Failed() {
+		keep := os.Getenv("CB_E2E_LOGS") // a directory for the whole logs of failed tests
 		for _, p := range procs {
 			c.t.Logf("---- log of %s (tail) ----\n%s", p.name, tail(p.log.Name(), 60))
+			if keep != "" {
+				if b, err := os.ReadFile(p.log.Name()); err == nil && os.MkdirAll(keep, 0o755) == nil {
+					_ = os.WriteFile(filepath.Join(keep, filepath.Base(p.log.Name())), b, 0o644)
+				}
+			}
 		}
 	}
 	for _, p := range procs {

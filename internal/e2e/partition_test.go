@@ -110,6 +110,7 @@ func TestPartitionE2E(t *testing.T) {
 			h.heal(t)
 		}
 	}()
+	c.waitFor("the cut-off worker silent", 30*time.Second, func(st *wire.ClusterStatus) bool { return silent(st, far) })
 	hops := newUser(t, base).open("/chat")
 	last := hops[len(hops)-1]
 	if m := browserURL.FindStringSubmatch(last.path); last.status != 200 || m == nil || m[2] != iid {

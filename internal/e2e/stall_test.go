@@ -42,7 +42,11 @@ func TestStallE2E(t *testing.T) {
 	}
 	defer resume()
 
-	// A new user of the room during the stall: served once it moved.
+	// A new user of the room during the stall, once the master sees the
+	// worker silent (Application URLs then pass it over; a request sent to
+	// it in the first seconds of a stall waits out the stall: a known
+	// limit): served once the room moved.
+	c.waitFor("the stalled worker silent", 30*time.Second, func(st *wire.ClusterStatus) bool { return silent(st, victim) })
 	hops := newUser(t, base).open("/chat")
 	last := hops[len(hops)-1]
 	m := browserURL.FindStringSubmatch(last.path)
@@ -63,4 +67,14 @@ func TestStallE2E(t *testing.T) {
 		return hasWorker(st, victim) && connected(st) == 2 && instanceWorker(st, iid) == moved
 	})
 	eventually(t, alice, "alice still on the new copy", "document.body.dataset.worker", moved)
+}
+
+// silent: the master has had no load report from worker id for a while.
+func silent(st *wire.ClusterStatus, id string) bool {
+	for _, w := range st.Workers {
+		if w.ID == id {
+			return w.Silent
+		}
+	}
+	return false
 }

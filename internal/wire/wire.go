@@ -497,6 +497,10 @@ type WorkerStatus struct {
 	Load       Load      `json:"load"`
 	Projected  uint64    `json:"projected"`
 	Registered time.Time `json:"registered"`
+	// Reported is its last load report; Silent: none for a few report
+	// periods (stalled or cut off?), so Application URLs pass it over.
+	Reported time.Time `json:"reported"`
+	Silent   bool      `json:"silent,omitempty"`
 	// Pools is the worker's pool statistics (see worker/pool.ManagerStats).
 	Pools json.RawMessage `json:"pools,omitempty"`
 }
