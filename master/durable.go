@@ -225,7 +225,6 @@ func (m *WorkerManager) orphanUnconfirmedOf(wid, why string) {
 		if !in.unconfirmed || (wid != "" && in.Worker != wid) {
 			continue
 		}
-		in.unconfirmed = false
 		m.orphanLocked(in)
 		n++
 		if _, back := m.workers[in.Worker]; !back {

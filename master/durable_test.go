@@ -2,6 +2,8 @@ package master
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
+	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
@@ -175,5 +178,78 @@ func TestStalledWorkerNotOffered(t *testing.T) {
 	}
 	if !seen["w-a"] && !seen["w-b"] {
 		t.Fatalf("no worker offered when all are stale: %v", seen)
+	}
+}
+
+// TestMasterRestartAfterMigration: the master dies right after a migration,
+// before its stored table has the switch (the record still names the old
+// worker and epoch). The worker the instance moved to reports it under
+// the newer epoch and keeps it, whether it registers before or after the
+// old worker (which no longer has it); nothing is placed a third time.
+func TestMasterRestartAfterMigration(t *testing.T) {
+	for _, order := range []string{"new host first", "old host first"} {
+		t.Run(order, func(t *testing.T) {
+			dir := t.TempDir()
+			m := startDurable(t, dir)
+			a := addWorker(t, m, "w-a")
+			p, err := a.place(t, "notes", "alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := addWorker(t, m, "w-b")
+			before := instanceInfos(t, m)[p.InstanceID]
+			if to, err := m.workers.migrateOne(context.Background(), "w-a", p.InstanceID); err != nil || to != "w-b" {
+				t.Fatalf("migration: %q %v", to, err)
+			}
+			after := instanceInfos(t, m)[p.InstanceID]
+			m.Close()
+			// The journal had not written the switch yet.
+			st, err := state.Open(filepath.Join(dir, state.FileName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Put(instanceBucket, p.InstanceID, storedInstance{InstanceInfo: before}); err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+
+			m = startDurable(t, dir)
+			defer m.Close()
+			creates := a.creates.Load() + b.creates.Load()
+			var fenced []wire.FencedInstance
+			if order == "new host first" {
+				fenced = b.register(t, m, after).Fenced
+				a.register(t, m)
+			} else {
+				a.register(t, m)
+				fenced = b.register(t, m, after).Fenced
+			}
+			if order == "old host first" {
+				// The old host's silence made it an orphan: a race between
+				// its restore and the new host's report. Either way one
+				// copy goes on under the instance's id.
+				testutil.Eventually(t, 10*time.Second, func() error {
+					r, err := b.route(t, wire.RouteInstance, "notes", p.InstanceID)
+					if err != nil {
+						return err
+					}
+					if len(fenced) == 0 && r.WorkerID != "w-b" {
+						return fmt.Errorf("the new host kept its copy, but the route says %s", r.WorkerID)
+					}
+					return nil
+				})
+				return
+			}
+			if len(fenced) != 0 {
+				t.Fatalf("the migrated copy was fenced: %+v", fenced)
+			}
+			waitRoute(t, b, p.InstanceID, "w-b")
+			if got := instanceInfos(t, m)[p.InstanceID].Epoch; got != after.Epoch {
+				t.Fatalf("epoch %d, want the migration's %d", got, after.Epoch)
+			}
+			if n := a.creates.Load() + b.creates.Load() - creates; n != 0 {
+				t.Fatalf("%d placements after the restart", n)
+			}
+		})
 	}
 }

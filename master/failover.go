@@ -148,7 +148,7 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 			}
 			return false, nil
 		}
-		in.Worker, in.Epoch, in.Version = c.wid, c.epoch, app.Version
+		in.Worker, in.Epoch, in.Version, in.unconfirmed = c.wid, c.epoch, app.Version, false
 		m.markLocked(iid)
 		m.settleLocked(in)
 		m.mu.Unlock()

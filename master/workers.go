@@ -377,7 +377,8 @@ func (m *WorkerManager) unreportedLocked(wid string, insts []wire.InstanceInfo, 
 		if in.Worker != wid || reported[iid] || in.migrating || (!restarted && !in.unconfirmed) {
 			continue
 		}
-		in.unconfirmed = false
+		// Still unconfirmed (if loaded from the store) until placed again:
+		// a worker reporting it under a newer epoch meanwhile keeps it.
 		m.orphanLocked(in)
 		n++
 	}

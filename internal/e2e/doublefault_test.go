@@ -101,3 +101,38 @@ func TestQuickRestartE2E(t *testing.T) {
 		t.Fatalf("admin close after the restart: %s", resp.Status)
 	}
 }
+
+// TestMasterKilledAfterMigrationE2E: the room is migrated by a drain and
+// the master is killed -9 right after. The restarted master knows the room
+// from its store and the worker it moved to reports it (under the newer
+// epoch): alice's engine stays live on the new copy, a user who opens
+// /chat joins the same room (no new, empty one; the migrated copy is not
+// closed as "merged"), and every message is kept.
+func TestMasterKilledAfterMigrationE2E(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("../../apps")
+	opts := clusterOpts{proxies: 1, workers: 2, runtime: "chromium", extra: []string{"--apps", apps}}
+	c := startCluster(t, opts)
+	base := "http://" + c.public
+	users := userBrowsers(t)
+	alice, alicePath := chatUser(t, users, base)
+	iid := instanceOf(t, alicePath)
+	want := sendChat(t, alice, 4)
+	from := instanceWorker(c.mustStatus(), iid)
+	c.adminPost("/api/v1/workers/" + from + "/drain?migrate=true")
+	c.master.kill()
+	c.startMaster(opts)
+	to := c.movedOff(iid, from)
+	liveOn(t, alice, base, alicePath, to, want)
+	bob, bobPath := chatUser(t, users, base)
+	if got := instanceOf(t, bobPath); got != iid {
+		t.Fatalf("a user after the restart got room %s, want %s", got, iid)
+	}
+	eventually(t, bob, "bob sees the room's messages", "document.title", want)
+	if got := storedMessages(t, c, iid); len(got) != 4 {
+		t.Fatalf("stored %d messages, want 4", len(got))
+	}
+}
