@@ -196,6 +196,9 @@ func (h *handedSockets) closeWorker(wid string) int {
 	h.mu.Lock()
 	gone := h.socksLocked(func(s *handedSock) bool { return s.workerID == wid })
 	h.mu.Unlock()
+	for _, c := range gone {
+		h.log.Debug().Str("worker", wid).Str("client", c.RemoteAddr().String()).Msg("handed websocket shut down")
+	}
 	shutdown(gone)
 	return len(gone)
 }

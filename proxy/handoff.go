@@ -61,6 +61,7 @@ func (p *Proxy) handOff(w http.ResponseWriter, r *http.Request, id string, route
 			// descriptor only to end the socket if the master declares
 			// that worker dead (CloseWorker).
 			if !p.handed.add(unwrapConn(cc), route.WorkerID, pid) {
+				log.Debug().Msg("handed websocket not watched: the master's verdict cannot end it")
 				cc.Close()
 			}
 			p.st.wsHandedOff.Add(1)

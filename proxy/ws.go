@@ -85,10 +85,11 @@ func (p *Proxy) CloseWorker(wid string) int {
 	for _, rl := range gone {
 		rl.close()
 	}
-	n := len(gone) + p.handed.closeWorker(wid)
+	handed := p.handed.closeWorker(wid)
+	n := len(gone) + handed
 	if n > 0 {
 		p.st.wsWorkerGone.Add(uint64(n))
-		p.log.Info().Str("worker", wid).Int("websockets", n).Msg("websockets to a dead worker closed")
+		p.log.Info().Str("worker", wid).Int("relayed", len(gone)).Int("handed", handed).Msg("websockets to a dead worker closed")
 	}
 	return n
 }

@@ -62,7 +62,9 @@ func eventually(t *testing.T, b browser.Browser, what, expr, want string) {
 			return fmt.Errorf("%s: %s: %w (page %+v)", what, expr, err, b.Page())
 		}
 		if got != want {
-			return fmt.Errorf("%s: %s = %q, want %q (page %+v)", what, expr, got, want, b.Page())
+			var ds string // what the page says of itself (the engine's state)
+			_ = b.Evaluate(ctx, "JSON.stringify(document.body.dataset)", &ds)
+			return fmt.Errorf("%s: %s = %q, want %q (page %+v, dataset %s)", what, expr, got, want, b.Page(), ds)
 		}
 		return nil
 	})
