@@ -587,3 +587,31 @@ func TestHubRetriesAFailedResize(t *testing.T) {
 		})
 	}
 }
+
+// TestLateClientOfMovedHub: a client that reaches a browser whose hub ended
+// because the instance moved (a proxy's stale route to the old copy) is
+// sent on with "moved", as its peers were, and not told the browser closed
+// for good (the engine would stop reconnecting).
+func TestLateClientOfMovedHub(t *testing.T) {
+	f := newHubFixture(t, RoleReader)
+	in, ok := f.w.apps.instance(f.iid)
+	if !ok {
+		t.Fatal("no instance")
+	}
+	bid := f.loc[strings.LastIndex(f.loc, "/b/")+len("/b/"):]
+	b, ok := in.browser(bid)
+	if !ok {
+		t.Fatalf("no browser %s", bid)
+	}
+	b.hub.moveAway("This app instance moved to another worker.")
+	h := http.Header{"Origin": {f.srv.URL}, "Cookie": {f.cookie.String()}}
+	conn, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(f.srv.URL, "http")+f.loc+"/ws", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	m, err := nextText(t, conn)
+	if err != nil || m["t"] != "moved" {
+		t.Fatalf("a late client of a moved hub got %v %v, want moved", m, err)
+	}
+}

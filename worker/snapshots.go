@@ -21,7 +21,8 @@ import (
 // Browser snapshots (issue 12, failover): every virtual browser's page is
 // saved at the master, so that when this worker dies the instance placed
 // again elsewhere recreates it with the same id, owner, grants, URL,
-// viewport, cookies and the storage of the page's origin. A browser is
+// viewport, cookies, the storage of the page's origin and what its form
+// fields show (values, focus, caret, scroll: browser.CaptureForm). A browser is
 // snapshotted right after it is made, after each top-level navigation, and
 // at most every Config.SnapshotInterval while something happens in it
 // (input, repaints). Snapshots run off the input path, one at a time per
@@ -38,6 +39,14 @@ const (
 	maxSnapshotStorage = 1 << 20
 	// maxSnapshotCookies bounds the cookies (names and values) kept.
 	maxSnapshotCookies = 512 << 10
+	// maxSnapshotForm bounds the form fields' keys and values (in
+	// characters) kept of one page (browser.CaptureForm).
+	maxSnapshotForm = 256 << 10
+	// inputHoldMax bounds how long a migration holds a browser's input
+	// (holdInput): a move that has not happened by then (the master gave
+	// up: no other worker, or the restore failed there) gives the input
+	// back to this copy.
+	inputHoldMax = 20 * time.Second
 	// snapshotTimeout bounds taking and sending one snapshot.
 	snapshotTimeout = 10 * time.Second
 	// restoreTimeout bounds recreating one browser.
@@ -58,6 +67,18 @@ type snapState struct {
 	dirty atomic.Bool
 	// width and height are the viewport as last set (CSS pixels).
 	width, height atomic.Int32
+
+	// sendMu serializes taking and sending snapshots, so a periodic one
+	// taken before a migration's cannot be stored after it.
+	sendMu sync.Mutex
+
+	// inMu orders the clients' input with a migration's hold: input is
+	// dispatched under its read lock and a hold takes the write lock, so
+	// once holdInput returns nothing more reaches the page. held and
+	// holdGen are guarded by it.
+	inMu    sync.RWMutex
+	held    bool
+	holdGen uint64
 
 	mu      sync.Mutex
 	running bool // a snapshot goroutine runs for this browser
@@ -149,6 +170,8 @@ func (w *Worker) snapshotLoop(interval time.Duration) {
 func (w *Worker) snapshotOnce(vb *vbrowser) {
 	ctx, cancel := context.WithTimeout(w.ctx, snapshotTimeout)
 	defer cancel()
+	vb.snap.sendMu.Lock()
+	defer vb.snap.sendMu.Unlock()
 	in := vb.inst
 	req := wire.SaveBrowser{Instance: in.info.ID, Epoch: in.epoch()}
 	vb.snap.mu.Lock()
@@ -263,6 +286,16 @@ func (w *Worker) takeSnapshot(ctx context.Context, vb *vbrowser) wire.BrowserSna
 		}
 		s.Origin, s.Local, s.Session = st.Origin, nonEmpty(st.Local), nonEmpty(st.Session)
 	}
+	// What the page's fields show (issue 33): typed text, the caret and
+	// the scroll come back with the page.
+	if form, err := browser.CaptureForm(ctx, vb.b, maxSnapshotForm); err != nil {
+		log.Debug().Err(err).Msg("snapshot: form state not read")
+	} else {
+		if form != nil && form.Skipped > 0 {
+			log.Warn().Int("skipped", form.Skipped).Int("limit", maxSnapshotForm).Msg("snapshot: form fields over the limit left out")
+		}
+		s.Form = form
+	}
 	cookies, err := vb.b.Cookies(ctx)
 	if err != nil {
 		log.Debug().Err(err).Msg("snapshot: cookies not read")
@@ -328,6 +361,33 @@ func (w *Worker) restorePage(ctx context.Context, vb *vbrowser, s wire.BrowserSn
 	if err := b.Navigate(ctx, s.URL); err != nil {
 		return fmt.Errorf("restore the page %s: %w", s.URL, err)
 	}
+	if err := w.restoreStorage(ctx, vb, s); err != nil {
+		return err
+	}
+	w.restoreForm(ctx, vb, s.Form)
+	return nil
+}
+
+// restoreForm puts a snapshot's form state back once the page has loaded
+// (browser.RestoreForm). A page that does not take it is logged, not
+// fatal: the page itself is back.
+func (w *Worker) restoreForm(ctx context.Context, vb *vbrowser, form *wire.FormState) {
+	if form == nil {
+		return
+	}
+	log := w.log.With().Str("instance", vb.inst.info.ID).Str("browser", vb.id).Logger()
+	r, err := browser.RestoreForm(ctx, vb.b, form)
+	if err != nil {
+		log.Warn().Err(err).Msg("restore: form state not restored")
+		return
+	}
+	log.Debug().Int("fields", len(form.Fields)).Int("applied", r.Applied).Int("pending", r.Pending).Msg("restore: form state restored")
+}
+
+// restoreStorage replaces the storage of the restored page's origin with
+// the snapshot's and reloads the page, so its scripts start from it.
+func (w *Worker) restoreStorage(ctx context.Context, vb *vbrowser, s wire.BrowserSnapshot) error {
+	b := vb.b
 	if len(s.Local)+len(s.Session) == 0 || !webOrigin(s.Origin) {
 		return nil
 	}
@@ -353,11 +413,32 @@ func (w *Worker) restorePage(ctx context.Context, vb *vbrowser, s wire.BrowserSn
 		}
 		return nil
 	}
+	// The form state is put back in the reloaded document, not in this
+	// one: mark this one and wait until it is gone.
+	marked := b.Evaluate(ctx, reloadMarkScript, nil) == nil
 	if err := b.Input(ctx, browser.InputEvent{Type: browser.InputReload}); err != nil {
 		return fmt.Errorf("reload %s: %w", s.URL, err)
 	}
+	for marked {
+		var old bool
+		if err := b.Evaluate(ctx, reloadMarkedScript, &old); err == nil && !old {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("reload %s: %w", s.URL, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	return nil
 }
+
+// reloadMarkScript marks a document about to be reloaded;
+// reloadMarkedScript tells whether the page is still that document.
+const (
+	reloadMarkScript   = `window[Symbol.for("cloudbrowser.reloading")] = true`
+	reloadMarkedScript = `window[Symbol.for("cloudbrowser.reloading")] === true`
+)
 
 // loadSnapshots reads an instance's browser snapshots from the master.
 func (w *Worker) loadSnapshots(ctx context.Context, iid string) ([]wire.BrowserSnapshot, error) {
@@ -479,7 +560,11 @@ func (in *instance) awaitUserRestore(ctx context.Context, user string) {
 }
 
 // SnapshotInstance saves fresh snapshots of every browser of an instance
-// at the master, from live state (the master asks before migrating it).
+// at the master, from live state (the master asks before migrating it, on
+// a drain with migration and when this worker leaves on SIGTERM). Each
+// browser's input is held first (holdInput), so the snapshot has
+// everything its page took, and what the users type from then on reaches
+// the copy the instance moves to instead of this one.
 func (a *AppManager) SnapshotInstance(ctx context.Context, iid string) error {
 	in, ok := a.instance(iid)
 	if !ok {
@@ -492,7 +577,85 @@ func (a *AppManager) SnapshotInstance(ctx context.Context, iid string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		a.w.holdInput(vb, inputHoldMax)
 		a.w.snapshotOnce(vb)
 	}
 	return nil
+}
+
+// Holding input for a migration (issue 33). Between the migration's
+// snapshot and the moment the old copy lets its clients go ({"t":"moved"})
+// the restore on the new worker takes a second or more, and a user who
+// keeps typing would type into a page that is about to be dropped. So the
+// snapshot is taken with the browser's input held: the clients are told
+// ({"t":"hold"}) and keep what they type; input already on its way is sent
+// back to its client ({"t":"held","input":…}) to be sent again; and once
+// they reconnect to the new copy they send it all there, in order. A hold
+// that outlasts d (the move failed) ends with {"t":"resume"}: the clients
+// send what they kept here.
+
+// Messages of a hold (docs/client-engine.md).
+var (
+	holdMsg   = []byte(`{"t":"hold"}`)
+	resumeMsg = []byte(`{"t":"resume"}`)
+)
+
+// holdInput holds vb's input for at most d. When it returns, no input is
+// being dispatched to the page and none will be until the hold ends.
+func (w *Worker) holdInput(vb *vbrowser, d time.Duration) {
+	s := &vb.snap
+	s.inMu.Lock()
+	s.held = true
+	s.holdGen++
+	gen := s.holdGen
+	s.inMu.Unlock()
+	if vb.hub != nil {
+		vb.hub.broadcast(holdMsg)
+	}
+	w.clock.AfterFunc(d, func() { w.resumeInput(vb, gen) })
+}
+
+// resumeInput ends hold gen of vb, if it is still on.
+func (w *Worker) resumeInput(vb *vbrowser, gen uint64) {
+	s := &vb.snap
+	s.inMu.Lock()
+	if !s.held || s.holdGen != gen {
+		s.inMu.Unlock()
+		return
+	}
+	s.held = false
+	s.inMu.Unlock()
+	if h := vb.hub; h != nil {
+		h.mu.Lock()
+		closed := h.closed
+		h.mu.Unlock()
+		if !closed { // not moved after all
+			w.log.Warn().Str("instance", vb.inst.info.ID).Str("browser", vb.id).Msg("input held for a migration that did not happen: taken here again")
+			h.broadcast(resumeMsg)
+		}
+	}
+}
+
+// inputHeld reports whether vb's input is held.
+func (s *snapState) inputHeld() bool {
+	s.inMu.RLock()
+	defer s.inMu.RUnlock()
+	return s.held
+}
+
+// inputOrHold dispatches a client's input event, or, while the browser's
+// input is held, sends it back to the client (raw is the client's message).
+func (h *hub) inputOrHold(c *client, ev browser.InputEvent, raw []byte) {
+	if h.vb == nil {
+		h.input(c, ev)
+		return
+	}
+	s := &h.vb.snap
+	s.inMu.RLock()
+	defer s.inMu.RUnlock()
+	if s.held {
+		c.enqueue(append(append([]byte(`{"t":"held","input":`), raw...), '}'))
+		return
+	}
+	h.input(c, ev)
 }

@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
@@ -301,5 +304,106 @@ func TestSnapshotInterval(t *testing.T) {
 	defer snaps.mu.Unlock()
 	if snaps.saves != n {
 		t.Fatalf("an unchanged snapshot was sent again (%d saves, was %d)", snaps.saves, n)
+	}
+}
+
+// keysOf are the keys of the keydowns fb took, in order.
+func keysOf(fb *fakeBrowser) string {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	var out string
+	for _, ev := range fb.inputs {
+		if ev.Type == browser.InputKeyDown {
+			out += ev.Key
+		}
+	}
+	return out
+}
+
+// nextMsg is conn's next text message of type typ; frames and the other
+// types in skip are passed over.
+func nextMsg(t *testing.T, conn *websocket.Conn, typ string, skip ...string) map[string]any {
+	t.Helper()
+	for {
+		m, err := nextText(t, conn)
+		if err != nil {
+			t.Fatalf("waiting for %q: %v", typ, err)
+		}
+		if m["t"] == typ {
+			return m
+		}
+		if !slices.Contains(skip, fmt.Sprint(m["t"])) {
+			t.Fatalf("got %v while waiting for %q", m, typ)
+		}
+	}
+}
+
+// TestMigrationHoldsInput (issue 33): the snapshot before a migration is
+// taken with the browser's input held: its clients are told ({"t":"hold"},
+// also one that connects meanwhile), input that reaches the worker after
+// it is sent back to its client ({"t":"held"}) instead of into the page,
+// which the client sends again to the browser's new copy. A hold that the
+// move does not end (it failed) ends by itself ({"t":"resume"}) and input
+// reaches this page again.
+func TestMigrationHoldsInput(t *testing.T) {
+	clk := clocktest.New(time.Unix(1000, 0))
+	f := newHubFixture(t, RoleReader, func(w *Worker) { w.snapshots = newMemSnapshots(); w.clock = clk })
+	fb := f.rt.last()
+	owner, _ := f.dial(t, true)
+	key := func(k string) {
+		_ = owner.WriteJSON(map[string]any{"t": "input", "type": "keydown", "key": k, "text": k})
+	}
+	key("a")
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("the key a taken", func() bool { return keysOf(fb) == "a" }))
+
+	if err := f.w.apps.SnapshotInstance(context.Background(), f.iid); err != nil {
+		t.Fatal(err)
+	}
+	nextMsg(t, owner, "hold", "page")
+	key("b")
+	held := nextMsg(t, owner, "held", "page")
+	if in, _ := held["input"].(map[string]any); in["t"] != "input" || in["key"] != "b" || in["type"] != "keydown" {
+		t.Fatalf("held: %v", held)
+	}
+	viewer, _ := f.dial(t, false)
+	nextMsg(t, viewer, "hold", "page")
+	if got := keysOf(fb); got != "a" {
+		t.Fatalf("keys in the page during the hold: %q, want a", got)
+	}
+
+	clk.Advance(inputHoldMax)
+	nextMsg(t, owner, "resume", "page")
+	key("c")
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("the key c taken after the hold", func() bool { return keysOf(fb) == "ac" }))
+}
+
+// TestRefreshResendsTheLastFrame: a client engine that asks for a frame
+// ({"t":"refresh"}: it got none for a while) gets the last one again.
+func TestRefreshResendsTheLastFrame(t *testing.T) {
+	f := newHubFixture(t, RoleReader)
+	fb := f.rt.last()
+	owner, _ := f.dial(t, true)
+	nextFrame := func() uint64 {
+		t.Helper()
+		for {
+			_ = owner.SetReadDeadline(time.Now().Add(10 * time.Second))
+			typ, data, err := owner.ReadMessage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if typ == websocket.BinaryMessage {
+				h, _ := frameOf(t, data)
+				_ = owner.WriteJSON(map[string]any{"t": "ack", "seq": h.Seq})
+				return h.Seq
+			}
+		}
+	}
+	fb.frames <- browser.Frame{Data: []byte{0xff, 0xd8}, Width: 8, Height: 6, DeviceWidth: 8, DeviceHeight: 6, Seq: 7, Timestamp: time.Now()}
+	if seq := nextFrame(); seq != 7 {
+		t.Fatalf("first frame %d", seq)
+	}
+	_ = owner.WriteJSON(map[string]any{"t": "refresh"})
+	if seq := nextFrame(); seq != 7 {
+		t.Fatalf("frame after a refresh: %d, want the last one (7) again", seq)
 	}
 }

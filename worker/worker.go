@@ -119,12 +119,12 @@ type Worker struct {
 	id      string
 	// incarnation names this start of the process (wire.WorkerInfo).
 	incarnation string
-	log     zerolog.Logger
-	runtime browser.Runtime
-	pools   *pool.Manager
-	users   *users
-	tickets *tickets // socket tickets, when Config.SocketURL is set
-	jobs    *jobs.Executor
+	log         zerolog.Logger
+	runtime     browser.Runtime
+	pools       *pool.Manager
+	users       *users
+	tickets     *tickets // socket tickets, when Config.SocketURL is set
+	jobs        *jobs.Executor
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -113,11 +113,14 @@ type hub struct {
 	vb  *vbrowser
 	log zerolog.Logger
 
-	mu       sync.Mutex
-	clients  map[*client]struct{}
-	closed   bool
-	reason   string
-	reload   string
+	mu      sync.Mutex
+	clients map[*client]struct{}
+	closed  bool
+	reason  string
+	reload  string
+	// moved: the hub ended because the instance moved (moveAway); a client
+	// that joins after that is sent on too, not told the browser closed.
+	moved    bool
 	castStop context.CancelFunc // running screencast
 	castDone chan struct{}
 	// castFails counts the screencast's failures since its last frame.
@@ -352,8 +355,14 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrad
 	c.readOnly.Store(true)
 	h.mu.Lock()
 	if h.closed {
-		reason, reload := h.reason, h.reload
+		reason, reload, moved := h.reason, h.reload, h.moved
 		h.mu.Unlock()
+		if moved {
+			// A client that reached the old copy late (a proxy's stale
+			// route): on to the new one, as its peers were.
+			endWith(conn, wsMsg{T: "moved", Reason: reason}, websocket.CloseNormalClosure, "")
+			return
+		}
 		writeClosed(conn, reason, reload)
 		return
 	}
@@ -409,6 +418,9 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrad
 
 	c.enqueue(mustJSON(wsMsg{T: "hello", Browser: h.vb.id, Instance: h.vb.inst.info.ID, App: h.vb.inst.app.MountPoint,
 		Worker: workerID, Page: &page, ReadOnly: readOnly}))
+	if h.vb.snap.inputHeld() {
+		c.enqueue(holdMsg) // a migration is under way: keep the input for the new copy
+	}
 
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -486,6 +498,24 @@ func castBackoff(fails int) time.Duration {
 		d *= 2
 	}
 	return min(d, castRetryMax)
+}
+
+// refreshFrame answers a client engine that got no frame for a while
+// ({"t":"refresh"}, after connecting or while its input goes unanswered):
+// the last frame again, or, with none yet, a screencast that starts and so
+// paints one.
+func (h *hub) refreshFrame(c *client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	if h.last != nil {
+		c.frame.CompareAndSwap(nil, h.last) // a newer one waiting goes instead
+		c.signalFrame()
+		return
+	}
+	h.startCastLocked()
 }
 
 // refresh has the screencast ask for its grade now, not at the next frame.
@@ -632,7 +662,9 @@ func (h *hub) readLoop(c *client) {
 			}
 			c.signalFrame() // a held frame may go now
 		case "input":
-			h.input(c, m.InputEvent)
+			h.inputOrHold(c, m.InputEvent, data) // snapshots.go: a migration may hold it
+		case "refresh":
+			h.refreshFrame(c)
 		default:
 			c.enqueue(mustJSON(wsMsg{T: "error", Message: "unknown message type " + m.T}))
 		}
@@ -870,24 +902,25 @@ func (h *hub) disconnectSession(sid, reason, reload string) int {
 // shutdown tells every client the browser is gone and disconnects them.
 // reload is the URL that gives the user a new browser ("" = none).
 func (h *hub) shutdown(reason, reload string) {
-	h.end(mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload}), reason, reload)
+	h.end(mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload}), reason, reload, false)
 }
 
 // moveAway tells every client that the instance now lives on another
 // worker (its Browser URL stays the same) and disconnects them: the client
 // engine reconnects at once and lands there.
 func (h *hub) moveAway(reason string) {
-	h.end(mustJSON(wsMsg{T: "moved", Reason: reason}), reason, "")
+	h.end(mustJSON(wsMsg{T: "moved", Reason: reason}), reason, "", true)
 }
 
-// end closes the hub, sending msg to every client.
-func (h *hub) end(msg []byte, reason, reload string) {
+// end closes the hub, sending msg to every client (moved: msg says the
+// instance moved).
+func (h *hub) end(msg []byte, reason, reload string, moved bool) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		return
 	}
-	h.closed, h.reason, h.reload = true, reason, reload
+	h.closed, h.reason, h.reload, h.moved = true, reason, reload, moved
 	h.disarmCountdownsLocked()
 	h.stopCastLocked()
 	if h.resizeTimer != nil {

@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"errors"
+	"net"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
@@ -62,10 +66,12 @@ func TestStalledWorker(t *testing.T) {
 	if got := instanceOf(t, lastHop(t, alice.open("/notes"))); got != notes {
 		t.Fatalf("alice's notes while w-e2e1 is stalled: %s, want %s", got, notes)
 	}
+	// Alice's socket to the stalled copy ended at the master's verdict:
+	// the proxy closed it (or, had it not held it, the resumed worker
+	// would send her on with "moved"); never a hang.
+	endedOrMoved(t, conn)
 	time.Sleep(time.Until(stopped.Add(3 * time.Second)))
 	resume()
-	// Alice's socket to the stalled copy is sent on to the same URL.
-	waitMessage(t, conn, "moved", "")
 	c.waitFor("the stalled worker back", 20*time.Second, func(st *wire.ClusterStatus) bool {
 		for _, w := range st.Workers {
 			if w.ID == "w-e2e1" && w.State == "connected" {
@@ -121,4 +127,23 @@ func instanceOf(t *testing.T, path string) string {
 		t.Fatalf("no instance in %s", path)
 	}
 	return parts[2]
+}
+
+// endedOrMoved reads conn until it ends or says "moved" (within 20 s).
+func endedOrMoved(t *testing.T, conn *websocket.Conn) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	defer conn.SetReadDeadline(time.Time{})
+	for {
+		_, data, err := conn.ReadMessage()
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			t.Fatalf("the socket to the stalled copy neither ended nor said moved: %v", err)
+		case err != nil:
+			return
+		case strings.Contains(string(data), `"t":"moved"`):
+			return
+		}
+	}
 }

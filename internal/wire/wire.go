@@ -633,7 +633,8 @@ type SnapshotCookie struct {
 // BrowserSnapshot is what a worker saves of one virtual browser, so that a
 // re-placed instance recreates it: its identity and grants, and the page
 // as of the snapshot (URL, viewport, cookies, the storage of the page's
-// origin). In-page JavaScript state is not in it.
+// origin, what its form fields show). In-page JavaScript state is not in
+// it.
 type BrowserSnapshot struct {
 	ID      string    `codec:"id" json:"id"`
 	Owner   string    `codec:"owner" json:"owner"`
@@ -651,7 +652,68 @@ type BrowserSnapshot struct {
 	Local   map[string]string `codec:"local" json:"local,omitempty"`
 	Session map[string]string `codec:"session" json:"session,omitempty"`
 	Cookies []SnapshotCookie  `codec:"cookies" json:"cookies,omitempty"`
-	Taken   time.Time         `codec:"taken" json:"taken"`
+	// Form is what the page's fields show (values, focus, caret, scroll),
+	// put back after the restored page loads; nil when there is nothing.
+	Form  *FormState `codec:"form,omitempty" json:"form,omitempty"`
+	Taken time.Time  `codec:"taken" json:"taken"`
+}
+
+// FormState is what a page shows the user beyond its URL and storage: the
+// values of its form fields and editable elements, which one has the focus
+// and where its caret is, and how far the page and its scrolled elements
+// are scrolled. Elements are named by a stable key: "#<id>", "n:<name>"
+// (plus "=<value>" for checkboxes and radios sharing a name), or a DOM path
+// "p:<tag>[<index among same-tag siblings>]/…" from <body>. Offsets are in
+// UTF-16 code units, as the page counts them. Passwords and files are
+// never in it.
+type FormState struct {
+	Fields []FormField `codec:"fields" json:"fields,omitempty"`
+	// Focus is the key of the focused element ("" = none).
+	Focus string `codec:"focus" json:"focus,omitempty"`
+	// Selection in the focused element (an input, a textarea or an
+	// editable element); nil = none.
+	Selection *FormSelection `codec:"sel,omitempty" json:"selection,omitempty"`
+	// ScrollX and ScrollY are the window's scroll offset in CSS pixels.
+	ScrollX float64 `codec:"sx" json:"scrollX,omitempty"`
+	ScrollY float64 `codec:"sy" json:"scrollY,omitempty"`
+	// Scrolls are the scrolled elements other than the window.
+	Scrolls []FormScroll `codec:"scrolls" json:"scrolls,omitempty"`
+	// Skipped counts the fields left out because the state was full.
+	Skipped int `codec:"skipped,omitempty" json:"skipped,omitempty"`
+}
+
+// Kinds of FormField.
+const (
+	FieldValue    = "value"    // an input's or a textarea's value
+	FieldChecked  = "checked"  // a checkbox's or a radio button's state
+	FieldSelect   = "select"   // a select's chosen options (Values)
+	FieldEditable = "editable" // an editable element's HTML (Value)
+)
+
+// FormField is one field of a FormState.
+type FormField struct {
+	Key     string   `codec:"k" json:"key"`
+	Kind    string   `codec:"t" json:"kind"`
+	Value   string   `codec:"v" json:"value,omitempty"`
+	Values  []string `codec:"vs" json:"values,omitempty"`
+	Checked bool     `codec:"c" json:"checked,omitempty"`
+}
+
+// FormSelection is a selection or caret (Start == End) in the focused
+// element: offsets into an input's or textarea's value, or into an
+// editable element's text.
+type FormSelection struct {
+	Start int `codec:"s" json:"start"`
+	End   int `codec:"e" json:"end"`
+	// Backward: the user selected from End to Start.
+	Backward bool `codec:"b,omitempty" json:"backward,omitempty"`
+}
+
+// FormScroll is a scrolled element's offset in CSS pixels.
+type FormScroll struct {
+	Key string  `codec:"k" json:"key"`
+	X   float64 `codec:"x" json:"x,omitempty"`
+	Y   float64 `codec:"y" json:"y,omitempty"`
 }
 
 // SaveBrowser stores a browser's snapshot (Snapshot set) or removes it

@@ -27,11 +27,16 @@
   // page's origin; body.dataset.socketHost says where the socket went.
   var direct = body.dataset.socketAt ? {url: body.dataset.socketAt, ticket: body.dataset.ticket || "", failed: 0} : null;
   var ws = null, backoff = 250, closedForGood = false, seq = 0, readOnly = false;
+  // live: this socket's worker said hello (input goes to it); holding: a
+  // migration holds the browser's input; moving: the browser moved, the
+  // engine reconnects to its new copy.
+  var live = false, holding = false, moving = false;
   var pending = {}, reloadURL = "";
   var frames = 0, received = 0, lastFrame = null, drawing = false, queued = null;
   // Where the last frame was drawn, to map pointer positions to the page.
   var view = {x: 0, y: 0, w: 1, h: 1, dw: 1, dh: 1};
 
+  function liveStatus() { return readOnly ? "live (read-only)" : "live"; }
   function setStatus(s) {
     statusEl.textContent = s;
     statusEl.className = "status " + s.split(" ")[0];
@@ -49,17 +54,84 @@
     if (ws && ws.readyState === WebSocket.OPEN) { ws.send(JSON.stringify(msg)); return true; }
     return false;
   }
-  var inputs = 0;
+  // ---- input, kept across moves ----
+  // Input the worker cannot take now (the socket is reconnecting, or a
+  // migration holds the browser's input) is kept in order and sent once a
+  // socket is live again, to wherever the browser is then. The worker sends
+  // back what reached it during a hold ({"t":"held"}): it goes first, since
+  // it was typed before anything kept here.
+  var inputs = 0, queue = [], queueMax = 2000, returned = 0;
+  var kept = 0, dropped = 0;
   function input(ev) {
     if (readOnly) { return; }
     ev.t = "input";
-    if (send(ev)) { inputs++; body.dataset.inputs = String(inputs); }
+    if (!queue.length && live && !holding && sendInput(ev)) { return; }
+    keep(ev, queue.length);
+    flush();
   }
+  function sendInput(ev) {
+    if (!send(ev)) { return false; }
+    inputs++;
+    body.dataset.inputs = String(inputs);
+    if (paints(ev) && !awaiting) { awaiting = Date.now(); probed = false; }
+    return true;
+  }
+  // keep puts ev at index at of the queue (beyond queueMax the oldest go)
+  // and says whether it took a place of its own.
+  function keep(ev, at) {
+    if (ev.type === "resize") { return false; } // the size is sent on connecting
+    var prev = queue[at - 1];
+    if (ev.type === "mousemove" && prev && prev.type === "mousemove" && at === queue.length) {
+      queue[at - 1] = ev; // only the last position of a move matters
+      return false;
+    }
+    queue.splice(at, 0, ev);
+    kept++;
+    body.dataset.kept = String(kept);
+    if (queue.length > queueMax) {
+      queue.shift();
+      if (returned > 0) { returned--; }
+      dropped++;
+      body.dataset.dropped = String(dropped);
+      if (window.console) { console.warn("cloudbrowser: more than " + queueMax + " input events while disconnected: the oldest is dropped"); }
+    }
+    body.dataset.queued = String(queue.length);
+    return true;
+  }
+  function flush() {
+    while (queue.length && live && !holding) {
+      if (!sendInput(queue[0])) { break; }
+      queue.shift();
+    }
+    if (!queue.length) { returned = 0; }
+    body.dataset.queued = String(queue.length);
+  }
+
+  // ---- truthful status ----
+  // "live" needs frames: input that paints and no frame for 1.5 s asks the
+  // worker for one ({"t":"refresh"}); none by 3 s shows "connection
+  // problem" until a frame comes.
+  var awaiting = 0, probed = false;
+  function paints(ev) {
+    switch (ev.type) {
+      case "keydown": return !/^(Shift|Control|Alt|Meta|CapsLock|NumLock)$/.test(ev.key);
+      case "inserttext": case "mousedown": case "wheel": return true;
+    }
+    return false;
+  }
+  setInterval(function () {
+    if (!awaiting || !live) { return; }
+    var waited = Date.now() - awaiting;
+    if (waited > 1500 && !probed) { probed = true; send({t: "refresh"}); }
+    if (waited > 3000 && !holding && body.dataset.status.indexOf("live") === 0) { setStatus("connection problem"); }
+  }, 250);
 
   // ---- frames ----
   function onFrame(buf) {
     mark("cb-frame-received");
     received++;
+    awaiting = 0;
+    if (body.dataset.status === "connection problem") { setStatus(liveStatus()); }
     body.dataset.framesReceived = String(received); // drawn ones: frames
     var dv = new DataView(buf);
     var n = dv.getUint32(0);
@@ -203,16 +275,42 @@
         backoff = 250;
         readOnly = !!m.readOnly;
         body.dataset.readOnly = String(readOnly);
-        setStatus(readOnly ? "live (read-only)" : "live");
+        live = true;
+        holding = moving = false;
+        setStatus(liveStatus());
         if (m.page) { page(m.page); }
         body.dataset.worker = m.worker || "";
-        if (!readOnly) { sendSize(); }
+        if (readOnly) {
+          queue = [];
+          returned = 0;
+        } else {
+          sendSize();
+          flush(); // what was typed while away, in order
+        }
+        // The first frame should follow at once (the worker's last one):
+        // if none comes, ask for one.
+        var sock = ws, before = received;
+        setTimeout(function () { if (ws === sock && live && received === before) { send({t: "refresh"}); } }, 1000);
         canvas.focus();
         break;
       case "role": // the owner changed this user's access while connected
         readOnly = !!m.readOnly;
         body.dataset.readOnly = String(readOnly);
-        setStatus(readOnly ? "live (read-only)" : "live");
+        if (!holding) { setStatus(liveStatus()); }
+        break;
+      case "hold": // a migration: keep the input for the browser's new copy
+        holding = true;
+        returned = 0;
+        setStatus("moving");
+        break;
+      case "held": // input that reached the worker after the hold
+        if (m.input && !readOnly && keep(m.input, returned)) { returned++; }
+        if (!holding) { flush(); }
+        break;
+      case "resume": // the migration did not happen: the input goes here
+        holding = false;
+        setStatus(liveStatus());
+        flush();
         break;
       case "page":
         page(m);
@@ -222,6 +320,7 @@
         break;
       case "moved": // the instance lives on another worker now: same URL
         backoff = 250;
+        moving = true;
         setStatus("moving");
         break;
       case "closed":
@@ -292,6 +391,41 @@
     }, function () { openSocket(here, ""); });
   }
 
+  // ---- a socket that went silent ----
+  // A connection can die without a close reaching the browser (its
+  // worker stalled or cut off, an end of stream the network lost): after
+  // 4 s without a word from the worker the engine asks ({"t":"ping"}, the
+  // worker answers at once); after 10 s it gives the socket up and
+  // reconnects, which finds the browser wherever it is now.
+  var heard = 0;
+  setInterval(function () {
+    if (!ws || ws.readyState !== 1 || !heard) { return; }
+    var quiet = Date.now() - heard;
+    if (quiet > 10000) {
+      var dead = ws;
+      dead.onclose = dead.onmessage = null;
+      try { dead.close(); } catch (err) { /* already closing */ }
+      silences++;
+      body.dataset.silences = String(silences);
+      dropSocket();
+      return;
+    }
+    if (quiet > 4000) { send({t: "ping", seq: 0}); }
+  }, 2000);
+  var silences = 0;
+
+  // dropSocket forgets the socket and reconnects after the backoff.
+  function dropSocket() {
+    ws = null;
+    live = holding = false;
+    awaiting = 0;
+    heard = 0;
+    if (closedForGood) { return; }
+    setStatus(moving ? "moving" : "reconnecting");
+    setTimeout(connect, backoff);
+    backoff = Math.min(backoff * 2, 8000);
+  }
+
   function openSocket(url, ticket) {
     var opened = false;
     ws = ticket ? new WebSocket(url, ["cb.v1", "cb-ticket." + ticket]) : new WebSocket(url);
@@ -299,19 +433,16 @@
     ws.binaryType = "arraybuffer";
     ws.onopen = function () {
       opened = true;
+      heard = Date.now();
       if (ticket) { direct.failed = 0; }
       mark("cb-ws-open");
     };
-    ws.onmessage = onMessage;
+    ws.onmessage = function (ev) { heard = Date.now(); onMessage(ev); };
     ws.onclose = function () {
-      ws = null;
-      if (closedForGood) { return; }
       // Twice refused or out of reach, even with a fresh ticket: the
       // socket URL does not work from here; the page's origin relays.
       if (ticket && !opened && ++direct.failed >= 2) { direct = null; }
-      setStatus("reconnecting");
-      setTimeout(connect, backoff);
-      backoff = Math.min(backoff * 2, 8000);
+      dropSocket();
     };
   }
 
@@ -325,7 +456,8 @@
       });
     },
     status: function () { return body.dataset.status; },
-    frames: function () { return frames; }
+    frames: function () { return frames; },
+    queued: function () { return queue.length; }
   };
 
   // The socket before the first paint: a new one's handshake runs while
