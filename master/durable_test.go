@@ -253,3 +253,28 @@ func TestMasterRestartAfterMigration(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrationWithoutTarget: with no other worker to move to, a
+// migration fails before it asks the worker for its last snapshot, which
+// would hold the browsers' input for nothing.
+func TestMigrationWithoutTarget(t *testing.T) {
+	m := startMaster(t, balance.RoundRobin)
+	a := addWorker(t, m, "w-a")
+	p, err := a.place(t, "notes", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.workers.migrateOne(context.Background(), "w-a", p.InstanceID); err == nil {
+		t.Fatal("migrated with no other worker")
+	}
+	if n := a.snapshots.Load(); n != 0 {
+		t.Fatalf("%d snapshots (input holds) for a migration with nowhere to go", n)
+	}
+	addWorker(t, m, "w-b")
+	if to, err := m.workers.migrateOne(context.Background(), "w-a", p.InstanceID); err != nil || to != "w-b" {
+		t.Fatalf("with a target: %q %v", to, err)
+	}
+	if n := a.snapshots.Load(); n != 1 {
+		t.Fatalf("%d snapshots before the move, want 1", n)
+	}
+}

@@ -59,6 +59,8 @@ type fakeWorker struct {
 	epochs   map[string]uint64 // instance -> epoch it was created under
 	gate     chan struct{}     // non-nil: CreateInstance waits for it
 	failOnce atomic.Bool       // the next CreateInstance fails
+	// snapshots counts SnapshotInstance calls.
+	snapshots atomic.Int64
 }
 
 func (f *fakeWorker) Ping(ctx context.Context) error {
@@ -115,6 +117,13 @@ func (f *fakeWorker) epoch(iid string) uint64 {
 }
 
 func (f *fakeWorker) CloseInstance(ctx context.Context, c wire.ClosedInstance) error { return nil }
+
+// SnapshotInstance counts the snapshots a migration asked for (a real
+// worker holds the browsers' input from then until the move).
+func (f *fakeWorker) SnapshotInstance(ctx context.Context, iid string) error {
+	f.snapshots.Add(1)
+	return nil
+}
 
 func (f *fakeWorker) ReleaseInstance(ctx context.Context, r wire.FencedInstance) error {
 	f.mu.Lock()

@@ -63,14 +63,8 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 	if !ok {
 		return "", nil
 	}
-	// Fresh snapshots of the browsers, from live state (best effort: an
-	// older worker has no such method; the periodic ones remain).
-	sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
-	if err := (contract.WorkerAppsClient{R: oldRef}).SnapshotInstance(sctx, iid); err != nil && !errors.Is(err, rmi.ErrNoMethod) {
-		m.log.Warn().Err(err).Str("instance", iid).Msg("snapshot before migration failed; using the last one")
-	}
-	scancel()
-
+	// The target first: the snapshot below holds the browsers' input
+	// until the move, which must not happen when there is nowhere to go.
 	wid, err := m.bal.Pick()
 	if err != nil {
 		return "", fmt.Errorf("no other worker: %w", err)
@@ -80,6 +74,13 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 		m.bal.Release(wid)
 		return "", errors.New("no other worker is available")
 	}
+	// Fresh snapshots of the browsers, from live state (best effort: an
+	// older worker has no such method; the periodic ones remain).
+	sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
+	if err := (contract.WorkerAppsClient{R: oldRef}).SnapshotInstance(sctx, iid); err != nil && !errors.Is(err, rmi.ErrNoMethod) {
+		m.log.Warn().Err(err).Str("instance", iid).Msg("snapshot before migration failed; using the last one")
+	}
+	scancel()
 	epoch, err := m.epochs.next()
 	if err != nil {
 		m.bal.Release(wid)
