@@ -55,12 +55,14 @@ func TestScreencastFollowsResize(t *testing.T) {
 	if n := lost.Load(); n != 2 {
 		t.Fatalf("%d frames lost, want 2: the test lost nothing it covers", n)
 	}
-	// The worker's metric counts the restarts that made up for them.
+	// The worker's metric counts the restarts that made up for them. At
+	// least one: a frame the page paints anyway within the follow-up's
+	// wait (a loaded machine's order of events) makes a restart needless.
 	st, err := rt.Stats(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := st.ResizeRestarts - restarts; n < 2 {
-		t.Fatalf("Stats.ResizeRestarts grew by %d, want at least one per lost frame (2)", n)
+	if n := st.ResizeRestarts - restarts; n < 1 {
+		t.Fatalf("Stats.ResizeRestarts grew by %d, want the restarts that made up for the lost frames counted", n)
 	}
 }
