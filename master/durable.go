@@ -25,14 +25,9 @@ import (
 // with its state (failover.go). Until then its URLs answer "moving" and its
 // strategy key is held, so no user gets a second instance.
 
-// instanceBucket holds the instance table: id -> storedInstance.
+// instanceBucket holds the instance table: id -> wire.InstanceInfo (JSON;
+// quota holds are counted again when it is loaded, as for an adopted one).
 const instanceBucket = "instances"
-
-// storedInstance is what the master keeps of an instance (its quota
-// holds are counted again when it is loaded, as for an adopted one).
-type storedInstance struct {
-	wire.InstanceInfo
-}
 
 // journal is the table's write-behind to the store.
 type journal struct {
@@ -55,6 +50,11 @@ func (m *WorkerManager) markLocked(iid string) {
 	j := m.journal
 	j.dirty[iid] = struct{}{}
 	j.marked++
+	j.poke()
+}
+
+// poke wakes the writer (a wake-up already pending will do).
+func (j *journal) poke() {
 	select {
 	case j.kick <- struct{}{}:
 	default:
@@ -116,7 +116,7 @@ func (m *WorkerManager) writeJournal() {
 			recs[iid] = nil
 			continue
 		}
-		raw, err := json.Marshal(storedInstance{InstanceInfo: in.InstanceInfo})
+		raw, err := json.Marshal(in.InstanceInfo)
 		if err != nil {
 			m.log.Error().Err(err).Str("instance", iid).Msg("instance record not encodable")
 			continue
@@ -144,17 +144,10 @@ func (m *WorkerManager) writeJournal() {
 	if err != nil {
 		m.log.Error().Err(err).Int("instances", len(recs)).Msg("instance table not stored; retrying")
 		for iid := range recs {
-			if _, newer := j.dirty[iid]; !newer {
-				j.dirty[iid] = struct{}{}
-			}
+			j.dirty[iid] = struct{}{}
 		}
 		if m.ctx.Err() == nil {
-			time.AfterFunc(time.Second, func() {
-				select {
-				case j.kick <- struct{}{}:
-				default:
-				}
-			})
+			time.AfterFunc(time.Second, j.poke)
 		}
 		return
 	}
@@ -172,10 +165,10 @@ func (m *WorkerManager) recoverInstances() (int, error) {
 	if m.state == nil {
 		return 0, nil
 	}
-	var recs []storedInstance
+	var recs []wire.InstanceInfo
 	var decodeErr error
 	m.state.Scan(instanceBucket, "", func(k string, raw []byte) bool {
-		var si storedInstance
+		var si wire.InstanceInfo
 		if err := json.Unmarshal(raw, &si); err != nil {
 			decodeErr = fmt.Errorf("instance record %s: %w", k, err)
 			return false
@@ -191,7 +184,7 @@ func (m *WorkerManager) recoverInstances() (int, error) {
 		if _, ok := m.instances[si.ID]; ok {
 			continue
 		}
-		m.addInstanceLocked(si.InstanceInfo, "", "", false)
+		m.addInstanceLocked(si, "", "", false)
 		in := m.instances[si.ID]
 		in.moving = make(chan struct{}) // waits for its worker (not yet an orphan)
 		in.unconfirmed = true
@@ -212,17 +205,13 @@ func (m *WorkerManager) recoverInstances() (int, error) {
 }
 
 // orphanUnconfirmed places again every recovered instance no worker has
-// reported, optionally only worker wid's ("" = all).
+// reported.
 func (m *WorkerManager) orphanUnconfirmed(why string) {
-	m.orphanUnconfirmedOf("", why)
-}
-
-func (m *WorkerManager) orphanUnconfirmedOf(wid, why string) {
 	m.mu.Lock()
 	n := 0
 	gone := map[string]bool{} // their workers that never came back
 	for _, in := range m.instances {
-		if !in.unconfirmed || (wid != "" && in.Worker != wid) {
+		if !in.unconfirmed {
 			continue
 		}
 		m.orphanLocked(in)
@@ -233,7 +222,7 @@ func (m *WorkerManager) orphanUnconfirmedOf(wid, why string) {
 	}
 	m.mu.Unlock()
 	if n > 0 {
-		m.log.Warn().Int("instances", n).Str("worker", wid).Str("reason", why).Msg("instances placed again from the stored table")
+		m.log.Warn().Int("instances", n).Str("reason", why).Msg("instances placed again from the stored table")
 		m.kickMoves()
 	}
 	// As for a worker declared dead: proxies that outlived the master drop

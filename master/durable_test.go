@@ -208,7 +208,7 @@ func TestMasterRestartAfterMigration(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := st.Put(instanceBucket, p.InstanceID, storedInstance{InstanceInfo: before}); err != nil {
+			if err := st.Put(instanceBucket, p.InstanceID, before); err != nil {
 				t.Fatal(err)
 			}
 			st.Close()
