@@ -25,6 +25,34 @@ func chatUser(t *testing.T, users *chromium.Runtime, base string) (browser.Brows
 	return b, strings.TrimPrefix(b.Page().URL, base)
 }
 
+// chatRoom is a cluster of two Chromium workers serving the sample apps,
+// with alice's client engine in the chat room.
+type chatRoom struct {
+	c     *cluster
+	opts  clusterOpts // to start its master again
+	base  string
+	users *chromium.Runtime
+	alice browser.Browser
+	path  string // alice's Browser URL
+	iid   string // the room
+}
+
+func newChatRoom(t *testing.T) *chatRoom {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("../../apps")
+	r := &chatRoom{opts: clusterOpts{proxies: 1, workers: 2, runtime: "chromium", extra: []string{"--apps", apps}}}
+	r.c = startCluster(t, r.opts)
+	r.base = "http://" + r.c.public
+	r.users = userBrowsers(t)
+	r.alice, r.path = chatUser(t, r.users, r.base)
+	r.iid = instanceOf(t, r.path)
+	return r
+}
+
 // sendChat sends messages m1..mn from b's chat room, each acknowledged,
 // and returns the title that shows them all.
 func sendChat(t *testing.T, b browser.Browser, n int) string {

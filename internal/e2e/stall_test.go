@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -16,16 +15,8 @@ import (
 // the worker dead and reconnects to the room's new copy at the same URL;
 // when the worker resumes, its copy is fenced, not served.
 func TestStallE2E(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes and Chromium")
-	}
-	needChromium(t)
-	apps, _ := filepath.Abs("../../apps")
-	c := startCluster(t, clusterOpts{proxies: 1, workers: 2, runtime: "chromium", extra: []string{"--apps", apps}})
-	base := "http://" + c.public
-	users := userBrowsers(t)
-	alice, alicePath := chatUser(t, users, base)
-	iid := instanceOf(t, alicePath)
+	r := newChatRoom(t)
+	c, base, alice, alicePath, iid := r.c, r.base, r.alice, r.path, r.iid
 	want := sendChat(t, alice, 3)
 	victim := instanceWorker(c.mustStatus(), iid)
 	pid := c.workers[victim].cmd.Process.Pid
