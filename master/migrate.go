@@ -127,7 +127,9 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 	m.mu.Unlock()
 	m.placements.Add(1)
 	m.bal.Release(from)
-	m.invalidate(iid)
+	// The old copy's clients reconnect as soon as it is released: the
+	// proxies must have dropped its route by then.
+	m.invalidateAcked(ctx, iid)
 	rctx, rcancel := context.WithTimeout(ctx, 15*time.Second)
 	defer rcancel()
 	if err := (contract.WorkerAppsClient{R: oldRef}).ReleaseInstance(rctx, wire.FencedInstance{ID: iid,

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,19 @@ func (p *proxySet) Invalidate(_ context.Context, iids []string) error {
 	return nil
 }
 
+// InvalidateAcked is Invalidate that waits until every proxy applied it,
+// or ctx ends: a migration tells the old copy's clients to reconnect only
+// after the proxies forgot its route (else they are sent back there).
+func (p *proxySet) InvalidateAcked(ctx context.Context, iids []string) error {
+	done := p.notify("Invalidate", func(ctx context.Context, c contract.ProxyClient) error { return c.Invalidate(ctx, iids) })
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("proxies: invalidation not acknowledged: %w", ctx.Err())
+	}
+}
+
 // InvalidateWorker drops the routes to worker id in every proxy.
 func (p *proxySet) InvalidateWorker(_ context.Context, id string) error {
 	if l := p.local.Load(); l != nil {
@@ -71,18 +85,23 @@ func (p *proxySet) add(c *rmi.Conn, name string) {
 
 // notify sends an invalidation to every proxy without waiting: a proxy that
 // misses one re-learns from the master after its cache TTL, and flushes its
-// cache when it reconnects.
-func (p *proxySet) notify(method string, call func(context.Context, contract.ProxyClient) error) {
+// cache when it reconnects. done is closed once every proxy answered or
+// failed.
+func (p *proxySet) notify(method string, call func(context.Context, contract.ProxyClient) error) (done <-chan struct{}) {
 	p.mu.Lock()
 	conns := make([]*rmi.Conn, 0, len(p.conns))
 	for c := range p.conns {
 		conns = append(conns, c)
 	}
 	p.mu.Unlock()
+	var calls sync.WaitGroup
+	all := make(chan struct{})
 	for _, c := range conns {
 		p.wg.Add(1)
+		calls.Add(1)
 		go func() {
 			defer p.wg.Done()
+			defer calls.Done()
 			ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
 			defer cancel()
 			if err := call(ctx, contract.ProxyClient{C: c}); err != nil {
@@ -90,6 +109,13 @@ func (p *proxySet) notify(method string, call func(context.Context, contract.Pro
 			}
 		}()
 	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		calls.Wait()
+		close(all)
+	}()
+	return all
 }
 
 // proxyStats is a proxy's last report and the request rate since the one

@@ -701,6 +701,23 @@ func (m *WorkerManager) instanceClosed(workerID string, c wire.ClosedInstance) e
 	return nil
 }
 
+// invalidateAcked tells the proxies that iids' routes changed and waits (a
+// bounded time) until they applied it.
+func (m *WorkerManager) invalidateAcked(ctx context.Context, iids ...string) {
+	inv, ok := m.proxies.(interface {
+		InvalidateAcked(context.Context, []string) error
+	})
+	if !ok {
+		m.invalidate(iids...)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := inv.InvalidateAcked(ctx, iids); err != nil {
+		m.log.Warn().Err(err).Strs("instances", iids).Msg("route invalidation not acknowledged in time")
+	}
+}
+
 // invalidate tells the proxies that iids' routes changed.
 func (m *WorkerManager) invalidate(iids ...string) {
 	if m.proxies != nil {

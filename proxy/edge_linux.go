@@ -1123,6 +1123,7 @@ func (l *loop) upReadable(u *econn) {
 	}
 	ex.haveHead = true
 	rs := &ex.resp
+	l.e.p.misdirected(ex.t, rs.status)
 	switch {
 	case ex.head1 || rs.status == 204 || rs.status == 304:
 		ex.mode = bodyNone

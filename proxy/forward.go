@@ -213,6 +213,7 @@ func sendBody(uc *upConn, body io.Reader, n int64) (err error) {
 // relayResponse copies the worker's answer to the client.
 func (p *Proxy) relayResponse(w http.ResponseWriter, r *http.Request, st *reqState, ex *exchange) {
 	resp := ex.resp
+	p.misdirected(st.target, resp.StatusCode)
 	out := w.Header()
 	conn := connectionTokens(resp.Header)
 	for k, vv := range resp.Header {

@@ -15,6 +15,7 @@ func Collectors(p *Proxy, cache *CachingRouter) []prometheus.Collector {
 		metrics.One("cloudbrowser_proxy_requests_total", "Requests seen by the proxy.", c, func() float64 { return float64(p.Stats().Requests) }),
 		metrics.One("cloudbrowser_proxy_route_errors_total", "Requests the master could not route.", c, func() float64 { return float64(p.Stats().RouteErrors) }),
 		metrics.One("cloudbrowser_proxy_upstream_errors_total", "Requests whose worker could not be reached.", c, func() float64 { return float64(p.Stats().UpstreamErrors) }),
+		metrics.One("cloudbrowser_proxy_misdirected_total", "Worker answers 421 (instance not hosted there): cached routes dropped.", c, func() float64 { return float64(p.Stats().Misdirected) }),
 		metrics.One("cloudbrowser_proxy_bad_requests_total", "Malformed requests.", c, func() float64 { return float64(p.Stats().BadRequests) }),
 		metrics.One("cloudbrowser_proxy_websockets_open", "WebSockets being relayed.", prometheus.GaugeValue, func() float64 { return float64(p.Stats().WebSocketsOpen) }),
 		metrics.One("cloudbrowser_proxy_websockets_total", "WebSockets relayed since start.", c, func() float64 { return float64(p.Stats().WebSocketsTotal) }),

@@ -117,6 +117,7 @@ type counters struct {
 	wsOpen                                             atomic.Int64
 	wsTotal, wsHandedOff, bytesUp, bytesDown, upPaired atomic.Uint64
 	wsWorkerGone                                       atomic.Uint64 // relays closed by CloseWorker
+	misdirected                                        atomic.Uint64 // 421s from workers: routes dropped
 }
 
 // Stats is a snapshot of proxy counters.
@@ -125,6 +126,7 @@ type Stats struct {
 	RouteErrors         uint64 // Router.Route failures
 	BadRequests         uint64 // 400/405 answers
 	UpstreamErrors      uint64 // worker unreachable / timed out
+	Misdirected         uint64 // workers' 421 (not hosted here): cached routes dropped
 	WebSocketsOpen      int64  // relays (and handshakes) in progress
 	WebSocketsTotal     uint64 // relays established (101 relayed)
 	WebSocketsHandedOff uint64 // given to a worker on this host (handoff.go)
@@ -276,6 +278,19 @@ func (p *Proxy) route(ctx context.Context, t urlkind.Target) (Route, error) {
 	return p.cfg.Router.Route(ctx, t)
 }
 
+// misdirected takes a worker's 421 (it does not host t's instance: the
+// route predates a move) as a stale route: the next request for the
+// instance asks the master again instead of the cache.
+func (p *Proxy) misdirected(t urlkind.Target, status int) {
+	if status != http.StatusMisdirectedRequest || t.InstanceID == "" {
+		return
+	}
+	if inv, ok := p.cfg.Router.(interface{ Invalidate(...string) }); ok {
+		inv.Invalidate(t.InstanceID)
+		p.st.misdirected.Add(1)
+	}
+}
+
 func (p *Proxy) scheme() httpsec.Scheme {
 	return httpsec.Scheme{AlwaysHTTPS: p.cfg.PublicHTTPS, TrustForwardedProto: p.cfg.TrustForwardedProto}
 }
@@ -335,6 +350,7 @@ func (p *Proxy) Stats() Stats {
 		RouteErrors:          p.st.routeErrors.Load(),
 		BadRequests:          p.st.badRequests.Load(),
 		UpstreamErrors:       p.st.upstreamErrors.Load(),
+		Misdirected:          p.st.misdirected.Load(),
 		WebSocketsOpen:       p.st.wsOpen.Load(),
 		WebSocketsTotal:      p.st.wsTotal.Load(),
 		WebSocketsHandedOff:  p.st.wsHandedOff.Load(),

@@ -142,6 +142,7 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
+		p.misdirected(t, resp.StatusCode)
 		p.relayRefusal(w, resp, wc, id)
 		rl.close()
 		log.Debug().Int("status", resp.StatusCode).Msg("worker refused websocket")

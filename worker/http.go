@@ -311,10 +311,15 @@ func (w *Worker) placeError(rw http.ResponseWriter, r *http.Request, id string, 
 	}
 }
 
-// hosted finds the instance of t on this worker or answers 404.
+// hosted finds the instance of t on this worker, or answers 421 (not
+// here: ask the master again) or 404 (not of this app).
 func (w *Worker) hosted(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) (*instance, bool) {
 	in, ok := w.apps.instance(t.InstanceID)
-	if !ok || in.app.MountPoint != t.App {
+	if !ok {
+		pages.Write(rw, r, id, pages.NotHere)
+		return nil, false
+	}
+	if in.app.MountPoint != t.App {
 		pg, _ := pages.ForCode(wire.CodeUnknownInstance, t.App, "")
 		pages.Write(rw, r, id, pg)
 		return nil, false

@@ -176,7 +176,8 @@ func TestInstanceToBrowserFlow(t *testing.T) {
 		{"/hello/a/" + iid + "/_cb/", 404, "nothing at this address"},            // no listing
 		{"/hello/a/" + iid + "/_cb/engine.html", 404, "nothing at this address"}, // a template
 		{"/hello/a/" + iid + "/b/bnope", 404, "does not exist"},
-		{"/hello/a/w-test.zzzzzzzzzzzz", 404, "does not exist"},
+		// Not here: only the master knows whether it moved or is gone.
+		{"/hello/a/w-test.zzzzzzzzzzzz", 421, "moving to another worker"},
 		{"/other/a/" + iid, 404, "does not exist"},
 		{"/healthz", 200, `"ok"`},
 		{"/readyz", 503, "not registered"},
@@ -232,7 +233,9 @@ func TestInstanceToBrowserFlow(t *testing.T) {
 			t.Fatalf("closed notice: %v %v", m, err)
 		}
 	}
-	if status, _ := get(loc); status != 404 {
+	// The worker cannot tell a closed instance from a moved one: the proxy
+	// asks the master again, which says 404.
+	if status, _ := get(loc); status != http.StatusMisdirectedRequest {
 		t.Fatalf("browser URL of a closed instance: %d", status)
 	}
 }

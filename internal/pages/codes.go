@@ -12,6 +12,14 @@ var (
 	// MasterUnavailable: the master could not be asked.
 	MasterUnavailable = Page{Status: http.StatusServiceUnavailable, Title: "Service unavailable",
 		Message: "The cluster master is unreachable, retry shortly.", RetryAfter: "2"}
+	// NotHere: a worker was asked for an instance it does not host (a
+	// proxy's route predates a move, or the instance just closed). Only the
+	// master knows which, so the answer is to ask again: 421 Misdirected
+	// Request, which proxies take as a stale route, and a page (or a
+	// refused WebSocket handshake, which the client engine retries) that
+	// reloads itself.
+	NotHere = Page{Status: http.StatusMisdirectedRequest, Title: "App instance moving",
+		Message: "This app instance is moving to another worker. This page reloads by itself in a moment.", RetryAfter: "1", Refresh: "1"}
 	// BrowserNotFound: the instance is here, the virtual browser is not.
 	BrowserNotFound = Page{Status: http.StatusNotFound, Title: "Browser not found",
 		Message: "This virtual browser does not exist (it may have been closed)."}

@@ -325,6 +325,7 @@
         break;
       case "closed":
         closedForGood = true;
+        body.dataset.closedReason = m.reason || "";
         setStatus("closed");
         show(m.reason || "This browser was closed.", m.reload);
         break;
