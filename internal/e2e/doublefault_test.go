@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -92,12 +91,6 @@ func TestQuickRestartE2E(t *testing.T) {
 // /chat joins the same room (no new, empty one; the migrated copy is not
 // closed as "merged"), and every message is kept.
 func TestMasterKilledAfterMigrationE2E(t *testing.T) {
-	if os.Getenv("CB_KNOWN_FAILURES") == "" {
-		// Issue #33, left open: in some runs the engine ends "closed" (told
-		// so before any hello from the new copy) instead of following the
-		// room; the master side is covered by TestMasterRestartAfterMigration.
-		t.Skip("known failure under investigation (issue #33); CB_KNOWN_FAILURES=1 runs it")
-	}
 	r := newChatRoom(t)
 	c, opts, base, users, alice, alicePath, iid := r.c, r.opts, r.base, r.users, r.alice, r.path, r.iid
 	want := sendChat(t, alice, 4)

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +52,52 @@ func newChatRoom(t *testing.T) *chatRoom {
 	r.users = userBrowsers(t)
 	r.alice, r.path = chatUser(t, r.users, r.base)
 	r.iid = instanceOf(t, r.path)
+	watchStatus(t, r.alice)
 	return r
+}
+
+// watchStatus records each status the engine in b shows, with the frames it
+// had received then; liveOn checks the record.
+func watchStatus(t *testing.T, b browser.Browser) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	const js = `(function () {
+	  if (window.__cbStatusLog) { return true; }
+	  var log = window.__cbStatusLog = [], b = document.body;
+	  // Every setting, a repeated one too: a reconnect sets "moving" again.
+	  new MutationObserver(function (records) {
+	    records.forEach(function () { log.push((b.dataset.status || "") + "|" + (b.dataset.framesReceived || "0")); });
+	  }).observe(b, {attributes: true, attributeFilter: ["data-status"]});
+	  return true;
+	})()`
+	var ok bool
+	if err := b.Evaluate(ctx, js, &ok); err != nil || !ok {
+		t.Fatalf("status watcher: %v", err)
+	}
+}
+
+// neverLiveWithoutFrames fails if the engine in b (watched by
+// watchStatus) showed "live" after a (re)connection before a frame of it.
+func neverLiveWithoutFrames(t *testing.T, b browser.Browser) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var log []string
+	if err := b.Evaluate(ctx, "window.__cbStatusLog || null", &log); err != nil || log == nil {
+		return // not watched
+	}
+	base := -1 // frames when the last connection began
+	for _, e := range log {
+		st, n, _ := strings.Cut(e, "|")
+		frames, _ := strconv.Atoi(n)
+		switch {
+		case st == "connecting" || st == "moving" || st == "reconnecting":
+			base = frames
+		case strings.HasPrefix(st, "live") && base >= 0 && frames <= base:
+			t.Fatalf("the engine showed %q before a frame of its new connection (statuses %v)", st, log)
+		}
+	}
 }
 
 // sendChat sends messages m1..mn from b's chat room, each acknowledged,
@@ -72,6 +119,7 @@ func liveOn(t *testing.T, b browser.Browser, base, path, worker, title string) {
 	eventually(t, b, "the engine served by "+worker, "document.body.dataset.worker", worker)
 	eventually(t, b, "the room restored", "document.title", title)
 	eventually(t, b, "engine live again", "document.body.dataset.status", "live")
+	neverLiveWithoutFrames(t, b)
 	if got := strings.TrimPrefix(b.Page().URL, base); got != path {
 		t.Fatalf("the engine left its Browser URL: %s, want %s", got, path)
 	}

@@ -108,10 +108,11 @@
   }
 
   // ---- truthful status ----
-  // "live" needs frames: input that paints and no frame for 1.5 s asks the
-  // worker for one ({"t":"refresh"}); none by 3 s shows "connection
-  // problem" until a frame comes.
-  var awaiting = 0, probed = false;
+  // "live" needs frames: a new socket is "connecting" until its first
+  // frame; input that paints and no frame for 1.5 s asks the worker for one
+  // ({"t":"refresh"}); none by 3 s shows "connection problem" until a frame
+  // comes.
+  var awaiting = 0, probed = false, framed = false;
   function paints(ev) {
     switch (ev.type) {
       case "keydown": return !/^(Shift|Control|Alt|Meta|CapsLock|NumLock)$/.test(ev.key);
@@ -123,7 +124,8 @@
     if (!awaiting || !live) { return; }
     var waited = Date.now() - awaiting;
     if (waited > 1500 && !probed) { probed = true; send({t: "refresh"}); }
-    if (waited > 3000 && !holding && body.dataset.status.indexOf("live") === 0) { setStatus("connection problem"); }
+    var st = body.dataset.status;
+    if (waited > 3000 && !holding && (st.indexOf("live") === 0 || st === "connecting")) { setStatus("connection problem"); }
   }, 250);
 
   // ---- frames ----
@@ -131,6 +133,10 @@
     mark("cb-frame-received");
     received++;
     awaiting = 0;
+    if (!framed) {
+      framed = true;
+      if (!holding) { setStatus(liveStatus()); }
+    }
     if (body.dataset.status === "connection problem") { setStatus(liveStatus()); }
     body.dataset.framesReceived = String(received); // drawn ones: frames
     var dv = new DataView(buf);
@@ -276,8 +282,10 @@
         readOnly = !!m.readOnly;
         body.dataset.readOnly = String(readOnly);
         live = true;
-        holding = moving = false;
-        setStatus(liveStatus());
+        holding = moving = framed = false;
+        awaiting = Date.now(); // no frame by 3 s: "connection problem"
+        probed = true; // the refresh below asks sooner
+        setStatus("connecting");
         if (m.page) { page(m.page); }
         body.dataset.worker = m.worker || "";
         if (readOnly) {
@@ -296,7 +304,7 @@
       case "role": // the owner changed this user's access while connected
         readOnly = !!m.readOnly;
         body.dataset.readOnly = String(readOnly);
-        if (!holding) { setStatus(liveStatus()); }
+        if (!holding && framed) { setStatus(liveStatus()); }
         break;
       case "hold": // a migration: keep the input for the browser's new copy
         holding = true;
@@ -309,7 +317,7 @@
         break;
       case "resume": // the migration did not happen: the input goes here
         holding = false;
-        setStatus(liveStatus());
+        setStatus(framed ? liveStatus() : "connecting");
         flush();
         break;
       case "page":
