@@ -278,3 +278,34 @@ func TestMigrationWithoutTarget(t *testing.T) {
 		t.Fatalf("%d snapshots before the move, want 1", n)
 	}
 }
+
+// TestFailedMigrationResumesInput: a restore that fails on the target
+// leaves the instance where it was, and the old worker is told at once to
+// give its users' held input back (not after the hold's 20 s bound).
+func TestFailedMigrationResumesInput(t *testing.T) {
+	m := startMaster(t, balance.RoundRobin)
+	a := addWorker(t, m, "w-a")
+	p, err := a.place(t, "notes", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := addWorker(t, m, "w-b")
+	b.failOnce.Store(true)
+	if _, err := m.workers.migrateOne(context.Background(), "w-a", p.InstanceID); err == nil {
+		t.Fatal("a failed restore reported as a migration")
+	}
+	if s, r := a.snapshots.Load(), a.resumes.Load(); s != 1 || r != 1 {
+		t.Fatalf("old worker: %d snapshots, %d resumes; want 1 and 1", s, r)
+	}
+	// Round robin may offer w-a itself first: no move, no snapshot.
+	to, err := m.workers.migrateOne(context.Background(), "w-a", p.InstanceID)
+	if err != nil {
+		to, err = m.workers.migrateOne(context.Background(), "w-a", p.InstanceID)
+	}
+	if err != nil || to != "w-b" {
+		t.Fatalf("second try: %q %v", to, err)
+	}
+	if r := a.resumes.Load(); r != 1 {
+		t.Fatalf("%d resumes after a migration that happened, want still 1", r)
+	}
+}

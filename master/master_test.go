@@ -61,6 +61,7 @@ type fakeWorker struct {
 	failOnce atomic.Bool       // the next CreateInstance fails
 	// snapshots counts SnapshotInstance calls.
 	snapshots atomic.Int64
+	resumes   atomic.Int64 // ResumeInstance calls
 }
 
 func (f *fakeWorker) Ping(ctx context.Context) error {
@@ -122,6 +123,12 @@ func (f *fakeWorker) CloseInstance(ctx context.Context, c wire.ClosedInstance) e
 // worker holds the browsers' input from then until the move).
 func (f *fakeWorker) SnapshotInstance(ctx context.Context, iid string) error {
 	f.snapshots.Add(1)
+	return nil
+}
+
+// ResumeInstance counts the holds given back after a failed migration.
+func (f *fakeWorker) ResumeInstance(ctx context.Context, iid string) error {
+	f.resumes.Add(1)
 	return nil
 }
 

@@ -84,6 +84,7 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 	epoch, err := m.epochs.next()
 	if err != nil {
 		m.bal.Release(wid)
+		m.resume(ctx, oldRef, iid)
 		return "", fmt.Errorf("placement epoch: %w", err)
 	}
 	// From here on the old worker's writes are refused: the new worker
@@ -115,10 +116,12 @@ func (m *WorkerManager) migrateOne(ctx context.Context, from, iid string) (strin
 			m.kickMoves()
 			return "", fmt.Errorf("restore on %s: %w (its worker is gone: placed again)", wid, err)
 		}
-		// It stays where it was, under its old epoch again.
+		// It stays where it was, under its old epoch again, and its users
+		// type there again at once.
 		in.Epoch = info.Epoch
 		m.settleLocked(in)
 		m.mu.Unlock()
+		m.resume(ctx, oldRef, iid)
 		return "", fmt.Errorf("restore on %s: %w", wid, err)
 	}
 	in.Worker, in.Version = wid, app.Version
@@ -173,4 +176,15 @@ func (m *WorkerManager) callerIs(c *rmi.Conn, id string) error {
 		return wire.Errorf(wire.CodeForbidden, "the call names worker %q, but the connection (peer %q) is not its registration", id, peerName(c))
 	}
 	return nil
+}
+
+// resume gives back the input the migration's snapshot held on the old
+// worker (best effort: an older worker has no such method, and its hold
+// ends by itself after inputHoldMax).
+func (m *WorkerManager) resume(ctx context.Context, ref contract.RefCaller, iid string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := (contract.WorkerAppsClient{R: ref}).ResumeInstance(ctx, iid); err != nil && !errors.Is(err, rmi.ErrNoMethod) {
+		m.log.Warn().Err(err).Str("instance", iid).Msg("could not give the held input back after a failed migration")
+	}
 }

@@ -35,6 +35,10 @@ func (x workerApps) SnapshotInstance(ctx context.Context, iid string) error {
 	return x.a.SnapshotInstance(ctx, iid)
 }
 
+func (x workerApps) ResumeInstance(ctx context.Context, iid string) error {
+	return x.a.ResumeInstance(ctx, iid)
+}
+
 func (x workerApps) ReleaseInstance(ctx context.Context, f wire.FencedInstance) error {
 	return x.a.ReleaseInstance(ctx, f)
 }

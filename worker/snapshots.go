@@ -583,7 +583,25 @@ func (a *AppManager) SnapshotInstance(ctx context.Context, iid string) error {
 	return nil
 }
 
-// Holding input for a migration (issue 33). Between the migration's
+// ResumeInstance ends the input holds of an instance's browsers at once:
+// the master could not move it (the restore failed), so its users type
+// here again instead of waiting out inputHoldMax.
+func (a *AppManager) ResumeInstance(ctx context.Context, iid string) error {
+	in, ok := a.instance(iid)
+	if !ok {
+		return wire.Err(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
+	}
+	for _, vb := range in.browserList() {
+		s := &vb.snap
+		s.inMu.RLock()
+		gen := s.holdGen
+		s.inMu.RUnlock()
+		a.w.resumeInput(vb, gen)
+	}
+	return nil
+}
+
+// Holding input for a migration. Between the migration's
 // snapshot and the moment the old copy lets its clients go ({"t":"moved"})
 // the restore on the new worker takes a second or more, and a user who
 // keeps typing would type into a page that is about to be dropped. So the

@@ -338,43 +338,57 @@ func nextMsg(t *testing.T, conn *websocket.Conn, typ string, skip ...string) map
 	}
 }
 
-// TestMigrationHoldsInput (issue 33): the snapshot before a migration is
-// taken with the browser's input held: its clients are told ({"t":"hold"},
-// also one that connects meanwhile), input that reaches the worker after
-// it is sent back to its client ({"t":"held"}) instead of into the page,
-// which the client sends again to the browser's new copy. A hold that the
-// move does not end (it failed) ends by itself ({"t":"resume"}) and input
-// reaches this page again.
+// TestMigrationHoldsInput: the snapshot before a migration is taken with
+// the browser's input held: its clients are told ({"t":"hold"}, also one
+// that connects meanwhile), input that reaches the worker after it is sent
+// back to its client ({"t":"held"}) instead of into the page, which the
+// client sends again to the browser's new copy. A hold that the move does
+// not end (it failed) ends ({"t":"resume"}) when the master says so, or by
+// itself after inputHoldMax, and input reaches this page again.
 func TestMigrationHoldsInput(t *testing.T) {
-	clk := clocktest.New(time.Unix(1000, 0))
-	f := newHubFixture(t, RoleReader, func(w *Worker) { w.snapshots = newMemSnapshots(); w.clock = clk })
-	fb := f.rt.last()
-	owner, _ := f.dial(t, true)
-	key := func(k string) {
-		_ = owner.WriteJSON(map[string]any{"t": "input", "type": "keydown", "key": k, "text": k})
-	}
-	key("a")
-	testutil.Eventually(t, 10*time.Second, testutil.Cond("the key a taken", func() bool { return keysOf(fb) == "a" }))
+	for _, tc := range []struct {
+		name string
+		end  func(f *hubFixture, clk *clocktest.Clock)
+	}{
+		{"the master resumes", func(f *hubFixture, _ *clocktest.Clock) {
+			if err := f.w.apps.ResumeInstance(context.Background(), f.iid); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the hold times out", func(_ *hubFixture, clk *clocktest.Clock) { clk.Advance(inputHoldMax) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.New(time.Unix(1000, 0))
+			f := newHubFixture(t, RoleReader, func(w *Worker) { w.snapshots = newMemSnapshots(); w.clock = clk })
+			fb := f.rt.last()
+			owner, _ := f.dial(t, true)
+			key := func(k string) {
+				_ = owner.WriteJSON(map[string]any{"t": "input", "type": "keydown", "key": k, "text": k})
+			}
+			key("a")
+			testutil.Eventually(t, 10*time.Second, testutil.Cond("the key a taken", func() bool { return keysOf(fb) == "a" }))
 
-	if err := f.w.apps.SnapshotInstance(context.Background(), f.iid); err != nil {
-		t.Fatal(err)
-	}
-	nextMsg(t, owner, "hold", "page")
-	key("b")
-	held := nextMsg(t, owner, "held", "page")
-	if in, _ := held["input"].(map[string]any); in["t"] != "input" || in["key"] != "b" || in["type"] != "keydown" {
-		t.Fatalf("held: %v", held)
-	}
-	viewer, _ := f.dial(t, false)
-	nextMsg(t, viewer, "hold", "page")
-	if got := keysOf(fb); got != "a" {
-		t.Fatalf("keys in the page during the hold: %q, want a", got)
-	}
+			if err := f.w.apps.SnapshotInstance(context.Background(), f.iid); err != nil {
+				t.Fatal(err)
+			}
+			nextMsg(t, owner, "hold", "page")
+			key("b")
+			held := nextMsg(t, owner, "held", "page")
+			if in, _ := held["input"].(map[string]any); in["t"] != "input" || in["key"] != "b" || in["type"] != "keydown" {
+				t.Fatalf("held: %v", held)
+			}
+			viewer, _ := f.dial(t, false)
+			nextMsg(t, viewer, "hold", "page")
+			if got := keysOf(fb); got != "a" {
+				t.Fatalf("keys in the page during the hold: %q, want a", got)
+			}
 
-	clk.Advance(inputHoldMax)
-	nextMsg(t, owner, "resume", "page")
-	key("c")
-	testutil.Eventually(t, 10*time.Second, testutil.Cond("the key c taken after the hold", func() bool { return keysOf(fb) == "ac" }))
+			tc.end(f, clk)
+			nextMsg(t, owner, "resume", "page")
+			key("c")
+			testutil.Eventually(t, 10*time.Second, testutil.Cond("the key c taken after the hold", func() bool { return keysOf(fb) == "ac" }))
+		})
+	}
 }
 
 // TestRefreshResendsTheLastFrame: a client engine that asks for a frame

@@ -389,6 +389,9 @@ type WorkerApps interface {
 	// SnapshotInstance stores fresh snapshots of an instance's browsers at
 	// the master (before a migration).
 	SnapshotInstance(ctx context.Context, iid string) error
+	// ResumeInstance gives an instance's browsers back the input
+	// SnapshotInstance held, when the migration did not happen.
+	ResumeInstance(ctx context.Context, iid string) error
 	// ReleaseInstance drops a migrated instance, sending its clients on
 	// to the same URLs.
 	ReleaseInstance(ctx context.Context, f wire.FencedInstance) error
@@ -415,6 +418,7 @@ const (
 	mCloseInstance     = "CloseInstance"
 	mSnapshotInstance  = "SnapshotInstance"
 	mReleaseInstance   = "ReleaseInstance"
+	mResumeInstance    = "ResumeInstance"
 	mOpenBrowserFor    = "OpenBrowserFor"
 	mGrant             = "Grant"
 	mRevokeSessions    = "RevokeSessions"
@@ -447,6 +451,10 @@ func (c WorkerAppsClient) CloseInstance(ctx context.Context, ci wire.ClosedInsta
 
 func (c WorkerAppsClient) SnapshotInstance(ctx context.Context, iid string) error {
 	return c.R.Call(ctx, mSnapshotInstance, nil, iid)
+}
+
+func (c WorkerAppsClient) ResumeInstance(ctx context.Context, iid string) error {
+	return c.R.Call(ctx, mResumeInstance, nil, iid)
 }
 
 func (c WorkerAppsClient) ReleaseInstance(ctx context.Context, f wire.FencedInstance) error {
