@@ -64,6 +64,9 @@ type edgeWaiter interface {
 	stop()
 	kill()
 	done() <-chan struct{}
+	// closeWorker ends the exchanges in flight with a worker the master
+	// declared dead (an answer not begun gets the moving page).
+	closeWorker(wid string)
 }
 
 // shutdownEdges stops every edge and waits for its loops to finish the

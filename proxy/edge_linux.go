@@ -296,6 +296,7 @@ type loop struct {
 
 	postMu sync.Mutex
 	posted []edgeDone // off-loop work done, for the loop to continue
+	gone   []string   // workers declared dead, whose exchanges end
 
 	// An idle loop waits in the Go runtime's poller, on a duplicate of
 	// its epoll descriptor (ready when the set has ready events), and not
@@ -802,12 +803,47 @@ func (l *loop) post(d edgeDone) {
 	_, _ = unix.Write(l.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 }
 
+// closeWorker has every loop end its exchanges with worker wid.
+func (e *edge) closeWorker(wid string) {
+	e.wakeMu.Lock()
+	defer e.wakeMu.Unlock()
+	if e.ended {
+		return
+	}
+	for _, l := range e.loops {
+		l.postMu.Lock()
+		l.gone = append(l.gone, wid)
+		l.postMu.Unlock()
+		_, _ = unix.Write(l.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	}
+}
+
+// endExchangesWith ends the exchanges in flight with worker wid: a worker
+// the master declared dead (stalled, cut off) may never answer, and its
+// instances are placed elsewhere; the client gets the moving page, or is
+// cut off if the answer had begun.
+func (l *loop) endExchangesWith(wid string) {
+	var ended []*edgeEx
+	for _, c := range l.conns {
+		if c.up && c.ex != nil && c.ex.route.WorkerID == wid {
+			ended = append(ended, c.ex)
+		}
+	}
+	for _, ex := range ended {
+		ex.retried = true // not sent again to the same worker
+		l.upFailed(ex, errWorkerDead)
+	}
+}
+
 // takePosted continues the requests whose off-loop work is done.
 func (l *loop) takePosted() {
 	l.postMu.Lock()
-	ds := l.posted
-	l.posted = nil
+	ds, gone := l.posted, l.gone
+	l.posted, l.gone = nil, nil
 	l.postMu.Unlock()
+	for _, wid := range gone {
+		l.endExchangesWith(wid)
+	}
 	for _, d := range ds {
 		c := d.ex.c
 		if l.conns[c.fd] != c || c.ex != d.ex || d.ex.seq != d.seq {

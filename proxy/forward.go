@@ -27,6 +27,8 @@ import (
 
 // forward relays a plain HTTP request to st.route and its answer back.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, st *reqState) {
+	r, done := p.trackForward(r, st.route.WorkerID)
+	defer done()
 	if hasBody(r) {
 		// Tell client body errors apart from worker failures.
 		st.body = &bodyWatch{ReadCloser: r.Body}
@@ -234,7 +236,7 @@ func (p *Proxy) relayResponse(w http.ResponseWriter, r *http.Request, st *reqSta
 		out[k] = vv
 	}
 	ex.done(p, readErr == nil && writeErr == nil)
-	if readErr != nil && r.Context().Err() == nil {
+	if readErr != nil && (r.Context().Err() == nil || errors.Is(context.Cause(r.Context()), errWorkerDead)) {
 		p.st.upstreamErrors.Add(1)
 		p.log.Warn().Str("request_id", st.id).Str("worker", st.route.WorkerID).Err(readErr).Msg("worker answer cut off")
 		// The status is out; abort the client connection so the truncated
@@ -290,8 +292,50 @@ func copyBody(w http.ResponseWriter, body io.Reader, flush bool) (readErr, write
 	}
 }
 
+// trackForward gives r a context that CloseWorker cancels when worker wid
+// is declared dead; done forgets it.
+func (p *Proxy) trackForward(r *http.Request, wid string) (*http.Request, func()) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	key := &cancel
+	p.mu.Lock()
+	if p.forwards == nil {
+		p.forwards = map[string]map[*context.CancelCauseFunc]struct{}{}
+	}
+	if p.forwards[wid] == nil {
+		p.forwards[wid] = map[*context.CancelCauseFunc]struct{}{}
+	}
+	p.forwards[wid][key] = struct{}{}
+	p.mu.Unlock()
+	return r.WithContext(ctx), func() {
+		p.mu.Lock()
+		delete(p.forwards[wid], key)
+		if len(p.forwards[wid]) == 0 {
+			delete(p.forwards, wid)
+		}
+		p.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// endForwards cancels the net/http path's exchanges with worker wid.
+func (p *Proxy) endForwards(wid string) {
+	p.mu.Lock()
+	var cancels []context.CancelCauseFunc
+	for c := range p.forwards[wid] {
+		cancels = append(cancels, *c)
+	}
+	p.mu.Unlock()
+	for _, c := range cancels {
+		c(errWorkerDead)
+	}
+}
+
 // forwardFailed answers a request the worker could not be asked.
 func (p *Proxy) forwardFailed(w http.ResponseWriter, r *http.Request, st *reqState, err error) {
+	if errors.Is(context.Cause(r.Context()), errWorkerDead) {
+		p.upstreamFailed(w, r, st.id, st.target, st.route, errWorkerDead)
+		return
+	}
 	if r.Context().Err() != nil || (st.body != nil && st.body.failed.Load()) {
 		// The client went away or broke its upload; nobody to answer.
 		p.log.Debug().Str("request_id", st.id).Err(err).Msg("client aborted")

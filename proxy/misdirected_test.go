@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,6 +55,58 @@ func TestMisdirectedDropsRoute(t *testing.T) {
 			}
 			if got := p.Stats().Misdirected; got != 1 {
 				t.Fatalf("misdirected counter %d, want 1", got)
+			}
+		})
+	}
+}
+
+// TestDeadWorkerEndsRequests: requests waiting on a worker the master
+// then declares dead (a stall: it never answers) end at once with the
+// moving page, which reloads itself, on the edge (GET) and on the net/http
+// path (POST) alike, instead of hanging until the worker wakes up.
+func TestDeadWorkerEndsRequests(t *testing.T) {
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		t.Run(method, func(t *testing.T) {
+			stalled := make(chan struct{})
+			arrived := make(chan struct{}, 1)
+			route := startWorker(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				arrived <- struct{}{}
+				select {
+				case <-stalled:
+				case <-r.Context().Done():
+				}
+			}))
+			defer close(stalled)
+			p, srv := startProxy(t, Config{Router: &fakeRouter{route: route}})
+			type answer struct {
+				resp *http.Response
+				err  error
+			}
+			got := make(chan answer, 1)
+			go func() {
+				var body io.Reader
+				if method == http.MethodPost {
+					body = strings.NewReader("x")
+				}
+				req, _ := http.NewRequest(method, srv.URL+"/app/a/"+testInstance+"/b/"+testBrowser, body)
+				resp, err := client(t).Do(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				got <- answer{resp, err}
+			}()
+			select {
+			case <-arrived:
+			case a := <-got:
+				t.Fatalf("answered before the worker saw the request: %+v", a)
+			}
+			p.CloseWorker(testWorker)
+			a := <-got
+			if a.err != nil {
+				t.Fatal(a.err)
+			}
+			if a.resp.StatusCode != http.StatusServiceUnavailable || a.resp.Header.Get("Refresh") != "1" {
+				t.Fatalf("answer %d (Refresh %q), want 503 with Refresh 1", a.resp.StatusCode, a.resp.Header.Get("Refresh"))
 			}
 		})
 	}

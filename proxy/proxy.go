@@ -106,6 +106,9 @@ type Proxy struct {
 	mu      sync.Mutex
 	closing bool
 	relays  map[*relay]struct{}
+	// forwards are the net/http path's exchanges in flight, by worker id:
+	// CloseWorker cancels them.
+	forwards map[string]map[*context.CancelCauseFunc]struct{}
 	// handed are the WebSockets handed to workers on this host (handed_linux.go).
 	handed  *handedSockets
 	drained chan struct{} // closed when closing && len(relays)==0
@@ -295,11 +298,23 @@ func (p *Proxy) scheme() httpsec.Scheme {
 	return httpsec.Scheme{AlwaysHTTPS: p.cfg.PublicHTTPS, TrustForwardedProto: p.cfg.TrustForwardedProto}
 }
 
+// errWorkerDead ends the exchanges with a worker the master declared dead.
+var errWorkerDead = errors.New("the master declared the worker dead")
+
 // upstreamFailed answers a request whose worker could not be reached.
 func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, id string, t urlkind.Target, route Route, err error) {
 	p.st.upstreamErrors.Add(1)
 	ev := p.log.Warn().Str("request_id", id).Str("worker", route.WorkerID).Str("addr", route.Addr).
 		Str("kind", t.Kind.String()).Str("instance", t.InstanceID).Err(err)
+	if errors.Is(err, errWorkerDead) {
+		// Its instances are being placed elsewhere: the page reloads
+		// itself and reaches the new copy.
+		ev.Msg("request to a dead worker ended")
+		pg, _ := pages.ForCode(wire.CodeInstanceMoving, t.App, "")
+		pg.Refresh = "1"
+		p.write(w, r, id, pg)
+		return
+	}
 	if isTimeout(err) && !isDialError(err) {
 		ev.Msg("worker timed out")
 		p.page(w, r, id, http.StatusGatewayTimeout, "Worker timed out",

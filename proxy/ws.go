@@ -71,10 +71,12 @@ func (p *Proxy) untrack(rl *relay) {
 // CloseWorker closes every WebSocket relayed or handed to worker wid: the master
 // declared it dead (a crash, a stall, a cut), so what its users see is no
 // longer live, and their input would be lost there. Their client engines
-// reconnect at once and reach the instance's new copy. It returns how many
-// it closed.
+// reconnect at once and reach the instance's new copy. Plain requests in
+// flight with it end too (the moving page), since a stalled worker may
+// never answer them. It returns how many sockets it closed.
 func (p *Proxy) CloseWorker(wid string) int {
 	p.mu.Lock()
+	edges := p.edges
 	var gone []*relay
 	for rl := range p.relays {
 		if rl.workerID == wid {
@@ -86,6 +88,10 @@ func (p *Proxy) CloseWorker(wid string) int {
 		rl.close()
 	}
 	handed := p.handed.closeWorker(wid)
+	p.endForwards(wid)
+	for _, e := range edges {
+		e.closeWorker(wid)
+	}
 	n := len(gone) + handed
 	if n > 0 {
 		p.st.wsWorkerGone.Add(uint64(n))
