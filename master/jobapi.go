@@ -313,11 +313,18 @@ func jobError(w http.ResponseWriter, err error) {
 }
 
 // cleanSpec drops what only the master may set and names the submitter:
-// the job, its result and its cache entries are that principal's.
+// the job, its result and its cache entries are that principal's. (The
+// cache fields are dropped by jobs.Admit, which alone may set them.)
 func cleanSpec(r *http.Request, s wire.JobSpec) wire.JobSpec {
-	s.CacheSig, s.CacheHolder, s.PrevHash, s.MaxBytes = "", "", "", 0
+	s.PrevHash, s.MaxBytes = "", 0
 	s.User = principalOf(r).name
 	return s
+}
+
+// cacheKey has jobs.Admit compute a render's cache signature (which needs
+// to know whether the app's pool logs in).
+func (m *Master) cacheKey() jobs.AdmitOption {
+	return jobs.CacheKey(func(s wire.JobSpec) (string, string, error) { return m.jobs.cache.Key(s, m.pooledLogin(s.App)) })
 }
 
 // sees reports whether p may read, list or cancel what user submitted: its
@@ -407,7 +414,13 @@ func (m *Master) submitJobs(w http.ResponseWriter, r *http.Request) {
 		m.submitOne(w, r, specs[0])
 		return
 	}
-	out, err := m.jobs.q.SubmitBatch(r.Context(), specs)
+	// Admitted after the app checks, so a 403 comes before a 400.
+	admitted, err := jobs.AdmitBatch(specs)
+	if err != nil {
+		jobError(w, err)
+		return
+	}
+	out, err := m.jobs.q.SubmitBatch(r.Context(), admitted)
 	if err != nil {
 		jobError(w, err)
 		return
@@ -419,8 +432,17 @@ func (m *Master) submitJobs(w http.ResponseWriter, r *http.Request) {
 // result answers at once (200, X-Cache: HIT), a render being generated is
 // joined (202 with the job making it and since when), and otherwise this
 // job reserves the signature.
-func (m *Master) submitOne(w http.ResponseWriter, r *http.Request, spec wire.JobSpec) {
-	if spec.Kind != wire.JobRender || spec.NoCache {
+func (m *Master) submitOne(w http.ResponseWriter, r *http.Request, raw wire.JobSpec) {
+	var opts []jobs.AdmitOption
+	if raw.Kind == wire.JobRender && !raw.NoCache {
+		opts = append(opts, m.cacheKey())
+	}
+	spec, err := jobs.Admit(raw, opts...)
+	if err != nil {
+		jobError(w, err)
+		return
+	}
+	if spec.Signature() == "" {
 		j, err := m.jobs.q.Submit(r.Context(), spec)
 		if err != nil {
 			jobError(w, err)
@@ -429,12 +451,9 @@ func (m *Master) submitOne(w http.ResponseWriter, r *http.Request, spec wire.Job
 		writeJSON(w, http.StatusAccepted, j)
 		return
 	}
-	sig, canon, ok := m.renderKey(w, spec)
-	if !ok {
-		return
-	}
+	sig, ws := spec.Signature(), spec.Wire()
 	holder := rendercache.NewHolder()
-	res, err := m.jobs.cache.ReserveFor(spec.User, sig, canon, holder, time.Duration(spec.MaxAgeMs)*time.Millisecond)
+	res, err := m.jobs.cache.ReserveFor(ws.User, sig, spec.CanonicalURL(), holder, time.Duration(ws.MaxAgeMs)*time.Millisecond)
 	if err != nil {
 		jobError(w, err)
 		return
@@ -471,8 +490,7 @@ func (m *Master) submitOne(w http.ResponseWriter, r *http.Request, spec wire.Job
 		writeJSON(w, http.StatusAccepted, body)
 		return
 	}
-	spec.CacheSig, spec.CacheHolder = sig, holder
-	j, err := m.jobs.q.Submit(r.Context(), spec)
+	j, err := m.jobs.q.Submit(r.Context(), spec.WithHolder(holder))
 	if err != nil {
 		_ = m.jobs.cache.Fail(sig, holder, err)
 		jobError(w, err)
@@ -576,50 +594,37 @@ func (m *Master) cancelJob(w http.ResponseWriter, r *http.Request) {
 	answer(w, j, err)
 }
 
-// renderKey validates a render and returns its cache signature and
-// canonical URL; on error it has answered.
-func (m *Master) renderKey(w http.ResponseWriter, spec wire.JobSpec) (sig, canon string, ok bool) {
-	if err := jobs.Validate(spec); err != nil {
-		jobError(w, err)
-		return "", "", false
-	}
-	sig, canon, err := m.jobs.cache.Key(spec, m.pooledLogin(spec.App))
-	if err != nil {
-		fieldError(w, "url", err.Error())
-		return "", "", false
-	}
-	return sig, canon, true
-}
-
 // renderSync is GET /api/v1/render: it waits and answers the bytes. N
 // identical concurrent requests cause one render (the cache's single
 // flight); the others wait for it.
 func (m *Master) renderSync(w http.ResponseWriter, r *http.Request) {
-	spec, err := specFromQuery(r)
+	raw, err := specFromQuery(r)
 	if err != nil {
 		jobError(w, err)
 		return
 	}
-	spec = cleanSpec(r, spec)
-	if !m.appAllowed(w, r, "app", spec.App) {
+	raw = cleanSpec(r, raw)
+	if !m.appAllowed(w, r, "app", raw.App) {
 		return
 	}
-	sig, canon, ok := m.renderKey(w, spec)
-	if !ok {
+	spec, err := jobs.Admit(raw, m.cacheKey())
+	if err != nil {
+		jobError(w, err)
 		return
 	}
-	maxAge := time.Duration(spec.MaxAgeMs) * time.Millisecond
-	if spec.NoCache {
+	ws := spec.Wire()
+	maxAge := time.Duration(ws.MaxAgeMs) * time.Millisecond
+	if ws.NoCache {
 		maxAge = rendercache.NoCache
 	}
-	timeout := time.Duration(spec.TimeoutMs)*time.Millisecond*time.Duration(m.cfg.Jobs.MaxAttempts+1) + time.Minute
+	// The timeout as requested, not Admit's default: an omitted one
+	// waits one minute, as it always has.
+	timeout := time.Duration(raw.TimeoutMs)*time.Millisecond*time.Duration(m.cfg.Jobs.MaxAttempts+1) + time.Minute
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	var queueErr error
-	entry, status, err := m.jobs.cache.Get(ctx, sig, canon, rendercache.GetOptions{MaxAge: maxAge, Owner: spec.User}, func(ctx context.Context, holder string) error {
-		s := spec
-		s.CacheSig, s.CacheHolder = sig, holder
-		j, err := m.jobs.q.Submit(ctx, s)
+	entry, status, err := m.jobs.cache.Get(ctx, spec.Signature(), spec.CanonicalURL(), rendercache.GetOptions{MaxAge: maxAge, Owner: ws.User}, func(ctx context.Context, holder string) error {
+		j, err := m.jobs.q.Submit(ctx, spec.WithHolder(holder))
 		if err != nil {
 			queueErr = err
 			return err
@@ -757,11 +762,16 @@ func (m *Master) addMonitor(w http.ResponseWriter, r *http.Request) {
 		fieldError(w, "interval", "interval: a duration such as 5m is required")
 		return
 	}
-	spec := cleanSpec(r, f.JobSpec)
-	if spec.Kind == "" {
-		spec.Kind = wire.JobCheck
+	raw := cleanSpec(r, f.JobSpec)
+	if raw.Kind == "" {
+		raw.Kind = wire.JobCheck
 	}
-	if !m.appAllowed(w, r, "app", spec.App) {
+	if !m.appAllowed(w, r, "app", raw.App) {
+		return
+	}
+	spec, err := jobs.Admit(raw, jobs.AsMonitor())
+	if err != nil {
+		jobError(w, err)
 		return
 	}
 	mon, err := m.jobs.q.AddMonitor(r.Context(), spec, every)

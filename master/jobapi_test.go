@@ -414,3 +414,66 @@ func TestJobUsersLifecycle(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestJobsAdmission: every way in (one job, a batch, the synchronous
+// render, a monitor) refuses bad input with a 400 naming the field, with
+// the messages the API has always given, and drops the cache fields a
+// client sends.
+func TestJobsAdmission(t *testing.T) {
+	_, srv := isolationMaster(t)
+	const admin = "admintok"
+	for _, tc := range []struct {
+		name         string
+		method, path string
+		body         string
+		status       int
+		field, error string // of a 400
+		want, not    string // in / not in the body
+	}{
+		{"one render", "POST", "/api/v1/jobs", `{"kind":"render","url":"http://a/","width":5}`, 400,
+			"width", "width: 5 is out of range: want 0 (default) or 100..4096", "", ""},
+		{"one check", "POST", "/api/v1/jobs", `{"kind":"check","url":"http://a/","format":"png"}`, 400,
+			"format", "format: only render jobs have a format", "", ""},
+		{"a render the cache cannot key", "POST", "/api/v1/jobs", `{"kind":"render","url":"ftp:///x"}`, 400,
+			"url", `url: "ftp:///x" is not an absolute URL with a host`, "", ""},
+		{"the same, uncached: disallowed", "POST", "/api/v1/jobs", `{"kind":"render","url":"ftp:///x","noCache":true}`, 202,
+			"", "", `"state": "disallowed"`, ""},
+		{"a batch names the index", "POST", "/api/v1/jobs", `[{"kind":"check","url":"http://a/"},{"kind":"check","url":"http://a/","format":"png"}]`, 400,
+			"jobs[1].format", "jobs[1].format: only render jobs have a format", "", ""},
+		{"a batch of one does not", "POST", "/api/v1/jobs", `[{"kind":"check","url":"http://a/","format":"png"}]`, 400,
+			"format", "format: only render jobs have a format", "", ""},
+		{"an empty batch", "POST", "/api/v1/jobs", `[]`, 400, "jobs", "jobs: empty batch", "", ""},
+		{"a forged signature is dropped", "POST", "/api/v1/jobs", `{"kind":"check","url":"http://a/","cacheSig":"forged","cacheHolder":"forged"}`, 202,
+			"", "", `"state": "queued"`, "forged"},
+		{"a cached render gets its own", "POST", "/api/v1/jobs", `{"kind":"render","url":"http://a/","ignoreRobots":true,"cacheSig":"forged"}`, 202,
+			"", "", `"cacheSig": "`, "forged"},
+		{"render: bad field", "GET", "/api/v1/render?url=http://a/&quality=5", "", 400,
+			"quality", "quality: applies to format jpeg only", "", ""},
+		{"render: a URL the cache cannot key", "GET", "/api/v1/render?url=ftp:///x", "", 400,
+			"url", `url: "ftp:///x" is not an absolute URL with a host`, "", ""},
+		{"monitor: robots", "POST", "/api/v1/monitors", `{"kind":"check","url":"http://a/","ignoreRobots":true,"interval":"1m"}`, 400,
+			"ignoreRobots", "ignoreRobots: monitors always obey robots.txt", "", ""},
+		{"monitor: the spec before the interval", "POST", "/api/v1/monitors", `{"url":"http://a/","width":5,"interval":"1s"}`, 400,
+			"width", "width: 5 is out of range: want 0 (default) or 100..4096", "", ""},
+		{"monitor: interval", "POST", "/api/v1/monitors", `{"url":"http://a/","interval":"1s"}`, 400,
+			"interval", "interval: 1s is out of range: want 10s..720h0m0s", "", ""},
+		{"monitor: a render, uncached and unsigned", "POST", "/api/v1/monitors", `{"kind":"render","url":"http://a/","cacheSig":"forged","interval":"1m"}`, 201,
+			"", "", `"noCache": true`, "cacheSig"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, _, body := apiCall(t, srv, admin, tc.method, tc.path, tc.body)
+			if st != tc.status {
+				t.Fatalf("%d %s, want %d", st, body, tc.status)
+			}
+			if tc.status == http.StatusBadRequest {
+				var e struct{ Field, Error string }
+				if err := json.Unmarshal([]byte(body), &e); err != nil || e.Field != tc.field || e.Error != tc.error {
+					t.Fatalf("%s, want field %q error %q", body, tc.field, tc.error)
+				}
+			}
+			if !strings.Contains(body, tc.want) || (tc.not != "" && strings.Contains(body, tc.not)) {
+				t.Fatalf("%s: want %q in it, not %q", body, tc.want, tc.not)
+			}
+		})
+	}
+}

@@ -147,11 +147,35 @@ func (e *env) submit(spec wire.JobSpec) Job {
 	if spec.Kind == "" {
 		spec.Kind = wire.JobCheck
 	}
-	j, err := e.q.Submit(context.Background(), spec)
+	j, err := e.q.Submit(context.Background(), admit(e.t, spec))
 	if err != nil {
 		e.t.Fatalf("submit %s: %v", spec.URL, err)
 	}
 	return j
+}
+
+// admit is Admit of a spec the test means to be valid.
+func admit(tb testing.TB, spec wire.JobSpec, opts ...AdmitOption) Spec {
+	tb.Helper()
+	s, err := Admit(spec, opts...)
+	if err != nil {
+		tb.Fatalf("admit %+v: %v", spec, err)
+	}
+	return s
+}
+
+func admitAll(tb testing.TB, specs []wire.JobSpec) []Spec {
+	tb.Helper()
+	out, err := AdmitBatch(specs)
+	if err != nil {
+		tb.Fatalf("admit batch: %v", err)
+	}
+	return out
+}
+
+func monitorSpec(tb testing.TB, spec wire.JobSpec) Spec {
+	tb.Helper()
+	return admit(tb, spec, AsMonitor())
 }
 
 func (e *env) check(url string) Job { return e.submit(wire.JobSpec{Kind: wire.JobCheck, URL: url}) }

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -12,16 +13,17 @@ import (
 
 // AddMonitor registers a URL to be checked (kind check) or rendered (kind
 // render: a scheduled render, made with NoCache so the cache is warm
-// before anyone asks) every interval. The first job is due at once.
-func (q *Queue) AddMonitor(ctx context.Context, spec wire.JobSpec, every time.Duration) (Monitor, error) {
-	if err := ValidateMonitor(spec, every); err != nil {
+// before anyone asks) every interval. spec must be admitted with
+// AsMonitor. The first job is due at once.
+func (q *Queue) AddMonitor(ctx context.Context, s Spec, every time.Duration) (Monitor, error) {
+	if !s.checked || !s.monitor {
+		return Monitor{}, fmt.Errorf("jobs: add monitor: %w", ErrUnchecked)
+	}
+	if err := checkInterval(every); err != nil {
 		return Monitor{}, err
 	}
-	spec = normalize(spec, q.cfg.MaxResultBytes)
-	spec.PrevHash = ""
-	if spec.Kind == wire.JobRender {
-		spec.NoCache = true
-	}
+	spec := s.Wire()
+	spec.PrevHash = "" // the first check compares with nothing
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.now()
@@ -98,15 +100,22 @@ func (q *Queue) runMonitors(ctx context.Context) {
 		m.submitting = true
 		due = append(due, m)
 	}
+	// Sorted before the specs are taken, so specs[i] is due[i]'s.
+	slices.SortFunc(due, func(a, b *Monitor) int { return strings.Compare(a.ID, b.ID) })
 	specs := make([]wire.JobSpec, len(due))
 	for i, m := range due {
 		specs[i] = m.Spec
 		specs[i].PrevHash = m.Hash
 	}
 	q.mu.Unlock()
-	slices.SortFunc(due, func(a, b *Monitor) int { return strings.Compare(a.ID, b.ID) })
 	for i, m := range due {
-		if _, err := q.submit(ctx, specs[i:i+1], m); err != nil {
+		// Each job is admitted once, as it is made: the monitor's spec
+		// comes from the store, perhaps written by an older master.
+		spec, err := Admit(specs[i], AsMonitor())
+		if err == nil {
+			_, err = q.submit(ctx, []Spec{spec}, m)
+		}
+		if err != nil {
 			q.mu.Lock()
 			m.submitting = false
 			var full *QueueFullError

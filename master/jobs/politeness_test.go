@@ -133,7 +133,7 @@ func SimulatePoliteness(tb testing.TB, n int, hosts []PolitenessHost, workers, s
 	for i := range n {
 		specs[i] = wire.JobSpec{Kind: wire.JobCheck, URL: fmt.Sprintf("http://h%d.test/%d", i%len(hosts), i)}
 	}
-	if _, err := q.SubmitBatch(context.Background(), specs); err != nil {
+	if _, err := q.SubmitBatch(context.Background(), admitAll(tb, specs)); err != nil {
 		tb.Fatal(err)
 	}
 	ctx := context.Background()

@@ -348,20 +348,19 @@ func (q *Queue) Kick() {
 
 // ---- Submission
 
-// Submit validates, decides and queues one job. A job refused by a rule is
-// stored DISALLOWED (not an error); bad input is a *FieldError, a full
-// queue a *QueueFullError.
-func (q *Queue) Submit(ctx context.Context, spec wire.JobSpec) (Job, error) {
-	jobs, err := q.submit(ctx, []wire.JobSpec{spec}, nil)
+// Submit decides and queues one job Admit checked. A job refused by a rule
+// is stored DISALLOWED (not an error); a full queue is a *QueueFullError.
+func (q *Queue) Submit(ctx context.Context, spec Spec) (Job, error) {
+	jobs, err := q.submit(ctx, []Spec{spec}, nil)
 	if err != nil {
 		return Job{}, err
 	}
 	return jobs[0], nil
 }
 
-// SubmitBatch submits several jobs at once: all are queued or none (a bad
-// field is named "jobs[i].field").
-func (q *Queue) SubmitBatch(ctx context.Context, specs []wire.JobSpec) ([]Job, error) {
+// SubmitBatch submits several jobs at once (AdmitBatch checked them): all
+// are queued or none.
+func (q *Queue) SubmitBatch(ctx context.Context, specs []Spec) ([]Job, error) {
 	return q.submit(ctx, specs, nil)
 }
 
@@ -370,23 +369,19 @@ type prepared struct {
 	job *Job
 }
 
-func (q *Queue) submit(ctx context.Context, specs []wire.JobSpec, mon *Monitor) ([]Job, error) {
+func (q *Queue) submit(ctx context.Context, specs []Spec, mon *Monitor) ([]Job, error) {
 	if len(specs) == 0 {
-		return nil, &FieldError{Field: "jobs", Msg: "empty batch"}
+		return nil, errEmptyBatch()
 	}
-	for i, s := range specs {
-		if err := Validate(s); err != nil {
-			var fe *FieldError
-			if len(specs) > 1 && errors.As(err, &fe) {
-				return nil, &FieldError{Field: fmt.Sprintf("jobs[%d].%s", i, fe.Field), Msg: fe.Msg}
-			}
-			return nil, err
+	for _, s := range specs {
+		if !s.checked {
+			return nil, fmt.Errorf("jobs: submit: %w", ErrUnchecked)
 		}
 	}
 	resolved := map[string]resolution{}
 	preps := make([]prepared, len(specs))
 	for i, s := range specs {
-		preps[i] = q.prepare(ctx, normalize(s, q.cfg.MaxResultBytes), mon != nil, resolved)
+		preps[i] = q.prepare(ctx, q.bounded(s), mon != nil, resolved)
 	}
 
 	q.mu.Lock()
@@ -458,7 +453,7 @@ func (q *Queue) prepare(ctx context.Context, spec wire.JobSpec, monitor bool, ca
 		j.State, j.Disallow, j.Reason = wire.JobDisallowed, code, reason
 		return p
 	}
-	u, _ := url.Parse(spec.URL) // Validate parsed it
+	u, _ := url.Parse(spec.URL) // Admit parsed it
 	scheme := strings.ToLower(u.Scheme)
 	host, port, hostport := hostPort(u)
 	j.Class, j.Budget = hostport, hostport
@@ -754,11 +749,11 @@ func (q *Queue) removeQueuedLocked(j *Job) {
 // Record stores a job that is done without running (a render answered from
 // the result cache): listed, shown and with its result like any other, and
 // counted as done. out's Body is the result.
-func (q *Queue) Record(ctx context.Context, spec wire.JobSpec, out wire.JobOutcome) (Job, error) {
-	if err := Validate(spec); err != nil {
-		return Job{}, err
+func (q *Queue) Record(ctx context.Context, s Spec, out wire.JobOutcome) (Job, error) {
+	if !s.checked {
+		return Job{}, fmt.Errorf("jobs: record: %w", ErrUnchecked)
 	}
-	spec = normalize(spec, q.cfg.MaxResultBytes)
+	spec := q.bounded(s)
 	body := out.Body
 	if body == nil {
 		body = []byte{}

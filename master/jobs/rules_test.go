@@ -81,8 +81,7 @@ func TestValidate(t *testing.T) {
 		t.Error("a monitor may not ignore robots.txt")
 	}
 	// A batch names the index.
-	e := newEnv(t, nil)
-	_, err := e.q.SubmitBatch(context.Background(), []wire.JobSpec{{Kind: wire.JobCheck, URL: "http://x"}, {Kind: wire.JobRender, URL: "http://x", Width: 5}})
+	_, err := AdmitBatch([]wire.JobSpec{{Kind: wire.JobCheck, URL: "http://x"}, {Kind: wire.JobRender, URL: "http://x", Width: 5}})
 	var fe *FieldError
 	if !errors.As(err, &fe) || fe.Field != "jobs[1].width" {
 		t.Fatalf("batch: %v", err)
@@ -209,11 +208,11 @@ func TestMonitorStateRules(t *testing.T) {
 	var notes [][2]Monitor
 	e.q.cfg.OnMonitorChange = func(old, new Monitor) { notes = append(notes, [2]Monitor{old, new}) }
 	e.q.SetWorker("w", 5)
-	m, err := e.q.AddMonitor(context.Background(), wire.JobSpec{Kind: wire.JobCheck, URL: "http://a.test/"}, time.Minute)
+	m, err := e.q.AddMonitor(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobCheck, URL: "http://a.test/"}), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.q.AddMonitor(context.Background(), wire.JobSpec{Kind: wire.JobCheck, URL: "http://a.test/"}, time.Second); err == nil {
+	if _, err := e.q.AddMonitor(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobCheck, URL: "http://a.test/"}), time.Second); err == nil {
 		t.Fatal("a 1s monitor was accepted")
 	}
 	run := func(o wire.JobOutcome) Monitor {
@@ -299,7 +298,7 @@ func TestScheduledRender(t *testing.T) {
 	e := newEnv(t, nil)
 	e.robots["a.test:80"] = robotsAnswer{body: "User-agent: *\nDisallow: /no\n", status: 200}
 	e.q.SetWorker("w", 5)
-	m, err := e.q.AddMonitor(context.Background(), wire.JobSpec{Kind: wire.JobRender, URL: "http://a.test/yes", Format: "pdf"}, time.Hour)
+	m, err := e.q.AddMonitor(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobRender, URL: "http://a.test/yes", Format: "pdf"}), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +309,7 @@ func TestScheduledRender(t *testing.T) {
 	if got, _ := e.q.GetMonitor(m.ID); got.LastJob != l[0].run.ID {
 		t.Fatalf("monitor's job = %q", got.LastJob)
 	}
-	bad, _ := e.q.AddMonitor(context.Background(), wire.JobSpec{Kind: wire.JobCheck, URL: "http://a.test/no"}, time.Hour)
+	bad, _ := e.q.AddMonitor(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobCheck, URL: "http://a.test/no"}), time.Hour)
 	if l := e.tick(); len(l) != 0 {
 		t.Fatal("a robots-disallowed monitor job reached a worker")
 	}
@@ -338,7 +337,7 @@ func TestRestartFromStore(t *testing.T) {
 	}
 	q1 := e.check("http://b.test/1")
 	q2 := e.check("http://a.test/2")
-	mon, err := e.q.AddMonitor(context.Background(), wire.JobSpec{Kind: wire.JobCheck, URL: "http://c.test/"}, time.Hour)
+	mon, err := e.q.AddMonitor(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobCheck, URL: "http://c.test/"}), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +462,7 @@ func TestDefaultRobotsFetcherAllowed(t *testing.T) {
 func TestRecord(t *testing.T) {
 	e := newEnv(t, nil)
 	spec := wire.JobSpec{Kind: wire.JobRender, URL: "http://a.test/", Format: wire.FormatText}
-	j, err := e.q.Record(context.Background(), spec, wire.JobOutcome{ContentType: "text/plain", Body: []byte("cached")})
+	j, err := e.q.Record(context.Background(), admit(t, spec), wire.JobOutcome{ContentType: "text/plain", Body: []byte("cached")})
 	if err != nil || j.State != wire.JobDone {
 		t.Fatalf("Record: %+v %v", j, err)
 	}
@@ -474,8 +473,8 @@ func TestRecord(t *testing.T) {
 	if list, _ := e.q.List(ListOptions{State: wire.JobDone}); len(list) != 1 || list[0].ID != j.ID {
 		t.Fatalf("list: %+v", list)
 	}
-	if _, err := e.q.Record(context.Background(), wire.JobSpec{Kind: wire.JobRender, URL: "nope"}, wire.JobOutcome{}); err == nil {
-		t.Fatal("an invalid spec was recorded")
+	if _, err := e.q.Record(context.Background(), Spec{}, wire.JobOutcome{}); !errors.Is(err, ErrUnchecked) {
+		t.Fatalf("an unchecked spec was recorded: %v", err)
 	}
 	if got := e.q.ListAll(wire.JobQueued, wire.JobWorking); len(got) != 0 {
 		t.Fatalf("ListAll: %+v", got)

@@ -304,13 +304,13 @@ func TestHostSlotsLeftover(t *testing.T) {
 		t.Fatalf("queued = %v; want a:2 b:1 leftover:2 (a3 over Queue_Len, c without a slot)", s.Queued)
 	}
 	e.check(hostURL("d.test", 1))
-	_, err := e.q.Submit(context.Background(), wire.JobSpec{Kind: wire.JobCheck, URL: hostURL("e.test", 1)})
+	_, err := e.q.Submit(context.Background(), admit(t, wire.JobSpec{Kind: wire.JobCheck, URL: hostURL("e.test", 1)}))
 	var full *QueueFullError
 	if !errors.Is(err, ErrQueueFull) || !errors.As(err, &full) || full.RetryAfter <= 0 {
 		t.Fatalf("over the leftover bound: %v", err)
 	}
 	// A batch that does not fit is refused whole.
-	if _, err := e.q.SubmitBatch(context.Background(), []wire.JobSpec{{Kind: wire.JobCheck, URL: "http://f.test/"}, {Kind: wire.JobCheck, URL: "http://g.test/"}}); !errors.Is(err, ErrQueueFull) {
+	if _, err := e.q.SubmitBatch(context.Background(), admitAll(t, []wire.JobSpec{{Kind: wire.JobCheck, URL: "http://f.test/"}, {Kind: wire.JobCheck, URL: "http://g.test/"}})); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("batch over the bound: %v", err)
 	}
 	e.q.SetWorker("w", 10)
@@ -642,7 +642,7 @@ func TestRunLoop(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- q.Run(ctx) }()
 	q.SetWorker("w", 1)
-	j, err := q.Submit(ctx, wire.JobSpec{Kind: wire.JobCheck, URL: "http://a.test/"})
+	j, err := q.Submit(ctx, admit(t, wire.JobSpec{Kind: wire.JobCheck, URL: "http://a.test/"}))
 	if err != nil {
 		t.Fatal(err)
 	}

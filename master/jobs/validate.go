@@ -14,9 +14,12 @@ import (
 type FieldError struct {
 	Field string
 	Msg   string
+	Err   error // the cause, if any (Msg already says it)
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+func (e *FieldError) Unwrap() error { return e.Err }
 
 // Bounds of the options.
 const (
@@ -100,30 +103,29 @@ func Validate(spec wire.JobSpec) error {
 	return nil
 }
 
-// ValidateMonitor checks a monitor's job and interval.
+// ValidateMonitor checks a monitor's job and interval (as Admit with
+// AsMonitor and then AddMonitor do).
 func ValidateMonitor(spec wire.JobSpec, every time.Duration) error {
-	if spec.IgnoreRobots {
-		return &FieldError{Field: "ignoreRobots", Msg: "monitors always obey robots.txt"}
-	}
-	if err := Validate(spec); err != nil {
+	if _, err := Admit(spec, AsMonitor()); err != nil {
 		return err
 	}
+	return checkInterval(every)
+}
+
+func checkInterval(every time.Duration) error {
 	if every < MinMonitorEvery || every > MaxMonitorEvery {
 		return &FieldError{Field: "interval", Msg: fmt.Sprintf("%v is out of range: want %v..%v", every, MinMonitorEvery, MaxMonitorEvery)}
 	}
 	return nil
 }
 
-// normalize fills defaults into a valid spec.
-func normalize(spec wire.JobSpec, maxBytes int64) wire.JobSpec {
+// normalize fills defaults into a valid spec (Admit only).
+func normalize(spec wire.JobSpec) wire.JobSpec {
 	if spec.Kind == wire.JobRender && spec.Format == "" {
 		spec.Format = wire.FormatPNG
 	}
 	if spec.TimeoutMs == 0 {
 		spec.TimeoutMs = DefaultTimeout
-	}
-	if spec.MaxBytes <= 0 || spec.MaxBytes > maxBytes {
-		spec.MaxBytes = maxBytes
 	}
 	return spec
 }

@@ -133,7 +133,8 @@ func ignored(name string, patterns []string) bool {
 // whether a page is cached says nothing about what others rendered.
 // Options that do not change the bytes (timeout, max age, no-cache,
 // ignore-robots) are left out, so requests differing only in them share
-// one entry. The spec is expected with the API's defaults already applied.
+// one entry. The master calls it only through jobs.Admit (jobs.CacheKey),
+// with a validated spec whose defaults are filled in.
 func (c *Cache) Key(spec wire.JobSpec, pooledLogin bool) (sig, canonicalURL string, err error) {
 	return Key(spec, pooledLogin, c.cfg.IgnoreParams)
 }
