@@ -16,6 +16,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
@@ -108,6 +109,7 @@ func TestFormStateSurvivesMoves(t *testing.T) {
 			return nil
 		})
 		t.Logf("%s: %s → %s, %d characters typed during the move, all there", name, from, to, len(typed))
+		t.Logf("text-lost %s: 0 of %d characters typed during the move", strings.ReplaceAll(name, " ", "-"), len(typed))
 	}
 
 	move("drain with migration", func(from string) {
@@ -259,4 +261,72 @@ func (ty *typist) stop() (string, error) {
 	ty.mu.Lock()
 	defer ty.mu.Unlock()
 	return ty.typed.String(), ty.err
+}
+
+// TestTextLostOnCrash measures what a kill -9 of a typing user's worker
+// costs: the page comes back on the other worker from its last periodic
+// snapshot, so what was typed after it is lost, and nothing else. The
+// restored text must be one the user had (the text before, plus a prefix
+// of what was typed); the figure logged ("text-lost kill-9") is the rest.
+func TestTextLostOnCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("testdata/apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 2, runtime: "chromium", extra: []string{"--apps", apps}})
+	base := "http://" + c.public
+	u := open(t, userBrowsers(t), base+"/formstate")
+	eventually(t, u, "engine live", "document.body.dataset.status", "live")
+	eventually(t, u, "a frame drawn", "Number(document.body.dataset.frames || 0) > 0", "true")
+	iid := instanceOf(t, strings.TrimPrefix(u.Page().URL, base))
+	x0, y0 := canvasOrigin(t, u)
+	click(t, u, x0+100, y0+40)
+	before := "typed before"
+	typeText(t, u, before)
+	settledView(t, u, func(v formView) error {
+		if v.Len != len(before) || v.Hash != fnvHex(before) {
+			return fmt.Errorf("not the typed text yet: %+v", v)
+		}
+		return nil
+	})
+	// Typing for longer than the snapshot interval: a snapshot is taken
+	// while the user types, so the page must come back with at least the
+	// text typed before.
+	ty := startTyping(u)
+	start := time.Now()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if d := time.Since(start); d < worker.DefaultSnapshotInterval+time.Second {
+			return fmt.Errorf("typing for %s", d)
+		}
+		return nil
+	})
+	typed, err := ty.stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	typing := time.Since(start).Round(100 * time.Millisecond)
+	all := before + typed
+	settledView(t, u, func(v formView) error {
+		if v.Len != len(all) || v.Hash != fnvHex(all) {
+			return fmt.Errorf("not all typed in the page yet: %+v", v)
+		}
+		return nil
+	})
+	from := instanceWorker(c.mustStatus(), iid)
+	c.workers[from].kill()
+	c.movedOff(iid, from)
+	eventually(t, u, "engine live on the other worker", "document.body.dataset.status", "live")
+	kept := -1
+	settledView(t, u, func(v formView) error {
+		for k := len(all); k >= len(before); k-- {
+			if v.Len == k && v.Hash == fnvHex(all[:k]) {
+				kept = k
+				return nil
+			}
+		}
+		return fmt.Errorf("the restored page is not the text before the crash less what was typed last: %+v", v)
+	})
+	t.Logf("text-lost kill-9: %d of %d characters typed over %s before the crash (snapshot interval %s)",
+		len(all)-kept, len(typed), typing, worker.DefaultSnapshotInterval)
 }

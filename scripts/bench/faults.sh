@@ -10,6 +10,10 @@
 #   double-fault   TestDoubleFaultE2E  kill -9 of the room's worker and of the master, master restarted
 #   partition      TestPartitionE2E    the room's worker, in a network namespace, cut off for 10 s (root)
 #
+# Then the text a typing user loses per move ("text-lost <kind>"):
+# TestFormStateSurvivesMoves (drain with migration, SIGTERM: must be 0) and
+# TestTextLostOnCrash (kill -9: what was typed after the last snapshot).
+#
 # kill-9 is the baseline: the others are also given as its multiple.
 #
 #   scripts/bench/faults.sh            # 3 runs each
@@ -21,7 +25,7 @@ log=$(mktemp)
 full=${FULL_LOG:-$(mktemp)}
 trap 'rm -f "$log"' EXIT
 CI=${CI:-true} go test ./internal/e2e -count "$RUNS" -v -timeout 60m \
-	-run '^(TestFailover|TestStallE2E|TestQuickRestartE2E|TestDoubleFaultE2E|TestPartitionE2E)$' >"$full" 2>&1 || true
+	-run '^(TestFailover|TestStallE2E|TestQuickRestartE2E|TestDoubleFaultE2E|TestPartitionE2E|TestFormStateSurvivesMoves|TestTextLostOnCrash)$' >"$full" 2>&1 || true
 grep 'fault-to-live' "$full" >"$log" || true
 if grep -E '^--- FAIL' "$full"; then echo "(failed runs: the whole log is in $full)"; fi
 grep -E 'fault-to-live' "$log" | sed -E 's/.*fault-to-live ([a-z0-9-]+): ([0-9.]+)(ms|s).*/\1 \2 \3/' |
@@ -41,3 +45,6 @@ grep -E 'fault-to-live' "$log" | sed -E 's/.*fault-to-live ([a-z0-9-]+): ([0-9.]
       printf "%-14s %5d %8.2f %8.2f %8.2f  %s\n", k, c, v[k, 1], p50, v[k, c], ratio
     }
   }'
+echo
+echo "text lost per move (characters):"
+grep -oE 'text-lost [a-z0-9-]+: [0-9]+ of [0-9]+' "$full" | sort | awk '{ print "  " $0 }' || echo "  no runs"
