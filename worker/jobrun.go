@@ -14,7 +14,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/jobs"
 )
 
-// Jobs (issue #14): the master pushes attempts through the Application
+// Jobs: the master pushes attempts through the Application
 // Manager's RunJob; worker/jobs runs them in pooled browsers and reports
 // to the master's JobQueue.
 

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Resting browsers (issue 16, density). A browser nobody watches still
+// Resting browsers, for density. A browser nobody watches still
 // holds its renderer's compositor tiles and buffers; after RestAfter
 // without a client its page rests (browser.Browser.SetResting: hidden, its
 // scripts still running), and the next client wakes it before its first

@@ -21,7 +21,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
-// The jobs commands (issue #14, docs/jobs.md) call the master's jobs API
+// The jobs commands (docs/jobs.md) call the master's jobs API
 // with the jobs token (<data-dir>/jobs.token) by default; the admin token
 // and author tokens work too (--token).
 const jobsToken = "jobs.token"

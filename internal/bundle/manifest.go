@@ -54,7 +54,7 @@ type Manifest struct {
 }
 
 // DefaultIdleTimeout releases a browser nobody watched for this long when
-// the manifest says nothing (issue 12: leased browsers must come back).
+// the manifest says nothing (leased browsers must come back).
 const DefaultIdleTimeout = 10 * time.Minute
 
 // MinIdleTimeout bounds idleTimeout from below (0 excepted): a browser

@@ -3,11 +3,15 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -215,6 +219,7 @@ func TestUpAndStatus(t *testing.T) {
 	if err != nil || !strings.Contains(string(js), `"instances"`) || !strings.Contains(string(js), m[2]) {
 		t.Fatalf("status --json: %v %s", err, js)
 	}
+	upQuickRestart(t, cmd.Process.Pid, strings.TrimSuffix(url, "/"), dir, u, last.path, m[2]) // up serves the admin API on its public port
 	// Files holding secrets are private.
 	for _, f := range []string{"cluster.secret", "admin.token", "worker.key", "proxy.key"} {
 		fi, err := os.Stat(filepath.Join(dir, f))
@@ -273,5 +278,63 @@ func TestCLIErrors(t *testing.T) {
 				t.Fatalf("output does not name %q:\n%s", tc.want, out)
 			}
 		})
+	}
+}
+
+// upQuickRestart: the worker hosting the user's instance is killed -9 and
+// up restarts it under the same id within seconds, before gossip notices.
+// The master takes its registration without the instance as the loss of
+// it and places it again at once: the user's Browser URL answers again (no
+// 503 for minutes) and the admin can close the instance (200, not 502).
+func upQuickRestart(t *testing.T, upPid int, adminBase, dir string, u *user, path, iid string) {
+	t.Helper()
+	token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := func(method, p string) (int, []byte) {
+		req, _ := http.NewRequest(method, adminBase+p, nil)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		req.Header.Set("Accept", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, nil
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	status := func() *wire.ClusterStatus {
+		var st wire.ClusterStatus
+		code, b := admin(http.MethodGet, "/api/v1/cluster")
+		if code != http.StatusOK || json.Unmarshal(b, &st) != nil {
+			t.Fatalf("status: %d %s", code, b)
+		}
+		return &st
+	}
+	wid := instanceWorker(status(), iid)
+	pid := 0
+	for _, p := range childPids(upPid) {
+		cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if args := strings.Split(string(cl), "\x00"); slices.Contains(args, "worker") && slices.Contains(args, wid) {
+			pid = p
+		}
+	}
+	if wid == "" || pid == 0 {
+		t.Fatalf("no worker process for %s's worker %q", iid, wid)
+	}
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if h := u.get(path); h.status != http.StatusOK {
+			return fmt.Errorf("the Browser URL after the restart: %d", h.status)
+		}
+		return nil
+	})
+	t.Logf("fault-to-live up-quick-restart: %s", time.Since(killed).Round(10*time.Millisecond))
+	if code, b := admin(http.MethodPost, "/api/v1/instances/"+iid+"/close"); code != http.StatusOK {
+		t.Fatalf("admin close after the restart: %d %s", code, b)
 	}
 }

@@ -2,8 +2,8 @@ package wire
 
 import "math"
 
-// Jobs: browser work done by the cluster without a person watching (issue
-// #14; docs/jobs.md). The master owns the queue (master/jobs) and pushes one
+// Jobs: browser work done by the cluster without a person watching
+// (docs/jobs.md). The master owns the queue (master/jobs) and pushes one
 // attempt at a time to a worker with a free job slot; the worker runs it in
 // a leased browser (worker/jobs), reports JobWorking every ReportEvery while
 // it runs and JobDone once at the end.

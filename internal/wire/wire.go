@@ -167,7 +167,7 @@ type WorkerInfo struct {
 	// registration under a new one has lost every instance it does not
 	// report (a quick restart the gossip layer did not notice).
 	Incarnation string `codec:"inc,omitempty" json:"incarnation,omitempty"`
-	// JobSlots is how many jobs the worker runs at once (issue #14).
+	// JobSlots is how many jobs the worker runs at once.
 	JobSlots int `codec:"jslots,omitempty" json:"jobSlots,omitempty"`
 	// Handoff is the unix socket where a proxy on the same host (Host,
 	// internal/handoff.HostID) may hand a client's WebSocket over instead
@@ -200,7 +200,7 @@ type Load struct {
 	// egress guard refused since the worker started.
 	EgressBlocked map[string]uint64 `codec:"egress" json:"egressBlocked,omitempty"`
 	// JobSlots and JobsRunning are the worker's job slots and how many
-	// of them run an attempt (issue #14).
+	// of them run an attempt.
 	JobSlots    int `codec:"jslots,omitempty" json:"jobSlots,omitempty"`
 	JobsRunning int `codec:"jrun,omitempty" json:"jobsRunning,omitempty"`
 	// FrameScale is the scale of the worker's screencast frames now, graded

@@ -1,5 +1,5 @@
-// Package jobs is the master's job queue and scheduler (issue #14,
-// docs/jobs.md): per-host queues with a bounded number of host slots and a
+// Package jobs is the master's job queue and scheduler (docs/jobs.md):
+// per-host queues with a bounded number of host slots and a
 // leftover queue (the url-server document), politeness budgets keyed by the
 // resolved IP:port so aliases share one budget, per-class concurrency,
 // starts per second and a minimum interval between starts (the url-checker

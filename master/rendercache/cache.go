@@ -1,5 +1,5 @@
-// Package rendercache is the master's cache of render results (issue #14
-// item 5), after the parametric-page-cache document: a request is known by
+// Package rendercache is the master's cache of render results, after the
+// parametric-page-cache document: a request is known by
 // the signature of its identity-bearing parameters (Key); a durable
 // signature record with a reservation makes N identical concurrent
 // requests cause one render (Reserve, Wait, Get); results are versioned so

@@ -10,7 +10,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
-// Form state (issue 33): a moved browser is its page loaded again from a
+// Form state: a moved browser is its page loaded again from a
 // snapshot, and what the user typed into it lived only in the page. So a
 // snapshot also reads what the page's fields show, its focus, caret and
 // scroll (one Runtime.evaluate, formstate.js), and the restored page gets

@@ -1,5 +1,5 @@
-// Package jobs runs the master's render and check jobs on a worker (issue
-// #14; docs/jobs.md, "Worker executor"). An Executor has a fixed number of
+// Package jobs runs the master's render and check jobs on a worker
+// (docs/jobs.md, "Worker executor"). An Executor has a fixed number of
 // job slots; Start takes one attempt (wire.JobRun) when a slot is free and
 // refuses otherwise — jobs wait in the master's queue, never in memory
 // here. Each attempt leases a pooled browser, loads the URL, waits, then

@@ -1,4 +1,4 @@
-// Command jobsbench measures the jobs feature (issue #14) on a real
+// Command jobsbench measures the jobs feature on a real
 // cluster: it starts the cloudbrowser binary (a master with --proxies 0
 // and one chromium worker, data in a temporary directory, loopback
 // addresses) and serves a local site whose hosts (one loopback port each)
