@@ -612,10 +612,10 @@ func (a *AppManager) ResumeInstance(ctx context.Context, iid string) error {
 // that outlasts d (the move failed) ends with {"t":"resume"}: the clients
 // send what they kept here.
 
-// Messages of a hold (docs/client-engine.md).
+// A hold's messages, encoded once: they go to every client of a browser.
 var (
-	holdMsg   = []byte(`{"t":"hold"}`)
-	resumeMsg = []byte(`{"t":"resume"}`)
+	holdJSON   = encode(holdMsg{})
+	resumeJSON = encode(resumeMsg{})
 )
 
 // holdInput holds vb's input for at most d. When it returns, no input is
@@ -628,7 +628,7 @@ func (w *Worker) holdInput(vb *vbrowser, d time.Duration) {
 	gen := s.holdGen
 	s.inMu.Unlock()
 	if vb.hub != nil {
-		vb.hub.broadcast(holdMsg)
+		vb.hub.broadcast(holdJSON)
 	}
 	w.clock.AfterFunc(d, func() { w.resumeInput(vb, gen) })
 }
@@ -649,7 +649,7 @@ func (w *Worker) resumeInput(vb *vbrowser, gen uint64) {
 		h.mu.Unlock()
 		if !closed { // not moved after all
 			w.log.Warn().Str("instance", vb.inst.info.ID).Str("browser", vb.id).Msg("input held for a migration that did not happen: taken here again")
-			h.broadcast(resumeMsg)
+			h.broadcast(resumeJSON)
 		}
 	}
 }
@@ -663,17 +663,17 @@ func (s *snapState) inputHeld() bool {
 
 // inputOrHold dispatches a client's input event, or, while the browser's
 // input is held, sends it back to the client (raw is the client's message).
-func (h *hub) inputOrHold(c *client, ev browser.InputEvent, raw []byte) {
+func (h *hub) inputOrHold(c *client, m inputMsg, raw []byte) {
 	if h.vb == nil {
-		h.input(c, ev)
+		h.input(c, m.InputEvent)
 		return
 	}
 	s := &h.vb.snap
 	s.inMu.RLock()
 	defer s.inMu.RUnlock()
 	if s.held {
-		c.enqueue(append(append([]byte(`{"t":"held","input":`), raw...), '}'))
+		c.enqueue(encode(heldMsg{Input: raw}))
 		return
 	}
-	h.input(c, ev)
+	h.input(c, m.InputEvent)
 }

@@ -19,23 +19,10 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/grade"
 )
 
-// Client engine protocol.
-//
-// Text messages are JSON objects with a "t" field:
-//
-//	server->client {"t":"hello", browser, instance, app, worker, page{url,title}, readOnly}
-//	               {"t":"page", url, title}
-//	               {"t":"pong", seq, data}
-//	               {"t":"role", readOnly}          the user's access changed
-//	               {"t":"closed", reason, reload}   reload: URL that gives a new browser
-//	               {"t":"moved", reason}            the instance moved to another worker:
-//	                                                reconnect to the same URL
-//	               {"t":"error", message}
-//	client->server {"t":"ping", seq, data}
-//	               {"t":"input", ...browser.InputEvent fields}  ignored from read-only clients
-//
-// Binary messages (server->client) are screen frames: a 4-byte big-endian
-// header length, a JSON header {seq,w,h,dw,dh,sx,sy,ts} and the JPEG.
+// Client engine protocol: text messages are JSON control messages, one Go
+// type each (enginemsg.go); binary messages (server->client) are screen
+// frames: a 4-byte big-endian header length, a JSON header
+// {seq,w,h,dw,dh,ot,sx,sy,ts} and the JPEG.
 const (
 	maxClientMessage = 64 << 10
 	writeWait        = 10 * time.Second
@@ -56,32 +43,6 @@ const (
 	// to connect waits for it (a page load over a slow link included).
 	precastWindow = 5 * time.Second
 )
-
-type wsMsg struct {
-	T        string         `json:"t"`
-	Seq      int64          `json:"seq,omitempty"`
-	Data     string         `json:"data,omitempty"`
-	Browser  string         `json:"browser,omitempty"`
-	Instance string         `json:"instance,omitempty"`
-	App      string         `json:"app,omitempty"`
-	Worker   string         `json:"worker,omitempty"`
-	Page     *browser.Page  `json:"page,omitempty"`
-	URL      string         `json:"url,omitempty"`
-	Title    string         `json:"title,omitempty"`
-	ReadOnly bool           `json:"readOnly,omitempty"`
-	Reason   string         `json:"reason,omitempty"`
-	Reload   string         `json:"reload,omitempty"`
-	Message  string         `json:"message,omitempty"`
-	Extra    map[string]any `json:"extra,omitempty"`
-}
-
-// clientMsg is what clients send: the control fields plus an input event.
-type clientMsg struct {
-	T    string `json:"t"`
-	Seq  int64  `json:"seq"`
-	Data string `json:"data"`
-	browser.InputEvent
-}
 
 // FrameStats count screencast frames.
 type FrameStats struct {
@@ -208,7 +169,7 @@ func (h *hub) watch(onEnd func(err error)) {
 		h.mu.Lock()
 		h.page = p
 		h.mu.Unlock()
-		h.broadcast(mustJSON(wsMsg{T: "page", URL: p.URL, Title: p.Title}))
+		h.broadcast(encode(pageMsg{URL: p.URL, Title: p.Title}))
 		if h.onPage != nil {
 			h.onPage(p)
 		}
@@ -360,7 +321,7 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrad
 		if moved {
 			// A client that reached the old copy late (a proxy's stale
 			// route): on to the new one, as its peers were.
-			endWith(conn, wsMsg{T: "moved", Reason: reason}, websocket.CloseNormalClosure, "")
+			endWith(conn, movedMsg{Reason: reason}, websocket.CloseNormalClosure, "")
 			return
 		}
 		writeClosed(conn, reason, reload)
@@ -416,10 +377,10 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrad
 	h.log.Debug().Str("request_id", r.Header.Get("X-Request-Id")).Bool("read_only", readOnly).
 		Bool("last_frame", hadLast && !stale).Msg("client connected")
 
-	c.enqueue(mustJSON(wsMsg{T: "hello", Browser: h.vb.id, Instance: h.vb.inst.info.ID, App: h.vb.inst.app.MountPoint,
+	c.enqueue(encode(helloMsg{Browser: h.vb.id, Instance: h.vb.inst.info.ID, App: h.vb.inst.app.MountPoint,
 		Worker: workerID, Page: &page, ReadOnly: readOnly}))
 	if h.vb.snap.inputHeld() {
-		c.enqueue(holdMsg) // a migration is under way: keep the input for the new copy
+		c.enqueue(holdJSON) // a migration is under way: keep the input for the new copy
 	}
 
 	var wg sync.WaitGroup
@@ -645,30 +606,42 @@ func (h *hub) readLoop(c *client) {
 		if typ != websocket.TextMessage {
 			continue
 		}
-		var m clientMsg
+		var m clientEnvelope
 		if err := json.Unmarshal(data, &m); err != nil {
-			c.enqueue(mustJSON(wsMsg{T: "error", Message: "malformed message: " + err.Error()}))
+			c.enqueue(encode(errorMsg{Message: "malformed message: " + err.Error()}))
 			continue
 		}
-		switch m.T {
-		case "ping":
-			c.enqueue(mustJSON(wsMsg{T: "pong", Seq: m.Seq, Data: m.Data}))
-		case "ack":
-			h.frames.acks.Add(1)
-			c.pace.acked(uint64(m.Seq))
-			h.acks.Add(1)
-			if h.hintPending() {
-				h.refresh() // the hinted step is decided by this ack's frame
-			}
-			c.signalFrame() // a held frame may go now
-		case "input":
-			h.inputOrHold(c, m.InputEvent, data) // snapshots.go: a migration may hold it
-		case "refresh":
-			h.refreshFrame(c)
-		default:
-			c.enqueue(mustJSON(wsMsg{T: "error", Message: "unknown message type " + m.T}))
+		if take, ok := clientHandlers[m.T]; ok {
+			take(h, c, &m, data)
+		} else {
+			c.enqueue(encode(errorMsg{Message: "unknown message type " + string(m.T)}))
 		}
 	}
+}
+
+// clientHandlers take the client messages, by kind: the kinds the worker
+// understands are this table's keys (the contract test compares them with
+// what engine.js sends). raw is the message as it came.
+var clientHandlers = map[msgKind]func(h *hub, c *client, m *clientEnvelope, raw []byte){
+	kindPing: func(h *hub, c *client, m *clientEnvelope, _ []byte) {
+		c.enqueue(encode(pongMsg(m.ping())))
+	},
+	kindAck: func(h *hub, c *client, m *clientEnvelope, _ []byte) {
+		a := m.ack()
+		h.frames.acks.Add(1)
+		c.pace.acked(uint64(a.Seq))
+		h.acks.Add(1)
+		if h.hintPending() {
+			h.refresh() // the hinted step is decided by this ack's frame
+		}
+		c.signalFrame() // a held frame may go now
+	},
+	kindInput: func(h *hub, c *client, m *clientEnvelope, raw []byte) {
+		h.inputOrHold(c, m.input(), raw) // snapshots.go: a migration may hold it
+	},
+	kindRefresh: func(h *hub, c *client, _ *clientEnvelope, _ []byte) {
+		h.refreshFrame(c)
+	},
 }
 
 // input dispatches one event in the order the client sent it. Read-only
@@ -682,7 +655,7 @@ func (h *hub) input(c *client, ev browser.InputEvent) {
 		// Only the app's pages decide where its browsers go, unless the
 		// app lets users type addresses.
 		h.frames.ignored.Add(1)
-		c.enqueue(mustJSON(wsMsg{T: "error", Message: "this app does not let you open addresses of your own"}))
+		c.enqueue(encode(errorMsg{Message: "this app does not let you open addresses of your own"}))
 		return
 	}
 	h.frames.inputs.Add(1)
@@ -695,7 +668,7 @@ func (h *hub) input(c *client, ev browser.InputEvent) {
 	}
 	if err := h.send(ev); err != nil {
 		if errors.Is(err, browser.ErrInvalidInput) {
-			c.enqueue(mustJSON(wsMsg{T: "error", Message: err.Error()}))
+			c.enqueue(encode(errorMsg{Message: err.Error()}))
 			return
 		}
 		if ev.Type == browser.InputResize {
@@ -849,12 +822,12 @@ func (h *hub) recheck() {
 		role := c.role()
 		if role == RoleNone {
 			h.log.Info().Str("user", c.user).Msg("access revoked: client disconnected")
-			c.end(mustJSON(wsMsg{T: "closed", Reason: revokedReason}))
+			c.end(encode(closedMsg{Reason: revokedReason}))
 			continue
 		}
 		ro := role < RoleReaderWriter
 		if c.readOnly.Swap(ro) != ro {
-			c.enqueue(mustJSON(wsMsg{T: "role", ReadOnly: ro}))
+			c.enqueue(encode(roleMsg{ReadOnly: ro}))
 		}
 	}
 }
@@ -876,7 +849,7 @@ func (h *hub) clientsOf(user string) []*client {
 // them; it returns how many there were.
 func (h *hub) disconnect(user, reason, reload string) int {
 	cs := h.clientsOf(user)
-	msg := mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload})
+	msg := encode(closedMsg{Reason: reason, Reload: reload})
 	for _, c := range cs {
 		c.end(msg)
 	}
@@ -892,7 +865,7 @@ func (h *hub) disconnectSession(sid, reason, reload string) int {
 			cs = append(cs, c)
 		}
 	}
-	msg := mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload})
+	msg := encode(closedMsg{Reason: reason, Reload: reload})
 	for _, c := range cs {
 		c.end(msg)
 	}
@@ -902,14 +875,14 @@ func (h *hub) disconnectSession(sid, reason, reload string) int {
 // shutdown tells every client the browser is gone and disconnects them.
 // reload is the URL that gives the user a new browser ("" = none).
 func (h *hub) shutdown(reason, reload string) {
-	h.end(mustJSON(wsMsg{T: "closed", Reason: reason, Reload: reload}), reason, reload, false)
+	h.end(encode(closedMsg{Reason: reason, Reload: reload}), reason, reload, false)
 }
 
 // moveAway tells every client that the instance now lives on another
 // worker (its Browser URL stays the same) and disconnects them: the client
 // engine reconnects at once and lands there.
 func (h *hub) moveAway(reason string) {
-	h.end(mustJSON(wsMsg{T: "moved", Reason: reason}), reason, "", true)
+	h.end(encode(movedMsg{Reason: reason}), reason, "", true)
 }
 
 // end closes the hub, sending msg to every client (moved: msg says the
@@ -941,27 +914,19 @@ func (h *hub) end(msg []byte, reason, reload string, moved bool) {
 }
 
 func writeClosed(conn *websocket.Conn, reason, reload string) {
-	endWith(conn, wsMsg{T: "closed", Reason: reason, Reload: reload}, websocket.CloseNormalClosure, "")
+	endWith(conn, closedMsg{Reason: reason, Reload: reload}, websocket.CloseNormalClosure, "")
 }
 
 // writeRefused tells a client it was not admitted (a quota) and closes with
 // "policy violation", so the client engine does not reconnect in a loop.
 func writeRefused(conn *websocket.Conn, reason string) {
-	endWith(conn, wsMsg{T: "closed", Reason: reason}, websocket.ClosePolicyViolation, "quota")
+	endWith(conn, closedMsg{Reason: reason}, websocket.ClosePolicyViolation, "quota")
 }
 
 // endWith sends a last message and a close frame, then closes conn.
-func endWith(conn *websocket.Conn, m wsMsg, code int, text string) {
+func endWith(conn *websocket.Conn, m serverMsg, code int, text string) {
 	conn.SetWriteDeadline(time.Now().Add(writeWait))
-	_ = conn.WriteMessage(websocket.TextMessage, mustJSON(m))
+	_ = conn.WriteMessage(websocket.TextMessage, encode(m))
 	_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(code, text))
 	conn.Close()
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // only our own message structs are marshalled
-	}
-	return b
 }

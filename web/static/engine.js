@@ -284,7 +284,7 @@
         live = true;
         holding = moving = framed = false;
         awaiting = Date.now(); // no frame by 3 s: "connection problem"
-        probed = true; // the refresh below asks sooner
+        probed = false;
         setStatus("connecting");
         if (m.page) { page(m.page); }
         body.dataset.worker = m.worker || "";

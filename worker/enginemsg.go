@@ -1,0 +1,169 @@
+package worker
+
+import (
+	"encoding/json"
+
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// The client engine's control messages (docs/client-engine.md): JSON
+// objects whose "t" is their kind. Each message is a type of its own, so
+// none can be sent with another's fields or a misspelt kind; the contract
+// test (enginemsg_test.go) holds engine.js and the docs to these types.
+
+// msgKind is a control message's "t".
+type msgKind string
+
+// Worker to client engine.
+const (
+	kindHello  msgKind = "hello"
+	kindPage   msgKind = "page"
+	kindPong   msgKind = "pong"
+	kindRole   msgKind = "role"
+	kindClosed msgKind = "closed"
+	kindMoved  msgKind = "moved"
+	kindError  msgKind = "error"
+	kindHold   msgKind = "hold"
+	kindHeld   msgKind = "held"
+	kindResume msgKind = "resume"
+)
+
+// Client engine to worker.
+const (
+	kindPing    msgKind = "ping"
+	kindAck     msgKind = "ack"
+	kindInput   msgKind = "input"
+	kindRefresh msgKind = "refresh"
+)
+
+// serverMsg is a message the worker sends to client engines (encode).
+type serverMsg interface{ serverKind() msgKind }
+
+// clientMsg is a message client engines send to the worker.
+type clientMsg interface{ clientKind() msgKind }
+
+// helloMsg opens every connection: what the client is connected to.
+type helloMsg struct {
+	Browser  string        `json:"browser,omitempty"`
+	Instance string        `json:"instance,omitempty"`
+	App      string        `json:"app,omitempty"`
+	Worker   string        `json:"worker,omitempty"`
+	Page     *browser.Page `json:"page,omitempty"`
+	ReadOnly bool          `json:"readOnly,omitempty"`
+}
+
+// pageMsg: the page navigated or its title changed.
+type pageMsg struct {
+	URL   string `json:"url,omitempty"`
+	Title string `json:"title,omitempty"`
+}
+
+// pongMsg answers a pingMsg with its fields.
+type pongMsg struct {
+	Seq  int64  `json:"seq,omitempty"`
+	Data string `json:"data,omitempty"`
+}
+
+// roleMsg: the owner changed the user's role while connected.
+type roleMsg struct {
+	ReadOnly bool `json:"readOnly,omitempty"`
+}
+
+// closedMsg ends a connection for good; Reload is a URL that gives the
+// user a new browser ("" = none).
+type closedMsg struct {
+	Reason string `json:"reason,omitempty"`
+	Reload string `json:"reload,omitempty"`
+}
+
+// movedMsg: the instance lives on another worker now, at the same URL.
+type movedMsg struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// errorMsg reports a message the worker could not take.
+type errorMsg struct {
+	Message string `json:"message,omitempty"`
+}
+
+// holdMsg: a migration holds the browser's input; the engine keeps it.
+type holdMsg struct{}
+
+// heldMsg gives back an input message that came during a hold, as the
+// client sent it.
+type heldMsg struct {
+	Input json.RawMessage `json:"input"`
+}
+
+// resumeMsg ends a hold that moved nothing.
+type resumeMsg struct{}
+
+func (helloMsg) serverKind() msgKind  { return kindHello }
+func (pageMsg) serverKind() msgKind   { return kindPage }
+func (pongMsg) serverKind() msgKind   { return kindPong }
+func (roleMsg) serverKind() msgKind   { return kindRole }
+func (closedMsg) serverKind() msgKind { return kindClosed }
+func (movedMsg) serverKind() msgKind  { return kindMoved }
+func (errorMsg) serverKind() msgKind  { return kindError }
+func (holdMsg) serverKind() msgKind   { return kindHold }
+func (heldMsg) serverKind() msgKind   { return kindHeld }
+func (resumeMsg) serverKind() msgKind { return kindResume }
+
+// pingMsg asks for a pongMsg; engines send it when the socket goes quiet.
+type pingMsg struct {
+	Seq  int64  `json:"seq"`
+	Data string `json:"data"`
+}
+
+// ackMsg: frames up to Seq are drawn (pace.go).
+type ackMsg struct {
+	Seq int64 `json:"seq"`
+}
+
+// inputMsg is one input event, its fields beside "t".
+type inputMsg struct {
+	browser.InputEvent
+}
+
+// refreshMsg: the engine got no frame for a while.
+type refreshMsg struct{}
+
+func (pingMsg) clientKind() msgKind    { return kindPing }
+func (ackMsg) clientKind() msgKind     { return kindAck }
+func (inputMsg) clientKind() msgKind   { return kindInput }
+func (refreshMsg) clientKind() msgKind { return kindRefresh }
+
+// clientEnvelope decodes any client message in one pass (input comes many
+// times a second); its kind says which message's fields it holds, and the
+// accessors give that message.
+type clientEnvelope struct {
+	T    msgKind `json:"t"`
+	Seq  int64   `json:"seq"`
+	Data string  `json:"data"`
+	browser.InputEvent
+}
+
+func (e *clientEnvelope) ping() pingMsg   { return pingMsg{Seq: e.Seq, Data: e.Data} }
+func (e *clientEnvelope) ack() ackMsg     { return ackMsg{Seq: e.Seq} }
+func (e *clientEnvelope) input() inputMsg { return inputMsg{e.InputEvent} }
+
+// encode is m as sent: {"t":kind, then m's fields}, as one object.
+func encode(m serverMsg) []byte {
+	var body []byte
+	if h, ok := m.(heldMsg); ok {
+		// The client's bytes go back as they came, not re-encoded.
+		body = append(append([]byte(`{"input":`), h.Input...), '}')
+	} else {
+		var err error
+		if body, err = json.Marshal(m); err != nil {
+			panic(err) // only our own message types come here
+		}
+	}
+	k := m.serverKind()
+	out := make([]byte, 0, len(`{"t":"",`)+len(k)+len(body))
+	out = append(append(append(out, `{"t":"`...), k...), '"')
+	if len(body) > len("{}") {
+		out = append(out, ',')
+	}
+	return append(out, body[1:]...)
+}
