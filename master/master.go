@@ -1,7 +1,9 @@
 // Package master is the cluster's control plane: the Application Manager,
 // the Worker Manager (instance table, load reports, balancer), the route
-// lookups of the reverse proxies, the Reverse Proxy Manager and the admin
-// HTTP endpoints.
+// lookups of the reverse proxies, the proxies' configuration and records
+// and the admin HTTP endpoints. The proxies themselves, embedded or
+// processes, are assembled in front of it by the program that runs it
+// (front.go).
 package master
 
 import (
@@ -13,7 +15,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,16 +27,13 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
-	"github.com/cloudbrowser-go/cloudbrowser/internal/reserve"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
-	"github.com/cloudbrowser-go/cloudbrowser/internal/supervise"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/master/rendercache"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
-	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
@@ -64,11 +62,12 @@ type Config struct {
 	// PublicAddr is where the reverse proxies listen ("" = no proxy).
 	PublicAddr string
 	// Proxies is the number of proxy child processes sharing PublicAddr;
-	// 0 embeds one proxy in the master.
+	// 0 embeds one proxy in the master. Either is started by the Front
+	// given with SetFront.
 	Proxies int
 	// ProxyCommand is the executable and leading arguments that start a
-	// proxy process; the master appends --master, --listen and --secret-file
-	// (<data-dir>/proxy.key).
+	// proxy process; --master, --listen, --secret-file (<data-dir>/proxy.key)
+	// and --name are appended (ProxySettings).
 	ProxyCommand []string
 	// SecretFile is passed to proxy children when there is no DataDir to
 	// keep proxy.key in.
@@ -154,18 +153,13 @@ type Master struct {
 	proxies *proxySet
 	bal     *balance.Balancer
 
-	admin    *http.Server
-	adminLn  net.Listener
-	public   *http.Server
-	publicLn net.Listener
-	// publicAddr is the public address with the port as bound ("" = no
-	// proxies): --listen with port 0 becomes real here.
+	admin   *http.Server
+	adminLn net.Listener
+	// front is the public side (SetFront); publicAddr is its address with
+	// the port as bound ("" = no proxies): --listen with port 0 becomes
+	// real here.
+	front      Front
 	publicAddr string
-	// publicHold keeps a port-0 public address ours while proxy processes
-	// come and go (see internal/reserve).
-	publicHold *reserve.Port
-	embedded   *proxy.Proxy
-	children   []*supervise.Process
 	startedAt  time.Time
 	metrics    *masterMetrics
 	history    *history
@@ -186,28 +180,6 @@ type Master struct {
 	ended *endedSessions
 	// scheme tells whether a request came over HTTPS.
 	scheme httpsec.Scheme
-	// embeddedRate turns the embedded proxy's request count into a rate.
-	embeddedRate rateMeter
-}
-
-// rateMeter computes a rate from a counter observed now and then.
-type rateMeter struct {
-	mu   sync.Mutex
-	n    uint64
-	at   time.Time
-	rate float64
-}
-
-func (r *rateMeter) observe(n uint64, now time.Time) float64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if d := now.Sub(r.at); !r.at.IsZero() && d >= time.Second && n >= r.n {
-		r.rate = float64(n-r.n) / d.Seconds()
-		r.n, r.at = n, now
-	} else if r.at.IsZero() {
-		r.n, r.at = n, now
-	}
-	return r.rate
 }
 
 // New validates cfg and prepares a master; Start runs it.
@@ -490,7 +462,7 @@ func (m *Master) Start(ctx context.Context) error {
 		m.serve(func() error { return m.admin.Serve(m.adminLn) }, "admin")
 	}
 	if m.cfg.PublicAddr != "" {
-		if err := m.startProxies(ctx); err != nil {
+		if err := m.startFront(ctx); err != nil {
 			return err
 		}
 	}
@@ -547,44 +519,18 @@ func (m *Master) onMember(ev membership.Event) {
 	}
 }
 
-// startProxies runs the Reverse Proxy Manager: N proxy processes on one
-// port, or one proxy embedded in the master.
-func (m *Master) startProxies(ctx context.Context) error {
-	if m.cfg.Proxies == 0 {
-		// A plain listener, not SO_REUSEPORT: only proxy children of one
-		// master may share the public port, so a second process on it must
-		// fail instead of silently taking part of the traffic.
-		var lc net.ListenConfig
-		ln, err := lc.Listen(ctx, "tcp", m.cfg.PublicAddr)
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("master: %w", config.Errorf("PublicAddr", "%s is already in use (another master or proxy?): %w", m.cfg.PublicAddr, err))
-		}
-		if err != nil {
-			return fmt.Errorf("master: %w", config.Errorf("PublicAddr", "%s: %w", m.cfg.PublicAddr, err))
-		}
-		m.publicLn, m.publicAddr = ln, proxy.BoundAddr(m.cfg.PublicAddr, ln)
-		m.embedded = proxy.New(proxy.Config{
-			Router: localRouter{m}, Fallback: m.adminHandler(true),
-			PublicHTTPS: m.scheme.AlwaysHTTPS, TrustForwardedProto: m.scheme.TrustForwardedProto,
-			Logger: m.log.With().Str("proxy", "embedded").Logger(),
-			HopKey: func() []byte { return m.hopKey }, PortKey: func() []byte { return m.portKey },
-		})
-		var closer socketCloser = m.embedded
-		m.proxies.local.Store(&closer)
-		m.public = &http.Server{Handler: m.embedded, ReadHeaderTimeout: 10 * time.Second}
-		m.serve(func() error { return m.embedded.Serve(m.public, ln) }, "public")
-		return nil
+// startFront starts the public side: N proxy processes on one port, or
+// one proxy embedded in the master.
+func (m *Master) startFront(ctx context.Context) error {
+	if m.front == nil {
+		return fmt.Errorf("master: %w", config.Errorf("PublicAddr", "%s: no proxies were assembled to serve it (Master.SetFront)", m.cfg.PublicAddr))
 	}
-	return m.startProxyProcs(ctx)
-}
-
-// ProxyPids returns the pids of the proxy child processes (0 = restarting).
-func (m *Master) ProxyPids() []int {
-	out := make([]int, len(m.children))
-	for i, c := range m.children {
-		out[i] = c.Pid()
+	addr, err := m.front.Start(ctx)
+	if err != nil {
+		return err
 	}
-	return out
+	m.publicAddr = addr
+	return nil
 }
 
 // RMIAddr is the address workers and proxies dial.
@@ -631,12 +577,6 @@ func (m *Master) Status() wire.ClusterStatus {
 	}
 	st.Proxies = m.proxies.status()
 	st.Jobs = m.jobsStatus()
-	if m.embedded != nil {
-		ps := m.embedded.Stats()
-		rate := m.embeddedRate.observe(ps.Requests, time.Now())
-		st.Proxies = append(st.Proxies, wire.ProxyStatus{Name: "embedded", Addr: m.PublicAddr(), Embedded: true,
-			Requests: ps.Requests, RequestsPerSec: rate, WebSocketsOpen: ps.WebSocketsOpen})
-	}
 	return st
 }
 
@@ -651,18 +591,10 @@ func (m *Master) Close() error {
 	m.BeginShutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if m.public != nil {
-		_ = m.embedded.Shutdown(ctx)
-		_ = m.public.Shutdown(ctx)
+	if m.front != nil {
+		m.front.Stop(ctx)
 	}
 	m.cancel()
-	for _, c := range m.children {
-		<-c.Done()
-	}
-	m.forgetProxies()
-	if m.publicHold != nil {
-		_ = m.publicHold.Close()
-	}
 	if m.admin != nil {
 		_ = m.admin.Shutdown(ctx)
 	}

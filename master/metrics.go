@@ -5,7 +5,6 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 )
 
 // masterMetrics are the master's own instruments; the rest is read from
@@ -105,7 +104,4 @@ func (m *Master) registerReaders() {
 		metrics.One("cloudbrowser_master_apps", "Applications deployed.", g, func() float64 { return float64(len(m.apps.List())) }),
 	)
 	m.metrics.reg.MustRegister(metrics.RMI(m.node)...)
-	if m.embedded != nil {
-		m.metrics.reg.MustRegister(proxy.Collectors(m.embedded, nil)...)
-	}
 }

@@ -27,11 +27,8 @@ type proxySet struct {
 
 	// local is the proxy embedded in the master (nil: none), told in
 	// process.
-	local atomic.Pointer[socketCloser]
+	local atomic.Pointer[LocalProxy]
 }
-
-// socketCloser ends the WebSockets a proxy holds to a dead worker.
-type socketCloser interface{ CloseWorker(workerID string) int }
 
 // proxySet passes each invalidation on to every subscribed proxy.
 var _ contract.Proxy = (*proxySet)(nil)
@@ -141,15 +138,19 @@ func (p *proxySet) report(c *rmi.Conn, r wire.ProxyReport, now time.Time) {
 	p.stats[c] = st
 }
 
+// status lists the subscribed proxies by name, then the local one.
 func (p *proxySet) status() []wire.ProxyStatus {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	out := make([]wire.ProxyStatus, 0, len(p.conns)+1)
 	for c, name := range p.conns {
 		st := p.stats[c]
 		out = append(out, wire.ProxyStatus{Name: name, Addr: c.RemoteAddr().String(),
 			Requests: st.last.Requests, RequestsPerSec: st.rate, WebSocketsOpen: st.last.WebSocketsOpen})
 	}
+	p.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if l := p.local.Load(); l != nil {
+		out = append(out, (*l).Status())
+	}
 	return out
 }

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 )
 
 // Config configures a Node.
@@ -124,8 +122,15 @@ func New(cfg Config) (*Node, error) {
 		roleKeys[role] = append([]byte(nil), k...)
 	}
 	cfg.RoleSecrets = roleKeys
-	config.OrDefault(&cfg.MaxFrame, DefaultMaxFrame)
-	config.OrDefault(&cfg.HandshakeTimeout, 5*time.Second)
+	// Unset or negative sizes and durations take their defaults, as in
+	// every Config of the module; written out here so that rmi depends on
+	// none of its packages.
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = DefaultMaxFrame
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = 5 * time.Second
+	}
 	cfg.Secret = append([]byte(nil), cfg.Secret...) // caller may reuse its slice
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{

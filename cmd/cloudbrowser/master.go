@@ -164,6 +164,7 @@ type masterOverrides struct {
 	rmi, gossip, admin *string
 }
 
+// newMaster builds the master of the flags with its public side (front.go).
 func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master.Master, error) {
 	dir := cmd.String("data-dir")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -239,7 +240,7 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 		}
 		return cmd.String(flag)
 	}
-	return master.New(master.Config{
+	m, err := master.New(master.Config{
 		Jobs: jobCfg, RenderCache: cacheCfg, JobsToken: jobsToken,
 		Secret: sec, AdminToken: token, AuthorToken: authorToken, MetricsToken: metricsToken, SecretFile: secretPath, DataDir: dir,
 		RMIAddr: pick(o.rmi, "rmi"), GossipAddr: pick(o.gossip, "gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
@@ -250,6 +251,11 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 		Apps: appList, Logger: log, ChildOutput: os.Stderr,
 		PublicURL: cmd.String("public-url"), TrustForwardedProto: cmd.Bool("trust-forwarded-proto"),
 	})
+	if err != nil {
+		return nil, err
+	}
+	m.SetFront(newFront(m))
+	return m, nil
 }
 
 // publicURLFlag and trustForwardedProtoFlag tell the cluster when users
