@@ -11,7 +11,7 @@ import (
 )
 
 // processDirs are the process packages: internal/ sits below them, so
-// nothing in it may import them (issue #15, package direction).
+// nothing in it may import them (the packages point one way).
 var processDirs = []string{"proxy", "worker", "master"}
 
 // TestNoUpwardImports fails when a package under internal/ imports proxy/,

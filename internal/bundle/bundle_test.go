@@ -81,7 +81,7 @@ func TestUnpack(t *testing.T) {
 		{"good", tarGz(t, manifest, index, entry{name: "js/a.js", data: "1"}), Limits{}, ""},
 		{"dot slash paths", tarGz(t, entry{name: "./app.json", data: goodManifest}, entry{name: "./index.html", data: "x"}), Limits{}, ""},
 		// Links are refused, named, whatever their target: a link can
-		// multiply bytes past the limits (issue #11: 100 hard links to one
+		// multiply bytes past the limits (100 hard links to one
 		// 1 MiB file expanded a 1.9 KB upload to 106 MB).
 		{"symlink inside", tarGz(t, manifest, index, entry{name: "alias.html", typ: tar.TypeSymlink, link: "index.html"}), Limits{}, `alias.html is a symbolic link (to "index.html")`},
 		{"symlink out", tarGz(t, manifest, index, entry{name: "evil", typ: tar.TypeSymlink, link: "../../etc/passwd"}), Limits{}, "evil is a symbolic link"},
@@ -277,7 +277,7 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// Issue 12: idleTimeout has a default, 0 turns release off, and a
+// idleTimeout has a default, 0 turns release off, and a
 // malformed value names the field.
 func TestIdleTimeout(t *testing.T) {
 	for _, tc := range []struct {

@@ -20,7 +20,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
-// TestFormStateSurvivesMoves (issue 33): a user types into a textarea
+// TestFormStateSurvivesMoves: a user types into a textarea
 // through a real client engine, moves the caret and scrolls the page and a
 // list; then the instance moves to the other worker, once by a drain with
 // migration and once by a SIGTERM of its worker, while the user keeps

@@ -13,7 +13,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
-// TestPoolDemoBrowsersGivenBack (issue 12): 20 sequential distinct
+// TestPoolDemoBrowsersGivenBack: 20 sequential distinct
 // visitors of pooldemo (maxSize 4, idleTimeout 2s) all get a browser, each
 // connecting its client engine and leaving. Idle browsers go back to the
 // pool through its back sequence (statistics and metrics say so), and a
@@ -124,7 +124,7 @@ func TestPoolDemoBrowsersGivenBack(t *testing.T) {
 	}
 }
 
-// TestSingleBrowserPerUserLandingShares (issue 12): the landing page of a
+// TestSingleBrowserPerUserLandingShares: the landing page of a
 // singleBrowserPerUser app lets the owner share an instance (its instance
 // URL opens the owner's browser, so the landing page is where permissions
 // are managed); others' instances have no form.

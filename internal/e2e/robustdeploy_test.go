@@ -49,7 +49,7 @@ func postArchive(t *testing.T, c *cluster, token string, arch []byte) (int, stri
 	return resp.StatusCode, string(body)
 }
 
-// TestRobustDeploys (issue #11): a file over the RMI frame limit reaches
+// TestRobustDeploys: a file over the RMI frame limit reaches
 // the worker and its virtual browser; a hard-link bomb is refused and the
 // previous version keeps serving; authors cannot replace each other's apps
 // (the admin can); a deploy a worker cannot take is not 201.

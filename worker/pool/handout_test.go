@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Issue 12: the TTL holds when a free browser is handed out, not only when
+// The TTL holds when a free browser is handed out, not only when
 // one is returned: a free browser that aged past its TTL while free is
 // destroyed instead of leased, and the lease gets another free one or a
 // new one.
@@ -65,7 +65,7 @@ func TestTTLAtHandout(t *testing.T) {
 	}
 }
 
-// Issue 12: a back sequence that ran is counted (the statistics show that
+// A back sequence that ran is counted (the statistics show that
 // returned browsers were made ready again).
 func TestBackSequencesCounted(t *testing.T) {
 	e := newEnv(t, 10, 0)

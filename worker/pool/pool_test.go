@@ -15,8 +15,8 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
 )
 
-// One test per rule of the "Specific Browser Pool" document, then the
-// refinements of issue 4 (no reuse without back sequence, waiting leases,
+// One test per rule of the "Specific Browser Pool" document, then our
+// refinements (no reuse without back sequence, waiting leases,
 // statistics, Close).
 
 // "The specific browser pool for a wrapper is created the first time the
@@ -322,7 +322,7 @@ func TestReturnRunsBackSequenceAndUnlocks(t *testing.T) {
 	}
 }
 
-// Issue 4: without a back sequence a returned browser is destroyed (never
+// Without a back sequence a returned browser is destroyed (never
 // reused by another user) and the pool refills to its minimum.
 func TestNoBackSequenceDestroysAndRefills(t *testing.T) {
 	e := newEnv(t, 10, 1)
@@ -435,7 +435,7 @@ func TestBrowserTTLReplacementFailureKeepsBrowser(t *testing.T) {
 	if n := e.pool("app").SequenceFailures[SeqTTL]; n != 1 {
 		t.Errorf("ttl failures %d", n)
 	}
-	// Still past its TTL when handed out (issue 12): a new one is made.
+	// Still past its TTL when handed out: a new one is made.
 	if l2 := e.lease("app", c); l2.Browser() == l.Browser() || !closed(l.Browser()) {
 		t.Error("the browser past its TTL was leased")
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
-// Graded frames (issue 16, capacity): while Scale says 0.5 the frames are
+// Graded frames, for capacity: while Scale says 0.5 the frames are
 // half size; when the page rests, one full-size frame follows (Sharpen),
 // and nothing after it; a new scale takes effect at the next frame (the
 // frame of the old scale is dropped; the restart sends one at the new).
