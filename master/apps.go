@@ -15,6 +15,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
@@ -86,7 +87,7 @@ func (a *AppManager) List() []wire.App {
 // pushes it to every connected worker. It returns the installed app and the
 // workers that did not take it: the new version stays current on the master
 // all the same, and workers that register later get it.
-func (a *AppManager) Add(ctx context.Context, app wire.App, by principal) (wire.App, []PushFailure, error) {
+func (a *AppManager) Add(ctx context.Context, app wire.App, by auth.Principal) (wire.App, []PushFailure, error) {
 	var b *bundle.Bundle
 	if _, ok := app.Files[bundle.ManifestName]; ok {
 		var err error
@@ -115,7 +116,7 @@ func (a *AppManager) Add(ctx context.Context, app wire.App, by principal) (wire.
 		// Recorded before the app is visible; a stale record of an app
 		// whose store write then failed is harmless (authorize ignores
 		// owners of mount points that hold no app).
-		if err := a.setOwner(app.MountPoint, by.name); err != nil {
+		if err := a.setOwner(app.MountPoint, by.Name); err != nil {
 			return wire.App{}, nil, err
 		}
 	}
@@ -139,7 +140,7 @@ func (a *AppManager) Add(ctx context.Context, app wire.App, by principal) (wire.
 		// start-up set's version of it out.
 		a.log.Warn().Err(err).Str("app", app.MountPoint).Msg("deletion record not cleared")
 	}
-	a.log.Info().Str("app", app.MountPoint).Int("version", app.Version).Str("strategy", app.Strategy).Str("by", by.name).Msg("application added")
+	a.log.Info().Str("app", app.MountPoint).Int("version", app.Version).Str("strategy", app.Strategy).Str("by", by.Name).Msg("application added")
 	return app, a.pushApp(ctx, app), nil
 }
 
@@ -244,7 +245,7 @@ func (a *AppManager) chunk(mount string, version int, offset int64) ([]byte, err
 
 // SetDisabled disables or enables an app. A disabled app keeps its
 // instances running but gets no new ones.
-func (a *AppManager) SetDisabled(ctx context.Context, name string, disabled bool, by principal) error {
+func (a *AppManager) SetDisabled(ctx context.Context, name string, disabled bool, by auth.Principal) error {
 	a.deployMu.Lock()
 	defer a.deployMu.Unlock()
 	app, ok := a.Get(name)
@@ -263,7 +264,7 @@ func (a *AppManager) SetDisabled(ctx context.Context, name string, disabled bool
 	a.mu.Lock()
 	a.apps[name] = app
 	a.mu.Unlock()
-	a.log.Info().Str("app", name).Bool("disabled", disabled).Str("by", by.name).Msg("application state changed")
+	a.log.Info().Str("app", name).Bool("disabled", disabled).Str("by", by.Name).Msg("application state changed")
 	a.pushApp(ctx, app)
 	return nil
 }
@@ -283,7 +284,7 @@ func (a *AppManager) loadStored() error {
 }
 
 // Remove uninstalls an app everywhere.
-func (a *AppManager) Remove(ctx context.Context, name string, by principal) error {
+func (a *AppManager) Remove(ctx context.Context, name string, by auth.Principal) error {
 	a.deployMu.Lock()
 	defer a.deployMu.Unlock()
 	if _, ok := a.Get(name); !ok {
@@ -313,7 +314,7 @@ func (a *AppManager) Remove(ctx context.Context, name string, by principal) erro
 	if err := a.setOwner(name, ""); err != nil {
 		a.log.Warn().Str("app", name).Err(err).Msg("owner record not removed")
 	}
-	a.log.Info().Str("app", name).Str("by", by.name).Msg("application removed")
+	a.log.Info().Str("app", name).Str("by", by.Name).Msg("application removed")
 	a.push(ctx, "RemoveApplication", func(ctx context.Context, w contract.WorkerApps) error {
 		return w.RemoveApplication(ctx, name)
 	})
@@ -332,14 +333,14 @@ type deletedApp struct {
 }
 
 // setDeleted records (on) or clears the deletion of mount.
-func (a *AppManager) setDeleted(mount string, on bool, by principal) error {
+func (a *AppManager) setDeleted(mount string, on bool, by auth.Principal) error {
 	if a.state == nil {
 		return nil
 	}
 	if !on {
 		return a.state.Delete(deletedAppsBucket, mount)
 	}
-	return a.state.Put(deletedAppsBucket, mount, deletedApp{At: time.Now().UTC(), By: by.name})
+	return a.state.Put(deletedAppsBucket, mount, deletedApp{At: time.Now().UTC(), By: by.Name})
 }
 
 // deleted reports whether mount was deleted and not deployed since.

@@ -10,8 +10,8 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
-	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/web"
 )
@@ -20,30 +20,9 @@ import (
 // /api/v1/events), signed in with the admin token, which is exchanged for
 // an HttpOnly cookie so scripts never hold it.
 
-const adminCookie = "cb_admin"
-
-// adminSession reports whether the request carries a valid dashboard
-// cookie: signed under the current admin token and not logged out.
-func (m *Master) adminSession(r *http.Request) bool {
-	_, ok := m.adminClaims(r)
-	return ok
-}
-
-func (m *Master) adminClaims(r *http.Request) (session.Claims, bool) {
-	c, err := r.Cookie(adminCookie)
-	if err != nil {
-		return session.Claims{}, false
-	}
-	cl, ok := m.adminCodec.Claims(c.Value, time.Now())
-	if !ok || cl.User != "admin" || m.ended.isEnded(cl.ID) {
-		return session.Claims{}, false
-	}
-	return cl, true
-}
-
 func (m *Master) dashboardRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /admin", func(w http.ResponseWriter, r *http.Request) {
-		if !m.adminSession(r) {
+		if !m.access.Dashboard().Valid(r) {
 			m.adminLogin(w, r, "")
 			return
 		}
@@ -61,38 +40,37 @@ func (m *Master) dashboardRoutes(mux *http.ServeMux) {
 			m.adminLogin(w, r, "The form was stale; please retry.")
 			return
 		}
-		if !tokenIs(r.PostFormValue("token"), m.cfg.AdminToken) {
+		if !m.access.IsAdminToken(r.PostFormValue("token")) {
 			m.log.Warn().Str("remote", r.RemoteAddr).Msg("dashboard login refused")
 			w.WriteHeader(http.StatusUnauthorized)
 			m.adminLogin(w, r, "That is not the admin token.")
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: adminCookie, Value: m.adminCodec.Issue("admin", time.Now()), Path: "/",
+		http.SetCookie(w, &http.Cookie{Name: auth.AdminCookie, Value: m.access.Dashboard().Issue(), Path: "/",
 			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: m.scheme.HTTPS(r)})
 		http.Redirect(w, r, "/admin", http.StatusSeeOther)
 	})
 	mux.HandleFunc("POST /admin/logout", func(w http.ResponseWriter, r *http.Request) {
 		// The cookie is a bearer value: clearing it in this browser is not
 		// enough, a copy must stop working too.
-		if cl, ok := m.adminClaims(r); ok {
-			rev := wire.SessionRevocation{ID: cl.ID, Expires: cl.Issued.Add(m.adminCodec.TTL).Unix()}
-			if err := m.ended.end(r.Context(), rev); err != nil {
+		if cl, ok := m.access.Dashboard().Claims(r); ok {
+			if err := m.access.Dashboard().End(r.Context(), cl); err != nil {
 				m.log.Error().Err(err).Msg("dashboard logout: session could not be ended")
 				apiError(w, http.StatusInternalServerError, "the session could not be ended; retry")
 				return
 			}
 			m.log.Info().Str("remote", r.RemoteAddr).Msg("dashboard logout")
 		}
-		http.SetCookie(w, &http.Cookie{Name: adminCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		http.SetCookie(w, &http.Cookie{Name: auth.AdminCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 			SameSite: http.SameSiteStrictMode, Secure: m.scheme.HTTPS(r)})
 		http.Redirect(w, r, "/admin", http.StatusSeeOther)
 	})
-	mux.Handle("GET /api/v1/history", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /api/v1/history", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, m.history.snapshot())
 	}))
-	mux.Handle("GET /api/v1/events", m.auth(roleAdmin, m.events))
-	mux.Handle("POST /api/v1/instances/{id}/close", m.auth(roleAdmin, m.closeInstance))
-	mux.Handle("GET /api/v1/instances/{id}/browsers", m.auth(roleAdmin, m.instanceBrowsers))
+	mux.Handle("GET /api/v1/events", m.auth(auth.RoleAdmin, m.events))
+	mux.Handle("POST /api/v1/instances/{id}/close", m.auth(auth.RoleAdmin, m.closeInstance))
+	mux.Handle("GET /api/v1/instances/{id}/browsers", m.auth(auth.RoleAdmin, m.instanceBrowsers))
 }
 
 func (m *Master) adminLogin(w http.ResponseWriter, r *http.Request, msg string) {

@@ -11,6 +11,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
@@ -55,13 +56,13 @@ func (m *Master) deploy(w http.ResponseWriter, r *http.Request) {
 	if old, ok := m.apps.Get(app.MountPoint); ok {
 		app.Disabled = old.Disabled
 	}
-	by := principalOf(r)
+	by := auth.PrincipalOf(r)
 	cur, failed, err := m.apps.Add(r.Context(), app, by)
 	if err != nil {
 		apiError(w, appErrorStatus(err), err.Error())
 		return
 	}
-	m.log.Info().Str("app", cur.MountPoint).Int("version", cur.Version).Int("files", len(cur.Files)).Str("by", by.name).
+	m.log.Info().Str("app", cur.MountPoint).Int("version", cur.Version).Int("files", len(cur.Files)).Str("by", by.Name).
 		Int("workers_failed", len(failed)).Str("request_id", r.Header.Get("X-Request-Id")).Msg("application deployed")
 	if len(failed) > 0 {
 		// The version is current on the master (and reaches workers that
@@ -110,13 +111,6 @@ func (m *Master) appAction(w http.ResponseWriter, r *http.Request, act func(ctx 
 	writeJSON(w, http.StatusOK, m.apps.view(a))
 }
 
-// ---- accounts ----
-
-type userForm struct {
-	Name     string `json:"name"`
-	Password string `json:"password"`
-}
-
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
@@ -125,55 +119,6 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
-}
-
-func accountStatus(err error) int {
-	var we *wire.Error
-	if errors.As(err, &we) {
-		switch we.Code {
-		case wire.CodeInvalid:
-			return http.StatusBadRequest
-		case wire.CodeUnknownUser:
-			return http.StatusNotFound
-		}
-	}
-	return http.StatusInternalServerError
-}
-
-func (m *Master) userRoutes(mux *http.ServeMux) {
-	mux.Handle("GET /api/v1/users", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, m.accounts.List())
-	}))
-	mux.Handle("POST /api/v1/users", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		var f userForm
-		if !decodeJSON(w, r, &f) {
-			return
-		}
-		if err := m.accounts.Add(f.Name, f.Password); err != nil {
-			apiError(w, accountStatus(err), err.Error())
-			return
-		}
-		m.log.Info().Str("user", f.Name).Msg("account created")
-		writeJSON(w, http.StatusCreated, map[string]string{"name": f.Name})
-	}))
-	mux.Handle("PUT /api/v1/users/{name}/password", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		var f userForm
-		if !decodeJSON(w, r, &f) {
-			return
-		}
-		if err := m.accounts.SetPassword(r.PathValue("name"), f.Password); err != nil {
-			apiError(w, accountStatus(err), err.Error())
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"name": r.PathValue("name")})
-	}))
-	mux.Handle("DELETE /api/v1/users/{name}", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		if err := m.accounts.Remove(r.PathValue("name")); err != nil {
-			apiError(w, accountStatus(err), err.Error())
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "removed": true})
-	}))
 }
 
 // ---- permissions ----

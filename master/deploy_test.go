@@ -127,8 +127,8 @@ func TestDeployOwnership(t *testing.T) {
 	if _, body := call(t, srv, "admintok", "GET", "/api/v1/authors", nil); strings.Contains(body, "cba_") || strings.Contains(body, "oken") {
 		t.Fatalf("author list leaks tokens: %s", body)
 	}
-	var rec authorRecord
-	if ok, _ := m.state.Get(authorsBucket, "bob", &rec); !ok || rec.TokenHash != hashToken(bob) || strings.Contains(rec.TokenHash, bob) {
+	var rec storedAuthor
+	if ok, _ := m.state.Get("authors", "bob", &rec); !ok || rec.TokenHash != tokenHash(bob) || strings.Contains(rec.TokenHash, bob) {
 		t.Fatalf("bob's record: %+v", rec)
 	}
 }
@@ -225,4 +225,17 @@ func fetchChunks(t *testing.T, f *fakeWorker, app wire.App) map[string][]byte {
 		t.Fatal(err)
 	}
 	return b.Files
+}
+
+// storedAuthor is an author as the state store keeps it (bucket "authors"),
+// written out here so that a change of the layout an existing state.db has
+// fails the tests.
+type storedAuthor struct {
+	TokenHash string    `json:"tokenHash"` // hex SHA-256
+	Created   time.Time `json:"created"`
+}
+
+func tokenHash(tok string) string {
+	s := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(s[:])
 }

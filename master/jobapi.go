@@ -18,6 +18,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/master/rendercache"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -274,17 +275,17 @@ func (s jobQueueService) report(ctx context.Context, fn func(workerID string) er
 // ---- HTTP API
 
 func (m *Master) jobRoutes(mux *http.ServeMux) {
-	mux.Handle("POST /api/v1/jobs", m.auth(roleJobs, m.submitJobs))
-	mux.Handle("GET /api/v1/jobs", m.auth(roleJobs, m.listJobs))
-	mux.Handle("GET /api/v1/jobs/{id}", m.auth(roleJobs, m.showJob))
-	mux.Handle("GET /api/v1/jobs/{id}/result", m.auth(roleJobs, m.jobResult))
-	mux.Handle("DELETE /api/v1/jobs/{id}", m.auth(roleJobs, m.cancelJob))
-	mux.Handle("GET /api/v1/render", m.auth(roleJobs, m.renderSync))
-	mux.Handle("POST /api/v1/cache/purge", m.auth(roleJobs, m.purgeCache))
-	mux.Handle("POST /api/v1/monitors", m.auth(roleJobs, m.addMonitor))
-	mux.Handle("GET /api/v1/monitors", m.auth(roleJobs, m.listMonitors))
-	mux.Handle("GET /api/v1/monitors/{id}", m.auth(roleJobs, m.showMonitor))
-	mux.Handle("DELETE /api/v1/monitors/{id}", m.auth(roleJobs, m.removeMonitor))
+	mux.Handle("POST /api/v1/jobs", m.auth(auth.RoleJobs, m.submitJobs))
+	mux.Handle("GET /api/v1/jobs", m.auth(auth.RoleJobs, m.listJobs))
+	mux.Handle("GET /api/v1/jobs/{id}", m.auth(auth.RoleJobs, m.showJob))
+	mux.Handle("GET /api/v1/jobs/{id}/result", m.auth(auth.RoleJobs, m.jobResult))
+	mux.Handle("DELETE /api/v1/jobs/{id}", m.auth(auth.RoleJobs, m.cancelJob))
+	mux.Handle("GET /api/v1/render", m.auth(auth.RoleJobs, m.renderSync))
+	mux.Handle("POST /api/v1/cache/purge", m.auth(auth.RoleJobs, m.purgeCache))
+	mux.Handle("POST /api/v1/monitors", m.auth(auth.RoleJobs, m.addMonitor))
+	mux.Handle("GET /api/v1/monitors", m.auth(auth.RoleJobs, m.listMonitors))
+	mux.Handle("GET /api/v1/monitors/{id}", m.auth(auth.RoleJobs, m.showMonitor))
+	mux.Handle("DELETE /api/v1/monitors/{id}", m.auth(auth.RoleJobs, m.removeMonitor))
 }
 
 // fieldError answers 400 with msg and the field it is about.
@@ -317,7 +318,7 @@ func jobError(w http.ResponseWriter, err error) {
 // cache fields are dropped by jobs.Admit, which alone may set them.)
 func cleanSpec(r *http.Request, s wire.JobSpec) wire.JobSpec {
 	s.PrevHash, s.MaxBytes = "", 0
-	s.User = principalOf(r).name
+	s.User = auth.PrincipalOf(r).Name
 	return s
 }
 
@@ -325,13 +326,6 @@ func cleanSpec(r *http.Request, s wire.JobSpec) wire.JobSpec {
 // to know whether the app's pool logs in).
 func (m *Master) cacheKey() jobs.AdmitOption {
 	return jobs.CacheKey(func(s wire.JobSpec) (string, string, error) { return m.jobs.cache.Key(s, m.pooledLogin(s.App)) })
-}
-
-// sees reports whether p may read, list or cancel what user submitted: its
-// own, and the admin everything. Another principal's job or monitor is
-// answered as if it did not exist (404), so ids reveal nothing.
-func (p principal) sees(user string) bool {
-	return p.admin || (p.name != "" && p.name == user)
 }
 
 // appRefusal says why user may not name app in a job.
@@ -349,11 +343,11 @@ func (m *Master) appAllowed(w http.ResponseWriter, r *http.Request, field, app s
 	if _, ok := m.apps.Get(app); !ok {
 		return true
 	}
-	p := principalOf(r)
+	p := auth.PrincipalOf(r)
 	if m.apps.mayUseApp(p, app) {
 		return true
 	}
-	writeJSON(w, http.StatusForbidden, map[string]any{"status": http.StatusForbidden, "error": field + ": " + appRefusal(p.name, app), "field": field})
+	writeJSON(w, http.StatusForbidden, map[string]any{"status": http.StatusForbidden, "error": field + ": " + appRefusal(p.Name, app), "field": field})
 	return false
 }
 
@@ -361,23 +355,23 @@ func (m *Master) appAllowed(w http.ResponseWriter, r *http.Request, field, app s
 // admin everyone's or the one ?user= names. A non-admin naming another
 // principal is answered 403; ok is false then.
 func userFilter(w http.ResponseWriter, r *http.Request) (user string, ok bool) {
-	p, want := principalOf(r), r.URL.Query().Get("user")
-	if p.admin {
+	p, want := auth.PrincipalOf(r), r.URL.Query().Get("user")
+	if p.Admin {
 		return want, true
 	}
-	if want != "" && want != p.name {
+	if want != "" && want != p.Name {
 		writeJSON(w, http.StatusForbidden, map[string]any{"status": http.StatusForbidden,
 			"error": "user: only the admin may list another principal's jobs and monitors", "field": "user"})
 		return "", false
 	}
-	return p.name, true
+	return p.Name, true
 }
 
 // ownJob returns the job id names if the request's principal sees it;
 // otherwise (and for an unknown id) it answers 404 alike.
 func (m *Master) ownJob(w http.ResponseWriter, r *http.Request) (jobs.Job, bool) {
 	j, err := m.jobs.q.Get(r.PathValue("id"))
-	if err == nil && !principalOf(r).sees(j.Spec.User) {
+	if err == nil && !auth.PrincipalOf(r).Sees(j.Spec.User) {
 		err = jobs.ErrNotFound
 	}
 	if err != nil {
@@ -481,7 +475,7 @@ func (m *Master) submitOne(w http.ResponseWriter, r *http.Request, raw wire.JobS
 		if leader != "" {
 			// The signature includes the user, so the leader is the
 			// caller's own job; checked all the same.
-			if j, err := m.jobs.q.Get(leader); err == nil && principalOf(r).sees(j.Spec.User) {
+			if j, err := m.jobs.q.Get(leader); err == nil && auth.PrincipalOf(r).Sees(j.Spec.User) {
 				body.Job = j
 			}
 		}
@@ -738,8 +732,8 @@ func (m *Master) purgeCache(w http.ResponseWriter, r *http.Request) {
 	// An admin purges every principal's renders of the URL; anyone else
 	// only their own partition.
 	owner := ""
-	if p := principalOf(r); !p.admin {
-		owner = p.name
+	if p := auth.PrincipalOf(r); !p.Admin {
+		owner = p.Name
 	}
 	n, err := m.jobs.cache.PurgeFor(f.URL, owner)
 	if err != nil {
@@ -800,7 +794,7 @@ func (m *Master) listMonitors(w http.ResponseWriter, r *http.Request) {
 // it; otherwise (and for an unknown id) it answers 404 alike.
 func (m *Master) ownMonitor(w http.ResponseWriter, r *http.Request) (jobs.Monitor, bool) {
 	mon, err := m.jobs.q.GetMonitor(r.PathValue("id"))
-	if err == nil && !principalOf(r).sees(mon.Spec.User) {
+	if err == nil && !auth.PrincipalOf(r).Sees(mon.Spec.User) {
 		err = jobs.ErrNotFound
 	}
 	if err != nil {

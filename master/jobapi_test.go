@@ -17,6 +17,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/master/rendercache"
@@ -405,7 +406,7 @@ func TestJobUsersLifecycle(t *testing.T) {
 	}
 	// An author stored under a reserved name before names were reserved
 	// does not act as the jobs token's principal.
-	if err := m.state.Put(authorsBucket, jobsPrincipal, authorRecord{TokenHash: hashToken("cba_old"), Created: time.Now()}); err != nil {
+	if err := m.state.Put("authors", auth.JobsPrincipal, storedAuthor{TokenHash: tokenHash("cba_old"), Created: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if st, _, body := apiCall(t, srv, "cba_old", "GET", "/api/v1/jobs", ""); st != http.StatusUnauthorized {

@@ -28,8 +28,8 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
-	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/master/rendercache"
@@ -88,7 +88,7 @@ type Config struct {
 	// not re-register within this time, even if gossip still sees it.
 	DeadAfter time.Duration
 	// Login limits failed logins per user name and client address.
-	Login LoginLimits
+	Login auth.LoginLimits
 	// Quotas bound instances, browsers, sockets and new anonymous
 	// identities per user and per client address (nil = wire.DefaultQuotas).
 	// The workers receive them when they register.
@@ -121,7 +121,7 @@ func DefaultConfig() Config {
 	return Config{
 		RMIAddr: "127.0.0.1:7070", GossipAddr: "127.0.0.1:7946", AdminAddr: "127.0.0.1:9090", PublicAddr: ":8080",
 		Balancer: balance.LeastLoad, ReportPeriod: time.Second, DeadAfter: 10 * time.Second,
-		Login: DefaultLoginLimits(), Quotas: &q, Jobs: jobs.DefaultConfig(), RenderCache: rendercache.DefaultConfig(),
+		Login: auth.DefaultLoginLimits(), Quotas: &q, Jobs: jobs.DefaultConfig(), RenderCache: rendercache.DefaultConfig(),
 	}
 }
 
@@ -135,15 +135,13 @@ type Master struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	node     *rmi.Node
-	rmiLn    net.Listener
-	member   *membership.Member
-	apps     *AppManager
-	accounts *Accounts
-	authors  *authors
+	node   *rmi.Node
+	rmiLn  net.Listener
+	member *membership.Member
+	apps   *AppManager
+	access *auth.Auth
 	// state is the durable state store (<data-dir>/state.db).
-	state  *state.Store
-	logins *loginGuard
+	state *state.Store
 	// identities limits new anonymous identities per client address,
 	// cluster-wide (every worker asks before minting one).
 	identities *quota.Buckets
@@ -172,12 +170,6 @@ type Master struct {
 	// portKey proves to processes about to share the public port that its
 	// proxies are of this cluster (proxy.ListenShared).
 	portKey []byte
-	// adminCodec signs the dashboard's session cookies, bound to the admin
-	// token (adminTag), so a new token ends every dashboard session.
-	adminCodec *session.Codec
-	adminTag   string
-	// ended lists logged-out sessions (user and dashboard ones).
-	ended *endedSessions
 	// scheme tells whether a request came over HTTPS.
 	scheme httpsec.Scheme
 }
@@ -213,7 +205,7 @@ func New(cfg Config) (*Master, error) {
 	if err := ValidateQuotas(*cfg.Quotas); err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
-	cfg.Login = cfg.Login.withDefaults()
+	cfg.Login = cfg.Login.WithDefaults()
 	if err := cfg.Login.Validate(); err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
@@ -282,16 +274,6 @@ func New(cfg Config) (*Master, error) {
 	m.istate = newInstanceStates(st, m.workers.checkEpoch)
 	m.metrics.reg.MustRegister(m.istate.collectors()...)
 	m.history = newHistory()
-	m.adminTag = session.TokenTag(cfg.Secret, cfg.AdminToken)
-	m.adminCodec = session.NewFor(cfg.Secret, "admin-session").Bound(m.adminTag)
-	m.ended = &endedSessions{st: st, now: cfg.Clock.Now, log: m.log.With().Str("component", "sessions").Logger(),
-		push: func(ctx context.Context, rev wire.SessionRevocation) {
-			ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			defer cancel()
-			m.apps.push(ctx, "EndSession", func(ctx context.Context, w contract.WorkerApps) error {
-				return w.EndSession(ctx, rev)
-			})
-		}}
 	m.scheme = httpsec.Scheme{AlwaysHTTPS: publicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto}
 	m.workers.observeLookup = func(kind string, start time.Time) {
 		m.metrics.lookups.WithLabelValues(kind).Observe(time.Since(start).Seconds())
@@ -307,28 +289,37 @@ func New(cfg Config) (*Master, error) {
 	m.workers.jobsGone = func(id string) { m.jobs.q.RemoveWorker(m.ctx, id) }
 	m.apps = newAppManager(m.log, m.workers.refs)
 	m.apps.state = st
-	m.authors = &authors{st: st}
 	accPath := ""
 	if cfg.DataDir != "" {
 		accPath = filepath.Join(cfg.DataDir, "users.json")
 	}
-	acc, err := loadAccounts(accPath, cfg.Clock.Now)
+	m.access, err = auth.New(auth.Config{State: st, AccountsFile: accPath, Now: cfg.Clock.Now, Login: cfg.Login,
+		Secret: cfg.Secret, Tokens: auth.Tokens{Admin: cfg.AdminToken, Author: cfg.AuthorToken, Jobs: cfg.JobsToken},
+		Log: m.log,
+		OnRevoke: func(rev wire.Revocation) {
+			ctx, cancel := context.WithTimeout(m.ctx, 15*time.Second)
+			defer cancel()
+			m.apps.push(ctx, "RevokeSessions", func(ctx context.Context, w contract.WorkerApps) error {
+				return w.RevokeSessions(ctx, rev)
+			})
+			m.log.Info().Str("user", rev.User).Msg("sessions revoked on every worker")
+		},
+		PushEnded: func(ctx context.Context, rev wire.SessionRevocation) {
+			ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			m.apps.push(ctx, "EndSession", func(ctx context.Context, w contract.WorkerApps) error {
+				return w.EndSession(ctx, rev)
+			})
+		},
+		// An author created later under the same name must not inherit the
+		// right to use other authors' pools.
+		OnAuthorRemoved: func(name string) error { return dropJobUser(st, name) },
+		ObserveLogin:    func(outcome string) { m.metrics.logins.WithLabelValues(outcome).Inc() },
+		ObserveLockout:  func(by string) { m.metrics.lockouts.WithLabelValues(by).Inc() },
+	})
 	if err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
-	m.accounts = acc
-	acc.onRevoke = func(rev wire.Revocation) {
-		ctx, cancel := context.WithTimeout(m.ctx, 15*time.Second)
-		defer cancel()
-		m.apps.push(ctx, "RevokeSessions", func(ctx context.Context, w contract.WorkerApps) error {
-			return w.RevokeSessions(ctx, rev)
-		})
-		m.log.Info().Str("user", rev.User).Msg("sessions revoked on every worker")
-	}
-	m.logins = &loginGuard{verify: acc.Verify, lim: newLoginLimiter(cfg.Login, cfg.Clock.Now),
-		log:     m.log.With().Str("component", "logins").Logger(),
-		observe: func(outcome string) { m.metrics.logins.WithLabelValues(outcome).Inc() },
-		lockout: func(by string) { m.metrics.lockouts.WithLabelValues(by).Inc() }}
 	if cfg.DataDir != "" {
 		m.apps.store = &appStore{dir: filepath.Join(cfg.DataDir, "apps")}
 		if err := m.apps.loadStored(); err != nil {
@@ -347,13 +338,13 @@ func New(cfg Config) (*Master, error) {
 		if _, stored := m.apps.Get(a.MountPoint); stored {
 			continue // deployed versions win over the start-up set
 		}
-		if _, _, err := m.apps.Add(m.ctx, a, adminPrincipal); err != nil {
+		if _, _, err := m.apps.Add(m.ctx, a, auth.AdminPrincipal); err != nil {
 			return nil, fmt.Errorf("master: app %q: %w", a.MountPoint, err)
 		}
 	}
 	for _, a := range startup {
 		// Start-up apps stored before owners were recorded are the admin's.
-		if err := m.apps.claim(a.MountPoint, adminPrincipal.name); err != nil {
+		if err := m.apps.claim(a.MountPoint, auth.AdminPrincipal.Name); err != nil {
 			return nil, fmt.Errorf("master: app %q: %w", a.MountPoint, err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 )
 
 // masterMetrics are the master's own instruments; the rest is read from
@@ -46,7 +47,7 @@ func newMasterMetrics() *masterMetrics {
 		refusals: metrics.QuotaRefusals(),
 	}
 	// Known label values start at 0, so rate() and alerts see them at once.
-	for _, o := range []string{loginOK, loginFailed, loginLocked} {
+	for _, o := range []string{auth.LoginOK, auth.LoginFailed, auth.LoginLocked} {
 		mm.logins.WithLabelValues(o)
 	}
 	for _, by := range []string{"user", "ip"} {

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 )
 
@@ -151,7 +152,7 @@ func TestDeletedStartupAppStaysDeleted(t *testing.T) {
 	}
 	// Deployed again explicitly (as the start-up set would, without a
 	// stored bundle): the next start keeps it.
-	if _, _, err := m2.apps.Add(context.Background(), testApps[0], adminPrincipal); err != nil {
+	if _, _, err := m2.apps.Add(context.Background(), testApps[0], auth.AdminPrincipal); err != nil {
 		t.Fatal(err)
 	}
 	stop2()

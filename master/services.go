@@ -10,6 +10,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
@@ -32,7 +33,7 @@ func serviceRoles(m *Master) map[string]registered {
 		wire.ObjAppManager:    {appService{m}, nil},
 		wire.ObjBundles:       {bundleService{m}, []string{secret.RoleWorker}},
 		wire.ObjWorkerManager: {workerService{m}, []string{secret.RoleWorker}},
-		wire.ObjAccounts:      {accountService{g: m.logins, ended: m.ended}, []string{secret.RoleWorker}},
+		wire.ObjAccounts:      {m.access.Service(), []string{secret.RoleWorker}},
 		wire.ObjRouter:        {routerService{m}, []string{secret.RoleProxy}},
 		wire.ObjCluster:       {clusterService{m}, []string{secret.RoleWorker, secret.RoleProxy}},
 		wire.ObjInstanceState: {stateService{m}, []string{secret.RoleWorker}},
@@ -65,7 +66,7 @@ func (s appService) List(ctx context.Context) ([]wire.App, error) { return s.m.a
 
 // Add installs or replaces an application.
 func (s appService) Add(ctx context.Context, app wire.App) error {
-	_, _, err := s.m.apps.Add(ctx, app, adminPrincipal)
+	_, _, err := s.m.apps.Add(ctx, app, auth.AdminPrincipal)
 	return err
 }
 
@@ -81,7 +82,7 @@ func (s bundleService) BundleChunk(ctx context.Context, req wire.BundleChunkRequ
 
 // Remove uninstalls an application.
 func (s appService) Remove(ctx context.Context, name string) error {
-	return s.m.apps.Remove(ctx, name, adminPrincipal)
+	return s.m.apps.Remove(ctx, name, auth.AdminPrincipal)
 }
 
 // workerService is registered as wire.ObjWorkerManager. The caller of
@@ -128,10 +129,10 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 		case <-s.m.ctx.Done():
 		}
 	}()
-	return wire.RegisterReply{Apps: s.m.apps.listForWorkers(), Fenced: fenced, Revoked: s.m.accounts.Revocations(),
+	return wire.RegisterReply{Apps: s.m.apps.listForWorkers(), Fenced: fenced, Revoked: s.m.access.Accounts().Revocations(),
 		ReportPeriod: int64(s.m.cfg.ReportPeriod), MasterID: s.m.id, Quotas: s.m.cfg.Quotas,
 		HopKey: s.m.hopKey, MetricsToken: s.m.cfg.MetricsToken,
-		EndedSessions: s.m.ended.list(), AdminTag: s.m.adminTag,
+		EndedSessions: s.m.access.Ended().List(), AdminTag: s.m.access.Dashboard().Tag(),
 		PublicHTTPS: s.m.scheme.AlwaysHTTPS, TrustForwardedProto: s.m.scheme.TrustForwardedProto, WorkerKey: workerKey}, nil
 }
 

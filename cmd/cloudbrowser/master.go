@@ -16,6 +16,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master"
+	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 )
 
@@ -116,8 +117,8 @@ var loginDefaults = masterDefaults.Login
 
 // loginLimits reads the --login-* flags; zero is refused here rather than
 // silently taken as "default" by the master.
-func loginLimits(cmd *cli.Command) (master.LoginLimits, error) {
-	l := master.LoginLimits{
+func loginLimits(cmd *cli.Command) (auth.LoginLimits, error) {
+	l := auth.LoginLimits{
 		MaxFailures: int(cmd.Int("login-max-failures")), MaxFailuresPerIP: int(cmd.Int("login-max-failures-per-ip")),
 		Window: cmd.Duration("login-window"), Lockout: cmd.Duration("login-lockout"), MaxLockout: cmd.Duration("login-max-lockout"),
 		MaxKeys: loginDefaults.MaxKeys,

@@ -1,4 +1,4 @@
-package master
+package auth
 
 import (
 	"container/list"
@@ -40,7 +40,8 @@ func DefaultLoginLimits() LoginLimits {
 		Lockout: 30 * time.Second, MaxLockout: 15 * time.Minute, MaxKeys: 100_000}
 }
 
-func (l LoginLimits) withDefaults() LoginLimits {
+// WithDefaults returns l with its zero fields set to DefaultLoginLimits.
+func (l LoginLimits) WithDefaults() LoginLimits {
 	d := DefaultLoginLimits()
 	if l.MaxFailures == 0 {
 		l.MaxFailures = d.MaxFailures
@@ -278,13 +279,13 @@ func (l *loginLimiter) tracked() (users, ips int) {
 
 // Outcomes of a login check, for the metrics.
 const (
-	loginOK     = "ok"
-	loginFailed = "failed"
-	loginLocked = "locked"
+	LoginOK     = "ok"
+	LoginFailed = "failed"
+	LoginLocked = "locked"
 )
 
-// loginGuard checks logins for the workers under the limits.
-type loginGuard struct {
+// Guard checks logins for the workers under the limits.
+type Guard struct {
 	verify func(user, password string) bool
 	lim    *loginLimiter
 	log    zerolog.Logger
@@ -294,13 +295,23 @@ type loginGuard struct {
 	lockout func(by string)
 }
 
-func (g *loginGuard) login(ctx context.Context, req wire.LoginRequest) wire.LoginResult {
+// NewGuard checks passwords with verify under lim, with now as its clock;
+// observe counts outcomes and lockout the lockouts started (either may be
+// nil).
+func NewGuard(verify func(user, password string) bool, lim LoginLimits, now func() time.Time, log zerolog.Logger,
+	observe func(outcome string), lockout func(by string)) *Guard {
+	return &Guard{verify: verify, lim: newLoginLimiter(lim, now), log: log, observe: observe, lockout: lockout}
+}
+
+// Login checks a login; while the name or the client address is locked
+// after repeated failures it answers RetryAfter without checking.
+func (g *Guard) Login(ctx context.Context, req wire.LoginRequest) wire.LoginResult {
 	ip := quota.AddrKey(req.ClientIP)
 	t, wait := g.lim.attempt(req.User, ip)
 	if wait > 0 {
 		// The password is not checked: a correct guess must look like any
 		// other, and bcrypt time is not spent on a locked key.
-		g.count(loginLocked)
+		g.count(LoginLocked)
 		g.log.Debug().Str("request_id", req.RequestID).Str("user", req.User).Str("client_ip", ip).
 			Dur("retry_after", wait).Msg("login refused while locked")
 		return wire.LoginResult{RetryAfter: retrySeconds(wait)}
@@ -312,10 +323,10 @@ func (g *loginGuard) login(ctx context.Context, req wire.LoginRequest) wire.Logi
 	}
 	if g.verify(req.User, req.Password) {
 		g.lim.succeeded(t)
-		g.count(loginOK)
+		g.count(LoginOK)
 		return wire.LoginResult{OK: true}
 	}
-	g.count(loginFailed)
+	g.count(LoginFailed)
 	for _, l := range []struct {
 		by  string
 		d   time.Duration
@@ -333,7 +344,7 @@ func (g *loginGuard) login(ctx context.Context, req wire.LoginRequest) wire.Logi
 	return wire.LoginResult{}
 }
 
-func (g *loginGuard) count(outcome string) {
+func (g *Guard) count(outcome string) {
 	if g.observe != nil {
 		g.observe(outcome)
 	}

@@ -1,4 +1,4 @@
-package master
+package auth
 
 import (
 	"context"
@@ -18,24 +18,30 @@ import (
 // ones), by session id, until every value they had has expired.
 const endedBucket = "ended-sessions"
 
-// endedSessions is the cluster's list of logged-out sessions. Sessions are
+// EndedSessions is the cluster's list of logged-out sessions. Sessions are
 // stateless signed cookies, so a logout only ends one if every worker
 // refuses its id: the master records it in the state store (so a restarted
 // master still knows it), pushes it to every worker and hands the whole
 // list to registering workers.
-type endedSessions struct {
+type EndedSessions struct {
 	st  *state.Store
 	now func() time.Time
 	log zerolog.Logger
-	// push tells every worker (set by the master; nil in tests).
+	// push tells every worker (nil in tests).
 	push func(context.Context, wire.SessionRevocation)
 
 	mu sync.Mutex // orders prune against end
 }
 
-// end records a logout and tells the workers. The expiry is capped at one
+// NewEndedSessions keeps the list in st; push (may be nil) tells every
+// worker of a new entry.
+func NewEndedSessions(st *state.Store, now func() time.Time, log zerolog.Logger, push func(context.Context, wire.SessionRevocation)) *EndedSessions {
+	return &EndedSessions{st: st, now: now, log: log, push: push}
+}
+
+// End records a logout and tells the workers. The expiry is capped at one
 // session lifetime from now: no value of the session can outlive that.
-func (e *endedSessions) end(ctx context.Context, rev wire.SessionRevocation) error {
+func (e *EndedSessions) End(ctx context.Context, rev wire.SessionRevocation) error {
 	if !session.ValidID(rev.ID) {
 		return wire.Errorf(wire.CodeInvalid, "end session: invalid session id %q", rev.ID)
 	}
@@ -57,15 +63,15 @@ func (e *endedSessions) end(ctx context.Context, rev wire.SessionRevocation) err
 	return nil
 }
 
-// isEnded reports whether a session id was logged out.
-func (e *endedSessions) isEnded(id string) bool {
+// IsEnded reports whether a session id was logged out.
+func (e *EndedSessions) IsEnded(id string) bool {
 	var rev wire.SessionRevocation
 	ok, err := e.st.Get(endedBucket, id, &rev)
 	return ok && (err != nil || rev.Expires > e.now().Unix()) // unreadable: stay refused
 }
 
-// list returns the ended sessions still in force.
-func (e *endedSessions) list() []wire.SessionRevocation {
+// List returns the ended sessions still in force.
+func (e *EndedSessions) List() []wire.SessionRevocation {
 	now := e.now().Unix()
 	out := []wire.SessionRevocation{}
 	err := state.Each(e.st, endedBucket, func(_ string, rev wire.SessionRevocation) {
@@ -81,7 +87,7 @@ func (e *endedSessions) list() []wire.SessionRevocation {
 }
 
 // prune forgets the ended sessions that have expired, in one transaction.
-func (e *endedSessions) prune() {
+func (e *EndedSessions) prune() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.now().Unix()

@@ -1,4 +1,4 @@
-package master
+package auth
 
 import (
 	"os"
@@ -20,12 +20,11 @@ func TestAccountRevocations(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
-	a, err := loadAccounts(filepath.Join(dir, "users.json"), clock)
+	var told []wire.Revocation
+	a, err := LoadAccounts(filepath.Join(dir, "users.json"), clock, func(r wire.Revocation) { told = append(told, r) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	var told []wire.Revocation
-	a.onRevoke = func(r wire.Revocation) { told = append(told, r) }
 	steps := []struct {
 		name    string
 		do      func() error
@@ -61,7 +60,7 @@ func TestAccountRevocations(t *testing.T) {
 		}
 	}
 	// A restarted master still refuses bob's old sessions.
-	b, err := loadAccounts(filepath.Join(dir, "users.json"), clock)
+	b, err := LoadAccounts(filepath.Join(dir, "users.json"), clock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +73,7 @@ func TestAccountRevocations(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "revoked.json"), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadAccounts(filepath.Join(dir, "users.json"), clock); err == nil {
+	if _, err := LoadAccounts(filepath.Join(dir, "users.json"), clock, nil); err == nil {
 		t.Fatal("a corrupt revoked.json was accepted")
 	}
 }
@@ -97,7 +96,7 @@ func TestAccountsDamagedFiles(t *testing.T) {
 			if err := os.WriteFile(p, []byte(tc.content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := loadAccounts(filepath.Join(dir, "users.json"), time.Now)
+			_, err := LoadAccounts(filepath.Join(dir, "users.json"), time.Now, nil)
 			if err == nil {
 				t.Fatal("accepted")
 			}

@@ -1,65 +1,26 @@
 package master
 
 import (
-	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
-	"sort"
-	"sync"
-	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 )
 
-// principal is who makes an admin API request.
-type principal struct {
-	name  string
-	admin bool
-	// jobsOnly: the jobs token, which may only use the jobs API.
-	jobsOnly bool
-}
-
-// jobsPrincipal is who the jobs token acts as.
-const jobsPrincipal = "jobs"
-
-// adminPrincipal is the admin token, the dashboard's session and the
-// master itself (its start-up apps).
-var adminPrincipal = principal{name: "admin", admin: true}
-
-// sharedAuthor is the author the shared author token (author.token) acts
-// as; apps deployed before owners existed belong to it.
-const sharedAuthor = "author"
+// Who owns each application, and who else may name it in a job. The
+// principals are package auth's; what they may do to an app is decided
+// here.
 
 // Buckets of the state store.
 const (
-	authorsBucket  = "authors"       // name -> authorRecord
 	ownersBucket   = "app-owners"    // mount point -> ownerRecord
 	jobUsersBucket = "app-job-users" // mount point -> jobUsersRecord
 )
-
-// reservedNames are the principals the master's own tokens act as, with
-// the token: an author of that name would share its jobs, render cache
-// partition and grants.
-var reservedNames = map[string]string{
-	adminPrincipal.name: "the admin token",
-	sharedAuthor:        "the shared author token (author.token)",
-	jobsPrincipal:       "the jobs token (jobs.token)",
-}
-
-// authorRecord is an author; only a hash of the token is kept.
-type authorRecord struct {
-	TokenHash string    `json:"tokenHash"` // hex SHA-256
-	Created   time.Time `json:"created"`
-}
 
 type ownerRecord struct {
 	Owner string `json:"owner"`
@@ -79,7 +40,7 @@ func (a *AppManager) owner(mount string) string {
 	}
 	var rec ownerRecord
 	if ok, err := a.state.Get(ownersBucket, mount, &rec); err != nil || !ok || rec.Owner == "" {
-		return sharedAuthor // deployed before owners were recorded
+		return auth.SharedAuthor // deployed before owners were recorded
 	}
 	return rec.Owner
 }
@@ -109,14 +70,14 @@ func (a *AppManager) claim(mount, owner string) error {
 
 // authorize allows by to change the app at mount: admins always, authors
 // when the mount point is free or theirs.
-func (a *AppManager) authorize(mount string, by principal) error {
-	if by.admin || a.state == nil {
+func (a *AppManager) authorize(mount string, by auth.Principal) error {
+	if by.Admin || a.state == nil {
 		return nil
 	}
 	if _, ok := a.Get(mount); !ok {
 		return nil
 	}
-	if o := a.owner(mount); o != by.name {
+	if o := a.owner(mount); o != by.Name {
 		return &ownerError{mount: mount, owner: o}
 	}
 	return nil
@@ -127,144 +88,6 @@ func (a *AppManager) view(app wire.App) wire.AppView {
 	v := viewOf(app)
 	v.Owner = a.owner(app.MountPoint)
 	return v
-}
-
-// authors manages per-author deploy tokens.
-type authors struct {
-	st *state.Store
-	mu sync.Mutex // add: check and write together
-}
-
-var authorRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
-
-// AuthorView is an author as the API lists it (never the token).
-type AuthorView struct {
-	Name    string    `json:"name"`
-	Created time.Time `json:"created"`
-}
-
-func hashToken(tok string) string {
-	s := sha256.Sum256([]byte(tok))
-	return hex.EncodeToString(s[:])
-}
-
-// add creates an author and returns its token, shown this once.
-func (au *authors) add(name string, now time.Time) (string, error) {
-	if !authorRe.MatchString(name) {
-		return "", wire.Errorf(wire.CodeInvalid, "name %q must be 1-64 lowercase letters, digits, '.', '-' or '_', starting with a letter or digit", name)
-	}
-	if tok, ok := reservedNames[name]; ok {
-		return "", wire.Errorf(wire.CodeInvalid, "name %q is reserved: %s acts as %q; choose another name", name, tok, name)
-	}
-	au.mu.Lock()
-	defer au.mu.Unlock()
-	var rec authorRecord
-	if ok, _ := au.st.Get(authorsBucket, name, &rec); ok {
-		return "", errAuthorExists{name}
-	}
-	tok := "cba_" + rand.Text()
-	if err := au.st.Put(authorsBucket, name, authorRecord{TokenHash: hashToken(tok), Created: now.UTC()}); err != nil {
-		return "", err
-	}
-	return tok, nil
-}
-
-type errAuthorExists struct{ name string }
-
-func (e errAuthorExists) Error() string {
-	return fmt.Sprintf("an author named %q already exists", e.name)
-}
-
-// byToken returns the author whose token tok is. An author stored under a
-// reserved name (created before names were reserved) is refused: it would
-// act as one of the master's own principals.
-func (au *authors) byToken(tok string) (string, bool) {
-	h := hashToken(tok)
-	found := ""
-	_ = state.Each(au.st, authorsBucket, func(name string, rec authorRecord) {
-		if subtle.ConstantTimeCompare([]byte(h), []byte(rec.TokenHash)) == 1 {
-			found = name
-		}
-	})
-	if _, reserved := reservedNames[found]; reserved {
-		return "", false
-	}
-	return found, found != ""
-}
-
-// exists reports whether an author called name exists.
-func (au *authors) exists(name string) bool { return au.st.Has(authorsBucket, name) }
-
-func (au *authors) list() []AuthorView {
-	out := []AuthorView{}
-	_ = state.Each(au.st, authorsBucket, func(name string, rec authorRecord) {
-		out = append(out, AuthorView{Name: name, Created: rec.Created})
-	})
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-// remove deletes an author: its token stops working at once; its apps keep
-// it as their owner (an admin can still change them).
-func (au *authors) remove(name string) error {
-	au.mu.Lock()
-	defer au.mu.Unlock()
-	var rec authorRecord
-	if ok, _ := au.st.Get(authorsBucket, name, &rec); !ok {
-		return wire.Errorf(wire.CodeUnknownUser, "no author named %q", name)
-	}
-	if err := au.st.Delete(authorsBucket, name); err != nil {
-		return err
-	}
-	// An author created later under the same name must not inherit the
-	// right to use other authors' pools.
-	return dropJobUser(au.st, name)
-}
-
-type principalKey struct{}
-
-// principalOf is who the auth middleware let through (fails closed: no
-// name, no admin).
-func principalOf(r *http.Request) principal {
-	p, _ := r.Context().Value(principalKey{}).(principal)
-	return p
-}
-
-func withPrincipal(r *http.Request, p principal) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
-}
-
-func (m *Master) authorRoutes(mux *http.ServeMux) {
-	mux.Handle("GET /api/v1/authors", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, m.authors.list())
-	}))
-	mux.Handle("POST /api/v1/authors", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		var f struct {
-			Name string `json:"name"`
-		}
-		if !decodeJSON(w, r, &f) {
-			return
-		}
-		tok, err := m.authors.add(f.Name, m.cfg.Clock.Now())
-		if err != nil {
-			status := accountStatus(err)
-			if _, dup := err.(errAuthorExists); dup {
-				status = http.StatusConflict
-			}
-			writeJSON(w, status, map[string]any{"status": status, "error": err.Error(), "field": "name"})
-			return
-		}
-		m.log.Info().Str("author", f.Name).Msg("author created")
-		writeJSON(w, http.StatusCreated, map[string]string{"name": f.Name, "token": tok})
-	}))
-	mux.Handle("DELETE /api/v1/authors/{name}", m.auth(roleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		if err := m.authors.remove(r.PathValue("name")); err != nil {
-			apiError(w, accountStatus(err), err.Error())
-			return
-		}
-		m.log.Info().Str("author", r.PathValue("name")).Msg("author removed")
-		writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "removed": true})
-	}))
 }
 
 // ---- Who may name an app in a job
@@ -289,8 +112,8 @@ type jobUsersRecord struct {
 // so is the jobs token, which used them before grants existed; an
 // author's apps are the author's alone.
 func defaultJobUsers(owner string) []string {
-	if owner == adminPrincipal.name {
-		return []string{jobsPrincipal}
+	if owner == auth.AdminPrincipal.Name {
+		return []string{auth.JobsPrincipal}
 	}
 	return []string{}
 }
@@ -299,7 +122,7 @@ func defaultJobUsers(owner string) []string {
 func ownerIn(tx state.ReadTx, mount string) string {
 	var rec ownerRecord
 	if raw := tx.GetRaw(ownersBucket, mount); raw == nil || json.Unmarshal(raw, &rec) != nil || rec.Owner == "" {
-		return sharedAuthor // deployed before owners were recorded
+		return auth.SharedAuthor // deployed before owners were recorded
 	}
 	return rec.Owner
 }
@@ -398,7 +221,7 @@ func (a *AppManager) userMayUseApp(user, mount string) bool {
 	switch {
 	case user == "":
 		return false
-	case user == adminPrincipal.name:
+	case user == auth.AdminPrincipal.Name:
 		return true // no author may take the name: it is the admin
 	case a.owner(mount) == user:
 		return true
@@ -407,8 +230,8 @@ func (a *AppManager) userMayUseApp(user, mount string) bool {
 }
 
 // mayUseApp is userMayUseApp for the principal of a request.
-func (a *AppManager) mayUseApp(p principal, mount string) bool {
-	return p.admin || a.userMayUseApp(p.name, mount)
+func (a *AppManager) mayUseApp(p auth.Principal, mount string) bool {
+	return p.Admin || a.userMayUseApp(p.Name, mount)
 }
 
 // jobUsersView is the API's answer about an app's job users.
@@ -419,7 +242,7 @@ type jobUsersView struct {
 }
 
 func (m *Master) jobUserRoutes(mux *http.ServeMux) {
-	mux.Handle("GET /api/v1/apps/{name}/job-users", m.auth(roleAuthor, func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /api/v1/apps/{name}/job-users", m.auth(auth.RoleAuthor, func(w http.ResponseWriter, r *http.Request) {
 		m.jobUsersAction(w, r, func(name string) ([]string, error) { return m.apps.jobUsers(name), nil })
 	}))
 	set := func(on bool) http.HandlerFunc {
@@ -432,14 +255,14 @@ func (m *Master) jobUserRoutes(mux *http.ServeMux) {
 				users, err := m.apps.setJobUser(name, user, on)
 				if err == nil {
 					m.log.Info().Str("app", name).Str("principal", user).Bool("granted", on).
-						Str("by", principalOf(r).name).Msg("job users of an application changed")
+						Str("by", auth.PrincipalOf(r).Name).Msg("job users of an application changed")
 				}
 				return users, err
 			})
 		}
 	}
-	mux.Handle("PUT /api/v1/apps/{name}/job-users/{principal}", m.auth(roleAuthor, set(true)))
-	mux.Handle("DELETE /api/v1/apps/{name}/job-users/{principal}", m.auth(roleAuthor, set(false)))
+	mux.Handle("PUT /api/v1/apps/{name}/job-users/{principal}", m.auth(auth.RoleAuthor, set(true)))
+	mux.Handle("DELETE /api/v1/apps/{name}/job-users/{principal}", m.auth(auth.RoleAuthor, set(false)))
 }
 
 // principalField is bad input about the principal of a grant.
@@ -458,14 +281,14 @@ func (m *Master) checkJobUser(user string, grant bool) error {
 		return nil
 	}
 	switch {
-	case user == adminPrincipal.name:
+	case user == auth.AdminPrincipal.Name:
 		return &principalField{http.StatusBadRequest, `principal: "admin" may always use every app's pool`}
-	case user == sharedAuthor || user == jobsPrincipal:
+	case user == auth.SharedAuthor || user == auth.JobsPrincipal:
 		return nil
-	case !authorRe.MatchString(user):
+	case !auth.ValidAuthorName(user):
 		return &principalField{http.StatusBadRequest, fmt.Sprintf("principal: %q is not a principal name", user)}
-	case !m.authors.exists(user):
-		return &principalField{http.StatusNotFound, fmt.Sprintf("principal: no author named %q (principals: authors, %q, %q)", user, sharedAuthor, jobsPrincipal)}
+	case !m.access.Authors().Exists(user):
+		return &principalField{http.StatusNotFound, fmt.Sprintf("principal: no author named %q (principals: authors, %q, %q)", user, auth.SharedAuthor, auth.JobsPrincipal)}
 	}
 	return nil
 }
@@ -478,7 +301,7 @@ func (m *Master) jobUsersAction(w http.ResponseWriter, r *http.Request, fn func(
 		apiError(w, http.StatusNotFound, "no application is mounted at /"+name)
 		return
 	}
-	if err := m.apps.authorize(name, principalOf(r)); err != nil {
+	if err := m.apps.authorize(name, auth.PrincipalOf(r)); err != nil {
 		apiError(w, appErrorStatus(err), err.Error())
 		return
 	}

@@ -1,8 +1,7 @@
-package master
+package auth
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +15,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/atomicfile"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
@@ -32,7 +31,7 @@ type Accounts struct {
 	path        string // "" = in memory only
 	revokedPath string
 	now         func() time.Time
-	// onRevoke tells the workers (set by the master; nil in tests).
+	// onRevoke tells the workers (nil in tests).
 	onRevoke func(wire.Revocation)
 
 	mu      sync.Mutex
@@ -45,11 +44,14 @@ var userNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 // MinPassword is the shortest password accepted.
 const MinPassword = 8
 
-func loadAccounts(path string, now func() time.Time) (*Accounts, error) {
+// LoadAccounts reads the accounts kept at path ("" = in memory only) and
+// the revocations beside it. onRevoke (may be nil) passes each saved
+// revocation on to the workers.
+func LoadAccounts(path string, now func() time.Time, onRevoke func(wire.Revocation)) (*Accounts, error) {
 	if now == nil {
 		now = time.Now
 	}
-	a := &Accounts{path: path, now: now, users: map[string]string{}, revoked: map[string]int64{}}
+	a := &Accounts{path: path, now: now, onRevoke: onRevoke, users: map[string]string{}, revoked: map[string]int64{}}
 	if path == "" {
 		return a, nil
 	}
@@ -89,11 +91,11 @@ func (a *Accounts) saveLocked() error {
 		return nil
 	}
 	b, _ := json.MarshalIndent(a.users, "", "  ")
-	if err := writeAtomic(a.path, b); err != nil {
+	if err := atomicfile.WriteFile(a.path, b, 0o600); err != nil {
 		return fmt.Errorf("accounts: %w", err)
 	}
 	b, _ = json.MarshalIndent(a.revoked, "", "  ")
-	if err := writeAtomic(a.revokedPath, b); err != nil {
+	if err := atomicfile.WriteFile(a.revokedPath, b, 0o600); err != nil {
 		return fmt.Errorf("accounts: %w", err)
 	}
 	return nil
@@ -225,32 +227,4 @@ func (a *Accounts) Verify(name, password string) bool {
 		return false
 	}
 	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil
-}
-
-// accountService is registered as wire.ObjAccounts: workers check logins,
-// under the cluster-wide login limits.
-type accountService struct {
-	g     *loginGuard
-	ended *endedSessions
-}
-
-var _ contract.Accounts = accountService{}
-
-// EndSession records a logout a worker saw and ends the session on every
-// worker.
-func (s accountService) EndSession(ctx context.Context, rev wire.SessionRevocation) error {
-	return s.ended.end(ctx, rev)
-}
-
-// Login checks a login; while the name or the client address is locked
-// after repeated failures it answers RetryAfter without checking.
-func (s accountService) Login(ctx context.Context, req wire.LoginRequest) (wire.LoginResult, error) {
-	return s.g.login(ctx, req), nil
-}
-
-// Verify reports whether name/password is a valid login. It is kept for
-// workers older than Login: the per-name limit applies (a locked name is
-// refused), the per-address one cannot.
-func (s accountService) Verify(ctx context.Context, name, password string) (bool, error) {
-	return s.g.login(ctx, wire.LoginRequest{User: name, Password: password}).OK, nil
 }

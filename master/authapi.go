@@ -1,0 +1,116 @@
+package master
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
+)
+
+// The HTTP side of package auth: the middleware of the admin API and the
+// endpoints for accounts and authors. They stay here, beside the other
+// routes, because they answer with the admin API's JSON errors.
+
+// auth requires a Bearer token of at least the given role (auth.Auth.Check
+// says who passes); the handler finds who it is with auth.PrincipalOf.
+func (m *Master) auth(need auth.Role, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, refused := m.access.Check(r, need)
+		if refused != nil {
+			if refused.Challenge != "" {
+				w.Header().Set("WWW-Authenticate", refused.Challenge)
+			}
+			apiError(w, refused.Status, refused.Msg)
+			return
+		}
+		h(w, auth.WithPrincipal(r, p))
+	})
+}
+
+type userForm struct {
+	Name     string `json:"name"`
+	Password string `json:"password"`
+}
+
+func accountStatus(err error) int {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		switch we.Code {
+		case wire.CodeInvalid:
+			return http.StatusBadRequest
+		case wire.CodeUnknownUser:
+			return http.StatusNotFound
+		}
+	}
+	return http.StatusInternalServerError
+}
+
+func (m *Master) userRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /api/v1/users", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, m.access.Accounts().List())
+	}))
+	mux.Handle("POST /api/v1/users", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		var f userForm
+		if !decodeJSON(w, r, &f) {
+			return
+		}
+		if err := m.access.Accounts().Add(f.Name, f.Password); err != nil {
+			apiError(w, accountStatus(err), err.Error())
+			return
+		}
+		m.log.Info().Str("user", f.Name).Msg("account created")
+		writeJSON(w, http.StatusCreated, map[string]string{"name": f.Name})
+	}))
+	mux.Handle("PUT /api/v1/users/{name}/password", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		var f userForm
+		if !decodeJSON(w, r, &f) {
+			return
+		}
+		if err := m.access.Accounts().SetPassword(r.PathValue("name"), f.Password); err != nil {
+			apiError(w, accountStatus(err), err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"name": r.PathValue("name")})
+	}))
+	mux.Handle("DELETE /api/v1/users/{name}", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		if err := m.access.Accounts().Remove(r.PathValue("name")); err != nil {
+			apiError(w, accountStatus(err), err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "removed": true})
+	}))
+}
+
+func (m *Master) authorRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /api/v1/authors", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, m.access.Authors().List())
+	}))
+	mux.Handle("POST /api/v1/authors", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		var f struct {
+			Name string `json:"name"`
+		}
+		if !decodeJSON(w, r, &f) {
+			return
+		}
+		tok, err := m.access.Authors().Add(f.Name, m.cfg.Clock.Now())
+		if err != nil {
+			status := accountStatus(err)
+			if dup := (*auth.AuthorExistsError)(nil); errors.As(err, &dup) {
+				status = http.StatusConflict
+			}
+			writeJSON(w, status, map[string]any{"status": status, "error": err.Error(), "field": "name"})
+			return
+		}
+		m.log.Info().Str("author", f.Name).Msg("author created")
+		writeJSON(w, http.StatusCreated, map[string]string{"name": f.Name, "token": tok})
+	}))
+	mux.Handle("DELETE /api/v1/authors/{name}", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		if err := m.access.Authors().Remove(r.PathValue("name")); err != nil {
+			apiError(w, accountStatus(err), err.Error())
+			return
+		}
+		m.log.Info().Str("author", r.PathValue("name")).Msg("author removed")
+		writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "removed": true})
+	}))
+}
