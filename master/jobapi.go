@@ -226,17 +226,17 @@ var _ contract.JobQueue = jobQueueService{}
 
 // Working renews the lease of an attempt the calling worker runs.
 func (s jobQueueService) Working(ctx context.Context, p wire.JobProgress) error {
-	return s.report(ctx, func(wid string) error { return s.m.jobs.q.Working(wid, p) })
+	return s.report(ctx, func(wid string) error { return s.m.jobs.q.Workers().Working(wid, p) })
 }
 
 // Ready is the start gate: whether the calling worker may load the page
-// of its attempt now (jobs.Queue.Ready).
+// of its attempt now (jobs.Workers.Ready).
 func (s jobQueueService) Ready(ctx context.Context, p wire.JobProgress) (wire.JobGo, error) {
 	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
 	if err != nil {
 		return wire.JobGo{}, err
 	}
-	wait, err := s.m.jobs.q.Ready(wid, p)
+	wait, err := s.m.jobs.q.Workers().Ready(wid, p)
 	if errors.Is(err, jobs.ErrStaleReport) {
 		return wire.JobGo{}, wire.Err(wire.CodeInvalid, "attempt "+strconv.Itoa(p.Attempt)+" of job "+p.ID+" is not current")
 	}
@@ -249,14 +249,14 @@ func (s jobQueueService) Ready(ctx context.Context, p wire.JobProgress) (wire.Jo
 	return wire.JobGo{WaitMs: max(1, (wait + time.Millisecond - 1).Milliseconds())}, nil
 }
 
-// Started is when the request of a go'd attempt left (jobs.Queue.Started).
+// Started is when the request of a go'd attempt left (jobs.Workers.Started).
 func (s jobQueueService) Started(ctx context.Context, st wire.JobStarted) error {
-	return s.report(ctx, func(wid string) error { return s.m.jobs.q.Started(wid, st) })
+	return s.report(ctx, func(wid string) error { return s.m.jobs.q.Workers().Started(wid, st) })
 }
 
 // Done ends an attempt the calling worker ran.
 func (s jobQueueService) Done(ctx context.Context, o wire.JobOutcome) error {
-	return s.report(ctx, func(wid string) error { return s.m.jobs.q.Done(ctx, wid, o) })
+	return s.report(ctx, func(wid string) error { return s.m.jobs.q.Workers().Done(ctx, wid, o) })
 }
 
 // report runs fn for the worker calling over this connection; a report of
@@ -768,7 +768,7 @@ func (m *Master) addMonitor(w http.ResponseWriter, r *http.Request) {
 		jobError(w, err)
 		return
 	}
-	mon, err := m.jobs.q.AddMonitor(r.Context(), spec, every)
+	mon, err := m.jobs.q.Monitors().Add(r.Context(), spec, every)
 	if err != nil {
 		jobError(w, err)
 		return
@@ -781,7 +781,7 @@ func (m *Master) listMonitors(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	list := slices.DeleteFunc(m.jobs.q.ListMonitors(r.URL.Query().Get("state")), func(mon jobs.Monitor) bool {
+	list := slices.DeleteFunc(m.jobs.q.Monitors().List(r.URL.Query().Get("state")), func(mon jobs.Monitor) bool {
 		return user != "" && mon.Spec.User != user
 	})
 	if list == nil {
@@ -793,7 +793,7 @@ func (m *Master) listMonitors(w http.ResponseWriter, r *http.Request) {
 // ownMonitor returns the monitor id names if the request's principal sees
 // it; otherwise (and for an unknown id) it answers 404 alike.
 func (m *Master) ownMonitor(w http.ResponseWriter, r *http.Request) (jobs.Monitor, bool) {
-	mon, err := m.jobs.q.GetMonitor(r.PathValue("id"))
+	mon, err := m.jobs.q.Monitors().Get(r.PathValue("id"))
 	if err == nil && !auth.PrincipalOf(r).Sees(mon.Spec.User) {
 		err = jobs.ErrNotFound
 	}
@@ -815,7 +815,7 @@ func (m *Master) removeMonitor(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := m.jobs.q.RemoveMonitor(mon.ID); err != nil {
+	if err := m.jobs.q.Monitors().Remove(mon.ID); err != nil {
 		jobError(w, err)
 		return
 	}
@@ -832,10 +832,10 @@ func (m *Master) jobsStatus() *wire.JobsStatus {
 	for _, w := range qs.Workers {
 		st.Workers = append(st.Workers, wire.JobSlots{Worker: w.ID, Slots: w.Slots, Used: w.Used, Free: w.Free})
 	}
-	for _, mon := range m.jobs.q.ListMonitors("") {
+	for _, mon := range m.jobs.q.Monitors().List("") {
 		st.Monitors[mon.State]++
 	}
-	changes := m.jobs.q.StateChanges()
+	changes := m.jobs.q.Monitors().StateChanges()
 	for i := len(changes) - 1; i >= 0 && len(st.Changes) < 20; i-- {
 		c := changes[i]
 		st.Changes = append(st.Changes, wire.MonitorChange{Monitor: c.Monitor, URL: c.URL, From: c.From, To: c.To, Reason: c.Reason, At: c.At.UTC().Format(time.RFC3339)})

@@ -285,8 +285,8 @@ func New(cfg Config) (*Master, error) {
 	if err := m.startJobs(); err != nil {
 		return nil, err
 	}
-	m.workers.jobSlots = m.jobs.q.SetWorker
-	m.workers.jobsGone = func(id string) { m.jobs.q.RemoveWorker(m.ctx, id) }
+	m.workers.jobSlots = m.jobs.q.Workers().Set
+	m.workers.jobsGone = func(id string) { m.jobs.q.Workers().Remove(m.ctx, id) }
 	m.apps = newAppManager(m.log, m.workers.refs)
 	m.apps.state = st
 	accPath := ""

@@ -9,7 +9,7 @@ import (
 )
 
 // ErrUnchecked refuses a Spec that Admit did not make (its zero value), or
-// one admitted for another use (a job's spec given to AddMonitor).
+// one admitted for another use (a job's spec given to Monitors.Add).
 var ErrUnchecked = errors.New("jobs: spec not admitted")
 
 // Spec is a job spec Admit checked: valid, with its defaults filled in and,
@@ -126,10 +126,10 @@ func errEmptyBatch() error { return &FieldError{Field: "jobs", Msg: "empty batch
 
 // bounded is a job's spec with the queue's result bound: a spec's MaxBytes
 // may only lower it. Not part of Admit, which does not know the queue.
-func (q *Queue) bounded(s Spec) wire.JobSpec {
+func (c *Config) bounded(s Spec) wire.JobSpec {
 	spec := s.spec
-	if spec.MaxBytes <= 0 || spec.MaxBytes > q.cfg.MaxResultBytes {
-		spec.MaxBytes = q.cfg.MaxResultBytes
+	if spec.MaxBytes <= 0 || spec.MaxBytes > c.MaxResultBytes {
+		spec.MaxBytes = c.MaxResultBytes
 	}
 	return spec
 }

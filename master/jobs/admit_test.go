@@ -176,10 +176,10 @@ func TestAdmitBatch(t *testing.T) {
 // pin the signatures. The zero Spec is the one other value, refused at run
 // time.
 var (
-	_ func(*Queue, context.Context, Spec) (Job, error)                    = (*Queue).Submit
-	_ func(*Queue, context.Context, []Spec) ([]Job, error)                = (*Queue).SubmitBatch
-	_ func(*Queue, context.Context, Spec, wire.JobOutcome) (Job, error)   = (*Queue).Record
-	_ func(*Queue, context.Context, Spec, time.Duration) (Monitor, error) = (*Queue).AddMonitor
+	_ func(*Queue, context.Context, Spec) (Job, error)                       = (*Queue).Submit
+	_ func(*Queue, context.Context, []Spec) ([]Job, error)                   = (*Queue).SubmitBatch
+	_ func(*Queue, context.Context, Spec, wire.JobOutcome) (Job, error)      = (*Queue).Record
+	_ func(*Monitors, context.Context, Spec, time.Duration) (Monitor, error) = (*Monitors).Add
 )
 
 func TestUncheckedRefused(t *testing.T) {
@@ -187,11 +187,11 @@ func TestUncheckedRefused(t *testing.T) {
 	ctx := context.Background()
 	check := wire.JobSpec{Kind: wire.JobCheck, URL: "http://a.test/"}
 	for name, err := range map[string]error{
-		"Submit":              second(e.q.Submit(ctx, Spec{})),
-		"SubmitBatch":         second(e.q.SubmitBatch(ctx, []Spec{admit(t, check), {}})),
-		"Record":              second(e.q.Record(ctx, Spec{}, wire.JobOutcome{})),
-		"AddMonitor":          second(e.q.AddMonitor(ctx, Spec{}, time.Hour)),
-		"AddMonitor, not one": second(e.q.AddMonitor(ctx, admit(t, check), time.Hour)),
+		"Submit":                second(e.q.Submit(ctx, Spec{})),
+		"SubmitBatch":           second(e.q.SubmitBatch(ctx, []Spec{admit(t, check), {}})),
+		"Record":                second(e.q.Record(ctx, Spec{}, wire.JobOutcome{})),
+		"Monitors.Add":          second(e.q.Monitors().Add(ctx, Spec{}, time.Hour)),
+		"Monitors.Add, not one": second(e.q.Monitors().Add(ctx, admit(t, check), time.Hour)),
 	} {
 		if !errors.Is(err, ErrUnchecked) {
 			t.Errorf("%s: %v, want ErrUnchecked", name, err)
@@ -207,11 +207,11 @@ func second[T any](_ T, err error) error { return err }
 // Several monitors due at once each submit their own spec.
 func TestMonitorsSubmitTheirOwnSpecs(t *testing.T) {
 	e := newEnv(t, nil)
-	e.q.SetWorker("w", 50)
+	e.q.Workers().Set("w", 50)
 	want := map[string]string{}
 	for i := range 8 {
 		u := fmt.Sprintf("http://m%d.test/", i)
-		m, err := e.q.AddMonitor(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobCheck, URL: u}), time.Hour)
+		m, err := e.q.Monitors().Add(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobCheck, URL: u}), time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +221,7 @@ func TestMonitorsSubmitTheirOwnSpecs(t *testing.T) {
 		t.Fatalf("%d jobs started, want %d", len(l), len(want))
 	}
 	for id, u := range want {
-		m, _ := e.q.GetMonitor(id)
+		m, _ := e.q.Monitors().Get(id)
 		j, err := e.q.Get(m.LastJob)
 		if err != nil || j.Spec.URL != u || j.Monitor != id {
 			t.Errorf("monitor %s (%s): job %+v %v", id, u, j, err)

@@ -10,8 +10,9 @@
 //
 // It is a library: no HTTP and no RMI. The master wires a Runner (RMI to the
 // workers), the navigation Policy, the hooks to the render cache, and calls
-// Working/Done when workers report. Every state change is one transaction in
-// the master's state store, so a crash leaves the old or the new state.
+// the queue's Workers when workers report and its Monitors for the monitor
+// API. Every state change is one transaction in the master's state store, so
+// a crash leaves the old or the new state.
 package jobs
 
 import (
@@ -19,6 +20,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"path"
 	"regexp"
 	"strings"
@@ -37,7 +39,7 @@ type Runner interface {
 	// Run asks workerID to start run. It must answer at once: nil means
 	// the worker accepted and will report Working/Done; an error means it
 	// refused, and the job stays queued (that worker is skipped until its
-	// next SetWorker).
+	// next Workers.Set).
 	Run(ctx context.Context, workerID string, run wire.JobRun) error
 	// Cancel stops attempt of job id on workerID (best effort).
 	Cancel(ctx context.Context, workerID, id string, attempt int) error
@@ -220,6 +222,41 @@ func (r classRule) match(host, hostport string) bool {
 	}
 	ok, _ := path.Match(strings.ToLower(r.Pattern), subject)
 	return ok
+}
+
+// classes maps hosts to their class and limits with the class rules.
+type classes struct {
+	rules    []classRule
+	defaults Limits
+}
+
+// of returns a host's class, whether a rule named it, and its limits.
+func (c *classes) of(host, hostport string) (string, bool, Limits) {
+	for _, r := range c.rules {
+		if !r.match(host, hostport) {
+			continue
+		}
+		limits := c.defaults
+		if r.Limits != nil {
+			limits = *r.Limits
+		}
+		if r.Class != "" {
+			return r.Class, true, limits
+		}
+		return hostport, false, limits
+	}
+	return hostport, false, c.defaults
+}
+
+// limitsOf returns the limits of a job's class, from its URL.
+func (c *classes) limitsOf(j *Job) Limits {
+	u, err := url.Parse(j.Spec.URL)
+	if err != nil {
+		return c.defaults
+	}
+	host, _, hp := hostPort(u)
+	_, _, l := c.of(host, hp)
+	return l
 }
 
 // allowRules parses AllowAddrs.

@@ -192,7 +192,7 @@ func (e *env) tick() []launch {
 
 func (e *env) done(l launch, o wire.JobOutcome) error {
 	o.ID, o.Attempt = l.run.ID, l.run.Attempt
-	return e.q.Done(context.Background(), l.worker, o)
+	return e.q.Workers().Done(context.Background(), l.worker, o)
 }
 
 func (e *env) state(id string) string {

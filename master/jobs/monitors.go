@@ -9,13 +9,35 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 )
 
-// AddMonitor registers a URL to be checked (kind check) or rendered (kind
+// Monitors are the URLs checked or rendered on a schedule: their records,
+// the jobs they submit when due and their recent state changes. They share
+// the queue's lock and store: a monitor's next job and its last job's end
+// are changes of the queue's jobs too.
+type Monitors struct {
+	q       *Queue
+	byID    map[string]*Monitor // guarded by q.mu
+	changes []StateChange       // guarded by q.mu; newest last, at most maxChanges
+}
+
+// load reads the monitors and their recent state changes from the store.
+func (ms *Monitors) load() error {
+	if err := state.Each(ms.q.st, BucketMonitors, func(_ string, m Monitor) { mm := m; ms.byID[m.ID] = &mm }); err != nil {
+		return fmt.Errorf("jobs: load monitors: %w", err)
+	}
+	if _, err := ms.q.st.Get(BucketChanges, changesKey, &ms.changes); err != nil {
+		return fmt.Errorf("jobs: load monitor changes: %w", err)
+	}
+	return nil
+}
+
+// Add registers a URL to be checked (kind check) or rendered (kind
 // render: a scheduled render, made with NoCache so the cache is warm
 // before anyone asks) every interval. spec must be admitted with
 // AsMonitor. The first job is due at once.
-func (q *Queue) AddMonitor(ctx context.Context, s Spec, every time.Duration) (Monitor, error) {
+func (ms *Monitors) Add(ctx context.Context, s Spec, every time.Duration) (Monitor, error) {
 	if !s.checked || !s.monitor {
 		return Monitor{}, fmt.Errorf("jobs: add monitor: %w", ErrUnchecked)
 	}
@@ -24,6 +46,7 @@ func (q *Queue) AddMonitor(ctx context.Context, s Spec, every time.Duration) (Mo
 	}
 	spec := s.Wire()
 	spec.PrevHash = "" // the first check compares with nothing
+	q := ms.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.now()
@@ -32,29 +55,29 @@ func (q *Queue) AddMonitor(ctx context.Context, s Spec, every time.Duration) (Mo
 	if err := q.write(&change{monitors: []*Monitor{m}}); err != nil {
 		return Monitor{}, err
 	}
-	q.monitors[m.ID] = m
+	ms.byID[m.ID] = m
 	q.Kick()
 	return *m, nil
 }
 
-// GetMonitor returns a monitor.
-func (q *Queue) GetMonitor(id string) (Monitor, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	m := q.monitors[id]
+// Get returns a monitor.
+func (ms *Monitors) Get(id string) (Monitor, error) {
+	ms.q.mu.Lock()
+	defer ms.q.mu.Unlock()
+	m := ms.byID[id]
 	if m == nil {
 		return Monitor{}, ErrNotFound
 	}
 	return *m, nil
 }
 
-// ListMonitors returns the monitors, oldest first, those in state only
-// when it is not "" ("none" lists the monitors without a state yet).
-func (q *Queue) ListMonitors(state string) []Monitor {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+// List returns the monitors, oldest first, those in state only when it is
+// not "" ("none" lists the monitors without a state yet).
+func (ms *Monitors) List(state string) []Monitor {
+	ms.q.mu.Lock()
+	defer ms.q.mu.Unlock()
 	var out []Monitor
-	for _, m := range q.monitors {
+	for _, m := range ms.byID {
 		if state == "" || m.State == state || (state == "none" && m.State == "") {
 			out = append(out, *m)
 		}
@@ -63,34 +86,35 @@ func (q *Queue) ListMonitors(state string) []Monitor {
 	return out
 }
 
-// RemoveMonitor removes a monitor (a job it submitted runs to its end).
-func (q *Queue) RemoveMonitor(id string) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.monitors[id] == nil {
+// Remove removes a monitor (a job it submitted runs to its end).
+func (ms *Monitors) Remove(id string) error {
+	ms.q.mu.Lock()
+	defer ms.q.mu.Unlock()
+	if ms.byID[id] == nil {
 		return ErrNotFound
 	}
-	if err := q.write(&change{delMons: []string{id}}); err != nil {
+	if err := ms.q.write(&change{delMons: []string{id}}); err != nil {
 		return err
 	}
-	delete(q.monitors, id)
+	delete(ms.byID, id)
 	return nil
 }
 
 // StateChanges returns the recent monitor state changes, newest last.
-func (q *Queue) StateChanges() []StateChange {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return slices.Clone(q.changes)
+func (ms *Monitors) StateChanges() []StateChange {
+	ms.q.mu.Lock()
+	defer ms.q.mu.Unlock()
+	return slices.Clone(ms.changes)
 }
 
-// runMonitors submits the job of every due monitor whose previous job has
-// ended (a monitor never has two jobs at once).
-func (q *Queue) runMonitors(ctx context.Context) {
+// run submits the job of every due monitor whose previous job has ended
+// (a monitor never has two jobs at once).
+func (ms *Monitors) run(ctx context.Context) {
+	q := ms.q
 	q.mu.Lock()
 	now := q.now()
 	var due []*Monitor
-	for _, m := range q.monitors {
+	for _, m := range ms.byID {
 		if m.submitting || now.Before(m.NextRun) {
 			continue
 		}
@@ -130,16 +154,16 @@ func (q *Queue) runMonitors(ctx context.Context) {
 	}
 }
 
-// monitorFinishedLocked records a monitor's job's end: LastCheck and
-// Reason always; State and LastStateChange only when the job says a state
-// and it differs (a first state counts as a change); Hash when it has one.
-func (q *Queue) monitorFinishedLocked(j *Job, ch *change) {
-	m := q.monitors[j.Monitor]
+// finishedLocked records a monitor's job's end: LastCheck and Reason
+// always; State and LastStateChange only when the job says a state and it
+// differs (a first state counts as a change); Hash when it has one.
+func (ms *Monitors) finishedLocked(j *Job, ch *change) {
+	m := ms.byID[j.Monitor]
 	if m == nil || m.LastJob != j.ID {
 		return
 	}
 	old := *m
-	now := q.now()
+	now := ms.q.now()
 	st, reason := monitorVerdict(j)
 	m.LastCheck, m.Reason = now, reason
 	m.Checks++
@@ -147,9 +171,9 @@ func (q *Queue) monitorFinishedLocked(j *Job, ch *change) {
 		m.Hash = j.Result.Hash
 	}
 	if st != "" && st != m.State {
-		q.changes = append(q.changes, StateChange{Monitor: m.ID, URL: m.Spec.URL, From: m.State, To: st, Reason: reason, At: now})
-		if len(q.changes) > maxChanges {
-			q.changes = slices.Delete(q.changes, 0, len(q.changes)-maxChanges)
+		ms.changes = append(ms.changes, StateChange{Monitor: m.ID, URL: m.Spec.URL, From: m.State, To: st, Reason: reason, At: now})
+		if len(ms.changes) > maxChanges {
+			ms.changes = slices.Delete(ms.changes, 0, len(ms.changes)-maxChanges)
 		}
 		ch.changes = true
 		m.State, m.LastStateChange = st, now
@@ -158,6 +182,20 @@ func (q *Queue) monitorFinishedLocked(j *Job, ch *change) {
 	if m.State != old.State || (old.Hash != "" && m.Hash != old.Hash) {
 		ch.monNotes = append(ch.monNotes, [2]Monitor{old, *m})
 	}
+}
+
+// nextRunLocked is when the first monitor whose last job ended is due
+// (zero: none).
+func (ms *Monitors) nextRunLocked() time.Time {
+	var next time.Time
+	for _, m := range ms.byID {
+		if m.LastJob == "" || ms.q.active[m.LastJob] == nil {
+			if !m.NextRun.IsZero() && (next.IsZero() || m.NextRun.Before(next)) {
+				next = m.NextRun
+			}
+		}
+	}
+	return next
 }
 
 // monitorVerdict maps a finished job to a monitor state and reason (state

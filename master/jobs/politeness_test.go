@@ -127,7 +127,7 @@ func SimulatePoliteness(tb testing.TB, n int, hosts []PolitenessHost, workers, s
 		tb.Fatal(err)
 	}
 	for w := range workers {
-		q.SetWorker(fmt.Sprintf("w%d", w), slots)
+		q.Workers().Set(fmt.Sprintf("w%d", w), slots)
 	}
 	specs := make([]wire.JobSpec, n)
 	for i := range n {
@@ -164,7 +164,7 @@ func SimulatePoliteness(tb testing.TB, n int, hosts []PolitenessHost, workers, s
 				res.Total[ev.host] = d
 			}
 			mu.Unlock()
-			if err := q.Done(ctx, ev.worker, wire.JobOutcome{ID: ev.run.ID, Attempt: ev.run.Attempt, Check: wire.CheckOK}); err != nil {
+			if err := q.Workers().Done(ctx, ev.worker, wire.JobOutcome{ID: ev.run.ID, Attempt: ev.run.Attempt, Check: wire.CheckOK}); err != nil {
 				tb.Fatal(err)
 			}
 			finished++

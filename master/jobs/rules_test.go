@@ -192,130 +192,11 @@ func TestRobotsObeyed(t *testing.T) {
 
 // The default robots fetcher refuses addresses jobs may not reach.
 func TestDefaultRobotsFetcherRefusesLocal(t *testing.T) {
-	q := &Queue{}
-	f := defaultRobotsFetcher(q.addrAllowed)
+	d := &decider{}
+	f := defaultRobotsFetcher(d.addrAllowed)
 	_, _, err := f(context.Background(), "http", "127.0.0.1:1")
 	if err == nil || !strings.Contains(err.Error(), "refused: loopback") {
 		t.Fatalf("err = %v", err)
-	}
-}
-
-// Monitors: LastCheck and Reason always move; State and LastStateChange
-// only when the state changes (a first state is a change); a monitor has
-// one job at a time; checks carry the previous hash.
-func TestMonitorStateRules(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.ReportEvery = time.Hour }) // leases outlast the test's minutes
-	var notes [][2]Monitor
-	e.q.cfg.OnMonitorChange = func(old, new Monitor) { notes = append(notes, [2]Monitor{old, new}) }
-	e.q.SetWorker("w", 5)
-	m, err := e.q.AddMonitor(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobCheck, URL: "http://a.test/"}), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.q.AddMonitor(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobCheck, URL: "http://a.test/"}), time.Second); err == nil {
-		t.Fatal("a 1s monitor was accepted")
-	}
-	run := func(o wire.JobOutcome) Monitor {
-		t.Helper()
-		l := e.tick()
-		if len(l) != 1 {
-			t.Fatalf("monitor started %d jobs", len(l))
-		}
-		if err := e.done(l[0], o); err != nil {
-			t.Fatal(err)
-		}
-		got, _ := e.q.GetMonitor(m.ID)
-		return got
-	}
-	// Unknown state: reason updated, state and last change untouched.
-	got := run(wire.JobOutcome{Reason: "Nothing happened", Hash: "h1"})
-	if got.State != "" || got.Reason != "Nothing happened" || !got.LastStateChange.IsZero() || got.LastCheck.IsZero() {
-		t.Fatalf("unknown state: %+v", got)
-	}
-	// Not due yet: nothing submitted.
-	if l := e.tick(); len(l) != 0 {
-		t.Fatal("monitor ran before its interval")
-	}
-	e.clock.Advance(time.Minute)
-	// The job carries the previous hash; a first state is a change.
-	l := e.tick()
-	if len(l) != 1 || l[0].run.Spec.PrevHash != "h1" {
-		t.Fatalf("prev hash: %+v", l)
-	}
-	// While its job runs, a due monitor submits nothing more.
-	e.clock.Advance(time.Minute)
-	if l2 := e.tick(); len(l2) != 0 {
-		t.Fatal("a monitor submitted a second job while its first ran")
-	}
-	if err := e.done(l[0], wire.JobOutcome{Check: wire.CheckOK, Reason: "200", Hash: "h1"}); err != nil {
-		t.Fatal(err)
-	}
-	got, _ = e.q.GetMonitor(m.ID)
-	first := got.LastStateChange
-	if got.State != wire.CheckOK || first.IsZero() {
-		t.Fatalf("first state: %+v", got)
-	}
-	// Same state again: LastStateChange stays.
-	e.clock.Advance(time.Minute)
-	got = run(wire.JobOutcome{Check: wire.CheckOK, Reason: "200 again", Hash: "h1"})
-	if !got.LastStateChange.Equal(first) || got.Reason != "200 again" {
-		t.Fatalf("same state moved the change time: %+v", got)
-	}
-	// A different state moves it.
-	e.clock.Advance(time.Minute)
-	got = run(wire.JobOutcome{Check: wire.CheckUnavailable, Reason: "503"})
-	if got.State != wire.CheckUnavailable || !got.LastStateChange.After(first) {
-		t.Fatalf("state change: %+v", got)
-	}
-	if ls := e.q.ListMonitors(wire.CheckUnavailable); len(ls) != 1 {
-		t.Fatalf("filter unavailable = %d", len(ls))
-	}
-	if ls := e.q.ListMonitors(wire.CheckOK); len(ls) != 0 {
-		t.Fatalf("filter ok = %d", len(ls))
-	}
-	ch := e.q.StateChanges()
-	if len(ch) != 2 || ch[0].From != "" || ch[0].To != wire.CheckOK || ch[1].To != wire.CheckUnavailable {
-		t.Fatalf("changes = %+v", ch)
-	}
-	// A content change reaches the hook (cache staleness).
-	e.clock.Advance(time.Minute)
-	run(wire.JobOutcome{Check: wire.CheckChanged, Hash: "h2"})
-	last := notes[len(notes)-1]
-	if last[0].Hash != "h1" || last[1].Hash != "h2" {
-		t.Fatalf("hook = %+v", last)
-	}
-	if err := e.q.RemoveMonitor(m.ID); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Advance(time.Hour)
-	if l := e.tick(); len(l) != 0 {
-		t.Fatal("a removed monitor ran")
-	}
-}
-
-// A render monitor is a scheduled render: NoCache, robots obeyed.
-func TestScheduledRender(t *testing.T) {
-	e := newEnv(t, nil)
-	e.robots["a.test:80"] = robotsAnswer{body: "User-agent: *\nDisallow: /no\n", status: 200}
-	e.q.SetWorker("w", 5)
-	m, err := e.q.AddMonitor(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobRender, URL: "http://a.test/yes", Format: "pdf"}), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := e.tick()
-	if len(l) != 1 || !l[0].run.Spec.NoCache || l[0].run.Spec.Format != "pdf" {
-		t.Fatalf("scheduled render = %+v", l)
-	}
-	if got, _ := e.q.GetMonitor(m.ID); got.LastJob != l[0].run.ID {
-		t.Fatalf("monitor's job = %q", got.LastJob)
-	}
-	bad, _ := e.q.AddMonitor(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobCheck, URL: "http://a.test/no"}), time.Hour)
-	if l := e.tick(); len(l) != 0 {
-		t.Fatal("a robots-disallowed monitor job reached a worker")
-	}
-	got, _ := e.q.GetMonitor(bad.ID)
-	if got.State != wire.CheckError || !strings.Contains(got.Reason, "robots.txt") {
-		t.Fatalf("disallowed monitor = %+v", got)
 	}
 }
 
@@ -325,7 +206,7 @@ func TestScheduledRender(t *testing.T) {
 func TestRestartFromStore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), state.FileName)
 	e := newEnvOn(t, path, nil)
-	e.q.SetWorker("w", 1)
+	e.q.Workers().Set("w", 1)
 	done := e.submit(wire.JobSpec{Kind: wire.JobRender, URL: "http://a.test/done"})
 	l := e.pump()
 	if err := e.done(l[0], wire.JobOutcome{Body: []byte("bytes"), ContentType: "image/png"}); err != nil {
@@ -337,7 +218,7 @@ func TestRestartFromStore(t *testing.T) {
 	}
 	q1 := e.check("http://b.test/1")
 	q2 := e.check("http://a.test/2")
-	mon, err := e.q.AddMonitor(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobCheck, URL: "http://c.test/"}), time.Hour)
+	mon, err := e.q.Monitors().Add(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobCheck, URL: "http://c.test/"}), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,14 +239,14 @@ func TestRestartFromStore(t *testing.T) {
 	if body, ct, err := e.q.Result(done.ID); err != nil || string(body) != "bytes" || ct != "image/png" {
 		t.Fatalf("done after restart: %q %q %v", body, ct, err)
 	}
-	if _, err := e.q.GetMonitor(mon.ID); err != nil {
+	if _, err := e.q.Monitors().Get(mon.ID); err != nil {
 		t.Fatal("monitor lost")
 	}
 	// The old attempt's report is ignored.
 	if err := e.done(l[0], wire.JobOutcome{}); !errors.Is(err, ErrStaleReport) {
 		t.Fatalf("old attempt's report: %v", err)
 	}
-	e.q.SetWorker("w", 10)
+	e.q.Workers().Set("w", 10)
 	var ids []string
 	for _, l := range e.tick() {
 		ids = append(ids, l.run.ID)
@@ -389,7 +270,7 @@ func TestMetrics(t *testing.T) {
 	for _, c := range e.q.Collectors() {
 		reg.MustRegister(c)
 	}
-	e.q.SetWorker("w", 3)
+	e.q.Workers().Set("w", 3)
 	e.check("ftp://x/")
 	e.check("http://a.test/1")
 	e.check("http://a.test/2")

@@ -13,40 +13,12 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
-func TestPickWorker(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		free     map[string]int
-		avoid    map[string]bool
-		fallback bool
-		last     string
-		want     string
-	}{
-		{"none", map[string]int{}, nil, false, "", ""},
-		{"no free slot", map[string]int{"a": 0}, nil, false, "", ""},
-		{"most free", map[string]int{"a": 1, "b": 3, "c": 2}, nil, false, "", "b"},
-		{"tie round robin first", map[string]int{"a": 2, "b": 2}, nil, false, "", "a"},
-		{"tie round robin after last", map[string]int{"a": 2, "b": 2, "c": 2}, nil, false, "a", "b"},
-		{"tie wraps", map[string]int{"a": 2, "b": 2}, nil, false, "b", "a"},
-		{"avoid earlier worker", map[string]int{"a": 5, "b": 1}, map[string]bool{"a": true}, false, "", "b"},
-		{"only avoided, others exist", map[string]int{"a": 5}, map[string]bool{"a": true}, false, "", ""},
-		{"only avoided, fallback", map[string]int{"a": 5}, map[string]bool{"a": true}, true, "", "a"},
-		{"fallback prefers others on tie", map[string]int{"a": 2, "b": 2}, map[string]bool{"a": true}, true, "", "b"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := pickWorker(tc.free, tc.avoid, tc.fallback, tc.last); got != tc.want {
-				t.Fatalf("pickWorker = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
 // Per-class concurrency: at most Concurrent attempts of one class run.
 func TestClassConcurrency(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Defaults = Limits{Concurrent: 2} })
 	// The runner is called outside the queue's lock: it may call back.
 	e.runner.onRun = func(string, wire.JobRun) { _ = e.q.Stats() }
-	e.q.SetWorker("w1", 10)
+	e.q.Workers().Set("w1", 10)
 	for i := range 5 {
 		e.check(hostURL("a.test", i))
 	}
@@ -69,7 +41,7 @@ func TestClassConcurrency(t *testing.T) {
 // Starts per second: a token bucket (burst 1) spaces starts 1/rate apart.
 func TestClassStartsPerSecond(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Defaults = Limits{StartsPerSec: 2} })
-	e.q.SetWorker("w1", 10)
+	e.q.Workers().Set("w1", 10)
 	for i := range 4 {
 		e.check(hostURL("a.test", i))
 	}
@@ -90,7 +62,7 @@ func TestClassStartsPerSecond(t *testing.T) {
 	}
 	// A burst of 2 lets two start at once after a pause.
 	e2 := newEnv(t, func(c *Config) { c.Defaults = Limits{StartsPerSec: 2, Burst: 2} })
-	e2.q.SetWorker("w1", 10)
+	e2.q.Workers().Set("w1", 10)
 	for i := range 4 {
 		e2.check(hostURL("a.test", i))
 	}
@@ -107,7 +79,7 @@ func TestClassInterval(t *testing.T) {
 		c.Defaults = Limits{Interval: 3 * time.Second}
 		c.AllowAddrs = []string{"127.0.0.1"}
 	})
-	e.q.SetWorker("pool", 3)
+	e.q.Workers().Set("pool", 3)
 	e.check("http://127.0.0.1/6")
 	j7 := e.check("http://127.0.0.1/7")
 	if got := e.pump(); len(got) != 1 || freeSlots(e.q, "pool") != 2 {
@@ -126,7 +98,7 @@ func TestClassInterval(t *testing.T) {
 // leaves the queue while none is free; a foo: URL is discarded.
 func TestNoPullWithoutFreeSlot(t *testing.T) {
 	e := newEnv(t, nil)
-	e.q.SetWorker("pool", 3)
+	e.q.Workers().Set("pool", 3)
 	if n := len(e.pump()); n != 0 {
 		t.Fatalf("empty queue started %d", n)
 	}
@@ -177,7 +149,7 @@ func TestDisallowedThenAllowed(t *testing.T) {
 			return false, "navigation policy denies " + spec.URL
 		}
 	})
-	e.q.SetWorker("w", 3)
+	e.q.Workers().Set("w", 3)
 	j := e.check("http://bar.test/")
 	if j.State != wire.JobDisallowed || j.Disallow != DisallowPolicy || !strings.Contains(j.Reason, "denies") {
 		t.Fatalf("job = %+v", j)
@@ -234,7 +206,7 @@ func TestAliasesShareBudget(t *testing.T) {
 	ip := []netip.Addr{netip.MustParseAddr("93.184.216.34")}
 	e.dns["a.test"], e.dns["b.test"] = ip, ip
 	e.dns["c.test"] = []netip.Addr{netip.MustParseAddr("93.184.216.35")}
-	e.q.SetWorker("w", 10)
+	e.q.Workers().Set("w", 10)
 	ja := e.check("http://a.test/")
 	jb := e.check("http://b.test/")
 	jc := e.check("http://c.test/")
@@ -266,7 +238,7 @@ func TestClassRules(t *testing.T) {
 			{Pattern: "re:^slow\\.test:8080$", Limits: &Limits{Concurrent: 2}},
 		}
 	})
-	e.q.SetWorker("w", 20)
+	e.q.Workers().Set("w", 20)
 	a := e.check("http://a.shop.test/")
 	e.check("http://b.shop.test/")
 	for i := range 3 {
@@ -313,7 +285,7 @@ func TestHostSlotsLeftover(t *testing.T) {
 	if _, err := e.q.SubmitBatch(context.Background(), admitAll(t, []wire.JobSpec{{Kind: wire.JobCheck, URL: "http://f.test/"}, {Kind: wire.JobCheck, URL: "http://g.test/"}})); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("batch over the bound: %v", err)
 	}
-	e.q.SetWorker("w", 10)
+	e.q.Workers().Set("w", 10)
 	// Launches of one pump run concurrently: compare pump numbers.
 	round := map[string]int{}
 	for i := range 10 {
@@ -344,15 +316,15 @@ func TestHostSlotsLeftover(t *testing.T) {
 // another worker, and the old attempt's late reports are ignored.
 func TestLeaseExpiryRetriesElsewhere(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.ReportEvery = time.Second })
-	e.q.SetWorker("w1", 1)
+	e.q.Workers().Set("w1", 1)
 	j := e.check("http://a.test/")
 	first := e.pump()
 	if len(first) != 1 || first[0].worker != "w1" {
 		t.Fatalf("first = %v", workersOf(first))
 	}
-	e.q.SetWorker("w2", 1)
+	e.q.Workers().Set("w2", 1)
 	e.clock.Advance(1900 * time.Millisecond)
-	if err := e.q.Working("w1", wire.JobProgress{ID: j.ID, Attempt: 1}); err != nil {
+	if err := e.q.Workers().Working("w1", wire.JobProgress{ID: j.ID, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(1900 * time.Millisecond) // renewed: 3.8 s after start, 1.9 s after the report
@@ -368,7 +340,7 @@ func TestLeaseExpiryRetriesElsewhere(t *testing.T) {
 		t.Fatalf("cancels = %v", e.runner.cancels)
 	}
 	// The abandoned attempt reports late: ignored, never two at once.
-	if err := e.q.Working("w1", wire.JobProgress{ID: j.ID, Attempt: 1}); !errors.Is(err, ErrStaleReport) {
+	if err := e.q.Workers().Working("w1", wire.JobProgress{ID: j.ID, Attempt: 1}); !errors.Is(err, ErrStaleReport) {
 		t.Fatalf("late WORKING: %v", err)
 	}
 	if err := e.done(first[0], wire.JobOutcome{Check: wire.CheckOK}); !errors.Is(err, ErrStaleReport) {
@@ -393,13 +365,13 @@ func TestLeaseExpiryRetriesElsewhere(t *testing.T) {
 // A worker that leaves: its jobs are retried on another worker at once.
 func TestWorkerRemovedRetries(t *testing.T) {
 	e := newEnv(t, nil)
-	e.q.SetWorker("w1", 2)
+	e.q.Workers().Set("w1", 2)
 	j := e.check("http://a.test/")
 	if got := e.pump(); len(got) != 1 {
 		t.Fatal("not started")
 	}
-	e.q.SetWorker("w2", 2)
-	e.q.RemoveWorker(context.Background(), "w1")
+	e.q.Workers().Set("w2", 2)
+	e.q.Workers().Remove(context.Background(), "w1")
 	got := e.pump()
 	if len(got) != 1 || got[0].worker != "w2" || got[0].run.ID != j.ID {
 		t.Fatalf("retry: %v", workersOf(got))
@@ -414,8 +386,8 @@ func TestWorkerRemovedRetries(t *testing.T) {
 // permanent failure fails at once.
 func TestBoundedAttempts(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.MaxAttempts = 3 })
-	e.q.SetWorker("w1", 1)
-	e.q.SetWorker("w2", 1)
+	e.q.Workers().Set("w1", 1)
+	e.q.Workers().Set("w2", 1)
 	j := e.check("http://a.test/")
 	var ws []string
 	for i := range 3 {
@@ -453,7 +425,7 @@ func TestBoundedAttempts(t *testing.T) {
 func TestRefusedRunStaysQueued(t *testing.T) {
 	e := newEnv(t, nil)
 	e.runner.setRefuse("w1", true)
-	e.q.SetWorker("w1", 5)
+	e.q.Workers().Set("w1", 5)
 	j := e.check("http://a.test/")
 	e.pump()
 	got, _ := e.q.Get(j.ID)
@@ -464,9 +436,9 @@ func TestRefusedRunStaysQueued(t *testing.T) {
 		t.Fatal("a refusing worker was tried again at once")
 	}
 	e.runner.setRefuse("w1", false)
-	e.q.SetWorker("w1", 5)
+	e.q.Workers().Set("w1", 5)
 	if l := e.pump(); len(l) != 1 || l[0].run.Attempt != 2 {
-		t.Fatalf("after SetWorker: %v", l)
+		t.Fatalf("after Workers.Set: %v", l)
 	}
 	// A refusal without a slot change is retried after the back-off (the
 	// worker's count lagged: its last attempt was still reporting).
@@ -485,7 +457,7 @@ func TestRefusedRunStaysQueued(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Defaults = Limits{Concurrent: 1} })
-	e.q.SetWorker("w", 5)
+	e.q.Workers().Set("w", 5)
 	var finished []string
 	e.q.cfg.OnFinish = func(j Job, _ []byte) { finished = append(finished, j.ID+":"+j.State) }
 	a := e.check("http://a.test/1")
@@ -522,7 +494,7 @@ func TestCancel(t *testing.T) {
 
 func TestResultAndLimit(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.MaxResultBytes = 10 })
-	e.q.SetWorker("w", 5)
+	e.q.Workers().Set("w", 5)
 	var cached []byte
 	e.q.cfg.OnFinish = func(j Job, body []byte) { cached = body }
 	j := e.submit(wire.JobSpec{Kind: wire.JobRender, URL: "http://a.test/"})
@@ -641,7 +613,7 @@ func TestRunLoop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- q.Run(ctx) }()
-	q.SetWorker("w", 1)
+	q.Workers().Set("w", 1)
 	j, err := q.Submit(ctx, admit(t, wire.JobSpec{Kind: wire.JobCheck, URL: "http://a.test/"}))
 	if err != nil {
 		t.Fatal(err)
@@ -659,135 +631,5 @@ func TestRunLoop(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not end with its context")
-	}
-}
-
-// TestStartGateOutlivesQuickAttempts: an attempt that ends before the next
-// one is ready (a fast lease, a fast site) leaves its budget unused, and
-// the cleanup must not forget the gate's spacing with it: the next load
-// still waits 1/rate (+margin) after the first request.
-func TestStartGateOutlivesQuickAttempts(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.Defaults = Limits{StartsPerSec: 1, Concurrent: 5} })
-	e.q.SetWorker("w1", 10)
-	e.check(hostURL("q.test", 0))
-	e.check(hostURL("q.test", 1))
-	first := e.pump()
-	if len(first) != 1 {
-		t.Fatalf("hand-overs %d", len(first))
-	}
-	if w, err := e.q.Ready(first[0].worker, wire.JobProgress{ID: first[0].run.ID, Attempt: first[0].run.Attempt}); err != nil || w != 0 {
-		t.Fatalf("first go: %v %v", w, err)
-	}
-	if err := e.q.Started(first[0].worker, wire.JobStarted{ID: first[0].run.ID, Attempt: first[0].run.Attempt}); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Advance(100 * time.Millisecond)
-	if err := e.done(first[0], wire.JobOutcome{Check: wire.CheckOK, Status: 200}); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Advance(900 * time.Millisecond) // the hand-over's bucket is free again
-	second := e.tick()
-	second = append(second, e.pump()...)
-	if len(second) != 1 {
-		t.Fatalf("second hand-over: %d", len(second))
-	}
-	e.tick() // the cleanup runs
-	emit := time.Second
-	want := emit + startMargin(emit) - time.Second
-	if w, err := e.q.Ready(second[0].worker, wire.JobProgress{ID: second[0].run.ID, Attempt: second[0].run.Attempt}); err != nil || w != want {
-		t.Fatalf("second go waits %v (%v), want %v: 1/rate plus margin after the first request", w, err, want)
-	}
-}
-
-// TestStartGate: hand-overs are paced, but a browser lease takes a varying
-// time; the gate paces the page loads themselves, with a small margin, so
-// two attempts handed over 1/rate apart whose browsers became ready at
-// once still reach the site 1/rate (+margin) apart.
-func TestStartGate(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.Defaults = Limits{StartsPerSec: 2, Concurrent: 5} })
-	e.q.SetWorker("w1", 10)
-	for i := range 2 {
-		e.check(hostURL("a.test", i))
-	}
-	first := e.pump()
-	e.clock.Advance(500 * time.Millisecond)
-	second := e.pump()
-	if len(first) != 1 || len(second) != 1 {
-		t.Fatalf("hand-overs %d, %d", len(first), len(second))
-	}
-	// The first browser was slow to lease: both are ready now.
-	e.clock.Advance(400 * time.Millisecond)
-	ready := func(l launch) time.Duration {
-		t.Helper()
-		w, err := e.q.Ready(l.worker, wire.JobProgress{ID: l.run.ID, Attempt: l.run.Attempt})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
-	if w := ready(first[0]); w != 0 {
-		t.Fatalf("first ready waits %v", w)
-	}
-	// Until the first request is known to have left, the second waits.
-	if w := ready(second[0]); w != confirmPoll {
-		t.Fatalf("second ready before the first's Started waits %v, want a poll", w)
-	}
-	// The first request left 300 ms after its go: spacing counts from then.
-	e.clock.Advance(300 * time.Millisecond)
-	if err := e.q.Started(first[0].worker, wire.JobStarted{ID: first[0].run.ID, Attempt: first[0].run.Attempt, DelayNs: int64(300 * time.Millisecond)}); err != nil {
-		t.Fatal(err)
-	}
-	emit := 500 * time.Millisecond
-	want := emit + startMargin(emit)
-	if w := ready(second[0]); w != want {
-		t.Fatalf("second ready waits %v, want %v (1/rate plus margin after the first request)", w, want)
-	}
-	e.clock.Advance(want - time.Millisecond)
-	if w := ready(second[0]); w != time.Millisecond {
-		t.Fatalf("just before: wait %v", w)
-	}
-	e.clock.Advance(time.Millisecond)
-	if w := ready(second[0]); w != 0 {
-		t.Fatalf("at the time: wait %v", w)
-	}
-	// A stale attempt is refused.
-	if _, err := e.q.Ready("w1", wire.JobProgress{ID: first[0].run.ID, Attempt: 99}); !errors.Is(err, ErrStaleReport) {
-		t.Fatalf("stale Ready: %v", err)
-	}
-	// The class interval applies to the gate too.
-	e2 := newEnv(t, func(c *Config) { c.Defaults = Limits{Interval: time.Second, Concurrent: 5} })
-	e2.q.SetWorker("w1", 10)
-	e2.check(hostURL("b.test", 0))
-	e2.check(hostURL("b.test", 1))
-	l1 := e2.pump()
-	e2.clock.Advance(time.Second)
-	l2 := e2.pump()
-	if len(l1) != 1 || len(l2) != 1 {
-		t.Fatalf("interval hand-overs %d, %d", len(l1), len(l2))
-	}
-	if w, _ := e2.q.Ready(l2[0].worker, wire.JobProgress{ID: l2[0].run.ID, Attempt: l2[0].run.Attempt}); w != 0 {
-		t.Fatalf("first load waits %v", w)
-	}
-	// Its request never left (refused before sending): the go time stands.
-	if err := e2.q.Started(l2[0].worker, wire.JobStarted{ID: l2[0].run.ID, Attempt: l2[0].run.Attempt, NotSent: true}); err != nil {
-		t.Fatal(err)
-	}
-	if w, _ := e2.q.Ready(l1[0].worker, wire.JobProgress{ID: l1[0].run.ID, Attempt: l1[0].run.Attempt}); w != time.Second+startMargin(time.Second) {
-		t.Fatalf("second load waits %v, want the interval plus margin", w)
-	}
-	// A go whose Started never comes holds the next one at most confirmWait.
-	e3 := newEnv(t, func(c *Config) { c.Defaults = Limits{StartsPerSec: 10, Concurrent: 5} })
-	e3.q.SetWorker("w1", 10)
-	e3.check(hostURL("c.test", 0))
-	e3.check(hostURL("c.test", 1))
-	a := e3.pump()
-	e3.clock.Advance(time.Second)
-	bl := e3.pump()
-	if w, _ := e3.q.Ready(a[0].worker, wire.JobProgress{ID: a[0].run.ID, Attempt: a[0].run.Attempt}); w != 0 {
-		t.Fatalf("go: %v", w)
-	}
-	e3.clock.Advance(confirmWait)
-	if w, _ := e3.q.Ready(bl[0].worker, wire.JobProgress{ID: bl[0].run.ID, Attempt: bl[0].run.Attempt}); w != 0 {
-		t.Fatalf("after confirmWait without Started: wait %v, want go", w)
 	}
 }

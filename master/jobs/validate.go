@@ -104,7 +104,7 @@ func Validate(spec wire.JobSpec) error {
 }
 
 // ValidateMonitor checks a monitor's job and interval (as Admit with
-// AsMonitor and then AddMonitor do).
+// AsMonitor and then Monitors.Add do).
 func ValidateMonitor(spec wire.JobSpec, every time.Duration) error {
 	if _, err := Admit(spec, AsMonitor()); err != nil {
 		return err
