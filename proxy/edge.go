@@ -1,29 +1,20 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
+	"github.com/cloudbrowser-go/cloudbrowser/proxy/edge"
 )
 
-// The edge is the proxy's public front on Linux: a few epoll event loops,
-// one per CPU on a locked OS thread, as nginx runs, with no goroutine per
-// connection. They relay the requests that make up nearly all of a page
-// load (GET and HEAD without a body, to an instance whose route is cached)
-// and hand every other connection, with the bytes already read, to the
-// net/http server that serves everything else exactly as before: the
-// Application URL's placement, uploads, WebSocket upgrades, error pages,
-// and whatever the edge's strict parser does not take (edgehead.go). The
-// measurements behind it are in docs/benchmarks.md ("HTTP").
+// The proxy's public front on Linux is the event-loop edge (package
+// edge): it relays the plain GET and HEAD requests of page loads itself
+// and hands every other connection to the net/http server. What follows
+// starts it and answers what it asks of the proxy.
 
 // Serve serves p on ln through srv, whose Handler must be p: with the edge
 // where the platform has one, else srv.Serve(ln) alone. It returns what
@@ -32,42 +23,48 @@ func (p *Proxy) Serve(srv *http.Server, ln net.Listener) error {
 	return srv.Serve(p.startEdge(ln))
 }
 
-// edgeStats counts what the edge did.
-type edgeStats struct {
-	requests atomic.Uint64
-	handoffs [len(handoffReasons)]atomic.Uint64
+// edgeable reports whether the edge can serve p: it relays only what it
+// can decide alone, so configurations that read more of the request than
+// the edge does stay with net/http.
+func (p *Proxy) edgeable() bool {
+	return !p.cfg.DisableEdge && !p.cfg.TrustForwardedFor && !p.cfg.TrustForwardedProto &&
+		p.cfg.ResponseHeaderTimeout == 0
 }
 
-var handoffReasons = [...]string{hoSyntax, hoMethod, hoFraming, hoLarge, hoTarget}
-
-func (s *edgeStats) handoff(reason string) {
-	for i, r := range handoffReasons {
-		if r == reason {
-			s.handoffs[i].Add(1)
-			return
-		}
+// startEdge starts the event loops on ln's socket and returns the listener
+// net/http serves from; ln itself when the edge cannot run.
+func (p *Proxy) startEdge(ln net.Listener) net.Listener {
+	if !p.edgeable() {
+		return ln
 	}
+	cfg := edge.Config{
+		Host:           (*edgeHost)(p),
+		HopKey:         p.cfg.HopKey,
+		IDs:            p.ids,
+		Stats:          &p.edgeStats,
+		Requests:       &p.st.requests,
+		UpstreamErrors: &p.st.upstreamErrors,
+		WorkerPairs:    &p.st.upPaired,
+		Log:            p.log,
+		DialTimeout:    p.cfg.DialTimeout,
+		Loops:          p.cfg.EdgeLoops,
+		PublicHTTPS:    p.cfg.PublicHTTPS,
+	}
+	if ir, ok := p.cfg.Router.(InstantRouter); ok {
+		cfg.Instant = ir
+	}
+	e, hl := edge.Start(ln, cfg)
+	if e != nil {
+		p.mu.Lock()
+		p.edges = append(p.edges, e)
+		p.mu.Unlock()
+	}
+	return hl
 }
 
 // EdgeHandoffs returns, by reason, the connections the edge handed to
 // net/http.
-func (p *Proxy) EdgeHandoffs() map[string]uint64 {
-	m := make(map[string]uint64, len(handoffReasons))
-	for i, r := range handoffReasons {
-		m[r] = p.edge.handoffs[i].Load()
-	}
-	return m
-}
-
-// edgeWaiter is a running edge as Shutdown sees it.
-type edgeWaiter interface {
-	stop()
-	kill()
-	done() <-chan struct{}
-	// closeWorker ends the exchanges in flight with a worker the master
-	// declared dead (an answer not begun gets the moving page).
-	closeWorker(wid string)
-}
+func (p *Proxy) EdgeHandoffs() map[string]uint64 { return p.edgeStats.Handoffs() }
 
 // shutdownEdges stops every edge and waits for its loops to finish the
 // answers in flight; when ctx ends first they close everything.
@@ -76,75 +73,48 @@ func (p *Proxy) shutdownEdges(ctx context.Context) {
 	edges := p.edges
 	p.mu.Unlock()
 	for _, e := range edges {
-		e.stop()
+		e.Stop()
 	}
 	for _, e := range edges {
 		select {
-		case <-e.done():
+		case <-e.Done():
 		case <-ctx.Done():
-			e.kill()
-			<-e.done()
+			e.Kill()
+			<-e.Done()
 		}
 	}
 }
 
-// handoffListener is what the net/http server accepts from: the
-// connections the edge handed over.
-type handoffListener struct {
-	addr    net.Addr
-	ch      chan net.Conn
-	closed  chan struct{}
-	mu      sync.Mutex
-	isDone  bool
-	onClose func()
+// edgeHost is the proxy as its edges see it (edge.Host): a conversion of
+// *Proxy, so the proxy's exported methods stay its own.
+type edgeHost Proxy
+
+func (h *edgeHost) Route(ctx context.Context, t urlkind.Target) (Route, error) {
+	return (*Proxy)(h).route(ctx, t)
 }
 
-func newHandoffListener(addr net.Addr, onClose func()) *handoffListener {
-	return &handoffListener{addr: addr, ch: make(chan net.Conn, 1024), closed: make(chan struct{}), onClose: onClose}
+func (h *edgeHost) CanHandOff(route Route) bool { return (*Proxy)(h).canHandOff(route) }
+
+func (h *edgeHost) HandoffFailed(socket string) {
+	h.handoffDown.Store(socket, time.Now().Add(handoffBackoff))
 }
 
-func (l *handoffListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
+func (h *edgeHost) Misdirected(t urlkind.Target, status int) { (*Proxy)(h).misdirected(t, status) }
+
+func (h *edgeHost) ServeHome(w http.ResponseWriter, r *http.Request, id string) {
+	(*Proxy)(h).serveHome(w, r, id)
 }
 
-// Close stops the edge too: the server is shutting down.
-func (l *handoffListener) Close() error {
-	l.mu.Lock()
-	if l.isDone {
-		l.mu.Unlock()
-		return nil
-	}
-	l.isDone = true
-	close(l.closed)
-	for len(l.ch) > 0 {
-		(<-l.ch).Close()
-	}
-	l.mu.Unlock()
-	l.onClose()
-	return nil
+func (h *edgeHost) RouteError(w http.ResponseWriter, r *http.Request, id string, t urlkind.Target, route Route, err error) {
+	(*Proxy)(h).routeError(w, r, id, t, routed(route, err))
 }
 
-func (l *handoffListener) Addr() net.Addr { return l.addr }
+func (h *edgeHost) NoHopKey(w http.ResponseWriter, r *http.Request, id string) {
+	(*Proxy)(h).noHopKey(w, r, id)
+}
 
-// give passes c to the server; the event loop never waits for it. With the
-// queue full (the server is not accepting) the connection is closed.
-func (l *handoffListener) give(c net.Conn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.isDone {
-		c.Close()
-		return
-	}
-	select {
-	case l.ch <- c:
-	default:
-		c.Close()
-	}
+func (h *edgeHost) UpstreamFailed(w http.ResponseWriter, r *http.Request, id string, t urlkind.Target, route Route, err error) {
+	(*Proxy)(h).upstreamFailed(w, r, id, t, route, err)
 }
 
 // handedConn is a connection the edge handed over, with the bytes it had
@@ -159,51 +129,4 @@ func unwrapConn(c net.Conn) net.Conn {
 		return h.Conn
 	}
 	return c
-}
-
-var _ io.Reader = (*handedConn)(nil)
-
-// pageRecorder is the ResponseWriter the edge renders the proxy's own
-// pages with (the home page, routing errors); the loop then writes the
-// recorded answer like a worker's.
-type pageRecorder struct {
-	h    http.Header
-	code int
-	body []byte
-}
-
-func (r *pageRecorder) Header() http.Header { return r.h }
-
-func (r *pageRecorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
-	}
-}
-
-func (r *pageRecorder) Write(b []byte) (int, error) {
-	r.WriteHeader(http.StatusOK)
-	r.body = append(r.body, b...)
-	return len(b), nil
-}
-
-// answer serializes the recorded page as an HTTP/1.1 answer.
-func (r *pageRecorder) answer(head1, close bool) []byte {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	r.h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
-	r.h.Del("Connection")
-	r.h.Del("Transfer-Encoding")
-	r.h.Set("Content-Length", strconv.Itoa(len(r.body)))
-	if close {
-		r.h.Set("Connection", "close")
-	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "HTTP/1.1 %03d %s\r\n", r.code, http.StatusText(r.code))
-	_ = r.h.Write(&b)
-	b.WriteString("\r\n")
-	if !head1 {
-		b.Write(r.body)
-	}
-	return b.Bytes()
 }

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/proxy/edge"
 )
 
 // The forwarding core. It does what httputil.ReverseProxy with an
@@ -150,7 +152,7 @@ func (p *Proxy) send(r *http.Request, h *head, uc *upConn) (*exchange, error) {
 
 // errSwitched: a worker answered a plain request with 101, which the proxy
 // never asked for (it drops Upgrade).
-var errSwitched = errors.New("worker switched protocols on a plain request")
+var errSwitched = edge.ErrSwitched
 
 // readResponse reads the final answer; informational ones are skipped: the
 // proxy never sends Expect, and early hints are only an optimisation.
@@ -220,7 +222,7 @@ func (p *Proxy) relayResponse(w http.ResponseWriter, r *http.Request, st *reqSta
 	conn := connectionTokens(resp.Header)
 	for k, vv := range resp.Header {
 		switch prior, ok := out[k]; {
-		case hopByHop[k] || conn[k] || k == "X-Request-Id": // the proxy's id is already set
+		case edge.HopByHop(k) || conn[k] || k == "X-Request-Id": // the proxy's id is already set
 		case ok: // Server-Timing: the route's step comes first
 			out[k] = append(prior, vv...)
 		default:

@@ -12,7 +12,7 @@ import (
 // nothing to watch elsewhere.
 type handedSockets struct{}
 
-func newHandedSockets(zerolog.Logger) *handedSockets { return &handedSockets{} }
-func (h *handedSockets) add(net.Conn, string) bool   { return false }
-func (h *handedSockets) closeWorker(string) int      { return 0 }
-func (h *handedSockets) stop()                       {}
+func newHandedSockets(zerolog.Logger) *handedSockets    { return &handedSockets{} }
+func (h *handedSockets) add(net.Conn, string, int) bool { return false }
+func (h *handedSockets) closeWorker(string) int         { return 0 }
+func (h *handedSockets) stop()                          {}

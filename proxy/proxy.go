@@ -8,13 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,6 +23,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/proxy/edge"
 )
 
 // Config configures a Proxy. Only Router is required.
@@ -71,7 +69,7 @@ type Config struct {
 	// in X-Forwarded-Proto; the proxy's own pages send HSTS when HTTPS.
 	PublicHTTPS, TrustForwardedProto bool
 	// DisableEdge serves everything with net/http, without the event-loop
-	// edge in front (edge.go); for comparisons.
+	// edge (package edge) in front; for comparisons.
 	DisableEdge bool
 	// DisableHandoff relays every WebSocket, even to a worker on this
 	// host that takes handoffs (handoff.go); for comparisons.
@@ -94,11 +92,10 @@ type Proxy struct {
 	up     *upstreams
 	dialer net.Dialer
 
-	idPrefix string
-	idSeq    atomic.Uint64
+	ids *edge.RequestIDs
 
-	st   counters
-	edge edgeStats
+	st        counters
+	edgeStats edge.Stats
 
 	hostID      string   // handoff.HostID: workers with the same take handoffs
 	handoffDown sync.Map // handoff socket path -> time.Time it is not tried before
@@ -112,7 +109,7 @@ type Proxy struct {
 	// handed are the WebSockets handed to workers on this host (handed_linux.go).
 	handed  *handedSockets
 	drained chan struct{} // closed when closing && len(relays)==0
-	edges   []edgeWaiter
+	edges   []*edge.Edge
 }
 
 type counters struct {
@@ -139,7 +136,7 @@ type Stats struct {
 	WorkerPairs          uint64 // unix socket connections to workers on this host (the edge's pair)
 	BytesUp              uint64 // relayed client->worker WebSocket bytes
 	BytesDown            uint64 // relayed worker->client WebSocket bytes
-	EdgeRequests         uint64 // requests the event-loop edge relayed itself (edge.go)
+	EdgeRequests         uint64 // requests the event-loop edge relayed itself (package edge)
 }
 
 // New returns a Proxy; it panics if cfg.Router is nil (a programming error).
@@ -153,12 +150,12 @@ func New(cfg Config) *Proxy {
 	config.OrDefault(&cfg.HalfCloseTimeout, 30*time.Second)
 	config.OrDefault(&cfg.MaxIdleConnsPerWorker, 256)
 	p := &Proxy{
-		cfg:      cfg,
-		log:      cfg.Logger.With().Str("component", "proxy").Logger(),
-		dialer:   net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
-		idPrefix: ids.Random(8) + "-", // distinguishes proxy processes sharing a port
-		relays:   make(map[*relay]struct{}),
-		hostID:   handoff.HostID(),
+		cfg:    cfg,
+		log:    cfg.Logger.With().Str("component", "proxy").Logger(),
+		dialer: net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
+		ids:    edge.NewRequestIDs(ids.Random(8) + "-"), // the prefix tells proxy processes sharing a port apart
+		relays: make(map[*relay]struct{}),
+		hostID: handoff.HostID(),
 	}
 	p.up = newUpstreams(&p.dialer, cfg.MaxIdleConnsPerWorker, 90*time.Second)
 	p.handed = newHandedSockets(p.log)
@@ -177,7 +174,7 @@ type reqState struct {
 // ServeHTTP implements http.Handler.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.st.requests.Add(1)
-	id := p.requestIDFor(r.Header.Get("X-Request-Id"))
+	id := p.ids.For(r.Header.Get("X-Request-Id"))
 	r.Header.Set("X-Request-Id", id)
 	w.Header().Set("X-Request-Id", id)
 
@@ -206,8 +203,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	t0 := time.Now()
 	route, err := p.route(r.Context(), t)
-	if isPage(t.Kind) {
-		w.Header().Add("Server-Timing", routeTiming(time.Since(t0)))
+	if edge.IsPage(t.Kind) {
+		w.Header().Add("Server-Timing", edge.RouteTiming(time.Since(t0)))
 	}
 	if err = routed(route, err); err != nil {
 		p.routeError(w, r, id, t, err)
@@ -227,28 +224,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Only WebSocket upgrades are supported; any other Upgrade (h2c...) is
 	// not relayed (it is a hop-by-hop header).
 	p.forward(w, r, &reqState{id: id, target: t, route: route, hopKey: key})
-}
-
-// requestIDFor is a request's id: the client's if it is sane, else a new
-// one of this proxy's.
-func (p *Proxy) requestIDFor(client string) string {
-	if id := requestID(client); id != "" {
-		return id
-	}
-	var b [48]byte // the prefix and a base-36 uint64: one allocation, the string
-	return string(strconv.AppendUint(append(b[:0], p.idPrefix...), p.idSeq.Add(1), 36))
-}
-
-// isPage: the route's time goes in the answer's Server-Timing for pages
-// only (not assets or sockets); the first-frame breakdown reads it, the
-// worker's own steps follow it.
-func isPage(k urlkind.Kind) bool {
-	return k == urlkind.KindApp || k == urlkind.KindInstance || k == urlkind.KindBrowser
-}
-
-// routeTiming is the route's Server-Timing entry.
-func routeTiming(d time.Duration) string {
-	return "route;dur=" + strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64)
 }
 
 // routed is the error of a routing result: a route without an address is
@@ -298,8 +273,9 @@ func (p *Proxy) scheme() httpsec.Scheme {
 	return httpsec.Scheme{AlwaysHTTPS: p.cfg.PublicHTTPS, TrustForwardedProto: p.cfg.TrustForwardedProto}
 }
 
-// errWorkerDead ends the exchanges with a worker the master declared dead.
-var errWorkerDead = errors.New("the master declared the worker dead")
+// errWorkerDead ends the exchanges with a worker the master declared dead,
+// the edge's and net/http's alike.
+var errWorkerDead = edge.ErrWorkerDead
 
 // upstreamFailed answers a request whose worker could not be reached.
 func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, id string, t urlkind.Target, route Route, err error) {
@@ -373,7 +349,7 @@ func (p *Proxy) Stats() Stats {
 		WorkerPairs:          p.st.upPaired.Load(),
 		BytesUp:              p.st.bytesUp.Load(),
 		BytesDown:            p.st.bytesDown.Load(),
-		EdgeRequests:         p.edge.requests.Load(),
+		EdgeRequests:         p.edgeStats.Requests(),
 	}
 }
 
@@ -405,35 +381,8 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}
 }
 
-// requestID returns the client's id if it is sane (short, printable, no
-// separators that could forge log fields), else "".
-func requestID(s string) string {
-	if len(s) == 0 || len(s) > 64 {
-		return ""
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
-			return ""
-		}
-	}
-	return s
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-func isDialError(err error) bool {
-	var oe *net.OpError
-	return errors.As(err, &oe) && oe.Op == "dial"
-}
-
-// unreachable reports failures that suggest the worker is down, as opposed
-// to a slow or misbehaving one: these trigger OnWorkerUnreachable.
-func unreachable(err error) bool {
-	return isDialError(err) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
-}
+// The error classes the edge's relay and net/http's share: unreachable
+// failures trigger OnWorkerUnreachable.
+func isTimeout(err error) bool   { return edge.IsTimeout(err) }
+func isDialError(err error) bool { return edge.IsDialError(err) }
+func unreachable(err error) bool { return edge.Unreachable(err) }

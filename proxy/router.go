@@ -6,17 +6,12 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/proxy/edge"
 )
 
-// Route says where a request goes.
-type Route struct {
-	WorkerID string
-	Addr     string // worker HTTP host:port
-	// Handoff is the worker's handoff socket, usable by a proxy whose
-	// handoff.HostID is Host: a WebSocket is then handed to the worker
-	// instead of relayed ("" = relay).
-	Handoff, Host string
-}
+// Route says where a request goes: the edge's type, so its event loops
+// and the net/http path pass the same value.
+type Route = edge.Route
 
 // RouteOf is the route a master's reply gives.
 func RouteOf(rep wire.RouteReply) Route {
@@ -43,10 +38,7 @@ type Router interface {
 // InstantRouter is a Router that can answer some targets from memory. The
 // proxy asks RouteNow first and, when it answered, skips Route and the
 // timer that bounds it: most requests of a page load take this path.
-type InstantRouter interface {
-	// RouteNow answers t without blocking, or reports answered false.
-	RouteNow(t urlkind.Target) (r Route, answered bool, err error)
-}
+type InstantRouter = edge.InstantRouter
 
 var (
 	// ErrUnknownApp: no application is mounted at Target.App.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
+	"github.com/cloudbrowser-go/cloudbrowser/proxy/edge"
 )
 
 // relay is one WebSocket connection pair, tracked so Shutdown, or the
@@ -90,7 +91,7 @@ func (p *Proxy) CloseWorker(wid string) int {
 	handed := p.handed.closeWorker(wid)
 	p.endForwards(wid)
 	for _, e := range edges {
-		e.closeWorker(wid)
+		e.CloseWorker(wid)
 	}
 	n := len(gone) + handed
 	if n > 0 {
@@ -219,7 +220,7 @@ func (p *Proxy) relayRefusal(w http.ResponseWriter, resp *http.Response, wc net.
 	h := w.Header()
 	conn := connectionTokens(resp.Header)
 	for k, v := range resp.Header {
-		if !hopByHop[k] && !conn[k] {
+		if !edge.HopByHop(k) && !conn[k] {
 			h[k] = v
 		}
 	}

@@ -1,4 +1,4 @@
-package proxy
+package edge
 
 import (
 	"bytes"
@@ -140,7 +140,7 @@ func parseEdgeRequest(b []byte, r *edgeReq) error {
 }
 
 // dropped are request headers never relayed as the client sent them:
-// hop-by-hop ones and those the proxy sets itself (head.write's rules).
+// hop-by-hop ones and those the proxy sets itself (HopByHop, Replaced).
 func dropped(name []byte) bool { return inNames(name, droppedNames) }
 
 // inNames: name is one of names, case-insensitively.

@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package edge
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
@@ -44,9 +45,11 @@ const (
 	edgeMaxPooled = 128
 )
 
-// edge is one listener's event loops.
-type edge struct {
-	p        *Proxy
+// Edge is one listener's event loops.
+type Edge struct {
+	cfg      Config
+	host     Host
+	log      zerolog.Logger
 	ln       net.Listener
 	hand     *handoffListener
 	loops    []*loop
@@ -59,27 +62,20 @@ type edge struct {
 	ended  bool
 }
 
-// edgeable reports whether the edge can serve p: it relays only what it
-// can decide alone, so configurations that read more of the request than
-// the edge does stay with net/http.
-func (p *Proxy) edgeable() bool {
-	return !p.cfg.DisableEdge && !p.cfg.TrustForwardedFor && !p.cfg.TrustForwardedProto &&
-		p.cfg.ResponseHeaderTimeout == 0
-}
-
-// startEdge starts the event loops on ln's socket and returns the listener
-// net/http serves from; ln itself when the edge cannot run.
-func (p *Proxy) startEdge(ln net.Listener) net.Listener {
+// Start starts the event loops on ln's socket and returns them with the
+// listener net/http serves from: what the edge hands over, and ln's
+// closing. It returns nil and ln itself when the edge cannot run.
+func Start(ln net.Listener, cfg Config) (*Edge, net.Listener) {
 	tl, ok := ln.(*net.TCPListener)
-	if !ok || !p.edgeable() {
-		return ln
+	if !ok {
+		return nil, ln
 	}
 	raw, err := tl.SyscallConn()
 	if err != nil {
-		return ln
+		return nil, ln
 	}
-	e := &edge{p: p, ln: ln, fin: make(chan struct{})}
-	n := p.cfg.EdgeLoops
+	e := &Edge{cfg: cfg, host: cfg.Host, log: cfg.Log, ln: ln, fin: make(chan struct{})}
+	n := cfg.Loops
 	if n <= 0 {
 		n = max(1, runtime.GOMAXPROCS(0)/2)
 	}
@@ -97,13 +93,10 @@ func (p *Proxy) startEdge(ln net.Listener) net.Listener {
 				unix.Close(l.wake)
 			}
 		}
-		p.log.Warn().AnErr("control", cerr).AnErr("loop", lerr).Msg("edge not started; net/http serves everything")
-		return ln
+		e.log.Warn().AnErr("control", cerr).AnErr("loop", lerr).Msg("edge not started; net/http serves everything")
+		return nil, ln
 	}
-	e.hand = newHandoffListener(ln.Addr(), e.stop)
-	p.mu.Lock()
-	p.edges = append(p.edges, e)
-	p.mu.Unlock()
+	e.hand = newHandoffListener(ln.Addr(), e.Stop)
 	var wg sync.WaitGroup
 	for _, l := range e.loops {
 		wg.Add(1)
@@ -122,11 +115,13 @@ func (p *Proxy) startEdge(ln net.Listener) net.Listener {
 		e.wakeMu.Unlock()
 		close(e.fin)
 	}()
-	p.log.Debug().Int("loops", len(e.loops)).Str("addr", ln.Addr().String()).Msg("edge serving")
-	return e.hand
+	e.log.Debug().Int("loops", len(e.loops)).Str("addr", ln.Addr().String()).Msg("edge serving")
+	return e, e.hand
 }
 
-func (e *edge) stop() {
+// Stop stops accepting and has the loops finish the answers in flight and
+// end; Done is closed when they have.
+func (e *Edge) Stop() {
 	if e.stopping.CompareAndSwap(false, true) {
 		e.wakeAll()
 		_ = e.ln.Close()
@@ -134,15 +129,17 @@ func (e *edge) stop() {
 	}
 }
 
-func (e *edge) kill() {
+// Kill stops the edge and has the loops close every connection at once.
+func (e *Edge) Kill() {
 	e.killing.Store(true)
-	e.stop()
+	e.Stop()
 	e.wakeAll()
 }
 
-func (e *edge) done() <-chan struct{} { return e.fin }
+// Done is closed when every loop has ended.
+func (e *Edge) Done() <-chan struct{} { return e.fin }
 
-func (e *edge) wakeAll() {
+func (e *Edge) wakeAll() {
 	e.wakeMu.Lock()
 	defer e.wakeMu.Unlock()
 	if e.ended {
@@ -157,7 +154,7 @@ func (e *edge) wakeAll() {
 // sockaddr returns the worker address to connect to if it is known
 // without asking DNS; nil means resolve (off the loop). Each call returns
 // a new value: connect(2)'s wrapper writes into it.
-func (e *edge) sockaddr(addr string) unix.Sockaddr {
+func (e *Edge) sockaddr(addr string) unix.Sockaddr {
 	if v, ok := e.addrs.Load(addr); ok {
 		return toSockaddr(v.(netip.AddrPort))
 	}
@@ -190,11 +187,11 @@ const maxLiteral = 1024
 
 // resolve is sockaddr with DNS; a failed connection forgets a resolved
 // name (upFailed), so a worker that moved is found again.
-func (e *edge) resolve(addr string) unix.Sockaddr {
+func (e *Edge) resolve(addr string) unix.Sockaddr {
 	if sa := e.sockaddr(addr); sa != nil {
 		return sa
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), e.p.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DialTimeout)
 	defer cancel()
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -277,7 +274,7 @@ const (
 // loop is one event loop: its own epoll set, its own accept on the shared
 // listening socket, its own pool of worker connections.
 type loop struct {
-	e        *edge
+	e        *Edge
 	ep, lfd  int
 	wake     int
 	conns    map[int]*econn
@@ -313,7 +310,7 @@ type loop struct {
 	parkEvs []unix.EpollEvent
 }
 
-func newLoop(e *edge, lfd int) (*loop, error) {
+func newLoop(e *Edge, lfd int) (*loop, error) {
 	l := &loop{e: e, ep: -1, lfd: -1, wake: -1, conns: map[int]*econn{}, idle: map[string][]*econn{},
 		rbuf: make([]byte, 64<<10), literal: map[string]unix.Sockaddr{}}
 	var err error
@@ -412,7 +409,7 @@ func (l *loop) run() {
 			n, err = l.wait(evs, wait)
 		}
 		if err != nil {
-			l.e.p.log.Error().Err(err).Msg("edge: wait for events")
+			l.e.log.Error().Err(err).Msg("edge: wait for events")
 			l.closeAll()
 			return
 		}
@@ -516,7 +513,7 @@ func (l *loop) accept() {
 		case err != nil:
 			// Out of descriptors, most likely. The socket stays readable, so
 			// accepting pauses instead of spinning on the same error.
-			l.e.p.log.Warn().Err(err).Msg("edge: accept failed; pausing accepts for 100ms")
+			l.e.log.Warn().Err(err).Msg("edge: accept failed; pausing accepts for 100ms")
 			if unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, l.lfd, nil) == nil {
 				l.acceptAt = l.now.Add(100 * time.Millisecond)
 			}
@@ -701,7 +698,7 @@ func (l *loop) next(c *econn) {
 // page, or hands c over. A route the router cannot give at once, and a
 // worker host name not yet resolved, are waited for off the loop.
 func (l *loop) start(c *econn) {
-	p := l.e.p
+	e := l.e
 	r := &c.req
 	method := "GET"
 	if r.head1 {
@@ -717,25 +714,25 @@ func (l *loop) start(c *econn) {
 		l.handoff(c, hoTarget)
 		return
 	}
-	id := p.requestIDFor(string(r.requestID))
-	p.st.requests.Add(1)
-	p.edge.requests.Add(1)
+	id := e.cfg.IDs.For(string(r.requestID))
+	e.cfg.Requests.Add(1)
+	e.cfg.Stats.requests.Add(1)
 	// The client's one exchange struct is reused, and with it the answer
 	// parser's slices: nothing per request is left for the collector.
 	ex := &c.exch
 	*ex = edgeEx{c: c, seq: ex.seq + 1, id: id, method: method, uri: uri, head1: r.head1, cliClose: r.close, t: t,
-		page: isPage(t.Kind), resp: edgeResp{keep: ex.resp.keep[:0], conn: ex.resp.conn[:0]}}
+		page: IsPage(t.Kind), resp: edgeResp{keep: ex.resp.keep[:0], conn: ex.resp.conn[:0]}}
 	c.ex = ex
 	seq := ex.seq
 	if t.Kind == urlkind.KindHome {
 		req, rec := l.pageRequest(ex)
 		go func() {
-			p.serveHome(rec, req, id)
+			e.host.ServeHome(rec, req, id)
 			l.post(edgeDone{ex: ex, seq: seq, rec: rec})
 		}()
 		return
 	}
-	if ir, ok := p.cfg.Router.(InstantRouter); ok {
+	if ir := e.cfg.Instant; ir != nil {
 		t0 := time.Now()
 		if route, answered, err := ir.RouteNow(t); answered {
 			d := edgeDone{ex: ex, seq: seq, route: route, err: err, dur: time.Since(t0)}
@@ -748,7 +745,7 @@ func (l *loop) start(c *econn) {
 				return
 			}
 			go func(d edgeDone) { // resolve the worker's host name (d copied: the usual case stays off the heap)
-				d.sa = l.e.resolve(d.route.Addr)
+				d.sa = e.resolve(d.route.Addr)
 				l.post(d)
 			}(d)
 			return
@@ -757,10 +754,10 @@ func (l *loop) start(c *econn) {
 	go func() {
 		t0 := time.Now()
 		d := edgeDone{ex: ex, seq: seq}
-		d.route, d.err = p.route(context.Background(), t)
+		d.route, d.err = e.host.Route(context.Background(), t)
 		d.dur = time.Since(t0)
 		if d.err == nil && d.route.Addr != "" {
-			d.sa = l.e.resolve(d.route.Addr)
+			d.sa = e.resolve(d.route.Addr)
 		}
 		l.post(d)
 	}()
@@ -803,8 +800,10 @@ func (l *loop) post(d edgeDone) {
 	_, _ = unix.Write(l.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 }
 
-// closeWorker has every loop end its exchanges with worker wid.
-func (e *edge) closeWorker(wid string) {
+// CloseWorker ends the exchanges in flight with a worker the master
+// declared dead: every loop ends its exchanges with worker wid (an answer
+// not begun gets the moving page).
+func (e *Edge) CloseWorker(wid string) {
 	e.wakeMu.Lock()
 	defer e.wakeMu.Unlock()
 	if e.ended {
@@ -831,7 +830,7 @@ func (l *loop) endExchangesWith(wid string) {
 	}
 	for _, ex := range ended {
 		ex.retried = true // not sent again to the same worker
-		l.upFailed(ex, errWorkerDead)
+		l.upFailed(ex, ErrWorkerDead)
 	}
 }
 
@@ -863,19 +862,19 @@ func (l *loop) takePosted() {
 
 // routed continues a request once its route is known.
 func (l *loop) routed(d edgeDone) {
-	p, ex, c := l.e.p, d.ex, d.ex.c
+	e, ex, c := l.e, d.ex, d.ex.c
 	ex.routeDur = d.dur
-	if err := routed(d.route, d.err); err != nil {
+	if d.err != nil || d.route.Addr == "" {
 		req, rec := l.pageRequest(ex)
-		p.routeError(rec, req, ex.id, ex.t, err)
+		e.host.RouteError(rec, req, ex.id, ex.t, d.route, d.err)
 		l.page(ex, rec)
 		return
 	}
 	var key []byte
-	if p.cfg.HopKey != nil {
-		if key = p.cfg.HopKey(); len(key) == 0 {
+	if e.cfg.HopKey != nil {
+		if key = e.cfg.HopKey(); len(key) == 0 {
 			req, rec := l.pageRequest(ex)
-			p.noHopKey(rec, req, ex.id)
+			e.host.NoHopKey(rec, req, ex.id)
 			l.page(ex, rec)
 			return
 		}
@@ -886,7 +885,7 @@ func (l *loop) routed(d edgeDone) {
 		return
 	}
 	c.hbuf = l.requestHead(c.hbuf[:0], ex, key)
-	p.log.Debug().Str("request_id", ex.id).Str("kind", ex.t.Kind.String()).Str("app", ex.t.App).
+	e.log.Debug().Str("request_id", ex.id).Str("kind", ex.t.Kind.String()).Str("app", ex.t.App).
 		Str("instance", ex.t.InstanceID).Str("worker", d.route.WorkerID).Str("method", ex.method).Msg("forward")
 	l.send(ex, d.route.Addr, d.sa)
 }
@@ -908,7 +907,7 @@ func (l *loop) pageRequest(ex *edgeEx) (*http.Request, *pageRecorder) {
 		Body: http.NoBody}).WithContext(context.Background())
 	rec := &pageRecorder{h: http.Header{"X-Request-Id": {ex.id}}}
 	if ex.page {
-		rec.h.Set("Server-Timing", routeTiming(ex.routeDur))
+		rec.h.Set("Server-Timing", RouteTiming(ex.routeDur))
 	}
 	return req, rec
 }
@@ -925,14 +924,14 @@ func (l *loop) page(ex *edgeEx, rec *pageRecorder) {
 	l.finish(ex)
 }
 
-// requestHead writes the relayed head as head.write does for net/http:
-// the same own lines, signed by the same code.
+// requestHead writes the relayed head as the proxy's net/http path does:
+// the same own lines, signed by the same code (Head).
 func (l *loop) requestHead(b []byte, ex *edgeEx, key []byte) []byte {
 	r, method := &ex.c.req, ex.method
-	h := head{method: method, uri: ex.uri, host: string(r.host), forwardedFor: ex.c.ip, proto: "http", id: ex.id,
-		key: key, at: l.now}
-	if l.e.p.cfg.PublicHTTPS {
-		h.proto = "https"
+	h := Head{Method: method, URI: ex.uri, Host: string(r.host), ForwardedFor: ex.c.ip, Proto: "http", ID: ex.id,
+		Key: key, At: l.now}
+	if l.e.cfg.PublicHTTPS {
+		h.Proto = "https"
 	}
 	b = append(b, method...)
 	b = append(b, ' ')
@@ -949,7 +948,7 @@ func (l *loop) requestHead(b []byte, ex *edgeEx, key []byte) []byte {
 	if r.teTrailers {
 		b = append(b, "Te: trailers\r\n"...)
 	}
-	return append(h.appendOwn(b), "\r\n"...)
+	return append(h.AppendOwn(b), "\r\n"...)
 }
 
 // send writes the request on a pooled worker connection or a new one: a
@@ -963,7 +962,7 @@ func (l *loop) send(ex *edgeEx, addr string, sa unix.Sockaddr) {
 		l.sendOn(ex, u)
 		return
 	}
-	if !ex.retried && l.e.p.canHandOff(ex.route) {
+	if !ex.retried && l.e.host.CanHandOff(ex.route) {
 		l.pair(ex, sa)
 		return
 	}
@@ -1001,7 +1000,7 @@ func (l *loop) sendOn(ex *edgeEx, u *econn) {
 // sendPaired continues. A worker that does not take it is reached over TCP,
 // and its handoff socket is left alone for a while (as for WebSockets).
 func (l *loop) pair(ex *edgeEx, sa unix.Sockaddr) {
-	p, seq, route := l.e.p, ex.seq, ex.route
+	e, seq, route := l.e, ex.seq, ex.route
 	go func() {
 		d := edgeDone{ex: ex, seq: seq, route: route, sa: sa, paired: true, upFD: -1}
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
@@ -1011,14 +1010,14 @@ func (l *loop) pair(ex *edgeEx, sa unix.Sockaddr) {
 			theirs.Close() // the worker has its own descriptor now, or nothing
 			if err == nil {
 				d.upFD = fds[0]
-				p.st.upPaired.Add(1)
+				e.cfg.WorkerPairs.Add(1)
 			} else {
 				unix.Close(fds[0])
 			}
 		}
 		if err != nil {
-			p.handoffDown.Store(route.Handoff, time.Now().Add(handoffBackoff))
-			p.log.Warn().Err(err).Str("socket", route.Handoff).Str("worker", route.WorkerID).
+			e.host.HandoffFailed(route.Handoff)
+			e.log.Warn().Err(err).Str("socket", route.Handoff).Str("worker", route.WorkerID).
 				Msg("worker connection over a unix socket failed: using TCP")
 		}
 		l.post(d)
@@ -1060,7 +1059,7 @@ func (l *loop) dial(addr string, sa unix.Sockaddr) (*econn, error) {
 	switch {
 	case err == unix.EINPROGRESS:
 		u.connecting = true
-		u.deadline = l.now.Add(l.e.p.cfg.DialTimeout)
+		u.deadline = l.now.Add(l.e.cfg.DialTimeout)
 	case err != nil:
 		unix.Close(fd)
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", err)}
@@ -1146,7 +1145,7 @@ func (l *loop) upReadable(u *econn) {
 			return
 		}
 		if err == nil && ex.resp.status == 101 {
-			err = errSwitched
+			err = ErrSwitched
 		}
 		if err != nil {
 			l.upFailed(ex, err)
@@ -1159,7 +1158,9 @@ func (l *loop) upReadable(u *econn) {
 	}
 	ex.haveHead = true
 	rs := &ex.resp
-	l.e.p.misdirected(ex.t, rs.status)
+	if rs.status == http.StatusMisdirectedRequest {
+		l.e.host.Misdirected(ex.t, rs.status)
+	}
 	switch {
 	case ex.head1 || rs.status == 204 || rs.status == 304:
 		ex.mode = bodyNone
@@ -1178,14 +1179,15 @@ func (l *loop) upReadable(u *econn) {
 
 var errUpEOF = errors.New("worker closed the connection")
 
-// answerHead writes the client's answer head as relayResponse does.
+// answerHead writes the client's answer head as the proxy's net/http path
+// (relayResponse) does.
 func (l *loop) answerHead(b []byte, ex *edgeEx) []byte {
 	rs := &ex.resp
 	b = append(b, "HTTP/1.1 "...)
 	b = append(b, rs.statusRaw...)
 	b = append(b, "\r\n"...)
 	if ex.page {
-		b = appendLine(b, "Server-Timing", routeTiming(ex.routeDur))
+		b = appendLine(b, "Server-Timing", RouteTiming(ex.routeDur))
 	}
 outer:
 	for _, h := range rs.keep {
@@ -1302,11 +1304,11 @@ func (l *loop) upFailed(ex *edgeEx, err error) {
 	case ex.haveHead && ex.mode == bodyEOF && err == errUpEOF:
 		l.finish(ex) // the client closes after it (cliClose)
 	case ex.relayed:
-		l.e.p.st.upstreamErrors.Add(1)
-		l.e.p.log.Warn().Str("request_id", ex.id).Err(err).Msg("worker answer cut off")
+		l.e.cfg.UpstreamErrors.Add(1)
+		l.e.log.Warn().Str("request_id", ex.id).Err(err).Msg("worker answer cut off")
 		c.ex = nil
 		l.closeClient(c)
-	case ex.reused && !ex.answered && !ex.retried && !isTimeout(err):
+	case ex.reused && !ex.answered && !ex.retried && !IsTimeout(err):
 		ex.retried = true
 		if sa := l.sockaddr(ex.addr); sa != nil {
 			l.send(ex, ex.addr, sa)
@@ -1314,16 +1316,16 @@ func (l *loop) upFailed(ex *edgeEx, err error) {
 		}
 		fallthrough
 	default:
-		if isDialError(err) {
+		if IsDialError(err) {
 			l.e.addrs.Delete(ex.addr)
 		}
-		if unreachable(err) {
+		if Unreachable(err) {
 			for _, x := range append([]*econn(nil), l.idle[ex.addr]...) {
 				l.closeUp(x) // the worker may be gone: do not offer them to the next request
 			}
 		}
 		req, rec := l.pageRequest(ex)
-		l.e.p.upstreamFailed(rec, req, ex.id, ex.t, ex.route, err)
+		l.e.host.UpstreamFailed(rec, req, ex.id, ex.t, ex.route, err)
 		l.page(ex, rec)
 	}
 }
@@ -1335,13 +1337,13 @@ func (l *loop) handoff(c *econn, reason string) {
 	// Explicitly: the registration would outlive this descriptor through
 	// the duplicate FileConn makes.
 	_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, c.fd, nil)
-	l.e.p.edge.handoff(reason)
+	l.e.cfg.Stats.handoff(reason)
 	f := os.NewFile(uintptr(c.fd), "edge")
 	nc, err := net.FileConn(f)
 	f.Close()
 	if err != nil {
-		l.e.p.log.Warn().Err(err).Msg("edge: hand-off")
+		l.e.log.Warn().Err(err).Msg("edge: hand-off")
 		return
 	}
-	l.e.hand.give(&handedConn{Conn: nc, Pre: c.in})
+	l.e.hand.give(&handoff.PrefixedConn{Conn: nc, Pre: c.in})
 }
