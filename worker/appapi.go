@@ -177,7 +177,7 @@ func (a *AppManager) apiOp(vb *vbrowser, req apiRequest) (any, error) {
 		in.mu.Lock()
 		out := make([]browserInfo, 0, len(in.browsers))
 		for _, b := range in.browsers {
-			out = append(out, browserInfo{ID: b.id, URL: b.url(), Owner: b.owner, Created: b.created, Clients: b.hub.count()})
+			out = append(out, browserInfo{ID: b.id, URL: b.url(), Owner: b.owner, Created: b.created, Clients: b.hub.Count()})
 		}
 		in.mu.Unlock()
 		sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })

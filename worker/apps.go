@@ -23,6 +23,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/engine"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
 )
 
@@ -70,7 +71,7 @@ type vbrowser struct {
 	owner   string
 	created time.Time
 	b       browser.Browser
-	hub     *hub
+	hub     *engine.Hub
 
 	subMu sync.Mutex
 	subs  map[string]bool // state keys its pages subscribed to
@@ -575,7 +576,7 @@ func (a *AppManager) RevokeSessions(ctx context.Context, rev wire.Revocation) er
 	n := 0
 	for _, in := range insts {
 		for _, b := range in.browserList() {
-			n += b.hub.disconnect(rev.User, "You were signed out: your account changed.", "/"+in.app.MountPoint+"/login")
+			n += b.hub.Disconnect(rev.User, "You were signed out: your account changed.", "/"+in.app.MountPoint+"/login")
 		}
 	}
 	a.log.Info().Str("user", rev.User).Int("sockets_closed", n).Msg("sessions revoked")
@@ -603,7 +604,7 @@ func (a *AppManager) EndSession(ctx context.Context, rev wire.SessionRevocation)
 			reload = "/admin"
 		}
 		for _, b := range in.browserList() {
-			n += b.hub.disconnectSession(rev.ID, "You were signed out.", reload)
+			n += b.hub.DisconnectSession(rev.ID, "You were signed out.", reload)
 		}
 	}
 	a.log.Info().Str("user", rev.User).Int("sockets_closed", n).Msg("session ended")
@@ -620,7 +621,7 @@ func (a *AppManager) Browsers(ctx context.Context, iid string) ([]wire.BrowserIn
 	defer in.mu.Unlock()
 	out := []wire.BrowserInfo{}
 	for _, b := range in.browsers {
-		out = append(out, wire.BrowserInfo{ID: b.id, URL: b.url(), Owner: b.owner, Created: b.created, Clients: b.hub.count()})
+		out = append(out, wire.BrowserInfo{ID: b.id, URL: b.url(), Owner: b.owner, Created: b.created, Clients: b.hub.Count()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
 	return out, nil
@@ -661,9 +662,9 @@ func (a *AppManager) fence(ctx context.Context, fenced []wire.FencedInstance) {
 		reload := f.Location
 		a.dropInstance(ctx, f.ID, func(b *vbrowser) {
 			if f.Moved {
-				b.hub.moveAway(f.Reason) // its Browser URL works on the new worker
+				b.hub.MoveAway(f.Reason) // its Browser URL works on the new worker
 			} else {
-				b.hub.shutdown(f.Reason, reload)
+				b.hub.Shutdown(f.Reason, reload)
 			}
 			b.release()
 		}, false)
@@ -888,9 +889,7 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 			return nil, err
 		}
 	}
-	vb.hub = newHub(vb, &a.w.frames, a.w.log)
-	vb.hub.admit = a.w.admitSocket
-	vb.hub.grade = a.w.grade
+	vb.hub = a.newHub(in, vb)
 	in.mu.Lock()
 	if in.closed {
 		in.mu.Unlock()
@@ -927,12 +926,11 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 	in.browsers[vb.id] = vb
 	in.mu.Unlock()
 	vb.snap.url = b.Page().URL
-	vb.hub.onPage = func(p browser.Page) { a.w.pageChanged(vb, p) }
-	vb.hub.watch(func(err error) { a.browserEnded(in, vb, err) })
+	vb.hub.Watch(func(err error) { a.browserEnded(in, vb, err) })
 	a.w.kickSnapshot(vb)
-	vb.hub.startIdle(in.idle, a.w.clock, releasedReason(in.idle), reloadURL(in.app, in.info.ID), func() { a.browserIdle(in, vb) })
-	vb.hub.startRest(a.w.cfg.RestAfter, a.w.clock, &a.w.rest)
-	vb.hub.setPrecast(precastWindow, a.w.clock)
+	vb.hub.StartIdle(in.idle, a.w.clock, releasedReason(in.idle), reloadURL(in.app, in.info.ID), func() { a.browserIdle(in, vb) })
+	vb.hub.StartRest(a.w.cfg.RestAfter, a.w.clock)
+	vb.hub.SetPrecast(engine.PrecastWindow, a.w.clock)
 	a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", user).Msg("browser created")
 	return vb, nil
 }
@@ -986,11 +984,11 @@ func (a *AppManager) browserEnded(in *instance, vb *vbrowser, err error) {
 	}
 	if errors.Is(err, browser.ErrCrashed) {
 		a.log.Warn().Str("instance", in.info.ID).Str("browser", vb.id).Err(err).Msg("virtual browser crashed")
-		vb.hub.shutdown("The virtual browser crashed.", reloadURL(in.app, in.info.ID))
+		vb.hub.Shutdown("The virtual browser crashed.", reloadURL(in.app, in.info.ID))
 		vb.release()
 		return
 	}
-	vb.hub.shutdown("This browser was closed.", "")
+	vb.hub.Shutdown("This browser was closed.", "")
 	vb.release()
 }
 
@@ -1053,7 +1051,7 @@ func reloadURL(app wire.App, iid string) string {
 
 // close disposes the browser and tells its clients why.
 func (b *vbrowser) close(ctx context.Context, reason string) {
-	b.hub.shutdown("This browser was closed: "+reason+".", "/"+b.inst.app.MountPoint)
+	b.hub.Shutdown("This browser was closed: "+reason+".", "/"+b.inst.app.MountPoint)
 	b.release()
 }
 
@@ -1065,8 +1063,8 @@ func (b *vbrowser) release() {
 		if b.hub != nil {
 			// Back to its pool awake: a pool's next user or job expects
 			// a page that paints.
-			ctx, cancel := context.WithTimeout(context.Background(), restTimeout)
-			b.hub.wake(ctx)
+			ctx, cancel := context.WithTimeout(context.Background(), engine.RestTimeout)
+			b.hub.Wake(ctx)
 			cancel()
 		}
 		b.lease.Return()
@@ -1086,11 +1084,11 @@ func (a *AppManager) counts(l *wire.Load) {
 		in.mu.Lock()
 		l.Browsers += len(in.browsers)
 		for _, b := range in.browsers {
-			l.Clients += b.hub.count()
+			l.Clients += b.hub.Count()
 		}
 		in.mu.Unlock()
 	}
-	f := a.w.frames.snapshot()
+	f := a.w.counters.Stats()
 	l.FramesProduced, l.FramesSent, l.FramesDropped = f.Produced, f.Sent, f.Dropped
 }
 

@@ -116,7 +116,7 @@ func TestIdleRelease(t *testing.T) {
 	}
 	// The fixture created the browser with the default idle; start over
 	// with the instance's value.
-	vb.hub.startIdle(in.idle, fa, releasedReason(in.idle), reloadURL(in.app, f.iid), func() { f.w.apps.browserIdle(in, vb) })
+	vb.hub.StartIdle(in.idle, fa, releasedReason(in.idle), reloadURL(in.app, f.iid), func() { f.w.apps.browserIdle(in, vb) })
 
 	// A connected client keeps the browser: its countdown is stopped, and
 	// a countdown that fires anyway (stale) changes nothing.
@@ -134,7 +134,7 @@ func TestIdleRelease(t *testing.T) {
 	}
 	// The client leaves: the countdown starts again and releases it.
 	conn.Close()
-	testutil.Eventually(t, 10*time.Second, testutil.Cond("vb.hub.count() == 0 && fa.pending() == 1", func() bool { return vb.hub.count() == 0 && fa.pending() == 1 }))
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("vb.hub.Count() == 0 && fa.pending() == 1", func() bool { return vb.hub.Count() == 0 && fa.pending() == 1 }))
 	if n := fa.fire(false); n != 1 {
 		t.Fatalf("%d countdowns fired", n)
 	}
@@ -228,7 +228,7 @@ func TestIdleReleaseRaceWithConnect(t *testing.T) {
 		case m["t"] == "hello" && stays:
 			served++
 			ws.Close()
-			testutil.Eventually(t, 10*time.Second, testutil.Cond("vb.hub.count() == 0 && fa.pending() == 1", func() bool { return vb.hub.count() == 0 && fa.pending() == 1 }))
+			testutil.Eventually(t, 10*time.Second, testutil.Cond("vb.hub.Count() == 0 && fa.pending() == 1", func() bool { return vb.hub.Count() == 0 && fa.pending() == 1 }))
 			fa.fire(false) // release it for the next round
 			testutil.Eventually(t, 10*time.Second, testutil.Cond("the browser closed", func() bool { _, ok := in.browser(bid); return !ok }))
 		case m["t"] == "closed" && !stays:

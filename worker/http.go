@@ -23,6 +23,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/web"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/engine"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
 )
 
@@ -271,7 +272,7 @@ func (w *Worker) instanceLanding(rw http.ResponseWriter, r *http.Request, id str
 			continue // the default policy: others' browsers are not listed
 		}
 		lb := web.LandingBrowser{ID: b.id, URL: b.url(), Owner: b.owner,
-			Created: b.created.Format(time.DateTime), Clients: b.hub.count(), Mine: b.owner == user, Role: role.String()}
+			Created: b.created.Format(time.DateTime), Clients: b.hub.Count(), Mine: b.owner == user, Role: role.String()}
 		b.subMu.Lock()
 		lb.Name = b.name
 		if lb.Mine {
@@ -489,9 +490,9 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 	// frame gets ready meanwhile. Not on the request's context, which ends
 	// with this answer.
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), precastWindow)
+		ctx, cancel := context.WithTimeout(context.Background(), engine.PrecastWindow)
 		defer cancel()
-		b.hub.precast(ctx)
+		b.hub.Precast(ctx)
 	}()
 	httpsec.SetEngine(rw.Header(), w.users.https(r))
 	if b.made != "" {
@@ -502,34 +503,32 @@ func (w *Worker) serveBrowser(rw http.ResponseWriter, r *http.Request, id string
 
 // serveSocket connects a client engine to its virtual browser.
 func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
-	link, err := linkHint(r)
+	link, err := engine.LinkHint(r)
 	if err != nil {
 		w.page(rw, r, id, http.StatusBadRequest, "Bad request", err.Error())
 		return
 	}
-	up := &upgrader
-	var ticket *ticketClaims
-	if tk, ok := ticketOf(websocket.Subprotocols(r)); ok {
+	up := engine.Upgrader(false)
+	var ticket *engine.TicketClaims
+	if tk, ok := engine.TicketOf(websocket.Subprotocols(r)); ok {
 		c, err := w.redeemTicket(tk, t.BrowserID, r.Header.Get("Origin"))
 		if err != nil {
 			w.log.Info().Str("request_id", id).Str("browser", t.BrowserID).Str("reason", err.Error()).Msg("socket refused")
 			w.page(rw, r, id, http.StatusForbidden, "Socket refused", "The socket's ticket is not valid ("+err.Error()+"). Reload the page.")
 			return
 		}
-		ticket, up = &c, &ticketUpgrader
+		ticket, up = &c, engine.Upgrader(true)
 	}
 	released := func(in *instance) {
 		// A client engine cannot read an upgrade's status: it is told in
 		// the protocol, with the address that gives a new browser, and
 		// does not reconnect.
-		if conn, err := up.Upgrade(rw, r, nil); err == nil {
-			writeClosed(conn, releasedReason(in.idle), reloadURL(in.app, in.info.ID))
-		}
+		engine.ServeClosed(rw, r, up, releasedReason(in.idle), reloadURL(in.app, in.info.ID))
 	}
 	var (
 		in  *instance
 		b   *vbrowser
-		who ticketClaims // the ticket's, or the request's cookies
+		who engine.TicketClaims // the ticket's, or the request's cookies
 		ok  bool
 	)
 	if ticket != nil {
@@ -555,13 +554,14 @@ func (w *Worker) serveSocket(rw http.ResponseWriter, r *http.Request, id string,
 		w.page(rw, r, id, http.StatusForbidden, "No access", "This virtual browser belongs to someone else.")
 		return
 	}
-	b.hub.serve(rw, r, up, w.id, user, clientIP(r), who.Sessions, role, link)
+	b.hub.Serve(rw, r, up, engine.Client{User: user, Addr: clientIP(r), Sessions: who.Sessions,
+		Access: func() engine.Access { return accessOf(role()) }, LinkKbps: link})
 }
 
 // viewerClaims is who r shows its viewer of browser to be: user, with the
 // login and dashboard sessions of its cookies (a socket ends with them).
-func (w *Worker) viewerClaims(r *http.Request, browser, user string) ticketClaims {
-	c := ticketClaims{Browser: browser, User: user}
+func (w *Worker) viewerClaims(r *http.Request, browser, user string) engine.TicketClaims {
+	c := engine.TicketClaims{Browser: browser, User: user}
 	if cl, ok := w.users.session(r); ok {
 		c.Sessions, c.Issued = append(c.Sessions, cl.ID), cl.Issued.Unix()
 	}
@@ -577,27 +577,27 @@ func (w *Worker) viewerClaims(r *http.Request, browser, user string) ticketClaim
 func (w *Worker) socketTicket(r *http.Request, browser, user string) string {
 	c := w.viewerClaims(r, browser, user)
 	c.Origin = w.pageOrigin(r)
-	return w.tickets.issue(c, time.Now())
+	return w.tickets.Issue(c, time.Now())
 }
 
 // redeemTicket checks a socket ticket and that its sessions still hold (a
 // logout since the page was served refuses it).
-func (w *Worker) redeemTicket(tk, browser, origin string) (ticketClaims, error) {
+func (w *Worker) redeemTicket(tk, browser, origin string) (engine.TicketClaims, error) {
 	if w.tickets == nil {
-		return ticketClaims{}, errTicketMAC
+		return engine.TicketClaims{}, engine.ErrTicketMAC
 	}
 	now := time.Now()
-	c, err := w.tickets.redeem(tk, browser, origin, now)
+	c, err := w.tickets.Redeem(tk, browser, origin, now)
 	if err != nil {
 		return c, err
 	}
 	for _, sid := range c.Sessions {
 		if w.users.isEnded(sid, now) {
-			return ticketClaims{}, errTicketSession
+			return engine.TicketClaims{}, engine.ErrTicketSession
 		}
 	}
 	if c.Issued != 0 && w.users.isRevoked(c.User, time.Unix(c.Issued, 0)) {
-		return ticketClaims{}, errTicketSession
+		return engine.TicketClaims{}, engine.ErrTicketSession
 	}
 	return c, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -16,8 +15,6 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/rs/zerolog"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
-	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -179,6 +176,13 @@ func (f *hubFixture) dial(t *testing.T, asOwner bool) (*websocket.Conn, map[stri
 	return conn, hello
 }
 
+// frameHeader is what the tests read of a frame's header (engine's
+// frameHeader is the whole of it).
+type frameHeader struct {
+	Seq uint64 `json:"seq"`
+	W   int    `json:"w"`
+}
+
 // frameOf splits a frame message (a binary WebSocket message) into its
 // header and its JPEG.
 func frameOf(t *testing.T, data []byte) (frameHeader, []byte) {
@@ -252,7 +256,7 @@ func TestHubStreamingAndCrash(t *testing.T) {
 		lastSeq = hdr.Seq
 		received++
 	}
-	st := w.frames.snapshot()
+	st := w.counters.Stats()
 	t.Logf("owner received %d of 300 frames; worker: %+v", received, st)
 	if st.Produced != 300 || st.Dropped == 0 {
 		t.Fatalf("the slow viewer should have lost frames, not the producer: %+v", st)
@@ -380,238 +384,5 @@ func TestBrowserServerTiming(t *testing.T) {
 		if !strings.Contains(st, step) {
 			t.Fatalf("Server-Timing %q lacks %s", st, step)
 		}
-	}
-}
-
-// TestPrecast: serving a Browser URL's page starts its screencast, so the
-// first frame is there when the engine's socket opens; with nobody
-// connecting within the window the screencast stops, and a client that
-// came keeps it.
-func TestPrecast(t *testing.T) {
-	newHub := func(t *testing.T) (*hub, *fakeBrowser, *clocktest.Clock) {
-		nb, err := (&browser.Null{}).NewBrowser(context.Background(), browser.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fb := &fakeBrowser{Browser: nb, frames: make(chan browser.Frame), crashed: make(chan struct{})}
-		h := &hub{vb: &vbrowser{id: "b", b: fb}, frames: &frameCounters{}, clients: map[*client]struct{}{},
-			rest: hubRest{callMu: make(chan struct{}, 1)}, refreshes: make(chan struct{}, 1), log: zerolog.Nop()}
-		clk := clocktest.New(time.Unix(1000, 0))
-		h.setPrecast(time.Second, clk)
-		t.Cleanup(func() {
-			h.mu.Lock()
-			h.stopCastLocked()
-			done := h.castDone
-			h.mu.Unlock()
-			if done != nil {
-				<-done
-			}
-		})
-		return h, fb, clk
-	}
-	casting := func(fb *fakeBrowser) bool {
-		select {
-		case fb.frames <- browser.Frame{Seq: 7, Data: []byte{1}}:
-			return true
-		case <-time.After(2 * time.Second):
-			return false
-		}
-	}
-	stopped := func(t *testing.T, h *hub) {
-		t.Helper()
-		h.mu.Lock()
-		done := h.castDone
-		h.mu.Unlock()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the screencast did not stop")
-		}
-	}
-
-	t.Run("nobody comes", func(t *testing.T) {
-		h, fb, clk := newHub(t)
-		h.precast(context.Background())
-		if !casting(fb) {
-			t.Fatal("no screencast after the page was served")
-		}
-		// The frame is handed over; the sink keeps it for the first client.
-		testutil.Eventually(t, 10*time.Second, func() error {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			if h.last == nil || h.last.seq != 7 {
-				return fmt.Errorf("the frame painted before anyone connected is not kept: %+v", h.last)
-			}
-			return nil
-		})
-		clk.Advance(time.Second)
-		stopped(t, h)
-	})
-	t.Run("a client comes", func(t *testing.T) {
-		h, fb, clk := newHub(t)
-		h.precast(context.Background())
-		h.mu.Lock()
-		h.clients[&client{}] = struct{}{}
-		h.disarmCountdownsLocked()
-		h.mu.Unlock()
-		clk.Advance(time.Second)
-		if !casting(fb) {
-			t.Fatal("the screencast stopped under a client")
-		}
-	})
-	t.Run("off", func(t *testing.T) {
-		h, _, _ := newHub(t)
-		h.setPrecast(0, nil)
-		h.precast(context.Background())
-		h.mu.Lock()
-		started := h.castStop != nil
-		h.mu.Unlock()
-		if started {
-			t.Fatal("a screencast started with precasting off")
-		}
-	})
-}
-
-func TestCastBackoff(t *testing.T) {
-	for _, tc := range []struct {
-		fails int
-		want  time.Duration
-	}{
-		{1, 500 * time.Millisecond}, {2, time.Second}, {3, 2 * time.Second}, {4, 4 * time.Second},
-		{5, 8 * time.Second}, {6, 8 * time.Second}, {1000, 8 * time.Second},
-	} {
-		if got := castBackoff(tc.fails); got != tc.want {
-			t.Errorf("castBackoff(%d) = %v, want %v", tc.fails, got, tc.want)
-		}
-	}
-}
-
-// TestHubRestartsAFailedScreencast: a screencast that fails on a live page
-// (a command error, not a crash) is started again, and the viewer gets
-// frames again; it is not left without a screen until everyone leaves.
-func TestHubRestartsAFailedScreencast(t *testing.T) {
-	f := newHubFixture(t, RoleReader)
-	fb := f.rt.last()
-	owner, _ := f.dial(t, true)
-	frame := func(seq uint64) browser.Frame {
-		return browser.Frame{Data: []byte{0xff, 0xd8}, Width: 8, Height: 6, DeviceWidth: 8, DeviceHeight: 6, Seq: seq, Timestamp: time.Now()}
-	}
-	// nextFrame is the next frame's sequence number on owner.
-	nextFrame := func() uint64 {
-		t.Helper()
-		for {
-			_ = owner.SetReadDeadline(time.Now().Add(10 * time.Second))
-			typ, data, err := owner.ReadMessage()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if typ != websocket.BinaryMessage {
-				continue
-			}
-			h, _ := frameOf(t, data)
-			_ = owner.WriteJSON(map[string]any{"t": "ack", "seq": h.Seq})
-			return h.Seq
-		}
-	}
-	fb.frames <- frame(1)
-	if seq := nextFrame(); seq != 1 {
-		t.Fatalf("first frame %d", seq)
-	}
-	fb.castErr <- fmt.Errorf("Page.screencastFrameAck: %w", context.DeadlineExceeded)
-	// The next frame is taken by a new screencast (the channel is
-	// unbuffered: this send waits for one).
-	select {
-	case fb.frames <- frame(2):
-	case <-time.After(10 * time.Second):
-		t.Fatal("no screencast took a frame after the failed one")
-	}
-	if seq := nextFrame(); seq != 2 {
-		t.Fatalf("frame after the restart %d", seq)
-	}
-	// The failure was counted for the backoff, and the frame after it
-	// cleared the count.
-	in, _ := f.w.apps.instance(f.iid)
-	b, _ := in.browser(f.loc[strings.LastIndex(f.loc, "/")+1:])
-	if n := b.hub.castFails.Load(); n != 0 {
-		t.Fatalf("%d failures counted after a frame, want 0", n)
-	}
-	fb.castErr <- errors.New("Page.startScreencast: target busy")
-	testutil.Eventually(t, 10*time.Second, func() error {
-		if n := b.hub.castFails.Load(); n != 1 {
-			return fmt.Errorf("%d failures counted", n)
-		}
-		return nil
-	})
-}
-
-// TestHubRetriesAFailedResize: an engine sends its size once, when its
-// window changes; a resize the page did not take (busy past the input
-// timeout) is tried again until it takes, and a newer size wins over the
-// retry of an older one.
-func TestHubRetriesAFailedResize(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		fails int
-		sizes []string // sent by the owner, in order
-		want  string   // the page's size in the end
-	}{
-		{"taken at once", 0, []string{"800x600"}, "800x600"},
-		{"taken on the second try", 1, []string{"800x600"}, "800x600"},
-		{"taken on the third try", 2, []string{"800x600"}, "800x600"},
-		{"a newer size wins", 1, []string{"800x600", "640x480"}, "640x480"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newHubFixture(t, RoleReader)
-			fb := f.rt.last()
-			fb.mu.Lock()
-			fb.failResizes = tc.fails
-			fb.mu.Unlock()
-			owner, _ := f.dial(t, true)
-			for _, sz := range tc.sizes {
-				var w, h int
-				fmt.Sscanf(sz, "%dx%d", &w, &h)
-				_ = owner.WriteJSON(map[string]any{"t": "input", "type": "resize", "width": w, "height": h})
-			}
-			testutil.Eventually(t, 10*time.Second, func() error {
-				got := fb.resizes()
-				if len(got) == 0 || got[len(got)-1] != tc.want {
-					return fmt.Errorf("resizes taken %v, want the last %s", got, tc.want)
-				}
-				return nil
-			})
-			// No retry of an older size comes after the newest.
-			time.Sleep(2 * resizeRetry)
-			if got := fb.resizes(); got[len(got)-1] != tc.want {
-				t.Fatalf("resizes taken %v: the last is not %s", got, tc.want)
-			}
-		})
-	}
-}
-
-// TestLateClientOfMovedHub: a client that reaches a browser whose hub ended
-// because the instance moved (a proxy's stale route to the old copy) is
-// sent on with "moved", as its peers were, and not told the browser closed
-// for good (the engine would stop reconnecting).
-func TestLateClientOfMovedHub(t *testing.T) {
-	f := newHubFixture(t, RoleReader)
-	in, ok := f.w.apps.instance(f.iid)
-	if !ok {
-		t.Fatal("no instance")
-	}
-	bid := f.loc[strings.LastIndex(f.loc, "/b/")+len("/b/"):]
-	b, ok := in.browser(bid)
-	if !ok {
-		t.Fatalf("no browser %s", bid)
-	}
-	b.hub.moveAway("This app instance moved to another worker.")
-	h := http.Header{"Origin": {f.srv.URL}, "Cookie": {f.cookie.String()}}
-	conn, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(f.srv.URL, "http")+f.loc+"/ws", h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	m, err := nextText(t, conn)
-	if err != nil || m["t"] != "moved" {
-		t.Fatalf("a late client of a moved hub got %v %v, want moved", m, err)
 	}
 }

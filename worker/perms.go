@@ -168,7 +168,7 @@ func (a *AppManager) granted(ctx context.Context, in *instance, b *vbrowser, pri
 		targets = in.browserList()
 	}
 	for _, vb := range targets {
-		vb.hub.recheck()
+		vb.hub.Recheck()
 	}
 }
 

@@ -156,7 +156,7 @@ func TestSocketQuota(t *testing.T) {
 			// One leaves: a new one gets in (the server notices the close
 			// asynchronously, so wait for it).
 			open[0].Close()
-			testutil.Eventually(t, 10*time.Second, testutil.Cond("f.browser(t).hub.count() == tc.refuse-1", func() bool { return f.browser(t).hub.count() == tc.refuse-1 }))
+			testutil.Eventually(t, 10*time.Second, testutil.Cond("f.browser(t).hub.Count() == tc.refuse-1", func() bool { return f.browser(t).hub.Count() == tc.refuse-1 }))
 			f.dial(t, true)
 		})
 	}

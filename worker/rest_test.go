@@ -32,14 +32,13 @@ func (f *hubFixture) resting(t *testing.T) bool {
 func TestBrowserRests(t *testing.T) {
 	fa := &fakeAfter{}
 	f := newHubFixture(t, RoleReader, func(w *Worker) { w.clock = fa; w.cfg.RestAfter = restIn })
-	rc := &f.w.rest
 	check := func(step string, resting bool, gauge int64, rests, wakes uint64) {
 		t.Helper()
 		if got := f.resting(t); got != resting {
 			t.Fatalf("%s: resting = %v, want %v", step, got, resting)
 		}
-		if g, r, w := rc.resting.Load(), rc.rests.Load(), rc.wakes.Load(); g != gauge || r != rests || w != wakes {
-			t.Fatalf("%s: gauge %d, rests %d, wakes %d; want %d, %d, %d", step, g, r, w, gauge, rests, wakes)
+		if st := f.w.counters.Stats(); st.Resting != gauge || st.Rests != rests || st.Wakes != wakes {
+			t.Fatalf("%s: gauge %d, rests %d, wakes %d; want %d, %d, %d", step, st.Resting, st.Rests, st.Wakes, gauge, rests, wakes)
 		}
 	}
 	// Nobody ever connected: the countdown runs from the creation.

@@ -601,22 +601,9 @@ func (a *AppManager) ResumeInstance(ctx context.Context, iid string) error {
 	return nil
 }
 
-// Holding input for a migration. Between the migration's
-// snapshot and the moment the old copy lets its clients go ({"t":"moved"})
-// the restore on the new worker takes a second or more, and a user who
-// keeps typing would type into a page that is about to be dropped. So the
-// snapshot is taken with the browser's input held: the clients are told
-// ({"t":"hold"}) and keep what they type; input already on its way is sent
-// back to its client ({"t":"held","input":…}) to be sent again; and once
-// they reconnect to the new copy they send it all there, in order. A hold
-// that outlasts d (the move failed) ends with {"t":"resume"}: the clients
-// send what they kept here.
-
-// A hold's messages, encoded once: they go to every client of a browser.
-var (
-	holdJSON   = encode(holdMsg{})
-	resumeJSON = encode(resumeMsg{})
-)
+// Holding input for a migration (engine/hold.go says what the clients
+// are told and do): the hold is this browser's input gate, snapState.inMu,
+// which the hub's input passes (browserHost.Input).
 
 // holdInput holds vb's input for at most d. When it returns, no input is
 // being dispatched to the page and none will be until the hold ends.
@@ -628,7 +615,7 @@ func (w *Worker) holdInput(vb *vbrowser, d time.Duration) {
 	gen := s.holdGen
 	s.inMu.Unlock()
 	if vb.hub != nil {
-		vb.hub.broadcast(holdJSON)
+		vb.hub.AnnounceHold()
 	}
 	w.clock.AfterFunc(d, func() { w.resumeInput(vb, gen) })
 }
@@ -644,12 +631,9 @@ func (w *Worker) resumeInput(vb *vbrowser, gen uint64) {
 	s.held = false
 	s.inMu.Unlock()
 	if h := vb.hub; h != nil {
-		h.mu.Lock()
-		closed := h.closed
-		h.mu.Unlock()
-		if !closed { // not moved after all
+		if !h.Closed() { // not moved after all
 			w.log.Warn().Str("instance", vb.inst.info.ID).Str("browser", vb.id).Msg("input held for a migration that did not happen: taken here again")
-			h.broadcast(resumeJSON)
+			h.AnnounceResume()
 		}
 	}
 }
@@ -659,21 +643,4 @@ func (s *snapState) inputHeld() bool {
 	s.inMu.RLock()
 	defer s.inMu.RUnlock()
 	return s.held
-}
-
-// inputOrHold dispatches a client's input event, or, while the browser's
-// input is held, sends it back to the client (raw is the client's message).
-func (h *hub) inputOrHold(c *client, m inputMsg, raw []byte) {
-	if h.vb == nil {
-		h.input(c, m.InputEvent)
-		return
-	}
-	s := &h.vb.snap
-	s.inMu.RLock()
-	defer s.inMu.RUnlock()
-	if s.held {
-		c.enqueue(encode(heldMsg{Input: raw}))
-		return
-	}
-	h.input(c, m.InputEvent)
 }

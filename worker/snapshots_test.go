@@ -292,7 +292,12 @@ func TestSnapshotInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 10*time.Second, testutil.Cond("a snapshot", func() bool { _, ok := snaps.get(iid, vb.id); return ok }))
-	vb.hub.input(&client{owner: true}, browser.InputEvent{Type: browser.InputResize, Width: 640, Height: 480})
+	// An owner's resize, as the hub hands it to the browser and its host.
+	if err := vb.b.Input(ctx, browser.InputEvent{Type: browser.InputResize, Width: 640, Height: 480}); err != nil {
+		t.Fatal(err)
+	}
+	browserHost{vb}.Touched()
+	browserHost{vb}.Resized(640, 480)
 	testutil.Eventually(t, 10*time.Second, testutil.Cond("a 640x480 snapshot", func() bool { s, _ := snaps.get(iid, vb.id); return s.Width == 640 && s.Height == 480 }))
 	snaps.mu.Lock()
 	n := snaps.saves
@@ -388,36 +393,5 @@ func TestMigrationHoldsInput(t *testing.T) {
 			key("c")
 			testutil.Eventually(t, 10*time.Second, testutil.Cond("the key c taken after the hold", func() bool { return keysOf(fb) == "ac" }))
 		})
-	}
-}
-
-// TestRefreshResendsTheLastFrame: a client engine that asks for a frame
-// ({"t":"refresh"}: it got none for a while) gets the last one again.
-func TestRefreshResendsTheLastFrame(t *testing.T) {
-	f := newHubFixture(t, RoleReader)
-	fb := f.rt.last()
-	owner, _ := f.dial(t, true)
-	nextFrame := func() uint64 {
-		t.Helper()
-		for {
-			_ = owner.SetReadDeadline(time.Now().Add(10 * time.Second))
-			typ, data, err := owner.ReadMessage()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if typ == websocket.BinaryMessage {
-				h, _ := frameOf(t, data)
-				_ = owner.WriteJSON(map[string]any{"t": "ack", "seq": h.Seq})
-				return h.Seq
-			}
-		}
-	}
-	fb.frames <- browser.Frame{Data: []byte{0xff, 0xd8}, Width: 8, Height: 6, DeviceWidth: 8, DeviceHeight: 6, Seq: 7, Timestamp: time.Now()}
-	if seq := nextFrame(); seq != 7 {
-		t.Fatalf("first frame %d", seq)
-	}
-	_ = owner.WriteJSON(map[string]any{"t": "refresh"})
-	if seq := nextFrame(); seq != 7 {
-		t.Fatalf("frame after a refresh: %d, want the last one (7) again", seq)
 	}
 }

@@ -13,53 +13,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/engine"
 )
-
-func TestTicketRedeem(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	tk := newTickets()
-	issue := func() string {
-		return tk.issue(ticketClaims{Browser: "b1", User: "alice", Sessions: []string{"s1"}, Origin: "https://cb.example"}, now)
-	}
-	used := issue()
-	if _, err := tk.redeem(used, "b1", "https://cb.example", now); err != nil {
-		t.Fatal(err)
-	}
-	tampered := func() string {
-		s := issue()
-		payload, sig, _ := strings.Cut(s, ".")
-		return payload[:len(payload)-2] + "x" + payload[len(payload)-1:] + "." + sig
-	}
-	for _, tc := range []struct {
-		name            string
-		ticket          string
-		browser, origin string
-		at              time.Time
-		want            error
-	}{
-		{"valid", issue(), "b1", "https://cb.example", now.Add(ticketTTL), nil},
-		{"used before", used, "b1", "https://cb.example", now, errTicketUsed},
-		{"expired", issue(), "b1", "https://cb.example", now.Add(ticketTTL + time.Second), errTicketExpired},
-		{"another browser", issue(), "b2", "https://cb.example", now, errTicketBrowser},
-		{"another origin", issue(), "b1", "https://evil.example", now, errTicketOrigin},
-		{"no origin", issue(), "b1", "", now, errTicketOrigin},
-		{"tampered", tampered(), "b1", "https://cb.example", now, errTicketMAC},
-		{"another worker's", newTickets().issue(ticketClaims{Browser: "b1", Origin: "https://cb.example"}, now), "b1", "https://cb.example", now, errTicketMAC},
-		{"no signature", "abc", "b1", "https://cb.example", now, errTicketMalformed},
-		{"bad base64", "a.%%%", "b1", "https://cb.example", now, errTicketMalformed},
-		{"empty", "", "b1", "https://cb.example", now, errTicketMalformed},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, err := tk.redeem(tc.ticket, tc.browser, tc.origin, tc.at)
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("redeem: %v, want %v", err, tc.want)
-			}
-			if err == nil && (c.User != "alice" || len(c.Sessions) != 1 || c.Sessions[0] != "s1") {
-				t.Fatalf("claims %+v", c)
-			}
-		})
-	}
-}
 
 func TestSocketOrigin(t *testing.T) {
 	for _, tc := range []struct{ in, want, err string }{
@@ -89,7 +44,7 @@ func TestSocketOrigin(t *testing.T) {
 // for a new ticket on its socket's path.
 func TestTicketedSocket(t *testing.T) {
 	f := newHubFixture(t, RoleReader, func(w *Worker) {
-		w.cfg.SocketURL, w.tickets = "https://sockets.example:8443", newTickets()
+		w.cfg.SocketURL, w.tickets = "https://sockets.example:8443", engine.NewTickets()
 	})
 	get := func(path string, cookie bool) (int, []byte) {
 		req, _ := http.NewRequest("GET", f.srv.URL+path, nil)
@@ -115,7 +70,7 @@ func TestTicketedSocket(t *testing.T) {
 	wsURL := "ws" + strings.TrimPrefix(f.srv.URL, "http") + f.loc + "/ws"
 	dial := func(ticket, origin string) (*websocket.Conn, int) {
 		h := http.Header{"Origin": {origin}}
-		d := websocket.Dialer{Subprotocols: []string{socketProtocol, ticketPrefix + ticket}}
+		d := websocket.Dialer{Subprotocols: []string{engine.SocketProtocol, engine.TicketPrefix + ticket}}
 		conn, resp, err := d.Dial(wsURL, h)
 		if err != nil {
 			if resp == nil {
@@ -135,8 +90,8 @@ func TestTicketedSocket(t *testing.T) {
 	if conn == nil {
 		t.Fatalf("ticketed handshake: %d", code)
 	}
-	if conn.Subprotocol() != socketProtocol {
-		t.Fatalf("subprotocol %q, want %q", conn.Subprotocol(), socketProtocol)
+	if conn.Subprotocol() != engine.SocketProtocol {
+		t.Fatalf("subprotocol %q, want %q", conn.Subprotocol(), engine.SocketProtocol)
 	}
 	var hello map[string]any
 	if err := conn.ReadJSON(&hello); err != nil || hello["t"] != "hello" || hello["readOnly"] == true {
@@ -174,32 +129,13 @@ func TestTicketedSocket(t *testing.T) {
 	now := time.Now()
 	origin := f.srv.URL
 	browserID := f.loc[strings.LastIndex(f.loc, "/")+1:]
-	ended := f.w.tickets.issue(ticketClaims{Browser: browserID, User: "bob", Sessions: []string{"sid-ended"}, Origin: origin}, now)
+	ended := f.w.tickets.Issue(engine.TicketClaims{Browser: browserID, User: "bob", Sessions: []string{"sid-ended"}, Origin: origin}, now)
 	f.w.users.end(wire.SessionRevocation{ID: "sid-ended", User: "bob", Expires: now.Add(time.Hour).Unix()})
-	revoked := f.w.tickets.issue(ticketClaims{Browser: browserID, User: "carol", Sessions: []string{"sid-c"}, Issued: now.Unix() - 10, Origin: origin}, now)
+	revoked := f.w.tickets.Issue(engine.TicketClaims{Browser: browserID, User: "carol", Sessions: []string{"sid-c"}, Issued: now.Unix() - 10, Origin: origin}, now)
 	f.w.users.revoke("carol", now.Unix())
 	for name, tk := range map[string]string{"ended session": ended, "revoked user": revoked} {
-		if _, err := f.w.redeemTicket(tk, browserID, origin); !errors.Is(err, errTicketSession) {
-			t.Errorf("%s: %v, want %v", name, err, errTicketSession)
+		if _, err := f.w.redeemTicket(tk, browserID, origin); !errors.Is(err, engine.ErrTicketSession) {
+			t.Errorf("%s: %v, want %v", name, err, engine.ErrTicketSession)
 		}
-	}
-}
-
-// TestTicketNoncesExpire: used nonces are kept only until their tickets
-// expire, looked over once their number doubles.
-func TestTicketNoncesExpire(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	tk := newTickets()
-	for range minPrune {
-		if _, err := tk.redeem(tk.issue(ticketClaims{Browser: "b", Origin: "o"}, now), "b", "o", now); err != nil {
-			t.Fatal(err)
-		}
-	}
-	later := now.Add(ticketTTL + 2*time.Second)
-	if _, err := tk.redeem(tk.issue(ticketClaims{Browser: "b", Origin: "o"}, later), "b", "o", later); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(tk.used); n != 1 {
-		t.Fatalf("%d nonces kept, want the one still valid", n)
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/engine"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/grade"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
@@ -90,7 +91,7 @@ type Config struct {
 	// navigation); 0 = DefaultSnapshotInterval.
 	SnapshotInterval time.Duration
 	// RestAfter is how long a browser goes without a client before its
-	// page rests (hidden, scripts running; rest.go); 0 = never.
+	// page rests (hidden, scripts running; engine/rest.go); 0 = never.
 	RestAfter time.Duration
 	// Grade sizes screencast frames to the worker's CPU: smaller while
 	// input→frame latency is high, sharp again when a page rests
@@ -106,7 +107,7 @@ type Config struct {
 	// a cluster proxy on this worker's host, which hands each socket to
 	// the worker, so a worker on another host than the proxy that served
 	// the page is reached without a relay. Tickets carry the user there
-	// (ticket.go).
+	// (engine/ticket.go).
 	SocketURL string
 	Logger    zerolog.Logger
 	Version   string
@@ -123,7 +124,7 @@ type Worker struct {
 	runtime     browser.Runtime
 	pools       *pool.Manager
 	users       *users
-	tickets     *tickets // socket tickets, when Config.SocketURL is set
+	tickets     *engine.Tickets // socket tickets, when Config.SocketURL is set
 	jobs        *jobs.Executor
 
 	ctx    context.Context
@@ -151,8 +152,8 @@ type Worker struct {
 	memberMu sync.Mutex
 	member   *membership.Member
 
-	frames       frameCounters
-	rest         restCounters
+	// counters are the hubs' totals (frames, input, resting browsers).
+	counters     engine.Counters
 	grade        *grade.Governor
 	reg          *prometheus.Registry
 	leaseSeconds *prometheus.HistogramVec
@@ -239,7 +240,7 @@ func New(cfg Config) (*Worker, error) {
 	w.log = cfg.Logger.With().Str("worker", w.id).Logger()
 	w.users = newUsers(cfg.Secret)
 	if cfg.SocketURL != "" {
-		w.tickets = newTickets()
+		w.tickets = engine.NewTickets()
 	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.apps = newAppManager(w)

@@ -1,4 +1,4 @@
-package worker
+package engine
 
 import (
 	"encoding/json"
@@ -110,9 +110,9 @@ func TestPacerSilentClientStaysPaced(t *testing.T) {
 // TestFramePacing: through a real socket, a client that acknowledges frames
 // gets two ahead of its acknowledgements, then, on its next ack, the newest.
 func TestFramePacing(t *testing.T) {
-	f := newHubFixture(t, RoleReader)
-	fb := f.rt.last()
-	conn, _ := f.dial(t, true)
+	f := newHubFixture(t)
+	fb := f.fb
+	conn, _ := f.dial(t, AccessOwner)
 	feed := func(from, to int) {
 		for i := from; i <= to; i++ {
 			fb.frames <- browser.Frame{Data: []byte{0xff, 0xd8}, Width: 10, Height: 10, Seq: uint64(i), Timestamp: time.Now()}
@@ -156,10 +156,10 @@ func TestFramePacing(t *testing.T) {
 	if _, pong := next(); !pong {
 		t.Fatal("a frame came unasked")
 	}
-	sentBefore := f.w.frames.sent.Load()
+	sentBefore := f.h.frames.sent.Load()
 	sent := func(n uint64) func() error {
 		return func() error {
-			if got := f.w.frames.sent.Load() - sentBefore; got != n {
+			if got := f.h.frames.sent.Load() - sentBefore; got != n {
 				return fmt.Errorf("%d frames sent, want %d", got, n)
 			}
 			return nil
@@ -169,14 +169,14 @@ func TestFramePacing(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, sent(1))
 	feed(3, 3)
 	testutil.Eventually(t, 5*time.Second, sent(2))
-	droppedBefore := f.w.frames.dropped.Load()
+	droppedBefore := f.h.frames.dropped.Load()
 	feed(4, 10) // two in flight: these wait in the slot, the newest wins
 	testutil.Eventually(t, 5*time.Second, func() error {
-		if f.w.frames.held.Load() == 0 {
+		if f.h.frames.held.Load() == 0 {
 			return errors.New("no frame held yet")
 		}
 		// 5..10 each replaced the one before in the slot: 10 waits there.
-		if d := f.w.frames.dropped.Load() - droppedBefore; d != 6 {
+		if d := f.h.frames.dropped.Load() - droppedBefore; d != 6 {
 			return fmt.Errorf("%d frames replaced in the slot, want 6", d)
 		}
 		return sent(maxInFlight)()

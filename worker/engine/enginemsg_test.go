@@ -1,4 +1,4 @@
-package worker
+package engine
 
 import (
 	"encoding/json"
@@ -191,18 +191,18 @@ func TestEngineSpeaksTheProtocol(t *testing.T) {
 	}{
 		{name: "engine.js as served"},
 		{name: "a case removed", from: `case "resume":`, to: ``,
-			want: []string{`the worker sends "resume" (worker.resumeMsg), but engine.js's onMessage has no case for it`}},
+			want: []string{`the worker sends "resume" (engine.resumeMsg), but engine.js's onMessage has no case for it`}},
 		{name: "a case the worker never sends", from: `case "pong":`, to: `case "pong": case "bogus":`,
 			want: []string{`engine.js's onMessage has a case for "bogus", which the worker never sends`}},
 		{name: "a kind misspelt", from: `ev.t = "input";`, to: `ev.t = "inptu";`,
 			want: []string{
 				`engine.js sends "inptu", which the worker does not take (no clientHandlers entry)`,
-				`the worker takes "input" (worker.inputMsg), but engine.js never sends it`,
+				`the worker takes "input" (engine.inputMsg), but engine.js never sends it`,
 			}},
 		{name: "a send removed", from: `send({t: "ack", seq: n})`, to: `n`,
-			want: []string{`the worker takes "ack" (worker.ackMsg), but engine.js never sends it`}},
+			want: []string{`the worker takes "ack" (engine.ackMsg), but engine.js never sends it`}},
 		{name: "a kind in a comment only", from: `function ack(n) { send({t: "ack", seq: n}); }`, to: `function ack(n) { /* send({t: "ack", seq: n}) */ }`,
-			want: []string{`the worker takes "ack" (worker.ackMsg), but engine.js never sends it`}},
+			want: []string{`the worker takes "ack" (engine.ackMsg), but engine.js never sends it`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -346,7 +346,7 @@ func jsBlock(js string) (string, error) {
 // naming each of its fields and no others (an embedded struct by its type,
 // its fields as the row likes).
 func TestDocsListProtocol(t *testing.T) {
-	doc, err := os.ReadFile("../docs/client-engine.md")
+	doc, err := os.ReadFile("../../docs/client-engine.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package worker
+package engine
 
 import (
 	"context"
@@ -39,47 +39,25 @@ const (
 	// resizeTries times in all.
 	resizeRetry = 500 * time.Millisecond
 	resizeTries = 4
-	// precastWindow is how long a screencast started for a client about
-	// to connect waits for it (a page load over a slow link included).
-	precastWindow = 5 * time.Second
 )
 
-// FrameStats count screencast frames.
-type FrameStats struct {
-	Produced uint64 // frames painted while someone watched
-	Sent     uint64 // frame messages written to clients
-	Dropped  uint64 // frames replaced by a newer one before a slow client got them
-	// Held counts the times a frame waited for its client to acknowledge
-	// earlier ones (pacing); Acks the acknowledgements clients sent.
-	Held, Acks uint64
-}
-
-// frameCounters are a worker's frame and input totals, shared by its hubs.
-type frameCounters struct {
-	produced, sent, dropped, held, acks atomic.Uint64
-	inputs, ignored                     atomic.Uint64
-	linkGraded                          atomic.Int64 // browsers whose frames are small for their viewers' links
-}
-
-func (f *frameCounters) snapshot() FrameStats {
-	return FrameStats{Produced: f.produced.Load(), Sent: f.sent.Load(), Dropped: f.dropped.Load(), Held: f.held.Load(), Acks: f.acks.Load()}
-}
-
-// hub is the set of client engines connected to one virtual browser. It
+// Hub is the set of client engines connected to one virtual browser. It
 // runs the browser's screencast while at least one client is connected and
 // fans frames out: each client has a one-frame slot, and a newer frame
 // replaces an unsent one (latest frame wins), so a slow client never slows
 // the browser or the other clients.
-type hub struct {
-	vb  *vbrowser
-	log zerolog.Logger
+type Hub struct {
+	cfg  Config
+	b    browser.Browser
+	host Host
+	log  zerolog.Logger
 
 	mu      sync.Mutex
 	clients map[*client]struct{}
 	closed  bool
 	reason  string
 	reload  string
-	// moved: the hub ended because the instance moved (moveAway); a client
+	// moved: the hub ended because the instance moved (MoveAway); a client
 	// that joins after that is sent on too, not told the browser closed.
 	moved    bool
 	castStop context.CancelFunc // running screencast
@@ -91,7 +69,7 @@ type hub struct {
 	// is not repainting gets it at once.
 	last *frameMsg
 
-	// Idle release (issue 12): with no client for idle.d, the hub closes
+	// Idle release: with no client for idle.d, the hub closes
 	// itself (under mu, so a client joining at that moment is either
 	// served, which cancels the release, or told the browser was
 	// released) and calls onIdle.
@@ -123,11 +101,11 @@ type hub struct {
 	// (browser.ScreencastOptions.Refresh); 1-buffered.
 	refreshes chan struct{}
 
-	// onPage is told of the browser's page changes (snapshots; nil = none).
+	// onPage is told of the browser's page changes (nil = none).
 	onPage func(browser.Page)
 
-	frames *frameCounters // the worker's totals
-	// admit applies the socket quotas (Worker.admitSocket; nil = none).
+	frames *Counters // the worker's totals
+	// admit applies the socket quotas (nil = none).
 	admit func(addr string, open int) (release func(), reason string)
 }
 
@@ -143,10 +121,10 @@ type client struct {
 	// sessions are the ids of the login and dashboard sessions the socket
 	// was opened with: ending one closes it.
 	sessions []string
-	// role is the user's current role on the browser; readOnly follows it,
-	// as the owner may change it while the client is connected
-	// (hub.recheck).
-	role     func() Role
+	// access is the user's current access to the browser; readOnly
+	// follows it, as the owner may change it while the client is
+	// connected (Hub.Recheck).
+	access   func() Access
 	readOnly atomic.Bool
 	owner    bool
 	// unquota gives back the client's place in the socket quotas.
@@ -154,18 +132,26 @@ type client struct {
 	log     zerolog.Logger
 }
 
-func newHub(vb *vbrowser, frames *frameCounters, log zerolog.Logger) *hub {
-	h := &hub{vb: vb, frames: frames, clients: map[*client]struct{}{}, rest: hubRest{callMu: make(chan struct{}, 1)},
+// NewHub makes the hub of cfg.Browser; Watch starts following it.
+func NewHub(cfg Config) *Hub {
+	h := &Hub{cfg: cfg, b: cfg.Browser, host: cfg.Host, grade: cfg.Grade, admit: cfg.Admit, onPage: cfg.OnPage, frames: cfg.Counters,
+		clients: map[*client]struct{}{}, rest: hubRest{callMu: make(chan struct{}, 1)},
 		refreshes: make(chan struct{}, 1),
-		log:       log.With().Str("browser", vb.id).Str("instance", vb.inst.info.ID).Logger()}
-	h.page = vb.b.Page()
+		log:       cfg.Log.With().Str("browser", cfg.ID).Str("instance", cfg.Instance).Logger()}
+	if h.host == nil {
+		h.host = noHost{}
+	}
+	if h.frames == nil {
+		h.frames = &Counters{}
+	}
+	h.page = h.b.Page()
 	return h
 }
 
-// watch follows the browser's page changes and its end. It is started once
-// the hub is attached to its browser.
-func (h *hub) watch(onEnd func(err error)) {
-	stop := h.vb.b.OnPageChange(func(p browser.Page) {
+// Watch follows the browser's page changes and its end (onEnd gets the
+// browser's error). It is started once the hub is attached to its browser.
+func (h *Hub) Watch(onEnd func(err error)) {
+	stop := h.b.OnPageChange(func(p browser.Page) {
 		h.mu.Lock()
 		h.page = p
 		h.mu.Unlock()
@@ -176,18 +162,19 @@ func (h *hub) watch(onEnd func(err error)) {
 	})
 	go func() {
 		select {
-		case <-h.vb.b.Done():
+		case <-h.b.Done():
 			stop()
-			onEnd(h.vb.b.Err())
-		case <-h.vb.released: // back to its pool: the browser lives on
+			onEnd(h.b.Err())
+		case <-h.cfg.Released: // back to its pool: the browser lives on
 			stop()
 		}
 	}()
 }
 
-// startIdle turns idle release on (idle > 0) and starts the countdown:
-// a browser nobody ever connected to is released too.
-func (h *hub) startIdle(idle time.Duration, clk clock.Clock, reason, reload string, onIdle func()) {
+// StartIdle turns idle release on (idle > 0) and starts the countdown:
+// a browser nobody ever connected to is released too. The hub then closes
+// itself, telling late clients reason and reload, and calls onIdle.
+func (h *Hub) StartIdle(idle time.Duration, clk clock.Clock, reason, reload string, onIdle func()) {
 	if idle <= 0 {
 		return
 	}
@@ -202,7 +189,7 @@ func (h *hub) startIdle(idle time.Duration, clk clock.Clock, reason, reload stri
 
 // armCountdownsLocked starts the idle and rest countdowns: the last client
 // left, or none has come yet.
-func (h *hub) armCountdownsLocked() {
+func (h *Hub) armCountdownsLocked() {
 	if h.closed {
 		return
 	}
@@ -211,30 +198,30 @@ func (h *hub) armCountdownsLocked() {
 }
 
 // disarmCountdownsLocked stops them: a client joined, or the hub closed.
-func (h *hub) disarmCountdownsLocked() {
+func (h *Hub) disarmCountdownsLocked() {
 	h.idle.disarm()
 	h.rest.cd.disarm()
 	h.pre.disarm()
 }
 
-// Precast (issue 16, first frame). The screencast's first frame takes a
+// Precast. The screencast's first frame takes a
 // while after it starts (40 ms on a quiet machine, 150 on a busy one); a
 // screencast started when the client engine's page is served has its
 // frame ready when the engine's socket opens, a page load later. If no
 // client comes within the window, the screencast stops again.
 
-// setPrecast turns precasting on with the given window (0 = off).
-func (h *hub) setPrecast(window time.Duration, clk clock.Clock) {
+// SetPrecast turns precasting on with the given window (0 = off).
+func (h *Hub) SetPrecast(window time.Duration, clk clock.Clock) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.pre.set(window, clk)
 }
 
-// precast wakes a resting page and starts the screencast for a client
+// Precast wakes a resting page and starts the screencast for a client
 // about to connect. It blocks for the wake (bounded by ctx): callers run
 // it beside the page they serve.
-func (h *hub) precast(ctx context.Context) {
-	h.wake(ctx)
+func (h *Hub) Precast(ctx context.Context) {
+	h.Wake(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.pre.on() || h.closed || len(h.clients) > 0 {
@@ -245,7 +232,7 @@ func (h *hub) precast(ctx context.Context) {
 }
 
 // precastEnded stops a precast screencast nobody came to watch.
-func (h *hub) precastEnded(gen uint64) {
+func (h *Hub) precastEnded(gen uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.pre.current(gen) || len(h.clients) > 0 {
@@ -256,7 +243,7 @@ func (h *hub) precastEnded(gen uint64) {
 
 // idleFired releases the browser if nobody joined since the countdown
 // started.
-func (h *hub) idleFired(gen uint64) {
+func (h *Hub) idleFired(gen uint64) {
 	h.mu.Lock()
 	if !h.idle.current(gen) || h.closed || len(h.clients) > 0 {
 		h.mu.Unlock()
@@ -274,12 +261,14 @@ func (h *hub) idleFired(gen uint64) {
 	onIdle()
 }
 
-func (h *hub) count() int {
+// Count is the number of clients connected.
+func (h *Hub) Count() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.clients)
 }
 
+// upgrader upgrades a socket opened at the engine page's own origin.
 var upgrader = websocket.Upgrader{
 	ReadBufferSize:  4096,
 	WriteBufferSize: 64 << 10,
@@ -292,26 +281,44 @@ var upgrader = websocket.Upgrader{
 // requires of a handshake that offered some.
 var ticketUpgrader = func() websocket.Upgrader {
 	u := upgrader
-	u.Subprotocols = []string{socketProtocol}
+	u.Subprotocols = []string{SocketProtocol}
 	u.CheckOrigin = func(*http.Request) bool { return true }
 	return u
 }()
 
+// Upgrader is the upgrader of a client engine's socket: ticketed, one
+// whose ticket the caller checked (its Origin included).
+func Upgrader(ticketed bool) *websocket.Upgrader {
+	if ticketed {
+		return &ticketUpgrader
+	}
+	return &upgrader
+}
+
+// ServeClosed upgrades r with up and tells the client engine its browser
+// is gone for good, with reload, the address that gives a new one ("" =
+// none): an engine cannot read an upgrade's status, and one told so does
+// not reconnect.
+func ServeClosed(w http.ResponseWriter, r *http.Request, up *websocket.Upgrader, reason, reload string) {
+	if conn, err := up.Upgrade(w, r, nil); err == nil {
+		writeClosed(conn, reason, reload)
+	}
+}
+
 // revokedReason is what a client whose access was withdrawn is told.
 const revokedReason = "The owner no longer shares this browser with you."
 
-// serve upgrades r and runs the client of user, from address addr, until it
-// disconnects. role gives the user's current role on the browser (the
-// caller checked it is not RoleNone).
-// linkKbps is the client's estimate of its link (linkHint; 0 = none).
-func (h *hub) serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrader, workerID, user, addr string, sessions []string, role func() Role, linkKbps int) {
+// Serve upgrades r with up and runs the client cl until it disconnects.
+// The caller checked cl's access is not AccessNone.
+func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrader, cl Client) {
+	user, addr, linkKbps := cl.User, cl.Addr, cl.LinkKbps
 	conn, err := up.Upgrade(w, r, nil)
 	if err != nil {
 		return // Upgrade already answered with an error status
 	}
 	conn.SetReadLimit(maxClientMessage)
 	c := &client{conn: conn, send: make(chan []byte, sendQueue), frameSig: make(chan struct{}, 1),
-		done: make(chan struct{}), user: user, sessions: sessions, role: role,
+		done: make(chan struct{}), user: user, sessions: cl.Sessions, access: cl.Access,
 		log: h.log.With().Str("request_id", r.Header.Get("X-Request-Id")).Str("user", user).Logger()}
 	c.readOnly.Store(true)
 	h.mu.Lock()
@@ -342,20 +349,20 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrad
 	h.clients[c] = struct{}{}
 	h.disarmCountdownsLocked()
 	h.mu.Unlock()
-	// The role is read once the client is in the set: a grant changed
+	// The access is read once the client is in the set: a grant changed
 	// before this is seen here, one changed after it reaches the client
-	// through recheck. Readers watch; reader-writers and the owner drive;
+	// through Recheck. Readers watch; reader-writers and the owner drive;
 	// only the owner's window sets the viewport.
-	cur := role()
-	if cur == RoleNone {
+	cur := cl.Access()
+	if cur == AccessNone {
 		h.leave(c)
 		writeClosed(conn, revokedReason, "")
 		return
 	}
-	readOnly := cur < RoleReaderWriter
-	c.owner = cur == RoleOwner
+	readOnly := cur < AccessWrite
+	c.owner = cur == AccessOwner
 	c.readOnly.Store(readOnly)
-	h.wake(r.Context()) // a resting page paints nothing
+	h.Wake(r.Context()) // a resting page paints nothing
 	h.mu.Lock()
 	page := h.page
 	// A last frame too large for the client's link is not sent: a fresh
@@ -377,9 +384,9 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrad
 	h.log.Debug().Str("request_id", r.Header.Get("X-Request-Id")).Bool("read_only", readOnly).
 		Bool("last_frame", hadLast && !stale).Msg("client connected")
 
-	c.enqueue(encode(helloMsg{Browser: h.vb.id, Instance: h.vb.inst.info.ID, App: h.vb.inst.app.MountPoint,
-		Worker: workerID, Page: &page, ReadOnly: readOnly}))
-	if h.vb.snap.inputHeld() {
+	c.enqueue(encode(helloMsg{Browser: h.cfg.ID, Instance: h.cfg.Instance, App: h.cfg.App,
+		Worker: h.cfg.Worker, Page: &page, ReadOnly: readOnly}))
+	if h.host.InputHeld() {
 		c.enqueue(holdJSON) // a migration is under way: keep the input for the new copy
 	}
 
@@ -394,7 +401,7 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrad
 }
 
 // leave takes a client out of the set; the last one stops the screencast.
-func (h *hub) leave(c *client) {
+func (h *Hub) leave(c *client) {
 	if c.unquota != nil {
 		c.unquota()
 	}
@@ -409,7 +416,7 @@ func (h *hub) leave(c *client) {
 }
 
 // startCastLocked starts the screencast if it is not running.
-func (h *hub) startCastLocked() {
+func (h *Hub) startCastLocked() {
 	if h.castStop != nil || h.closed {
 		return
 	}
@@ -426,7 +433,7 @@ func (h *hub) startCastLocked() {
 		if h.grade != nil {
 			opts.Sharpen = h.grade.Sharpen()
 		}
-		err := h.vb.b.Screencast(ctx, opts, h.fanOut)
+		err := h.b.Screencast(ctx, opts, h.fanOut)
 		if err == nil || ctx.Err() != nil || errors.Is(err, browser.ErrClosed) || errors.Is(err, browser.ErrCrashed) {
 			return // stopped, or the browser is gone (its watcher ends the hub)
 		}
@@ -465,7 +472,7 @@ func castBackoff(fails int) time.Duration {
 // ({"t":"refresh"}, after connecting or while its input goes unanswered):
 // the last frame again, or, with none yet, a screencast that starts and so
 // paints one.
-func (h *hub) refreshFrame(c *client) {
+func (h *Hub) refreshFrame(c *client) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -480,14 +487,14 @@ func (h *hub) refreshFrame(c *client) {
 }
 
 // refresh has the screencast ask for its grade now, not at the next frame.
-func (h *hub) refresh() {
+func (h *Hub) refresh() {
 	select {
 	case h.refreshes <- struct{}{}:
 	default:
 	}
 }
 
-func (h *hub) stopCastLocked() {
+func (h *Hub) stopCastLocked() {
 	if h.castStop != nil {
 		h.castStop()
 		h.castStop = nil
@@ -495,7 +502,7 @@ func (h *hub) stopCastLocked() {
 }
 
 // fanOut is the screencast sink: encode once, offer to every client.
-func (h *hub) fanOut(f browser.Frame) {
+func (h *Hub) fanOut(f browser.Frame) {
 	h.frames.produced.Add(1)
 	h.castFails.Store(0)
 	if at := h.inputAt.Swap(0); at != 0 && h.grade != nil {
@@ -505,9 +512,7 @@ func (h *hub) fanOut(f browser.Frame) {
 			h.grade.Observe(d)
 		}
 	}
-	if h.vb != nil {
-		h.vb.snap.dirty.Store(true) // the page changed: snapshotted within the interval
-	}
+	h.host.Touched() // the page changed: snapshotted within the interval
 	msg := &frameMsg{seq: f.Seq, b: encodeFrame(f)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -586,7 +591,7 @@ func (c *client) enqueue(b []byte) {
 	}
 }
 
-func (h *hub) broadcast(b []byte) {
+func (h *Hub) broadcast(b []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for c := range h.clients {
@@ -594,7 +599,7 @@ func (h *hub) broadcast(b []byte) {
 	}
 }
 
-func (h *hub) readLoop(c *client) {
+func (h *Hub) readLoop(c *client) {
 	c.conn.SetReadDeadline(time.Now().Add(pongWait))
 	c.conn.SetPongHandler(func(string) error { return c.conn.SetReadDeadline(time.Now().Add(pongWait)) })
 	for {
@@ -622,11 +627,11 @@ func (h *hub) readLoop(c *client) {
 // clientHandlers take the client messages, by kind: the kinds the worker
 // understands are this table's keys (the contract test compares them with
 // what engine.js sends). raw is the message as it came.
-var clientHandlers = map[msgKind]func(h *hub, c *client, m *clientEnvelope, raw []byte){
-	kindPing: func(h *hub, c *client, m *clientEnvelope, _ []byte) {
+var clientHandlers = map[msgKind]func(h *Hub, c *client, m *clientEnvelope, raw []byte){
+	kindPing: func(h *Hub, c *client, m *clientEnvelope, _ []byte) {
 		c.enqueue(encode(pongMsg(m.ping())))
 	},
-	kindAck: func(h *hub, c *client, m *clientEnvelope, _ []byte) {
+	kindAck: func(h *Hub, c *client, m *clientEnvelope, _ []byte) {
 		a := m.ack()
 		h.frames.acks.Add(1)
 		c.pace.acked(uint64(a.Seq))
@@ -636,22 +641,22 @@ var clientHandlers = map[msgKind]func(h *hub, c *client, m *clientEnvelope, raw 
 		}
 		c.signalFrame() // a held frame may go now
 	},
-	kindInput: func(h *hub, c *client, m *clientEnvelope, raw []byte) {
-		h.inputOrHold(c, m.input(), raw) // snapshots.go: a migration may hold it
+	kindInput: func(h *Hub, c *client, m *clientEnvelope, raw []byte) {
+		h.inputOrHold(c, m.input(), raw) // a migration may hold it
 	},
-	kindRefresh: func(h *hub, c *client, _ *clientEnvelope, _ []byte) {
+	kindRefresh: func(h *Hub, c *client, _ *clientEnvelope, _ []byte) {
 		h.refreshFrame(c)
 	},
 }
 
 // input dispatches one event in the order the client sent it. Read-only
 // viewers are ignored; only the owner's window size drives the viewport.
-func (h *hub) input(c *client, ev browser.InputEvent) {
+func (h *Hub) input(c *client, ev browser.InputEvent) {
 	if c.readOnly.Load() || (ev.Type == browser.InputResize && !c.owner) {
 		h.frames.ignored.Add(1)
 		return
 	}
-	if ev.Type == browser.InputNavigate && (!clientNavigate(h.vb.inst.app) || !webURL(ev.URL)) {
+	if ev.Type == browser.InputNavigate && !h.host.MayNavigate(ev.URL) {
 		// Only the app's pages decide where its browsers go, unless the
 		// app lets users type addresses.
 		h.frames.ignored.Add(1)
@@ -682,14 +687,13 @@ func (h *hub) input(c *client, ev browser.InputEvent) {
 // send hands ev to the browser within inputTimeout. The page may have
 // changed (snapshotted within the interval), and a size it took is the one
 // a snapshot keeps.
-func (h *hub) send(ev browser.InputEvent) error {
+func (h *Hub) send(ev browser.InputEvent) error {
 	ctx, cancel := context.WithTimeout(context.Background(), inputTimeout)
 	defer cancel()
-	err := h.vb.b.Input(ctx, ev)
-	h.vb.snap.dirty.Store(true)
+	err := h.b.Input(ctx, ev)
+	h.host.Touched()
 	if err == nil && ev.Type == browser.InputResize {
-		h.vb.snap.width.Store(int32(ev.Width))
-		h.vb.snap.height.Store(int32(ev.Height))
+		h.host.Resized(ev.Width, ev.Height)
 	}
 	return err
 }
@@ -699,7 +703,7 @@ func (h *hub) send(ev browser.InputEvent) error {
 // sends its size only when its window changes, so a lost one would leave
 // the page at the wrong size until then. A newer resize, the client's end
 // or the hub's stops it; after resizeTries it is given up, loudly.
-func (h *hub) resizeLater(c *client, ev browser.InputEvent, gen uint64, try int, err error) {
+func (h *Hub) resizeLater(c *client, ev browser.InputEvent, gen uint64, try int, err error) {
 	log := h.log.Warn().Err(err).Int("width", ev.Width).Int("height", ev.Height).Int("try", try+1)
 	if try+1 >= resizeTries {
 		log.Msg("resize failed; giving up")
@@ -748,7 +752,7 @@ func paints(t browser.InputType) bool {
 	return false
 }
 
-func (h *hub) writeLoop(c *client) {
+func (h *Hub) writeLoop(c *client) {
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
 	write := func(typ int, b []byte) bool {
@@ -813,19 +817,20 @@ func (h *hub) writeLoop(c *client) {
 	}
 }
 
-// recheck applies changed grants to connected clients. A client whose role
-// is gone is told and disconnected; one whose role changed between reader
-// and reader-writer is told and from then on drives or only watches. Roles
-// are read under the instance's and browser's locks, so not under h.mu.
-func (h *hub) recheck() {
+// Recheck applies changed grants to connected clients. A client whose
+// access is gone is told and disconnected; one whose access changed
+// between reading and writing is told and from then on drives or only
+// watches. Access is read under the instance's and browser's locks, so not
+// under h.mu.
+func (h *Hub) Recheck() {
 	for _, c := range h.clientsOf("") {
-		role := c.role()
-		if role == RoleNone {
+		access := c.access()
+		if access == AccessNone {
 			h.log.Info().Str("user", c.user).Msg("access revoked: client disconnected")
 			c.end(encode(closedMsg{Reason: revokedReason}))
 			continue
 		}
-		ro := role < RoleReaderWriter
+		ro := access < AccessWrite
 		if c.readOnly.Swap(ro) != ro {
 			c.enqueue(encode(roleMsg{ReadOnly: ro}))
 		}
@@ -833,7 +838,7 @@ func (h *hub) recheck() {
 }
 
 // clientsOf is a snapshot of user's clients ("": every client).
-func (h *hub) clientsOf(user string) []*client {
+func (h *Hub) clientsOf(user string) []*client {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cs := make([]*client, 0, len(h.clients))
@@ -845,9 +850,9 @@ func (h *hub) clientsOf(user string) []*client {
 	return cs
 }
 
-// disconnect tells user's clients why they are disconnected and closes
+// Disconnect tells user's clients why they are disconnected and closes
 // them; it returns how many there were.
-func (h *hub) disconnect(user, reason, reload string) int {
+func (h *Hub) Disconnect(user, reason, reload string) int {
 	cs := h.clientsOf(user)
 	msg := encode(closedMsg{Reason: reason, Reload: reload})
 	for _, c := range cs {
@@ -856,9 +861,9 @@ func (h *hub) disconnect(user, reason, reload string) int {
 	return len(cs)
 }
 
-// disconnectSession closes the clients opened with session id sid, telling
+// DisconnectSession closes the clients opened with session id sid, telling
 // them why; it returns how many there were.
-func (h *hub) disconnectSession(sid, reason, reload string) int {
+func (h *Hub) DisconnectSession(sid, reason, reload string) int {
 	var cs []*client
 	for _, c := range h.clientsOf("") {
 		if slices.Contains(c.sessions, sid) {
@@ -872,22 +877,22 @@ func (h *hub) disconnectSession(sid, reason, reload string) int {
 	return len(cs)
 }
 
-// shutdown tells every client the browser is gone and disconnects them.
+// Shutdown tells every client the browser is gone and disconnects them.
 // reload is the URL that gives the user a new browser ("" = none).
-func (h *hub) shutdown(reason, reload string) {
+func (h *Hub) Shutdown(reason, reload string) {
 	h.end(encode(closedMsg{Reason: reason, Reload: reload}), reason, reload, false)
 }
 
-// moveAway tells every client that the instance now lives on another
+// MoveAway tells every client that the instance now lives on another
 // worker (its Browser URL stays the same) and disconnects them: the client
 // engine reconnects at once and lands there.
-func (h *hub) moveAway(reason string) {
+func (h *Hub) MoveAway(reason string) {
 	h.end(encode(movedMsg{Reason: reason}), reason, "", true)
 }
 
 // end closes the hub, sending msg to every client (moved: msg says the
 // instance moved).
-func (h *hub) end(msg []byte, reason, reload string, moved bool) {
+func (h *Hub) end(msg []byte, reason, reload string, moved bool) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()

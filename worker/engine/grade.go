@@ -1,4 +1,4 @@
-package worker
+package engine
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
-// Frames graded to the viewers' links (issue 16, bytes per viewer). The
+// Frames graded to the viewers' links. The
 // worker's CPU grades every screencast (worker/grade); a viewer's link
 // grades its browser's: when even the best-connected viewer took longer
 // than linkSlow for its last frame (from its write to its ack: the link
@@ -43,7 +43,7 @@ const (
 type linkGrade struct {
 	step int
 	good int    // acks in a row predicting the step above is fast enough
-	seen uint64 // hub.acks at the last decision
+	seen uint64 // Hub.acks at the last decision
 	hold uint64 // no decision before seen reaches this
 	// hinted: the step came from a client's hint, and no frame has been
 	// timed since; the first one decides, either way, at once.
@@ -64,8 +64,8 @@ const (
 	maxLinkHint = 10_000_000
 )
 
-// linkHint is a socket request's ?link=, in kbit/s; 0 when absent.
-func linkHint(r *http.Request) (int, error) {
+// LinkHint is a socket request's ?link=, in kbit/s; 0 when absent.
+func LinkHint(r *http.Request) (int, error) {
 	v := r.URL.Query().Get("link")
 	if v == "" {
 		return 0, nil
@@ -80,8 +80,8 @@ func linkHint(r *http.Request) (int, error) {
 // hintLinkLocked takes a joining client's link hint, unless a viewer has
 // timed a frame (that knows better). It reports whether the last frame is
 // too large for the hinted link: the client then waits for a fresh one at
-// the new step instead (hub.refresh).
-func (h *hub) hintLinkLocked(kbps int) (skipLast bool) {
+// the new step instead (Hub.refresh).
+func (h *Hub) hintLinkLocked(kbps int) (skipLast bool) {
 	if kbps <= 0 {
 		return false
 	}
@@ -108,7 +108,7 @@ func (h *hub) hintLinkLocked(kbps int) (skipLast bool) {
 }
 
 // hintPending: the step is a hint's and the next ack decides it.
-func (h *hub) hintPending() bool {
+func (h *Hub) hintPending() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.link.hinted
@@ -117,7 +117,7 @@ func (h *hub) hintPending() bool {
 // frameGrade is the grade of the hub's frames now: the smaller of the
 // worker's CPU grade and its viewers' link grade. The screencast asks
 // before every frame.
-func (h *hub) frameGrade() browser.Grade {
+func (h *Hub) frameGrade() browser.Grade {
 	cpu := 1.0
 	if h.grade != nil {
 		cpu = h.grade.Scale()
@@ -132,7 +132,7 @@ func (h *hub) frameGrade() browser.Grade {
 
 // linkStepLocked decides the link step from the clients' transfer times,
 // once per new ack.
-func (h *hub) linkStepLocked() int {
+func (h *Hub) linkStepLocked() int {
 	var best time.Duration
 	for c := range h.clients {
 		if x, n := c.pace.transfer(); n > 0 && (best == 0 || x < best) {
@@ -183,7 +183,7 @@ func firstFastStep(from, cur int, best time.Duration) int {
 
 // setLinkStepLocked moves the link step, if step is another one, and holds
 // the next decision until the transfer times reflect the new size.
-func (h *hub) setLinkStepLocked(step int, transfer time.Duration, why string) {
+func (h *Hub) setLinkStepLocked(step int, transfer time.Duration, why string) {
 	l := &h.link
 	was := l.step
 	if step == was {
@@ -202,7 +202,7 @@ func (h *hub) setLinkStepLocked(step int, transfer time.Duration, why string) {
 
 // resetLinkLocked forgets the link grade: the last client left (the next
 // ones may be on other links).
-func (h *hub) resetLinkLocked() {
+func (h *Hub) resetLinkLocked() {
 	if h.link.step > 0 {
 		h.frames.linkGraded.Add(-1)
 	}

@@ -1,12 +1,10 @@
-package worker
+package engine
 
 import (
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -44,7 +42,7 @@ func TestLinkGrade(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := &hub{clients: map[*client]struct{}{}, frames: &frameCounters{}, log: zerolog.Nop()}
+			h := bareHub()
 			var cs []*client
 			for i, a := range tt.acks {
 				for len(cs) < len(a.xfer) {
@@ -117,7 +115,7 @@ func TestLinkHint(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := &hub{clients: map[*client]struct{}{}, frames: &frameCounters{}, log: zerolog.Nop()}
+			h := bareHub()
 			if tt.lastBytes > 0 {
 				h.last = &frameMsg{b: make([]byte, tt.lastBytes)}
 			}
@@ -172,7 +170,7 @@ func TestLinkHintParsing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest("GET", "/app/a/i/b/b/ws?"+tt.query, nil)
-		got, err := linkHint(r)
+		got, err := LinkHint(r)
 		if got != tt.want || (err != nil) != tt.wantErr {
 			t.Errorf("?%s: %d, %v; want %d, error %v", tt.query, got, err, tt.want, tt.wantErr)
 		}
@@ -185,7 +183,7 @@ func TestLinkHintParsing(t *testing.T) {
 // While a joining viewer's hint stands, frames graded before it (too large
 // for the hinted step) reach nobody; the restart's smaller frame does.
 func TestHintedHubDropsLargerFrames(t *testing.T) {
-	h := &hub{clients: map[*client]struct{}{}, frames: &frameCounters{}, log: zerolog.Nop()}
+	h := bareHub()
 	c := &client{frameSig: make(chan struct{}, 1)}
 	h.clients[c] = struct{}{}
 	h.mu.Lock()
