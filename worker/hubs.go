@@ -14,7 +14,7 @@ func (a *AppManager) newHub(in *instance, vb *vbrowser) *engine.Hub {
 		Browser: vb.b, ID: vb.id, Instance: in.info.ID, App: in.app.MountPoint, Worker: a.w.id,
 		Released: vb.released, Host: browserHost{vb}, Grade: a.w.grade, Admit: a.w.admitSocket,
 		OnPage:   func(p browser.Page) { a.w.pageChanged(vb, p) },
-		Counters: &a.w.counters, Log: a.w.log,
+		Counters: &a.w.counters, Log: a.w.log, NoFrames: a.w.runtime.Name() == "none",
 	})
 }
 

@@ -145,7 +145,7 @@ func TestVirtualBrowserThroughProxies(t *testing.T) {
 	click(t, alice, x0+60, y0+140) // the button
 	eventually(t, alice, "click reached the virtual page", "document.title", "typed:Hi therE!|clicks:1 · CloudBrowser")
 	// The engine acknowledges the frames it draws, so the worker paces
-	// frames by them (worker/pace.go).
+	// frames by them (worker/engine/pace.go).
 	var acks float64
 	for _, w := range c.mustStatus().Workers {
 		v := value(scrape(t, "http://"+w.HTTPAddr+"/metrics", c.metricsToken()), "cloudbrowser_screencast_acks_total", nil)

@@ -83,7 +83,7 @@ func TestStaticPageSendsNoFrames(t *testing.T) {
 }
 
 // TestUnwatchedBrowserRests: a browser whose viewer left rests (its page
-// hidden, worker/rest.go); a viewer who comes back to the Browser URL gets
+// hidden, worker/engine/rest.go); a viewer who comes back to the Browser URL gets
 // a live engine, new frames and the page as it was left, and can go on
 // typing.
 func TestUnwatchedBrowserRests(t *testing.T) {

@@ -5,7 +5,7 @@
 # without netem are common in VMs); the cluster runs on this host. The same typing
 # runs twice, on fresh browsers: without frame acknowledgements (frames are
 # sent as fast as the socket takes them) and with them, as the client engine
-# sends them (frames paced, worker/pace.go). Needs root (ip netns, tc).
+# sends them (frames paced, worker/engine/pace.go). Needs root (ip netns, tc).
 #
 #   scripts/bench/slow-viewer.sh             # RATE=2mbit QUEUE=100ms KEYS=100 KEYRATE=5 APP=typing
 #   RATE=256kbit APP=reading APPS=scripts/bench/apps scripts/bench/slow-viewer.sh   # a text page (~110 KiB frames)

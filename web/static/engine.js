@@ -285,7 +285,13 @@
         holding = moving = framed = false;
         awaiting = Date.now(); // no frame by 3 s: "connection problem"
         probed = false;
-        setStatus("connecting");
+        if (m.noFrames) { // a runtime that renders nothing: no frame will come
+          framed = true;
+          awaiting = 0;
+          setStatus(liveStatus());
+        } else {
+          setStatus("connecting");
+        }
         if (m.page) { page(m.page); }
         body.dataset.worker = m.worker || "";
         if (readOnly) {

@@ -58,6 +58,9 @@ type Config struct {
 	OnPage func(browser.Page)
 	// Counters are the worker's totals (nil: the hub's own).
 	Counters *Counters
+	// NoFrames says the browser renders nothing (the "none" runtime):
+	// clients are told so at hello instead of waiting for a frame.
+	NoFrames bool
 	Log      zerolog.Logger
 }
 

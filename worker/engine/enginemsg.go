@@ -50,6 +50,9 @@ type helloMsg struct {
 	Worker   string        `json:"worker,omitempty"`
 	Page     *browser.Page `json:"page,omitempty"`
 	ReadOnly bool          `json:"readOnly,omitempty"`
+	// NoFrames: the browser renders nothing (the "none" runtime), so the
+	// client is live without waiting for a first frame.
+	NoFrames bool `json:"noFrames,omitempty"`
 }
 
 // pageMsg: the page navigated or its title changed.

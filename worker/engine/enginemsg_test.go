@@ -38,6 +38,7 @@ func TestEncodeWire(t *testing.T) {
 		{helloMsg{Browser: "b1", Instance: "w-1.i", App: "/chat", Worker: "w-1", Page: &browser.Page{URL: "https://x/", Title: "X"}, ReadOnly: true},
 			`{"t":"hello","browser":"b1","instance":"w-1.i","app":"/chat","worker":"w-1","page":{"url":"https://x/","title":"X"},"readOnly":true}`},
 		{helloMsg{Browser: "b1", Page: &browser.Page{}}, `{"t":"hello","browser":"b1","page":{"url":"","title":""}}`},
+		{helloMsg{Browser: "b1", NoFrames: true}, `{"t":"hello","browser":"b1","noFrames":true}`},
 		{pageMsg{URL: "about:blank", Title: "<b>"}, `{"t":"page","url":"about:blank","title":"\u003cb\u003e"}`},
 		{pageMsg{}, `{"t":"page"}`},
 		{pongMsg{Seq: 7, Data: "abc"}, `{"t":"pong","seq":7,"data":"abc"}`},

@@ -385,7 +385,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrad
 		Bool("last_frame", hadLast && !stale).Msg("client connected")
 
 	c.enqueue(encode(helloMsg{Browser: h.cfg.ID, Instance: h.cfg.Instance, App: h.cfg.App,
-		Worker: h.cfg.Worker, Page: &page, ReadOnly: readOnly}))
+		Worker: h.cfg.Worker, Page: &page, ReadOnly: readOnly, NoFrames: h.cfg.NoFrames}))
 	if h.host.InputHeld() {
 		c.enqueue(holdJSON) // a migration is under way: keep the input for the new copy
 	}

@@ -5,7 +5,7 @@
 // arrives. Frames painted earlier that were still on their way do not count,
 // which is the point: a queue of old frames is what a viewer on a slow link
 // suffers. With -ack it acknowledges each frame as the client engine does
-// once it has drawn it, so the worker paces frames (worker/pace.go).
+// once it has drawn it, so the worker paces frames (worker/engine/pace.go).
 package main
 
 import (

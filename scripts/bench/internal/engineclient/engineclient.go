@@ -177,7 +177,7 @@ func KeyEvents(k string) (down, up map[string]any) {
 // Session is a client engine's socket: one goroutine reads it until
 // Close, records every frame and, with ack, acknowledges each frame as
 // the engine does once it has drawn it (the worker paces frames on acks,
-// worker/pace.go). Writes are serialized.
+// worker/engine/pace.go). Writes are serialized.
 type Session struct {
 	conn *websocket.Conn
 	ack  bool
