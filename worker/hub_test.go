@@ -17,84 +17,13 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/browsertest"
 )
-
-// fakeBrowser streams the frames a test feeds it and can "crash".
-type fakeBrowser struct {
-	browser.Browser // a Null browser for the rest
-	frames          chan browser.Frame
-	castErr         chan error // a screencast returns what it receives
-	crashed         chan struct{}
-	once            sync.Once
-	mu              sync.Mutex
-	inputs          []browser.InputEvent
-	failResizes     int // the next this many resizes fail, as a busy page's would
-}
-
-func (f *fakeBrowser) Screencast(ctx context.Context, _ browser.ScreencastOptions, sink func(browser.Frame)) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-f.crashed:
-			return browser.ErrCrashed
-		case err := <-f.castErr:
-			return err
-		case fr := <-f.frames:
-			sink(fr)
-		}
-	}
-}
-
-func (f *fakeBrowser) Input(ctx context.Context, ev browser.InputEvent) error {
-	if err := ev.Validate(); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if ev.Type == browser.InputResize && f.failResizes > 0 {
-		f.failResizes--
-		return fmt.Errorf("Emulation.setDeviceMetricsOverride: %w", context.DeadlineExceeded)
-	}
-	f.inputs = append(f.inputs, ev)
-	return nil
-}
-
-// resizes are the resizes the browser took, in order.
-func (f *fakeBrowser) resizes() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, ev := range f.inputs {
-		if ev.Type == browser.InputResize {
-			out = append(out, fmt.Sprintf("%dx%d", ev.Width, ev.Height))
-		}
-	}
-	return out
-}
-
-func (f *fakeBrowser) Done() <-chan struct{} { return f.crashed }
-
-func (f *fakeBrowser) Err() error {
-	select {
-	case <-f.crashed:
-		return fmt.Errorf("renderer gone: %w", browser.ErrCrashed)
-	default:
-		return nil
-	}
-}
-
-func (f *fakeBrowser) crash() { f.once.Do(func() { close(f.crashed) }) }
-
-func (f *fakeBrowser) Close(ctx context.Context) error {
-	f.crash()
-	return f.Browser.Close(ctx)
-}
 
 type fakeRuntime struct {
 	browser.Null
 	mu      sync.Mutex
-	created []*fakeBrowser
+	created []*browsertest.Fake
 }
 
 func (r *fakeRuntime) NewBrowser(ctx context.Context, opts browser.Options) (browser.Browser, error) {
@@ -102,14 +31,14 @@ func (r *fakeRuntime) NewBrowser(ctx context.Context, opts browser.Options) (bro
 	if err != nil {
 		return nil, err
 	}
-	fb := &fakeBrowser{Browser: nb, frames: make(chan browser.Frame), castErr: make(chan error), crashed: make(chan struct{})}
+	fb := browsertest.Wrap(nb)
 	r.mu.Lock()
 	r.created = append(r.created, fb)
 	r.mu.Unlock()
 	return fb, nil
 }
 
-func (r *fakeRuntime) last() *fakeBrowser {
+func (r *fakeRuntime) last() *browsertest.Fake {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.created[len(r.created)-1]
@@ -235,7 +164,7 @@ func TestHubStreamingAndCrash(t *testing.T) {
 	big[0], big[1] = 0xff, 0xd8
 	go func() {
 		for i := 1; i <= 300; i++ {
-			fb.frames <- browser.Frame{Data: big, Width: 800, Height: 600, DeviceWidth: 800, DeviceHeight: 600, Seq: uint64(i), Timestamp: time.Now()}
+			fb.Frames <- browser.Frame{Data: big, Width: 800, Height: 600, DeviceWidth: 800, DeviceHeight: 600, Seq: uint64(i), Timestamp: time.Now()}
 		}
 	}()
 	var lastSeq uint64
@@ -261,15 +190,13 @@ func TestHubStreamingAndCrash(t *testing.T) {
 	if st.Produced != 300 || st.Dropped == 0 {
 		t.Fatalf("the slow viewer should have lost frames, not the producer: %+v", st)
 	}
-	fb.mu.Lock()
-	got := fb.inputs
-	fb.mu.Unlock()
+	got := fb.Inputs()
 	if len(got) != 1 || got[0].Key != "a" {
 		t.Fatalf("inputs reaching the browser: %+v", got)
 	}
 
 	// A crash: the owner is told, with a link that gives a new browser.
-	fb.crash()
+	fb.Crash()
 	for {
 		_ = owner.SetReadDeadline(time.Now().Add(10 * time.Second))
 		typ, data, err := owner.ReadMessage()
@@ -310,9 +237,7 @@ func TestLiveRoleChanges(t *testing.T) {
 		t.Fatalf("a reader's hello: %v", hello)
 	}
 	inputs := func() int {
-		fb.mu.Lock()
-		defer fb.mu.Unlock()
-		return len(fb.inputs)
+		return len(fb.Inputs())
 	}
 	ctx := context.Background()
 	steps := []struct {

@@ -19,6 +19,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/browsertest"
 )
 
 // memSnapshots is the master's snapshot store, in memory.
@@ -313,17 +314,7 @@ func TestSnapshotInterval(t *testing.T) {
 }
 
 // keysOf are the keys of the keydowns fb took, in order.
-func keysOf(fb *fakeBrowser) string {
-	fb.mu.Lock()
-	defer fb.mu.Unlock()
-	var out string
-	for _, ev := range fb.inputs {
-		if ev.Type == browser.InputKeyDown {
-			out += ev.Key
-		}
-	}
-	return out
-}
+func keysOf(fb *browsertest.Fake) string { return fb.Keys() }
 
 // nextMsg is conn's next text message of type typ; frames and the other
 // types in skip are passed over.

@@ -20,98 +20,13 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/browsertest"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
 
-// fakeBrowser streams the frames a test feeds it and can "crash".
-type fakeBrowser struct {
-	browser.Browser // a Null browser for the rest
-	frames          chan browser.Frame
-	castErr         chan error // a screencast returns what it receives
-	crashed         chan struct{}
-	once            sync.Once
-	mu              sync.Mutex
-	inputs          []browser.InputEvent
-	failResizes     int // the next this many resizes fail, as a busy page's would
-}
-
-func newFakeBrowser(t *testing.T) *fakeBrowser {
-	t.Helper()
-	nb, err := (&browser.Null{}).NewBrowser(context.Background(), browser.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fakeBrowser{Browser: nb, frames: make(chan browser.Frame), castErr: make(chan error), crashed: make(chan struct{})}
-}
-
-func (f *fakeBrowser) Screencast(ctx context.Context, _ browser.ScreencastOptions, sink func(browser.Frame)) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-f.crashed:
-			return browser.ErrCrashed
-		case err := <-f.castErr:
-			return err
-		case fr := <-f.frames:
-			sink(fr)
-		}
-	}
-}
-
-func (f *fakeBrowser) Input(ctx context.Context, ev browser.InputEvent) error {
-	if err := ev.Validate(); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if ev.Type == browser.InputResize && f.failResizes > 0 {
-		f.failResizes--
-		return fmt.Errorf("Emulation.setDeviceMetricsOverride: %w", context.DeadlineExceeded)
-	}
-	f.inputs = append(f.inputs, ev)
-	return nil
-}
-
-// resizes are the resizes the browser took, in order.
-func (f *fakeBrowser) resizes() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, ev := range f.inputs {
-		if ev.Type == browser.InputResize {
-			out = append(out, fmt.Sprintf("%dx%d", ev.Width, ev.Height))
-		}
-	}
-	return out
-}
-
-// keys are the keys of the keydowns the browser took, in order.
-func (f *fakeBrowser) keys() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out string
-	for _, ev := range f.inputs {
-		if ev.Type == browser.InputKeyDown {
-			out += ev.Key
-		}
-	}
-	return out
-}
-
-func (f *fakeBrowser) Done() <-chan struct{} { return f.crashed }
-
-func (f *fakeBrowser) Err() error {
-	select {
-	case <-f.crashed:
-		return fmt.Errorf("renderer gone: %w", browser.ErrCrashed)
-	default:
-		return nil
-	}
-}
-
-func (f *fakeBrowser) crash() { f.once.Do(func() { close(f.crashed) }) }
+// newFakeBrowser is a browser that streams the frames a test feeds it.
+func newFakeBrowser(t *testing.T) *browsertest.Fake { return browsertest.New(t) }
 
 // fakeHost is the worker's side of a test hub: its input gate is held at
 // the test's word, and it counts what the hub tells it.
@@ -160,7 +75,7 @@ func bareHub() *Hub {
 // dial connects a client engine with the access it asks for.
 type hubFixture struct {
 	h    *Hub
-	fb   *fakeBrowser
+	fb   *browsertest.Fake
 	host *fakeHost
 	srv  *httptest.Server
 }
@@ -179,7 +94,7 @@ func newHubFixture(t *testing.T) *hubFixture {
 	}))
 	t.Cleanup(func() {
 		h.Shutdown("The test is over.", "")
-		fb.crash()
+		fb.Crash()
 		srv.Close()
 	})
 	return &hubFixture{h: h, fb: fb, host: host, srv: srv}
@@ -334,7 +249,7 @@ func TestHubHoldsInput(t *testing.T) {
 		_ = owner.WriteJSON(map[string]any{"t": "input", "type": "keydown", "key": k, "text": k})
 	}
 	key("a")
-	testutil.Eventually(t, 10*time.Second, testutil.Cond("the key a taken", func() bool { return f.fb.keys() == "a" }))
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("the key a taken", func() bool { return f.fb.Keys() == "a" }))
 	f.host.hold(true)
 	f.h.AnnounceHold()
 	if m, err := nextText(t, owner); err != nil || m["t"] != "hold" {
@@ -355,7 +270,7 @@ func TestHubHoldsInput(t *testing.T) {
 		t.Fatalf("resume: %v %v", m, err)
 	}
 	key("c")
-	testutil.Eventually(t, 10*time.Second, testutil.Cond("the key c taken after the hold", func() bool { return f.fb.keys() == "ac" }))
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("the key c taken after the hold", func() bool { return f.fb.Keys() == "ac" }))
 	if f.h.Closed() {
 		t.Fatal("the hub closed")
 	}
@@ -366,7 +281,7 @@ func TestHubHoldsInput(t *testing.T) {
 // connecting within the window the screencast stops, and a client that
 // came keeps it.
 func TestPrecast(t *testing.T) {
-	newHub := func(t *testing.T) (*Hub, *fakeBrowser, *clocktest.Clock) {
+	newHub := func(t *testing.T) (*Hub, *browsertest.Fake, *clocktest.Clock) {
 		fb := newFakeBrowser(t)
 		h := NewHub(Config{Browser: fb, ID: "b", Log: zerolog.Nop()})
 		clk := clocktest.New(time.Unix(1000, 0))
@@ -382,9 +297,9 @@ func TestPrecast(t *testing.T) {
 		})
 		return h, fb, clk
 	}
-	casting := func(fb *fakeBrowser) bool {
+	casting := func(fb *browsertest.Fake) bool {
 		select {
-		case fb.frames <- browser.Frame{Seq: 7, Data: []byte{1}}:
+		case fb.Frames <- browser.Frame{Seq: 7, Data: []byte{1}}:
 			return true
 		case <-time.After(2 * time.Second):
 			return false
@@ -466,15 +381,15 @@ func TestHubRestartsAFailedScreencast(t *testing.T) {
 	f := newHubFixture(t)
 	fb := f.fb
 	owner, _ := f.dial(t, AccessOwner)
-	fb.frames <- smallFrame(1)
+	fb.Frames <- smallFrame(1)
 	if seq := nextFrame(t, owner); seq != 1 {
 		t.Fatalf("first frame %d", seq)
 	}
-	fb.castErr <- fmt.Errorf("Page.screencastFrameAck: %w", context.DeadlineExceeded)
+	fb.CastErr <- fmt.Errorf("Page.screencastFrameAck: %w", context.DeadlineExceeded)
 	// The next frame is taken by a new screencast (the channel is
 	// unbuffered: this send waits for one).
 	select {
-	case fb.frames <- smallFrame(2):
+	case fb.Frames <- smallFrame(2):
 	case <-time.After(10 * time.Second):
 		t.Fatal("no screencast took a frame after the failed one")
 	}
@@ -486,7 +401,7 @@ func TestHubRestartsAFailedScreencast(t *testing.T) {
 	if n := f.h.castFails.Load(); n != 0 {
 		t.Fatalf("%d failures counted after a frame, want 0", n)
 	}
-	fb.castErr <- errors.New("Page.startScreencast: target busy")
+	fb.CastErr <- errors.New("Page.startScreencast: target busy")
 	testutil.Eventually(t, 10*time.Second, func() error {
 		if n := f.h.castFails.Load(); n != 1 {
 			return fmt.Errorf("%d failures counted", n)
@@ -514,9 +429,7 @@ func TestHubRetriesAFailedResize(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newHubFixture(t)
 			fb := f.fb
-			fb.mu.Lock()
-			fb.failResizes = tc.fails
-			fb.mu.Unlock()
+			fb.FailResizes(tc.fails)
 			owner, _ := f.dial(t, AccessOwner)
 			for _, sz := range tc.sizes {
 				var w, h int
@@ -524,7 +437,7 @@ func TestHubRetriesAFailedResize(t *testing.T) {
 				_ = owner.WriteJSON(map[string]any{"t": "input", "type": "resize", "width": w, "height": h})
 			}
 			testutil.Eventually(t, 10*time.Second, func() error {
-				got := fb.resizes()
+				got := fb.Resizes()
 				if len(got) == 0 || got[len(got)-1] != tc.want {
 					return fmt.Errorf("resizes taken %v, want the last %s", got, tc.want)
 				}
@@ -532,7 +445,7 @@ func TestHubRetriesAFailedResize(t *testing.T) {
 			})
 			// No retry of an older size comes after the newest.
 			time.Sleep(2 * resizeRetry)
-			if got := fb.resizes(); got[len(got)-1] != tc.want {
+			if got := fb.Resizes(); got[len(got)-1] != tc.want {
 				t.Fatalf("resizes taken %v: the last is not %s", got, tc.want)
 			}
 			f.host.sizeMu.Lock()
@@ -563,7 +476,7 @@ func TestLateClientOfMovedHub(t *testing.T) {
 func TestRefreshResendsTheLastFrame(t *testing.T) {
 	f := newHubFixture(t)
 	owner, _ := f.dial(t, AccessOwner)
-	f.fb.frames <- smallFrame(7)
+	f.fb.Frames <- smallFrame(7)
 	if seq := nextFrame(t, owner); seq != 7 {
 		t.Fatalf("first frame %d", seq)
 	}

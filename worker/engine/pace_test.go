@@ -115,7 +115,7 @@ func TestFramePacing(t *testing.T) {
 	conn, _ := f.dial(t, AccessOwner)
 	feed := func(from, to int) {
 		for i := from; i <= to; i++ {
-			fb.frames <- browser.Frame{Data: []byte{0xff, 0xd8}, Width: 10, Height: 10, Seq: uint64(i), Timestamp: time.Now()}
+			fb.Frames <- browser.Frame{Data: []byte{0xff, 0xd8}, Width: 10, Height: 10, Seq: uint64(i), Timestamp: time.Now()}
 		}
 	}
 	// next returns the next frame's seq, or the pong's for a ping.

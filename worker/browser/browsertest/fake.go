@@ -1,0 +1,134 @@
+// Package browsertest is a fake virtual browser for the tests of what drives
+// one (the client engine's hub, the worker): it streams the frames a test
+// feeds it, records the input it takes, and can crash. Everything else is
+// a browser.Null browser's.
+package browsertest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// Fake is a browser whose screencast sends the frames a test puts on
+// Frames and returns the errors it puts on CastErr.
+type Fake struct {
+	browser.Browser
+	Frames  chan browser.Frame
+	CastErr chan error
+
+	crashed     chan struct{}
+	once        sync.Once
+	mu          sync.Mutex
+	inputs      []browser.InputEvent
+	failResizes int
+}
+
+// Wrap makes b a Fake.
+func Wrap(b browser.Browser) *Fake {
+	return &Fake{Browser: b, Frames: make(chan browser.Frame), CastErr: make(chan error), crashed: make(chan struct{})}
+}
+
+// New is a Fake over a new Null browser.
+func New(t testing.TB) *Fake {
+	t.Helper()
+	nb, err := (&browser.Null{}).NewBrowser(context.Background(), browser.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Wrap(nb)
+}
+
+// Screencast implements browser.Browser.
+func (f *Fake) Screencast(ctx context.Context, _ browser.ScreencastOptions, sink func(browser.Frame)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-f.crashed:
+			return browser.ErrCrashed
+		case err := <-f.CastErr:
+			return err
+		case fr := <-f.Frames:
+			sink(fr)
+		}
+	}
+}
+
+// Input implements browser.Browser: it records ev, or fails a resize as a
+// busy page's would (FailResizes).
+func (f *Fake) Input(ctx context.Context, ev browser.InputEvent) error {
+	if err := ev.Validate(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ev.Type == browser.InputResize && f.failResizes > 0 {
+		f.failResizes--
+		return fmt.Errorf("Emulation.setDeviceMetricsOverride: %w", context.DeadlineExceeded)
+	}
+	f.inputs = append(f.inputs, ev)
+	return nil
+}
+
+// FailResizes makes the next n resizes fail.
+func (f *Fake) FailResizes(n int) {
+	f.mu.Lock()
+	f.failResizes = n
+	f.mu.Unlock()
+}
+
+// Inputs are the input events the browser took, in order.
+func (f *Fake) Inputs() []browser.InputEvent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]browser.InputEvent(nil), f.inputs...)
+}
+
+// Resizes are the resizes the browser took, in order ("WxH").
+func (f *Fake) Resizes() []string {
+	var out []string
+	for _, ev := range f.Inputs() {
+		if ev.Type == browser.InputResize {
+			out = append(out, fmt.Sprintf("%dx%d", ev.Width, ev.Height))
+		}
+	}
+	return out
+}
+
+// Keys are the keys of the keydowns the browser took, in order.
+func (f *Fake) Keys() string {
+	var out string
+	for _, ev := range f.Inputs() {
+		if ev.Type == browser.InputKeyDown {
+			out += ev.Key
+		}
+	}
+	return out
+}
+
+// Done implements browser.Browser: closed when the browser crashed.
+func (f *Fake) Done() <-chan struct{} { return f.crashed }
+
+// Err implements browser.Browser.
+func (f *Fake) Err() error {
+	select {
+	case <-f.crashed:
+		return fmt.Errorf("renderer gone: %w", browser.ErrCrashed)
+	default:
+		return nil
+	}
+}
+
+// Crash makes the browser's renderer "crash".
+func (f *Fake) Crash() { f.once.Do(func() { close(f.crashed) }) }
+
+// Close implements browser.Browser: a closed browser's screencast ends as
+// after a crash.
+func (f *Fake) Close(ctx context.Context) error {
+	f.Crash()
+	return f.Browser.Close(ctx)
+}
