@@ -116,6 +116,26 @@ func (p *Proxy) relayRaw(ctx context.Context, cc net.Conn, head []byte, route Ro
 		rl.close()
 		return
 	}
+	// A stopped worker takes the connection (the kernel does) but never
+	// answers: its answer is bounded as a relayed handshake's is, and the
+	// client told, instead of waiting for ever.
+	_ = wc.SetReadDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
+	first := make([]byte, 4096)
+	n, err := wc.Read(first)
+	if err != nil {
+		p.st.upstreamErrors.Add(1)
+		if isTimeout(err) {
+			_, _ = cc.Write([]byte("HTTP/1.1 504 Gateway Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+		}
+		rl.close()
+		log.Debug().Err(err).Msg("worker did not answer a relayed websocket upgrade")
+		return
+	}
+	_ = wc.SetReadDeadline(time.Time{})
+	if _, err := cc.Write(first[:n]); err != nil {
+		rl.close()
+		return
+	}
 	p.st.wsTotal.Add(1)
 	p.pump(unwrapConn(cc), wc)
 }

@@ -341,3 +341,32 @@ func TestWebSocketHandoffToStoppedWorker(t *testing.T) {
 		t.Fatalf("stats %+v: the unacknowledged socket was relayed or counted", st)
 	}
 }
+
+// TestRelayAfterFailedHandoffBounded: when the handoff fails (the worker's
+// socket refuses) the proxy relays the upgrade, and a worker that then
+// never answers it (stopped) gets the client a 504 after the handshake
+// timeout, not a hang.
+func TestRelayAfterFailedHandoffBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // connections queue, unanswered
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	route := Route{WorkerID: testWorker, Addr: ln.Addr().String(), Handoff: filepath.Join(t.TempDir(), "none.sock"), Host: handoff.HostID()}
+	key := make([]byte, hop.KeyLen)
+	p, srv := startProxy(t, Config{Router: &fakeRouter{route: route}, HopKey: func() []byte { return key },
+		HandshakeTimeout: 200 * time.Millisecond})
+	d := websocket.Dialer{HandshakeTimeout: testutil.Scale(30 * time.Second)}
+	c, resp, err := d.Dial(wsURL(srv.URL, wsPath), nil)
+	if err == nil {
+		c.Close()
+		t.Fatal("a websocket opened on a worker that never answered")
+	}
+	if resp == nil || resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("answer %v (%v), want 504", resp, err)
+	}
+	resp.Body.Close()
+	if st := p.Stats(); st.WebSocketsTotal != 0 {
+		t.Fatalf("stats %+v: an unanswered upgrade was counted as a websocket", st)
+	}
+}
