@@ -77,7 +77,7 @@ func (m *Master) adminHandler(public bool) http.Handler {
 
 func (m *Master) drain(w http.ResponseWriter, r *http.Request, on bool) {
 	id := r.PathValue("id")
-	if err := m.workers.setDraining(id, on); err != nil {
+	if err := m.workers.SetDraining(id, on); err != nil {
 		status := http.StatusInternalServerError // the flag could not be stored
 		var we *wire.Error
 		if errors.As(err, &we) && we.Code == wire.CodeUnknownWorker {
@@ -91,7 +91,7 @@ func (m *Master) drain(w http.ResponseWriter, r *http.Request, on bool) {
 		// Drain with migration: its instances move now, with their users.
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Minute)
 		defer cancel()
-		res := m.workers.migrate(ctx, id)
+		res := m.workers.Moves.Migrate(ctx, id)
 		status := http.StatusOK
 		if len(res.Failed) > 0 {
 			status = http.StatusMultiStatus

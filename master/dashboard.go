@@ -119,7 +119,7 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 // instanceRef finds the worker hosting an instance, answering the error
 // itself when there is none.
 func (m *Master) instanceRef(w http.ResponseWriter, iid string) (*rmi.Ref, string, bool) {
-	ref, wid, ok := m.workers.host(iid)
+	ref, wid, ok := m.workers.Host(iid)
 	if !ok {
 		apiError(w, http.StatusNotFound, "no instance "+iid)
 		return nil, "", false

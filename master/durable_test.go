@@ -150,9 +150,7 @@ func TestStalledWorkerNotOffered(t *testing.T) {
 	a := addWorker(t, m, "w-a")
 	addWorker(t, m, "w-b")
 	setReported := func(id string, at time.Time) {
-		m.workers.mu.Lock()
-		m.workers.workers[id].reported = at
-		m.workers.mu.Unlock()
+		m.workers.SetReported(id, at)
 	}
 	old := time.Now().Add(-time.Hour)
 	setReported("w-b", old)
@@ -198,7 +196,7 @@ func TestMasterRestartAfterMigration(t *testing.T) {
 			}
 			b := addWorker(t, m, "w-b")
 			before := instanceInfos(t, m)[p.InstanceID]
-			if to, err := m.workers.migrateOne(context.Background(), "w-a", p.InstanceID); err != nil || to != "w-b" {
+			if to, err := m.workers.Moves.MigrateOne(context.Background(), "w-a", p.InstanceID); err != nil || to != "w-b" {
 				t.Fatalf("migration: %q %v", to, err)
 			}
 			after := instanceInfos(t, m)[p.InstanceID]
@@ -208,7 +206,7 @@ func TestMasterRestartAfterMigration(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := st.Put(instanceBucket, p.InstanceID, before); err != nil {
+			if err := st.Put("instances", p.InstanceID, before); err != nil {
 				t.Fatal(err)
 			}
 			st.Close()
@@ -264,14 +262,14 @@ func TestMigrationWithoutTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.workers.migrateOne(context.Background(), "w-a", p.InstanceID); err == nil {
+	if _, err := m.workers.Moves.MigrateOne(context.Background(), "w-a", p.InstanceID); err == nil {
 		t.Fatal("migrated with no other worker")
 	}
 	if n := a.snapshots.Load(); n != 0 {
 		t.Fatalf("%d snapshots (input holds) for a migration with nowhere to go", n)
 	}
 	addWorker(t, m, "w-b")
-	if to, err := m.workers.migrateOne(context.Background(), "w-a", p.InstanceID); err != nil || to != "w-b" {
+	if to, err := m.workers.Moves.MigrateOne(context.Background(), "w-a", p.InstanceID); err != nil || to != "w-b" {
 		t.Fatalf("with a target: %q %v", to, err)
 	}
 	if n := a.snapshots.Load(); n != 1 {
@@ -291,16 +289,16 @@ func TestFailedMigrationResumesInput(t *testing.T) {
 	}
 	b := addWorker(t, m, "w-b")
 	b.failOnce.Store(true)
-	if _, err := m.workers.migrateOne(context.Background(), "w-a", p.InstanceID); err == nil {
+	if _, err := m.workers.Moves.MigrateOne(context.Background(), "w-a", p.InstanceID); err == nil {
 		t.Fatal("a failed restore reported as a migration")
 	}
 	if s, r := a.snapshots.Load(), a.resumes.Load(); s != 1 || r != 1 {
 		t.Fatalf("old worker: %d snapshots, %d resumes; want 1 and 1", s, r)
 	}
 	// Round robin may offer w-a itself first: no move, no snapshot.
-	to, err := m.workers.migrateOne(context.Background(), "w-a", p.InstanceID)
+	to, err := m.workers.Moves.MigrateOne(context.Background(), "w-a", p.InstanceID)
 	if err != nil {
-		to, err = m.workers.migrateOne(context.Background(), "w-a", p.InstanceID)
+		to, err = m.workers.Moves.MigrateOne(context.Background(), "w-a", p.InstanceID)
 	}
 	if err != nil || to != "w-b" {
 		t.Fatalf("second try: %q %v", to, err)

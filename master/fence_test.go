@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
-	"github.com/cloudbrowser-go/cloudbrowser/master/state"
+	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
@@ -53,13 +52,13 @@ func TestStalledWorkerReconciled(t *testing.T) {
 	infos := instanceInfos(t, m)
 
 	// A stalls: declared dead with no other worker, its instances wait.
-	m.workers.dead("w-a", "test: stalled")
-	if _, err := m.workers.route(wire.RouteRequest{Kind: wire.RouteInstance, InstanceID: room.InstanceID}); code(err) != wire.CodeInstanceMoving {
+	m.workers.Dead("w-a", "test: stalled")
+	if _, err := m.workers.Route(wire.RouteRequest{Kind: wire.RouteInstance, InstanceID: room.InstanceID}); code(err) != wire.CodeInstanceMoving {
 		t.Fatalf("route while no worker is live: %v, want %s", err, wire.CodeInstanceMoving)
 	}
 	// Its worker may still be alive (a stall): what it writes now would be
 	// acknowledged to users of a copy the new owner never sees.
-	if err := m.workers.checkEpoch(room.InstanceID, infos[room.InstanceID].Epoch); code(err) != wire.CodeInstanceMoving {
+	if err := m.workers.Gate.CheckEpoch(room.InstanceID, infos[room.InstanceID].Epoch); code(err) != wire.CodeInstanceMoving {
 		t.Fatalf("a write while the instance waits to move: %v, want %s", err, wire.CodeInstanceMoving)
 	}
 	// B registers: they move there, same ids, new epochs.
@@ -82,7 +81,7 @@ func TestStalledWorkerReconciled(t *testing.T) {
 		if f.Location == "" || f.Reason == "" || !f.Moved {
 			t.Fatalf("fencing order without a way on: %+v", f)
 		}
-		if err := m.workers.checkEpoch(f.ID, infos[f.ID].Epoch); err == nil {
+		if err := m.workers.Gate.CheckEpoch(f.ID, infos[f.ID].Epoch); err == nil {
 			t.Errorf("a write under the old epoch of %s was accepted", f.ID)
 		}
 	}
@@ -119,10 +118,7 @@ func storedList(t *testing.T, m *Master, iid string) string {
 // holder stays unreachable past the wait, the answer is "moving" (retry).
 func TestHolderWaitedForNeverReplaced(t *testing.T) {
 	disconnect := func(m *Master, id string) {
-		m.workers.mu.Lock()
-		conn := m.workers.workers[id].conn // the master's end
-		m.workers.mu.Unlock()
-		m.workers.disconnected(id, conn)
+		m.workers.Disconnected(id, m.workers.Gate.ConnOf(id)) // the master's end
 	}
 	t.Run("declared dead: the same instance, moved", func(t *testing.T) {
 		m := startMaster(t, balance.RoundRobin) // DeadAfter 300 ms
@@ -152,7 +148,7 @@ func TestHolderWaitedForNeverReplaced(t *testing.T) {
 	})
 	t.Run("back in time: the same instance, where it was", func(t *testing.T) {
 		m := startMaster(t, balance.RoundRobin)
-		m.workers.grace = time.Minute
+		m.workers.SetDeadAfter(time.Minute)
 		a := addWorker(t, m, "w-a")
 		old, err := a.place(t, "notes", "alice")
 		if err != nil {
@@ -179,11 +175,11 @@ func TestHolderWaitedForNeverReplaced(t *testing.T) {
 		}
 	})
 	t.Run("still unreachable: moving, retry", func(t *testing.T) {
-		saved := holderWait
-		holderWait = 200 * time.Millisecond
-		defer func() { holderWait = saved }()
+		saved := registry.HolderWait
+		registry.HolderWait = 200 * time.Millisecond
+		defer func() { registry.HolderWait = saved }()
 		m := startMaster(t, balance.RoundRobin)
-		m.workers.grace = time.Minute
+		m.workers.SetDeadAfter(time.Minute)
 		a := addWorker(t, m, "w-a")
 		if _, err := a.place(t, "notes", "alice"); err != nil {
 			t.Fatal(err)
@@ -216,10 +212,10 @@ func TestDuplicateMerged(t *testing.T) {
 	}
 	b := addWorker(t, m, "w-b")
 	rep := b.register(t, m, dup)
-	if len(rep.Fenced) != 1 || rep.Fenced[0].ID != dup.ID || rep.Fenced[0].Reason != mergedReason || rep.Fenced[0].Moved {
+	if len(rep.Fenced) != 1 || rep.Fenced[0].ID != dup.ID || rep.Fenced[0].Reason != "This app instance was closed in favour of the one the application now gives you; its data is kept." || rep.Fenced[0].Moved {
 		t.Fatalf("fenced %+v", rep.Fenced)
 	}
-	if _, err := m.workers.route(wire.RouteRequest{Kind: wire.RouteInstance, InstanceID: dup.ID}); code(err) != wire.CodeInstanceMerged {
+	if _, err := m.workers.Route(wire.RouteRequest{Kind: wire.RouteInstance, InstanceID: dup.ID}); code(err) != wire.CodeInstanceMerged {
 		t.Fatalf("route to the duplicate: %v, want %s", err, wire.CodeInstanceMerged)
 	}
 	if p, err := b.place(t, "notes", "alice"); err != nil || p.InstanceID != held.InstanceID {
@@ -254,37 +250,6 @@ func waitRoute(t *testing.T, f *fakeWorker, iid, wid string) {
 	})
 }
 
-func TestEpochsDurable(t *testing.T) {
-	path := filepath.Join(t.TempDir(), state.FileName)
-	st, err := state.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEpochs(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var last uint64
-	for range 3 {
-		if last, err = e.next(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st.Close()
-	st, err = state.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	e, err = newEpochs(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := e.next(); n != last+1 {
-		t.Fatalf("after a restart: %d, want %d", n, last+1)
-	}
-}
-
 // TestLeaveMigrates: a worker that announces it stops (SIGTERM) has its
 // instances moved to another worker, under new epochs, before the answer;
 // the old worker is told to release each (its clients follow), and it is
@@ -313,7 +278,7 @@ func TestLeaveMigrates(t *testing.T) {
 		if r, err := b.route(t, wire.RouteInstance, "", iid); err != nil || r.WorkerID != "w-b" {
 			t.Fatalf("%s after the leave: %+v %v", iid, r, err)
 		}
-		if err := m.workers.checkEpoch(iid, infos[iid].Epoch); err == nil {
+		if err := m.workers.Gate.CheckEpoch(iid, infos[iid].Epoch); err == nil {
 			t.Fatalf("the leaving worker's epoch of %s is still accepted", iid)
 		}
 	}
@@ -367,7 +332,7 @@ func TestWorkerDiesDuringMigration(t *testing.T) {
 				_, _ = contract.WorkerManagerClient{C: a.conn}.Leave(ctx)
 			}()
 			testutil.Eventually(t, 5*time.Second, testutil.Cond("the migration's restore", func() bool { return b.creates.Load() == 1 }))
-			m.workers.dead("w-a", "test: died while leaving")
+			m.workers.Dead("w-a", "test: died while leaving")
 			b.mu.Lock()
 			b.gate = nil
 			b.mu.Unlock()
@@ -380,9 +345,7 @@ func TestWorkerDiesDuringMigration(t *testing.T) {
 					t.Fatalf("table epoch %d, w-b holds it under %d", in.Epoch, b.epoch(in.ID))
 				}
 			}
-			m.workers.mu.Lock()
-			orphans := len(m.workers.orphans)
-			m.workers.mu.Unlock()
+			orphans := m.workers.Moves.Orphans()
 			if orphans != 0 {
 				t.Fatalf("%d orphans left", orphans)
 			}
@@ -425,7 +388,7 @@ func TestUnissuedEpochFenced(t *testing.T) {
 			if _, ok := fenced[issued.ID]; ok != tc.fence {
 				t.Errorf("held instance under epoch %d fenced = %v, want %v", tc.epoch, ok, tc.fence)
 			}
-			if _, err := m.workers.route(wire.RouteRequest{Kind: wire.RouteInstance, InstanceID: forged.ID}); tc.fence && err == nil {
+			if _, err := m.workers.Route(wire.RouteRequest{Kind: wire.RouteInstance, InstanceID: forged.ID}); tc.fence && err == nil {
 				t.Errorf("the fenced instance is routed")
 			}
 		})

@@ -119,7 +119,7 @@ func (m *Master) LocalRoutes() LocalRoutes { return LocalRoutes{m} }
 // Route answers where a request goes without waiting on anything but the
 // master's own locks.
 func (r LocalRoutes) Route(req wire.RouteRequest) (wire.RouteReply, error) {
-	return r.m.workers.route(req)
+	return r.m.workers.Route(req)
 }
 
 // Apps lists the public applications for the home page.

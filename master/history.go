@@ -3,6 +3,8 @@ package master
 import (
 	"sync"
 	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
 )
 
 // history keeps each worker's load over the last 15 minutes for the
@@ -26,17 +28,17 @@ func newHistory() *history {
 	return &history{series: map[string][]loadPoint{}, seen: map[string]time.Time{}}
 }
 
-func (h *history) sample(now time.Time, views []workerView) {
+func (h *history) sample(now time.Time, views []registry.WorkerView) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, w := range views {
-		s := append(h.series[w.id], loadPoint{now.UnixMilli(), int64(w.load.Total), int64(w.load.GoHeap),
-			int64(w.load.BrowserPSS), int64(w.projected)})
+		s := append(h.series[w.ID], loadPoint{now.UnixMilli(), int64(w.Load.Total), int64(w.Load.GoHeap),
+			int64(w.Load.BrowserPSS), int64(w.Projected)})
 		if len(s) > historyPoints {
 			s = append(s[:0], s[len(s)-historyPoints:]...)
 		}
-		h.series[w.id] = s
-		h.seen[w.id] = now
+		h.series[w.ID] = s
+		h.seen[w.ID] = now
 	}
 	for id, t := range h.seen {
 		if now.Sub(t) > time.Duration(historyPoints)*historyStep {
@@ -61,13 +63,13 @@ func (m *Master) sampleLoop() {
 	defer m.wg.Done()
 	t := time.NewTicker(historyStep)
 	defer t.Stop()
-	m.history.sample(time.Now(), m.workers.views())
+	m.history.sample(time.Now(), m.workers.Views())
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
 		case now := <-t.C:
-			m.history.sample(now, m.workers.views())
+			m.history.sample(now, m.workers.Views())
 		}
 	}
 }

@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
 )
 
 func TestHistoryBounded(t *testing.T) {
 	h := newHistory()
 	t0 := time.Unix(1_800_000_000, 0)
 	for i := 0; i < historyPoints+50; i++ {
-		h.sample(t0.Add(time.Duration(i)*historyStep), []workerView{{id: "w-a", load: wire.Load{Total: uint64(i)}}})
+		h.sample(t0.Add(time.Duration(i)*historyStep), []registry.WorkerView{{ID: "w-a", Load: wire.Load{Total: uint64(i)}}})
 	}
 	s := h.snapshot()["w-a"]
 	if len(s) != historyPoints || s[len(s)-1][1] != int64(historyPoints+49) {

@@ -95,10 +95,10 @@ func TestCallerIdentity(t *testing.T) {
 	if _, ok := workers["w-c"]; ok || len(workers) != 2 {
 		t.Fatalf("workers after refused registrations: %+v", workers)
 	}
-	if w := workers["w-a"]; w.HTTPAddr != "127.0.0.1:1" || w.State != stateConnected || w.Load.Total != 12345 {
+	if w := workers["w-a"]; w.HTTPAddr != "127.0.0.1:1" || w.State != "connected" || w.Load.Total != 12345 {
 		t.Fatalf("w-a after a refused take-over: %+v", w)
 	}
-	if w := workers["w-b"]; w.State != stateConnected || w.Load.Total == 12345 {
+	if w := workers["w-b"]; w.State != "connected" || w.Load.Total == 12345 {
 		t.Fatalf("w-b: %+v", w)
 	}
 	if _, err := wm(a.conn).Leave(context.Background()); err != nil {

@@ -362,58 +362,6 @@ func (s *instanceStates) drop(iid string) error {
 	return s.st.DropBucket(stateBucket(iid))
 }
 
-// hostedBy refuses a write to an instance that the calling connection's
-// worker does not host according to the instance table.
-// It answers the hosting worker's id.
-func (m *WorkerManager) hostedBy(iid string, c *rmi.Conn) (string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	in, ok := m.instances[iid]
-	if !ok {
-		return "", wire.Err(wire.CodeUnknownInstance, "instance "+iid+" is not in the master's table")
-	}
-	if !m.connIsLocked(in.Worker, c) {
-		return "", wire.Err(wire.CodeUnknownInstance, "instance "+iid+" is hosted by "+in.Worker+", not by the caller")
-	}
-	return in.Worker, nil
-}
-
-// mayRead refuses a read of instance iid's stored state (its shared state
-// and its browsers' cookies and storage) unless the calling connection's
-// worker hosts it, or is the one the master is asking to create it (a
-// placement, a failover or a migration in flight: the new host reads what
-// it restores before the table names it).
-func (m *WorkerManager) mayRead(iid string, c *rmi.Conn) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	wid := m.callerLocked(c)
-	if wid == "" {
-		return wire.Errorf(wire.CodeForbidden, "no worker is registered on this connection (peer %q): register first", peerName(c))
-	}
-	if in, ok := m.instances[iid]; ok && in.Worker == wid {
-		return nil
-	}
-	if m.targets[iid] == wid {
-		return nil
-	}
-	return wire.Errorf(wire.CodeForbidden, "instance %s is not hosted by worker %s: its state is its host's only", iid, wid)
-}
-
-// aim records that worker wid is being asked to create instance iid (so it
-// may read its stored state); the returned func ends that.
-func (m *WorkerManager) aim(iid, wid string) (done func()) {
-	m.mu.Lock()
-	m.targets[iid] = wid
-	m.mu.Unlock()
-	return func() {
-		m.mu.Lock()
-		if m.targets[iid] == wid {
-			delete(m.targets, iid)
-		}
-		m.mu.Unlock()
-	}
-}
-
 // stateService is registered as wire.ObjInstanceState, for workers.
 type stateService struct{ m *Master }
 
@@ -421,7 +369,7 @@ var _ contract.InstanceState = stateService{}
 
 // Write stores one write of the caller's instance.
 func (s stateService) Write(ctx context.Context, w wire.StateWrite) (wire.StateWriteReply, error) {
-	wid, err := s.m.workers.hostedBy(w.Instance, rmi.ConnFrom(ctx))
+	wid, err := s.m.workers.Gate.HostedBy(w.Instance, rmi.ConnFrom(ctx))
 	if err != nil {
 		return wire.StateWriteReply{}, err
 	}
@@ -445,9 +393,9 @@ func (s stateService) Write(ctx context.Context, w wire.StateWrite) (wire.StateW
 	// The table follows for landing pages: grants to named users, names.
 	switch {
 	case w.Op == wire.StateGrant && w.Key != "*":
-		_ = s.m.workers.share(wid, w.Instance, w.Key, string(w.Value))
+		_ = s.m.workers.Share(wid, w.Instance, w.Key, string(w.Value))
 	case w.Op == wire.StateName:
-		_ = s.m.workers.rename(wid, w.Instance, string(w.Value))
+		_ = s.m.workers.Rename(wid, w.Instance, string(w.Value))
 	}
 	return rep, nil
 }
@@ -455,7 +403,7 @@ func (s stateService) Write(ctx context.Context, w wire.StateWrite) (wire.StateW
 // Get reads an instance's stored state, a page at a time (after: the last
 // key of the previous page).
 func (s stateService) Get(ctx context.Context, iid, after string) (wire.InstanceState, error) {
-	if err := s.m.workers.mayRead(iid, rmi.ConnFrom(ctx)); err != nil {
+	if err := s.m.workers.Gate.MayRead(iid, rmi.ConnFrom(ctx)); err != nil {
 		s.m.log.Warn().Str("instance", iid).Str("peer", peerName(rmi.ConnFrom(ctx))).Err(err).Msg("shared-state read refused")
 		return wire.InstanceState{}, err
 	}
@@ -466,7 +414,7 @@ func (s stateService) Get(ctx context.Context, iid, after string) (wire.Instance
 // instance, with the same checks as Write: the caller hosts it, under the
 // current epoch.
 func (s stateService) SaveBrowser(ctx context.Context, req wire.SaveBrowser) error {
-	if _, err := s.m.workers.hostedBy(req.Instance, rmi.ConnFrom(ctx)); err != nil {
+	if _, err := s.m.workers.Gate.HostedBy(req.Instance, rmi.ConnFrom(ctx)); err != nil {
 		return err
 	}
 	if err := s.m.istate.saveBrowser(req); err != nil {
@@ -479,7 +427,7 @@ func (s stateService) SaveBrowser(ctx context.Context, req wire.SaveBrowser) err
 // Browsers reads an instance's browser snapshots, a page at a time
 // (after: the last browser id of the previous page).
 func (s stateService) Browsers(ctx context.Context, iid, after string) (wire.BrowserSnapshots, error) {
-	if err := s.m.workers.mayRead(iid, rmi.ConnFrom(ctx)); err != nil {
+	if err := s.m.workers.Gate.MayRead(iid, rmi.ConnFrom(ctx)); err != nil {
 		s.m.log.Warn().Str("instance", iid).Str("peer", peerName(rmi.ConnFrom(ctx))).Err(err).Msg("browser snapshot read refused")
 		return wire.BrowserSnapshots{}, err
 	}
@@ -546,7 +494,7 @@ func (m *Master) instanceState(w http.ResponseWriter, r *http.Request) {
 	}
 	// An instance may have browser snapshots and no shared state, or be
 	// live with neither yet: only one the master knows nothing of is 404.
-	if !st.Found && len(v.Browsers) == 0 && !m.workers.known(iid) {
+	if !st.Found && len(v.Browsers) == 0 && !m.workers.Known(iid) {
 		apiError(w, http.StatusNotFound, "no stored state for instance "+iid)
 		return
 	}

@@ -226,7 +226,7 @@ func TestInstanceStateService(t *testing.T) {
 	if _, err := write(one, wire.StateWrite{Instance: iid, Op: wire.StateGrant, Key: "bob", Value: []byte("reader")}); err != nil {
 		t.Fatal(err)
 	}
-	if list := m.workers.userInstances("multi", "bob"); len(list) != 1 || list[0].ID != iid {
+	if list := m.workers.UserInstances("multi", "bob"); len(list) != 1 || list[0].ID != iid {
 		t.Fatalf("bob's landing page: %+v", list)
 	}
 	if st, err := (contract.InstanceStateClient{C: one.conn}).Get(ctx, iid, ""); err != nil || string(st.Values["l"].Value) != `["x"]` || st.Grants["bob"] != "reader" {

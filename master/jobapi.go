@@ -99,11 +99,19 @@ func (m *Master) reconcileReservations() {
 	}
 }
 
+// jobSlots passes the registry's word on the workers' job slots to the
+// job queue, which starts after the registry.
+type jobSlots struct{ m *Master }
+
+func (j jobSlots) Set(id string, slots int) { j.m.jobs.q.Workers().Set(id, slots) }
+
+func (j jobSlots) Remove(ctx context.Context, id string) { j.m.jobs.q.Workers().Remove(ctx, id) }
+
 // jobRunner starts and cancels attempts on workers.
 type jobRunner struct{ m *Master }
 
 func (r jobRunner) Run(ctx context.Context, workerID string, run wire.JobRun) error {
-	ref := r.m.workers.refOf(workerID)
+	ref := r.m.workers.RefOf(workerID)
 	if ref == nil {
 		return wire.Err(wire.CodeUnknownWorker, "worker "+workerID+" is not connected")
 	}
@@ -113,7 +121,7 @@ func (r jobRunner) Run(ctx context.Context, workerID string, run wire.JobRun) er
 }
 
 func (r jobRunner) Cancel(ctx context.Context, workerID, id string, attempt int) error {
-	ref := r.m.workers.refOf(workerID)
+	ref := r.m.workers.RefOf(workerID)
 	if ref == nil {
 		return nil // gone: nothing runs there any more
 	}
@@ -232,7 +240,7 @@ func (s jobQueueService) Working(ctx context.Context, p wire.JobProgress) error 
 // Ready is the start gate: whether the calling worker may load the page
 // of its attempt now (jobs.Workers.Ready).
 func (s jobQueueService) Ready(ctx context.Context, p wire.JobProgress) (wire.JobGo, error) {
-	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
+	wid, err := s.m.workers.Gate.Caller(rmi.ConnFrom(ctx))
 	if err != nil {
 		return wire.JobGo{}, err
 	}
@@ -262,7 +270,7 @@ func (s jobQueueService) Done(ctx context.Context, o wire.JobOutcome) error {
 // report runs fn for the worker calling over this connection; a report of
 // an attempt that is no longer current is not the worker's error.
 func (s jobQueueService) report(ctx context.Context, fn func(workerID string) error) error {
-	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
+	wid, err := s.m.workers.Gate.Caller(rmi.ConnFrom(ctx))
 	if err != nil {
 		return err
 	}

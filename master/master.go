@@ -1,7 +1,8 @@
 // Package master is the cluster's control plane: the Application Manager,
-// the Worker Manager (instance table, load reports, balancer), the route
-// lookups of the reverse proxies, the proxies' configuration and records
-// and the admin HTTP endpoints. The proxies themselves, embedded or
+// the RMI services of the Worker Manager (over master/registry, which owns
+// the instance table, load reports and placements), the route lookups of
+// the reverse proxies, the proxies' configuration and records and the
+// admin HTTP endpoints. The proxies themselves, embedded or
 // processes, are assembled in front of it by the program that runs it
 // (front.go).
 package master
@@ -32,6 +33,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobs"
+	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
 	"github.com/cloudbrowser-go/cloudbrowser/master/rendercache"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
@@ -145,7 +147,7 @@ type Master struct {
 	// identities limits new anonymous identities per client address,
 	// cluster-wide (every worker asks before minting one).
 	identities *quota.Buckets
-	workers    *WorkerManager
+	workers    *registry.Registry
 	// istate is the instances' shared state (instancestate.go).
 	istate  *instanceStates
 	proxies *proxySet
@@ -250,13 +252,10 @@ func New(cfg Config) (*Master, error) {
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.bal = balance.New(balance.Options{Strategy: cfg.Balancer, Project: !cfg.NoProjection})
 	m.proxies = &proxySet{log: m.log.With().Str("component", "proxies").Logger(), ctx: m.ctx, wg: &m.wg, conns: map[*rmi.Conn]string{}}
-	ep, err := newEpochs(m.state)
-	if err != nil {
-		return nil, fmt.Errorf("master: %w", err)
-	}
-	m.workers = NewWorkerManager(WorkerManagerConfig{
-		Logger: m.log, Balancer: m.bal, Epochs: ep, State: st,
-		Apps: func(name string) (wire.App, bool) {
+	m.metrics = newMasterMetrics()
+	m.workers, err = registry.New(registry.Config{
+		Logger: m.log, Balancer: m.bal, Store: st,
+		Apps: registry.AppsFunc(func(name string) (wire.App, bool) {
 			// As sent to workers (CreateInstance): large bundles as stubs.
 			app, ok := m.apps.Get(name)
 			if !ok {
@@ -266,28 +265,22 @@ func New(cfg Config) (*Master, error) {
 				app = w
 			}
 			return app, true
-		},
+		}),
 		ReportPeriod: cfg.ReportPeriod, DeadAfter: cfg.DeadAfter, Proxies: m.proxies, Quotas: cfg.Quotas,
+		Jobs: jobSlots{m}, Observer: m.metrics,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("master: placement epochs: %w", err)
+	}
 	m.identities = quota.NewBuckets(cfg.Quotas.IdentityBurst, cfg.Quotas.IdentitiesPerMinute, maxIdentityKeys)
-	m.metrics = newMasterMetrics()
-	m.istate = newInstanceStates(st, m.workers.checkEpoch)
+	m.istate = newInstanceStates(st, m.workers.Gate.CheckEpoch)
 	m.metrics.reg.MustRegister(m.istate.collectors()...)
 	m.history = newHistory()
 	m.scheme = httpsec.Scheme{AlwaysHTTPS: publicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto}
-	m.workers.observeLookup = func(kind string, start time.Time) {
-		m.metrics.lookups.WithLabelValues(kind).Observe(time.Since(start).Seconds())
-	}
-	m.workers.observePlace = func(strategy, outcome string) {
-		m.metrics.placements.WithLabelValues(strategy, outcome).Inc()
-	}
-	m.workers.observeRefusal = func(limit string) { m.metrics.refusals.WithLabelValues(limit).Inc() }
 	if err := m.startJobs(); err != nil {
 		return nil, err
 	}
-	m.workers.jobSlots = m.jobs.q.Workers().Set
-	m.workers.jobsGone = func(id string) { m.jobs.q.Workers().Remove(m.ctx, id) }
-	m.apps = newAppManager(m.log, m.workers.refs)
+	m.apps = newAppManager(m.log, m.workers.Refs)
 	m.apps.state = st
 	accPath := ""
 	if cfg.DataDir != "" {
@@ -400,7 +393,7 @@ func (m *Master) Start(ctx context.Context) error {
 	m.startedAt = time.Now()
 	// The stored instance table first: a worker that registers at once
 	// must find its instances (and a user's strategy key its instance).
-	n, err := m.workers.recoverInstances()
+	n, err := m.workers.RecoverInstances()
 	if err != nil {
 		return fmt.Errorf("master: %w", err)
 	}
@@ -504,9 +497,9 @@ func (m *Master) onMember(ev membership.Event) {
 	}
 	switch ev.Kind {
 	case membership.Failed:
-		m.workers.suspectMember(ev.Meta.ID, ev.Name, "gossip: failed")
+		m.workers.SuspectMember(ev.Meta.ID, ev.Name, "gossip: failed")
 	case membership.Left:
-		m.workers.deadMember(ev.Meta.ID, ev.Name, "gossip: left")
+		m.workers.DeadMember(ev.Meta.ID, ev.Name, "gossip: left")
 	}
 }
 
@@ -556,7 +549,7 @@ func (m *Master) PublicAddr() string { return m.publicAddr }
 func (m *Master) Status() wire.ClusterStatus {
 	st := wire.ClusterStatus{MasterID: m.id, Strategy: string(m.cfg.Balancer), At: time.Now(),
 		Workers: []wire.WorkerStatus{}, Apps: []wire.App{}, Instances: []wire.InstanceInfo{}, Members: []wire.MemberStatus{}}
-	m.workers.status(&st)
+	m.workers.Status(&st)
 	for _, a := range m.apps.List() {
 		a.Files = nil
 		st.Apps = append(st.Apps, a)
@@ -574,7 +567,7 @@ func (m *Master) Status() wire.ClusterStatus {
 // BeginShutdown tells the master the whole cluster is stopping (cloudbrowser
 // up on Ctrl-C): workers that leave now keep their instances instead of
 // migrating them to workers that are about to stop too.
-func (m *Master) BeginShutdown() { m.workers.stopping.Store(true) }
+func (m *Master) BeginShutdown() { m.workers.Moves.BeginShutdown() }
 
 // Close stops the master: proxies first (so users get answers until the
 // end), then the gossip layer (leaving gracefully) and RMI.
@@ -593,7 +586,7 @@ func (m *Master) Close() error {
 		_ = m.member.Leave(time.Second)
 		_ = m.member.Shutdown()
 	}
-	m.workers.close()
+	m.workers.Close()
 	var err error
 	if m.node != nil {
 		err = m.node.Close()

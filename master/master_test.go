@@ -17,6 +17,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
+	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
@@ -335,14 +336,14 @@ func TestNoWorkersAndDraining(t *testing.T) {
 	// Once a worker has registered, no live worker is "no workers", not
 	// "starting".
 	for _, id := range []string{"w-a", "w-b"} {
-		_ = m.workers.setDraining(id, true)
+		_ = m.workers.SetDraining(id, true)
 	}
 	err = c.Call(context.Background(), wire.ObjRouter, "Route", &r, wire.RouteRequest{Kind: wire.RouteApp, App: "hello"})
 	if code(err) != wire.CodeNoWorkers {
 		t.Fatalf("route with every worker draining: %v, want %s", err, wire.CodeNoWorkers)
 	}
-	_ = m.workers.setDraining("w-a", false)
-	if err := m.workers.setDraining("w-b", true); err != nil {
+	_ = m.workers.SetDraining("w-a", false)
+	if err := m.workers.SetDraining("w-b", true); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {
@@ -355,7 +356,7 @@ func TestNoWorkersAndDraining(t *testing.T) {
 			t.Fatalf("app route to a draining worker: %+v %v", r, err)
 		}
 	}
-	if err := m.workers.setDraining("w-nope", true); code(err) == "" {
+	if err := m.workers.SetDraining("w-nope", true); code(err) == "" {
 		t.Fatal("draining an unknown worker succeeded")
 	}
 }
@@ -386,7 +387,7 @@ func TestRoutesAndDeadWorkers(t *testing.T) {
 	}
 
 	// A late gossip verdict about an earlier incarnation changes nothing.
-	m.workers.deadMember("w-b", "w-b.old", "gossip: failed")
+	m.workers.DeadMember("w-b", "w-b.old", "gossip: failed")
 	if _, err := a.route(t, wire.RouteInstance, "multi", onB.InstanceID); err != nil {
 		t.Fatalf("stale verdict removed the worker: %v", err)
 	}
@@ -496,7 +497,7 @@ func TestInstanceClosedInvalidatesProxies(t *testing.T) {
 	if _, err := a.route(t, wire.RouteInstance, "multi", p.InstanceID); code(err) != wire.CodeUnknownInstance {
 		t.Fatalf("closed instance still routed: %v", err)
 	}
-	m.workers.dead("w-a", "test")
+	m.workers.Dead("w-a", "test")
 	testutil.Eventually(t, 5*time.Second, testutil.Cond("the worker's invalidation", func() bool { return inv.has("worker:w-a") }))
 }
 
@@ -616,9 +617,9 @@ func TestSharedInstancesListed(t *testing.T) {
 // an overloaded machine); a frozen worker and one whose connection is gone
 // are removed.
 func TestGossipFailureCheckedOverRMI(t *testing.T) {
-	saved := pingTimeout
-	pingTimeout = 300 * time.Millisecond
-	defer func() { pingTimeout = saved }()
+	saved := registry.PingTimeout
+	registry.PingTimeout = 300 * time.Millisecond
+	defer func() { registry.PingTimeout = saved }()
 	m := startMaster(t, balance.LeastLoad)
 	busy := addWorker(t, m, "w-busy")
 	frozen := addWorker(t, m, "w-frozen")
@@ -626,7 +627,7 @@ func TestGossipFailureCheckedOverRMI(t *testing.T) {
 	frozen.frozen.Store(true)
 	gone.conn.Close()
 	for _, w := range []*fakeWorker{busy, frozen, gone} {
-		m.workers.suspectMember(w.id, w.id+".g1", "gossip: failed")
+		m.workers.SuspectMember(w.id, w.id+".g1", "gossip: failed")
 	}
 	testutil.Eventually(t, 10*time.Second, func() error {
 		st := m.Status()

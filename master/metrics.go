@@ -1,11 +1,14 @@
 package master
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
+	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
 )
 
 // masterMetrics are the master's own instruments; the rest is read from
@@ -64,11 +67,11 @@ func newMasterMetrics() *masterMetrics {
 func (m *Master) registerReaders() {
 	g := prometheus.GaugeValue
 	wl := []string{"worker"}
-	perWorker := func(name, help string, typ prometheus.ValueType, val func(w workerView) float64) prometheus.Collector {
+	perWorker := func(name, help string, typ prometheus.ValueType, val func(w registry.WorkerView) float64) prometheus.Collector {
 		return metrics.NewFunc(name, help, typ, wl, func() []metrics.Sample {
 			var out []metrics.Sample
-			for _, w := range m.workers.views() {
-				out = append(out, metrics.Sample{Labels: []string{w.id}, Value: val(w)})
+			for _, w := range m.workers.Views() {
+				out = append(out, metrics.Sample{Labels: []string{w.ID}, Value: val(w)})
 			}
 			return out
 		})
@@ -77,32 +80,44 @@ func (m *Master) registerReaders() {
 		metrics.NewFunc("cloudbrowser_worker_load_bytes", "Reported worker load, by part (total, go_heap, browser_pss).", g,
 			[]string{"worker", "part"}, func() []metrics.Sample {
 				var out []metrics.Sample
-				for _, w := range m.workers.views() {
+				for _, w := range m.workers.Views() {
 					out = append(out,
-						metrics.Sample{Labels: []string{w.id, "total"}, Value: float64(w.load.Total)},
-						metrics.Sample{Labels: []string{w.id, "go_heap"}, Value: float64(w.load.GoHeap)},
-						metrics.Sample{Labels: []string{w.id, "browser_pss"}, Value: float64(w.load.BrowserPSS)})
+						metrics.Sample{Labels: []string{w.ID, "total"}, Value: float64(w.Load.Total)},
+						metrics.Sample{Labels: []string{w.ID, "go_heap"}, Value: float64(w.Load.GoHeap)},
+						metrics.Sample{Labels: []string{w.ID, "browser_pss"}, Value: float64(w.Load.BrowserPSS)})
 				}
 				return out
 			}),
 		perWorker("cloudbrowser_worker_projected_load_bytes", "Load the balancer uses for the worker: reported plus projected placements.", g,
-			func(w workerView) float64 { return float64(w.projected) }),
-		perWorker("cloudbrowser_worker_instances", "App instances on the worker (last report).", g, func(w workerView) float64 { return float64(w.load.Instances) }),
-		perWorker("cloudbrowser_worker_browsers", "Virtual browsers on the worker (last report).", g, func(w workerView) float64 { return float64(w.load.Browsers) }),
-		perWorker("cloudbrowser_worker_clients", "Client engines connected to the worker (last report).", g, func(w workerView) float64 { return float64(w.load.Clients) }),
+			func(w registry.WorkerView) float64 { return float64(w.Projected) }),
+		perWorker("cloudbrowser_worker_instances", "App instances on the worker (last report).", g, func(w registry.WorkerView) float64 { return float64(w.Load.Instances) }),
+		perWorker("cloudbrowser_worker_browsers", "Virtual browsers on the worker (last report).", g, func(w registry.WorkerView) float64 { return float64(w.Load.Browsers) }),
+		perWorker("cloudbrowser_worker_clients", "Client engines connected to the worker (last report).", g, func(w registry.WorkerView) float64 { return float64(w.Load.Clients) }),
 		perWorker("cloudbrowser_worker_frames_sent_total", "Screencast frames sent to clients (last report).", prometheus.CounterValue,
-			func(w workerView) float64 { return float64(w.load.FramesSent) }),
+			func(w registry.WorkerView) float64 { return float64(w.Load.FramesSent) }),
 		perWorker("cloudbrowser_worker_frames_dropped_total", "Frames replaced before a slow client took them (last report).", prometheus.CounterValue,
-			func(w workerView) float64 { return float64(w.load.FramesDropped) }),
-		perWorker("cloudbrowser_worker_draining", "1 if the worker gets no new instances.", g, func(w workerView) float64 {
-			if w.draining {
+			func(w registry.WorkerView) float64 { return float64(w.Load.FramesDropped) }),
+		perWorker("cloudbrowser_worker_draining", "1 if the worker gets no new instances.", g, func(w registry.WorkerView) float64 {
+			if w.Draining {
 				return 1
 			}
 			return 0
 		}),
-		metrics.One("cloudbrowser_master_workers", "Workers registered and connected.", g, func() float64 { return float64(len(m.workers.views())) }),
-		metrics.One("cloudbrowser_master_instances", "App instances in the table.", g, func() float64 { return float64(m.workers.instanceCount()) }),
+		metrics.One("cloudbrowser_master_workers", "Workers registered and connected.", g, func() float64 { return float64(len(m.workers.Views())) }),
+		metrics.One("cloudbrowser_master_instances", "App instances in the table.", g, func() float64 { return float64(m.workers.InstanceCount()) }),
 		metrics.One("cloudbrowser_master_apps", "Applications deployed.", g, func() float64 { return float64(len(m.apps.List())) }),
 	)
 	m.metrics.reg.MustRegister(metrics.RMI(m.node)...)
 }
+
+// Lookup, Placed and Refused feed the registry's observations in
+// (registry.Observer).
+func (mm *masterMetrics) Lookup(kind string, start time.Time) {
+	mm.lookups.WithLabelValues(kind).Observe(time.Since(start).Seconds())
+}
+
+func (mm *masterMetrics) Placed(strategy, outcome string) {
+	mm.placements.WithLabelValues(strategy, outcome).Inc()
+}
+
+func (mm *masterMetrics) Refused(limit string) { mm.refusals.WithLabelValues(limit).Inc() }

@@ -73,7 +73,7 @@ func TestDrainSurvivesRestart(t *testing.T) {
 	if st, body := call(t, srv1, "admintok", "POST", "/api/v1/workers/w-b/drain", nil); st != http.StatusOK {
 		t.Fatalf("drain: %d %s", st, body)
 	}
-	if _, err := m1.workers.leave(context.Background(), "w-c"); err != nil {
+	if _, err := m1.workers.Moves.Leave(context.Background(), "w-c"); err != nil {
 		t.Fatal(err)
 	}
 	stop1()

@@ -87,7 +87,7 @@ func (s appService) Remove(ctx context.Context, name string) error {
 
 // workerService is registered as wire.ObjWorkerManager. The caller of
 // every method but Register is the worker registered on the connection
-// (WorkerManager.caller): no argument names it.
+// (registry.Gate.Caller): no argument names it.
 type workerService struct{ m *Master }
 
 var _ contract.WorkerManager = workerService{}
@@ -96,7 +96,7 @@ var _ contract.WorkerManager = workerService{}
 // contract.WorkerApps as a remote reference. The worker id must be the
 // name the connection's peer authenticated with in the handshake, so that
 // a connection speaks for one worker only, and that name must be proven
-// with the id's own key unless the id is new (identity.go).
+// with the id's own key unless the id is new (registry.Gate.Enrol).
 func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts []wire.InstanceInfo, appMgr *rmi.Ref) (wire.RegisterReply, error) {
 	c := rmi.ConnFrom(ctx)
 	if appMgr != nil && appMgr.Conn() != c {
@@ -108,12 +108,12 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 	if !ids.ValidWorker(info.ID) {
 		return wire.RegisterReply{}, wire.Errorf(wire.CodeInvalid, "register: invalid worker id %q (%s)", info.ID, ids.WorkerRule)
 	}
-	fresh, err := s.m.workers.enrol(info.ID, c.NameProven() || c.ClusterSecret())
+	fresh, err := s.m.workers.Gate.Enrol(info.ID, c.NameProven() || c.ClusterSecret())
 	if err != nil {
 		s.m.log.Warn().Str("worker", info.ID).Str("peer", c.RemoteAddr().String()).Err(err).Msg("worker registration refused")
 		return wire.RegisterReply{}, err
 	}
-	fenced, err := s.m.workers.register(info, insts, appMgr)
+	fenced, err := s.m.workers.Register(info, insts, appMgr)
 	if err != nil {
 		return wire.RegisterReply{}, err
 	}
@@ -125,7 +125,7 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 	go func() {
 		select {
 		case <-c.Done():
-			s.m.workers.disconnected(info.ID, c)
+			s.m.workers.Disconnected(info.ID, c)
 		case <-s.m.ctx.Done():
 		}
 	}()
@@ -139,31 +139,31 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 // Leave is a worker's announcement that it stops (SIGTERM): its instances
 // migrate to other workers before it answers.
 func (s workerService) Leave(ctx context.Context) (wire.MigrationResult, error) {
-	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
+	wid, err := s.m.workers.Gate.Caller(rmi.ConnFrom(ctx))
 	if err != nil {
 		return wire.MigrationResult{}, err
 	}
-	return s.m.workers.leave(ctx, wid)
+	return s.m.workers.Moves.Leave(ctx, wid)
 }
 
 // Report records the calling worker's load.
 func (s workerService) Report(ctx context.Context, load wire.Load) error {
-	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
+	wid, err := s.m.workers.Gate.Caller(rmi.ConnFrom(ctx))
 	if err != nil {
 		return err
 	}
-	return s.m.workers.report(wid, load)
+	return s.m.workers.Report(wid, load)
 }
 
 // Place finds or creates the instance of an app for a user. req.From, if
 // set, must be the calling worker.
 func (s workerService) Place(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
 	if req.From != "" {
-		if err := s.m.workers.callerIs(rmi.ConnFrom(ctx), req.From); err != nil {
+		if err := s.m.workers.Gate.CallerIs(rmi.ConnFrom(ctx), req.From); err != nil {
 			return wire.Placement{}, err
 		}
 	}
-	return s.m.workers.place(ctx, req)
+	return s.m.workers.Placer.Place(ctx, req)
 }
 
 // NewIdentity asks whether a client address may get a new anonymous
@@ -181,37 +181,37 @@ func (s workerService) NewIdentity(ctx context.Context, clientIP string) (int64,
 
 // Instances lists a user's instances of an app (for landing pages).
 func (s workerService) Instances(ctx context.Context, app, user string) ([]wire.InstanceInfo, error) {
-	return s.m.workers.userInstances(app, user), nil
+	return s.m.workers.UserInstances(app, user), nil
 }
 
 // InstanceRenamed records the name an owner gave an instance of the
 // calling worker.
 func (s workerService) InstanceRenamed(ctx context.Context, iid, name string) error {
-	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
+	wid, err := s.m.workers.Gate.Caller(rmi.ConnFrom(ctx))
 	if err != nil {
 		return err
 	}
-	return s.m.workers.rename(wid, iid, name)
+	return s.m.workers.Rename(wid, iid, name)
 }
 
 // InstanceShared records a grant on an instance of the calling worker to a
 // named user.
 func (s workerService) InstanceShared(ctx context.Context, sh wire.InstanceShare) error {
-	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
+	wid, err := s.m.workers.Gate.Caller(rmi.ConnFrom(ctx))
 	if err != nil {
 		return err
 	}
-	return s.m.workers.share(wid, sh.Instance, sh.Principal, sh.Role)
+	return s.m.workers.Share(wid, sh.Instance, sh.Principal, sh.Role)
 }
 
 // InstanceClosed tells the master the calling worker closed one of its
 // instances.
 func (s workerService) InstanceClosed(ctx context.Context, c wire.ClosedInstance) error {
-	wid, err := s.m.workers.caller(rmi.ConnFrom(ctx))
+	wid, err := s.m.workers.Gate.Caller(rmi.ConnFrom(ctx))
 	if err != nil {
 		return err
 	}
-	if err := s.m.workers.instanceClosed(wid, c); err != nil {
+	if err := s.m.workers.InstanceClosed(wid, c); err != nil {
 		return err
 	}
 	// Closed for good: its shared state goes too.
@@ -228,7 +228,7 @@ var _ contract.Router = routerService{}
 
 // Route answers where a request goes.
 func (s routerService) Route(ctx context.Context, req wire.RouteRequest) (wire.RouteReply, error) {
-	return s.m.workers.route(req)
+	return s.m.workers.Route(req)
 }
 
 // Apps lists the public applications for the home page.

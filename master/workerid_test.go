@@ -91,7 +91,7 @@ func TestWorkerIdentity(t *testing.T) {
 		before func()
 	}{
 		{"while it is live", func() {}},
-		{"once it is declared dead", func() { m.workers.dead("w-a", "test") }},
+		{"once it is declared dead", func() { m.workers.Dead("w-a", "test") }},
 		{"after a master restart", func() {
 			m.Close()
 			m = start()

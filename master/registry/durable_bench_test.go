@@ -1,4 +1,4 @@
-package master
+package registry
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkInstanceJournal: what a placement waits for the instance table
-// to be stored (durable.go): a record added, then syncInstances. "memory"
+// to be stored (durable.go): a record added, then journal.sync. "memory"
 // is the baseline (the in-memory store of a master without a data
 // directory); "bbolt" writes state.db with fsync; parallel placements share
 // transactions.
@@ -32,9 +32,12 @@ func BenchmarkInstanceJournal(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer st.Close()
-				m := NewWorkerManager(WorkerManagerConfig{Logger: zerolog.Nop(), State: st,
-					Apps: func(string) (wire.App, bool) { return wire.App{}, false }})
-				defer m.close()
+				m, err := New(Config{Logger: zerolog.Nop(), Store: st,
+					Apps: AppsFunc(func(string) (wire.App, bool) { return wire.App{}, false })})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Close()
 				var n atomic.Int64
 				b.SetParallelism(par)
 				b.RunParallel(func(pb *testing.PB) {
@@ -44,7 +47,7 @@ func BenchmarkInstanceJournal(b *testing.B) {
 						m.addInstanceLocked(wire.InstanceInfo{ID: fmt.Sprintf("w-a.%012d", i), App: "multi", Owner: "u",
 							Worker: "w-a", Created: time.Now(), Epoch: uint64(i)}, "", "", true)
 						m.mu.Unlock()
-						if err := m.syncInstances(context.Background()); err != nil {
+						if err := m.journal.sync(context.Background()); err != nil {
 							b.Fatal(err)
 						}
 					}

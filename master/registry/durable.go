@@ -1,4 +1,4 @@
-package master
+package registry
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 // journalled to the store (bucket instanceBucket) by one writer goroutine
 // that always writes an instance's current record (or its removal), in the
 // order of the table, never an older one; a placement waits for its record
-// before it is answered (syncInstances). A restarted master loads the
-// records (recoverInstances): each instance waits for its worker to
+// before it is answered (journal.sync). A restarted master loads the
+// records (RecoverInstances): each instance waits for its worker to
 // register and report it; one its worker does not report, or whose worker
 // does not come back within the grace period, is placed again under its id
 // with its state (failover.go). Until then its URLs answer "moving" and its
@@ -31,6 +31,8 @@ const instanceBucket = "instances"
 
 // journal is the table's write-behind to the store.
 type journal struct {
+	r *Registry
+	// The rest is guarded by the registry's lock.
 	kick    chan struct{}
 	dirty   map[string]struct{}
 	marked  uint64 // generations of changes marked
@@ -38,16 +40,15 @@ type journal struct {
 	wrote   chan struct{}
 }
 
-func newJournal() *journal {
-	return &journal{kick: make(chan struct{}, 1), dirty: map[string]struct{}{}, wrote: make(chan struct{})}
+func newJournal(r *Registry) *journal {
+	return &journal{r: r, kick: make(chan struct{}, 1), dirty: map[string]struct{}{}, wrote: make(chan struct{})}
 }
 
-// markLocked notes that iid's record changed (m.mu held).
-func (m *WorkerManager) markLocked(iid string) {
-	if m.state == nil {
+// markLocked notes that iid's record changed (the registry's lock held).
+func (j *journal) markLocked(iid string) {
+	if j.r.state == nil {
 		return
 	}
-	j := m.journal
 	j.dirty[iid] = struct{}{}
 	j.marked++
 	j.poke()
@@ -61,71 +62,70 @@ func (j *journal) poke() {
 	}
 }
 
-// syncInstances waits until every change marked so far is in the store.
-func (m *WorkerManager) syncInstances(ctx context.Context) error {
-	if m.state == nil {
+// sync waits until every change marked so far is in the store.
+func (j *journal) sync(ctx context.Context) error {
+	if j.r.state == nil {
 		return nil
 	}
-	m.mu.Lock()
-	want := m.journal.marked
-	for m.journal.written < want {
-		wrote := m.journal.wrote
-		m.mu.Unlock()
+	j.r.mu.Lock()
+	want := j.marked
+	for j.written < want {
+		wrote := j.wrote
+		j.r.mu.Unlock()
 		select {
 		case <-wrote:
 		case <-ctx.Done():
 			return fmt.Errorf("instance table not stored: %w", ctx.Err())
-		case <-m.ctx.Done():
-			return fmt.Errorf("instance table not stored: %w", m.ctx.Err())
+		case <-j.r.ctx.Done():
+			return fmt.Errorf("instance table not stored: %w", j.r.ctx.Err())
 		}
-		m.mu.Lock()
+		j.r.mu.Lock()
 	}
-	m.mu.Unlock()
+	j.r.mu.Unlock()
 	return nil
 }
 
-// runJournal writes marked records until the manager closes, then once
+// run writes marked records until the registry closes, then once
 // more so a clean stop loses nothing.
-func (m *WorkerManager) runJournal() {
+func (j *journal) run() {
 	for {
 		select {
-		case <-m.journal.kick:
-			m.writeJournal()
-		case <-m.ctx.Done():
-			m.writeJournal()
+		case <-j.kick:
+			j.write()
+		case <-j.r.ctx.Done():
+			j.write()
 			return
 		}
 	}
 }
 
-// writeJournal writes the current record of every dirty instance in one
+// write writes the current record of every dirty instance in one
 // transaction (a failed write is retried with the next change or a second
 // later: the dirty set is kept).
-func (m *WorkerManager) writeJournal() {
-	m.mu.Lock()
-	j := m.journal
+func (j *journal) write() {
+	j.r.mu.Lock()
 	if len(j.dirty) == 0 {
-		m.mu.Unlock()
+		j.r.mu.Unlock()
 		return
 	}
 	gen := j.marked
 	recs := make(map[string][]byte, len(j.dirty))
 	for iid := range j.dirty {
-		in, ok := m.instances[iid]
+		in, ok := j.r.instances[iid]
 		if !ok {
 			recs[iid] = nil
 			continue
 		}
 		raw, err := json.Marshal(in.InstanceInfo)
 		if err != nil {
-			m.log.Error().Err(err).Str("instance", iid).Msg("instance record not encodable")
+			j.r.log.Error().Err(err).Str("instance", iid).Msg("instance record not encodable")
 			continue
 		}
 		recs[iid] = raw
 	}
 	j.dirty = map[string]struct{}{}
-	m.mu.Unlock()
-	err := m.state.Update(func(tx state.Tx) error {
+	j.r.mu.Unlock()
+	err := j.r.state.Update(func(tx state.Tx) error {
 		for iid, raw := range recs {
 			var err error
 			if raw == nil {
@@ -139,14 +139,14 @@ func (m *WorkerManager) writeJournal() {
 		}
 		return nil
 	})
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	j.r.mu.Lock()
+	defer j.r.mu.Unlock()
 	if err != nil {
-		m.log.Error().Err(err).Int("instances", len(recs)).Msg("instance table not stored; retrying")
+		j.r.log.Error().Err(err).Int("instances", len(recs)).Msg("instance table not stored; retrying")
 		for iid := range recs {
 			j.dirty[iid] = struct{}{}
 		}
-		if m.ctx.Err() == nil {
+		if j.r.ctx.Err() == nil {
 			time.AfterFunc(time.Second, j.poke)
 		}
 		return
@@ -158,16 +158,16 @@ func (m *WorkerManager) writeJournal() {
 	j.wrote = make(chan struct{})
 }
 
-// recoverInstances loads the stored table (a master start, before workers
+// recover loads the stored table (a master start, before workers
 // can register). Each instance waits, as moving, for its worker to report
 // it; after grace the ones still unreported are placed again.
-func (m *WorkerManager) recoverInstances() (int, error) {
-	if m.state == nil {
+func (j *journal) recover() (int, error) {
+	if j.r.state == nil {
 		return 0, nil
 	}
 	var recs []wire.InstanceInfo
 	var decodeErr error
-	m.state.Scan(instanceBucket, "", func(k string, raw []byte) bool {
+	j.r.state.Scan(instanceBucket, "", func(k string, raw []byte) bool {
 		var si wire.InstanceInfo
 		if err := json.Unmarshal(raw, &si); err != nil {
 			decodeErr = fmt.Errorf("instance record %s: %w", k, err)
@@ -179,25 +179,26 @@ func (m *WorkerManager) recoverInstances() (int, error) {
 	if decodeErr != nil {
 		return 0, decodeErr
 	}
-	m.mu.Lock()
+	j.r.mu.Lock()
 	for _, si := range recs {
-		if _, ok := m.instances[si.ID]; ok {
+		if _, ok := j.r.instances[si.ID]; ok {
 			continue
 		}
-		m.addInstanceLocked(si, "", "", false)
-		in := m.instances[si.ID]
+		j.r.addInstanceLocked(si, "", "", false)
+		in := j.r.instances[si.ID]
 		in.moving = make(chan struct{}) // waits for its worker (not yet an orphan)
 		in.unconfirmed = true
 	}
-	m.mu.Unlock()
+	j.r.mu.Unlock()
 	if len(recs) > 0 {
-		m.wg.Add(1)
+		grace := j.r.grace
+		j.r.wg.Add(1)
 		go func() {
-			defer m.wg.Done()
+			defer j.r.wg.Done()
 			select {
-			case <-time.After(m.grace):
-				m.orphanUnconfirmed("its worker did not come back after the master restarted")
-			case <-m.ctx.Done():
+			case <-time.After(grace):
+				j.orphanUnconfirmed("its worker did not come back after the master restarted")
+			case <-j.r.ctx.Done():
 			}
 		}()
 	}
@@ -206,30 +207,32 @@ func (m *WorkerManager) recoverInstances() (int, error) {
 
 // orphanUnconfirmed places again every recovered instance no worker has
 // reported.
-func (m *WorkerManager) orphanUnconfirmed(why string) {
-	m.mu.Lock()
+func (j *journal) orphanUnconfirmed(why string) {
+	j.r.mu.Lock()
 	n := 0
 	gone := map[string]bool{} // their workers that never came back
-	for _, in := range m.instances {
+	for _, in := range j.r.instances {
 		if !in.unconfirmed {
 			continue
 		}
-		m.orphanLocked(in)
+		j.r.Moves.orphanLocked(in)
 		n++
-		if _, back := m.workers[in.Worker]; !back {
+		if _, back := j.r.workers[in.Worker]; !back {
 			gone[in.Worker] = true
 		}
 	}
-	m.mu.Unlock()
+	j.r.mu.Unlock()
 	if n > 0 {
-		m.log.Warn().Int("instances", n).Str("reason", why).Msg("instances placed again from the stored table")
-		m.kickMoves()
+		j.r.log.Warn().Int("instances", n).Str("reason", why).Msg("instances placed again from the stored table")
+		j.r.Moves.kick()
 	}
 	// As for a worker declared dead: proxies that outlived the master drop
 	// its routes and end the sockets they still hold to it.
 	for w := range gone {
-		if m.proxies != nil {
-			_ = m.proxies.InvalidateWorker(context.Background(), w)
-		}
+		j.r.inval.worker(w)
 	}
 }
+
+// RecoverInstances loads the stored instance table (a master start, before
+// workers can register) and returns how many instances it holds.
+func (r *Registry) RecoverInstances() (int, error) { return r.journal.recover() }

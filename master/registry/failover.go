@@ -1,13 +1,32 @@
-package master
+package registry
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
+
+// Moves places the instances of dead workers again (failover) and
+// migrates live ones off draining or leaving workers. Its state is guarded
+// by the registry's lock.
+type Moves struct {
+	r *Registry
+	// orphans are instances of dead workers waiting to be placed again;
+	// moving is set while a round of re-placements runs.
+	orphans map[string]struct{}
+	moving  bool
+	// stopping: the cluster is shutting down; leaving workers keep their
+	// instances (there is nowhere to move them).
+	stopping atomic.Bool
+}
+
+// BeginShutdown tells the registry the whole cluster is stopping: workers
+// that leave now keep their instances.
+func (mv *Moves) BeginShutdown() { mv.stopping.Store(true) }
 
 // Failover. When a worker is declared dead its instances stay in the table,
 // marked as moving, and are placed again on live workers under the same id
@@ -22,74 +41,74 @@ import (
 var errNoWorkerForMove = errors.New("no live worker to move instances to")
 
 // orphanLocked marks an instance of a dead worker as moving.
-func (m *WorkerManager) orphanLocked(in *instanceRec) {
+func (mv *Moves) orphanLocked(in *instanceRec) {
 	if in.moving == nil {
 		in.moving = make(chan struct{})
 	}
-	m.orphans[in.ID] = struct{}{}
+	mv.orphans[in.ID] = struct{}{}
 }
 
 // settleLocked ends an instance's move (placed again, adopted back, or
 // given up); waiters go on.
-func (m *WorkerManager) settleLocked(in *instanceRec) {
+func (mv *Moves) settleLocked(in *instanceRec) {
 	in.migrating = false
 	if in.moving != nil {
 		close(in.moving)
 		in.moving = nil
 	}
-	delete(m.orphans, in.ID)
+	delete(mv.orphans, in.ID)
 }
 
-// kickMoves starts a round of re-placements unless one runs.
-func (m *WorkerManager) kickMoves() {
-	m.mu.Lock()
-	if len(m.orphans) == 0 || m.moving || m.ctx.Err() != nil {
-		m.mu.Unlock()
+// kick starts a round of re-placements unless one runs.
+func (mv *Moves) kick() {
+	mv.r.mu.Lock()
+	if len(mv.orphans) == 0 || mv.moving || mv.r.ctx.Err() != nil {
+		mv.r.mu.Unlock()
 		return
 	}
-	m.moving = true
-	m.wg.Add(1)
-	m.mu.Unlock()
+	mv.moving = true
+	mv.r.wg.Add(1)
+	mv.r.mu.Unlock()
 	go func() {
-		defer m.wg.Done()
-		m.moveOrphans()
+		defer mv.r.wg.Done()
+		mv.moveOrphans()
 	}()
 }
 
 // moveOrphans places every orphan again, one at a time, until none is left
 // or no worker can take them (a registration starts the next round).
-func (m *WorkerManager) moveOrphans() {
+func (mv *Moves) moveOrphans() {
 	for {
-		m.mu.Lock()
+		mv.r.mu.Lock()
 		var next string
-		for iid := range m.orphans {
+		for iid := range mv.orphans {
 			next = iid
 			break
 		}
-		if next == "" || m.ctx.Err() != nil {
-			m.moving = false
-			m.mu.Unlock()
+		if next == "" || mv.r.ctx.Err() != nil {
+			mv.moving = false
+			mv.r.mu.Unlock()
 			return
 		}
-		m.mu.Unlock()
+		mv.r.mu.Unlock()
 		t0 := time.Now()
-		wid, err := m.moveOne(m.ctx, next)
+		wid, err := mv.moveOne(mv.r.ctx, next)
 		switch {
 		case errors.Is(err, errNoWorkerForMove):
-			m.log.Warn().Str("instance", next).Msg("no live worker: the instance waits for one")
-			m.mu.Lock()
-			m.moving = false
-			m.mu.Unlock()
+			mv.r.log.Warn().Str("instance", next).Msg("no live worker: the instance waits for one")
+			mv.r.mu.Lock()
+			mv.moving = false
+			mv.r.mu.Unlock()
 			return
 		case err != nil:
-			m.log.Warn().Err(err).Str("instance", next).Msg("moving an instance failed; retrying")
+			mv.r.log.Warn().Err(err).Str("instance", next).Msg("moving an instance failed; retrying")
 			select {
-			case <-m.ctx.Done():
+			case <-mv.r.ctx.Done():
 			case <-time.After(time.Second):
 			}
 		default:
 			if wid != "" {
-				m.log.Info().Str("instance", next).Str("worker", wid).Dur("took", time.Since(t0)).Msg("instance placed again after its worker died")
+				mv.r.log.Info().Str("instance", next).Str("worker", wid).Dur("took", time.Since(t0)).Msg("instance placed again after its worker died")
 			}
 		}
 	}
@@ -97,49 +116,49 @@ func (m *WorkerManager) moveOrphans() {
 
 // moveOne places orphan iid on a live worker. It returns the new worker
 // ("" if there was nothing to do).
-func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error) {
-	m.mu.Lock()
-	in, ok := m.instances[iid]
+func (mv *Moves) moveOne(ctx context.Context, iid string) (string, error) {
+	mv.r.mu.Lock()
+	in, ok := mv.r.instances[iid]
 	if !ok || in.moving == nil || in.migrating {
 		// Settled meanwhile, or a live migration holds it (it orphans the
 		// instance again if it fails with its worker gone).
-		delete(m.orphans, iid)
-		m.mu.Unlock()
+		delete(mv.orphans, iid)
+		mv.r.mu.Unlock()
 		return "", nil
 	}
 	moving, info := in.moving, in.InstanceInfo
-	if holder := m.supersededLocked(in); holder != "" {
-		m.giveWayLocked(in, holder, time.Now())
-		m.mu.Unlock()
+	if holder := mv.supersededLocked(in); holder != "" {
+		mv.giveWayLocked(in, holder, time.Now())
+		mv.r.mu.Unlock()
 		return "", nil
 	}
-	m.mu.Unlock()
-	app, ok := m.apps(info.App)
+	mv.r.mu.Unlock()
+	app, ok := mv.r.apps.App(info.App)
 	if !ok { // the app went away meanwhile: nothing to restore
-		m.mu.Lock()
-		m.removeInstanceLocked(iid)
-		m.lost[iid] = lostRec{app: info.App, at: time.Now()}
-		m.settleLocked(in)
-		m.mu.Unlock()
+		mv.r.mu.Lock()
+		mv.r.removeInstanceLocked(iid)
+		mv.r.lost[iid] = lostRec{app: info.App, at: time.Now()}
+		mv.settleLocked(in)
+		mv.r.mu.Unlock()
 		return "", nil
 	}
 	var wid string
-	err := m.firstTaker(func(c candidate) (bool, error) {
+	err := mv.r.Placer.firstTaker(func(c candidate) (bool, error) {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		done := m.aim(iid, c.wid)
+		done := mv.r.Gate.aim(iid, c.wid)
 		err := c.apps.CreateInstance(cctx, restoreRequest(app, info, c.epoch))
 		done()
 		cancel()
 		if err != nil {
 			return true, fmt.Errorf("restore %s on %s: %w", iid, c.wid, err)
 		}
-		m.mu.Lock()
-		_, alive := m.workers[c.wid]
-		if !alive || in.moving != moving || m.instances[iid] != in {
+		mv.r.mu.Lock()
+		_, alive := mv.r.workers[c.wid]
+		if !alive || in.moving != moving || mv.r.instances[iid] != in {
 			// Its old worker came back and kept it, or the new one died:
 			// drop the copy just made.
-			m.mu.Unlock()
-			m.bal.Release(c.wid)
+			mv.r.mu.Unlock()
+			mv.r.bal.Release(c.wid)
 			if alive {
 				dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 				// Under this epoch only: never another live copy.
@@ -149,9 +168,9 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 			return false, nil
 		}
 		in.Worker, in.Epoch, in.Version, in.unconfirmed = c.wid, c.epoch, app.Version, false
-		m.markLocked(iid)
-		m.settleLocked(in)
-		m.mu.Unlock()
+		mv.r.journal.markLocked(iid)
+		mv.settleLocked(in)
+		mv.r.mu.Unlock()
 		wid = c.wid
 		return false, nil
 	})
@@ -161,8 +180,8 @@ func (m *WorkerManager) moveOne(ctx context.Context, iid string) (string, error)
 	case err != nil:
 		return "", err
 	case wid != "":
-		m.placements.Add(1)
-		m.invalidate(iid)
+		mv.r.placements.Add(1)
+		mv.r.inval.instances(iid)
 	}
 	return wid, nil
 }
@@ -178,18 +197,18 @@ func restoreRequest(app wire.App, info wire.InstanceInfo, epoch uint64) wire.Cre
 // its strategy key: its URLs say so (410 replaced). Its stored state is
 // kept (the admin API shows it): what its users saw acknowledged is never
 // deleted by the cluster on its own.
-func (m *WorkerManager) giveWayLocked(in *instanceRec, holder string, now time.Time) {
-	m.removeInstanceLocked(in.ID)
-	m.lost[in.ID] = lostRec{app: in.App, at: now, mergedInto: holder}
+func (mv *Moves) giveWayLocked(in *instanceRec, holder string, now time.Time) {
+	mv.r.removeInstanceLocked(in.ID)
+	mv.r.lost[in.ID] = lostRec{app: in.App, at: now, mergedInto: holder}
 }
 
 // supersededLocked returns the instance that holds in's strategy key if it
 // is another one ("" otherwise).
-func (m *WorkerManager) supersededLocked(in *instanceRec) string {
+func (mv *Moves) supersededLocked(in *instanceRec) string {
 	if in.key == "" {
 		return ""
 	}
-	if holder, ok := m.byKey[in.key]; ok && holder != in.ID {
+	if holder, ok := mv.r.byKey[in.key]; ok && holder != in.ID {
 		return holder
 	}
 	return ""

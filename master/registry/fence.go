@@ -1,4 +1,4 @@
-package master
+package registry
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
-	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 )
 
 // Ownership of instances is the master's decision, never a worker's guess.
@@ -16,11 +15,11 @@ import (
 // one instance per strategy key and fences the others: the worker closes
 // them and tells their users where to go on. Writes a worker makes for an
 // instance (its shared state) carry the epoch and are refused when it is
-// not the current one (checkEpoch).
+// not the current one (Gate.CheckEpoch).
 
 // epochs hands out placement epochs.
 type epochs struct {
-	st *state.Store // nil = memory only
+	st Store // nil = memory only
 
 	mu  sync.Mutex
 	cur uint64
@@ -31,7 +30,7 @@ const (
 	epochKey    = "epoch"
 )
 
-func newEpochs(st *state.Store) (*epochs, error) {
+func newEpochs(st Store) (*epochs, error) {
 	e := &epochs{st: st}
 	if st != nil {
 		if _, err := st.Get(epochBucket, epochKey, &e.cur); err != nil {
@@ -77,14 +76,14 @@ const unissuedReason = "This app instance is not known to the cluster's master a
 // reconcileLocked decides, for an instance a registering worker reports,
 // whether the worker keeps it. It returns the fencing order, or nil to
 // adopt the instance.
-func (m *WorkerManager) reconcileLocked(workerID string, in wire.InstanceInfo, now time.Time) *wire.FencedInstance {
+func (r *Registry) reconcileLocked(workerID string, in wire.InstanceInfo, now time.Time) *wire.FencedInstance {
 	loc := "/" + in.App
-	if cur, ok := m.instances[in.ID]; ok && (cur.Worker != workerID || cur.Epoch > in.Epoch) &&
+	if cur, ok := r.instances[in.ID]; ok && (cur.Worker != workerID || cur.Epoch > in.Epoch) &&
 		!(cur.unconfirmed && in.Epoch > cur.Epoch) { // a stored record older than the report: the reporter's is newer
 		// Placed again since, elsewhere or under a newer epoch.
 		return &wire.FencedInstance{ID: in.ID, Reason: "This app instance moved to another worker.", Location: loc, Moved: true}
 	}
-	app, ok := m.apps(in.App)
+	app, ok := r.apps.App(in.App)
 	if !ok {
 		return nil // its app is gone: adopted, and closed with the app as usual
 	}
@@ -92,7 +91,7 @@ func (m *WorkerManager) reconcileLocked(workerID string, in wire.InstanceInfo, n
 	if key == "" {
 		return nil
 	}
-	holder, taken := m.byKey[key]
+	holder, taken := r.byKey[key]
 	if !taken || holder == in.ID {
 		return nil
 	}
@@ -101,19 +100,19 @@ func (m *WorkerManager) reconcileLocked(workerID string, in wire.InstanceInfo, n
 	// worker was unreachable: placements wait for the holder): the one
 	// holding the key goes on, the returning one gives way, its URLs say
 	// so, and its stored state is kept.
-	m.lost[in.ID] = lostRec{app: in.App, at: now, mergedInto: holder}
+	r.lost[in.ID] = lostRec{app: in.App, at: now, mergedInto: holder}
 	return &wire.FencedInstance{ID: in.ID, Reason: mergedReason, Location: loc}
 }
 
-// checkEpoch refuses what a worker does for instance iid under a placement
+// CheckEpoch refuses what a worker does for instance iid under a placement
 // epoch that is not the current one (a fenced owner), or for an instance the
 // master declared lost.
-func (m *WorkerManager) checkEpoch(iid string, epoch uint64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	in, ok := m.instances[iid]
+func (g *Gate) CheckEpoch(iid string, epoch uint64) error {
+	g.r.mu.Lock()
+	defer g.r.mu.Unlock()
+	in, ok := g.r.instances[iid]
 	if !ok {
-		if _, lost := m.lost[iid]; lost {
+		if _, lost := g.r.lost[iid]; lost {
 			return wire.Err(wire.CodeInstanceLost, "instance "+iid+" is no longer owned by its worker")
 		}
 		return wire.Err(wire.CodeUnknownInstance, "no instance "+iid)

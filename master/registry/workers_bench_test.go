@@ -1,4 +1,4 @@
-package master
+package registry
 
 import (
 	"fmt"
@@ -30,7 +30,10 @@ func BenchmarkUserInstances(b *testing.B) {
 // owned and is a reader of shared, spread over the table, and times
 // user7's listing.
 func benchUserInstances(b *testing.B, n, owned, shared int) {
-	m := NewWorkerManager(WorkerManagerConfig{Logger: zerolog.Nop(), Apps: func(string) (wire.App, bool) { return wire.App{}, false }})
+	m, err := New(Config{Logger: zerolog.Nop(), Apps: AppsFunc(func(string) (wire.App, bool) { return wire.App{}, false })})
+	if err != nil {
+		b.Fatal(err)
+	}
 	now := time.Now()
 	step := n / (owned + shared)
 	for i := range n {
@@ -44,11 +47,11 @@ func benchUserInstances(b *testing.B, n, owned, shared int) {
 		}
 		m.addInstanceLocked(in, "", "", false)
 	}
-	if got := len(m.userInstances("multi", "user7")); got != owned+shared {
+	if got := len(m.UserInstances("multi", "user7")); got != owned+shared {
 		b.Fatalf("user7 lists %d instances, want %d", got, owned+shared)
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		m.userInstances("multi", "user7")
+		m.UserInstances("multi", "user7")
 	}
 }
