@@ -13,6 +13,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/sharedstate"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/web/appapi"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
 // The in-page app API (window.cloudbrowser). Pages call a CDP binding with
@@ -198,7 +199,7 @@ func (a *AppManager) apiOp(vb *vbrowser, req apiRequest) (any, error) {
 		if err := json.Unmarshal(req.Value, &args); err != nil {
 			return nil, fmt.Errorf("grant needs {principal, role}")
 		}
-		role, err := ParseRole(args.Role)
+		role, err := httpserve.ParseRole(args.Role)
 		if err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
 const apiPage = `<!doctype html><title>start</title><script>
@@ -264,7 +265,7 @@ func TestAppAPIReinstalledForNextUser(t *testing.T) {
 	// What AppManager.newBrowser does at lease time, for carol, on alice's
 	// Chromium page.
 	next := &vbrowser{id: "bnext", inst: f.in, owner: "carol", b: a.b, hub: a.hub, subs: map[string]bool{},
-		perms: map[string]Role{}, apiToken: "next-token-next-token-next"}
+		perms: map[string]httpserve.Role{}, apiToken: "next-token-next-token-next"}
 	if err := a.b.Install(f.ctx, f.w.apiScript(next), map[string]func(string){apiBinding: func(p string) { f.w.apps.onAPICall(next, p) }}); err != nil {
 		t.Fatal(err)
 	}

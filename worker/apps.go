@@ -24,6 +24,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/engine"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
 )
 
@@ -38,7 +39,7 @@ type instance struct {
 	state    map[string]json.RawMessage
 	// seqs is each state key's write sequence number, from the master.
 	seqs   map[string]uint64
-	perms  map[string]Role // grants on the instance (perms.go)
+	perms  map[string]httpserve.Role // grants on the instance (perms.go)
 	closed bool
 	// idle is the app's idleTimeout: a browser nobody watched this long is
 	// released (0: never).
@@ -74,8 +75,8 @@ type vbrowser struct {
 	hub     *engine.Hub
 
 	subMu sync.Mutex
-	subs  map[string]bool // state keys its pages subscribed to
-	perms map[string]Role // grants on this browser (under subMu)
+	subs  map[string]bool           // state keys its pages subscribed to
+	perms map[string]httpserve.Role // grants on this browser (under subMu)
 	// apiToken authenticates app API calls from this browser's own pages.
 	apiToken string
 	name     string // given by its owner (under subMu)
@@ -96,7 +97,7 @@ type vbrowser struct {
 }
 
 func newVBrowser(in *instance, id, owner string) *vbrowser {
-	return &vbrowser{id: id, inst: in, owner: owner, created: time.Now(), subs: map[string]bool{}, perms: map[string]Role{},
+	return &vbrowser{id: id, inst: in, owner: owner, created: time.Now(), subs: map[string]bool{}, perms: map[string]httpserve.Role{},
 		apiToken: ids.Random(24)}
 }
 
@@ -365,7 +366,7 @@ func (a *AppManager) createInstance(ctx context.Context, req wire.CreateInstance
 	}
 	var snaps []wire.BrowserSnapshot
 	if req.Restore {
-		if snaps, err = a.w.loadSnapshots(ctx, req.InstanceID); err != nil {
+		if snaps, err = a.w.snaps.loadSnapshots(ctx, req.InstanceID); err != nil {
 			return nil, err
 		}
 	}
@@ -390,7 +391,7 @@ func (a *AppManager) createInstance(ctx context.Context, req wire.CreateInstance
 		info: wire.InstanceInfo{ID: req.InstanceID, App: app.MountPoint, Version: app.Version, Owner: req.Owner, Worker: a.w.id,
 			Created: created, ClientIP: req.ClientIP, Epoch: req.Epoch, Name: req.Name},
 		app: app, browsers: map[string]*vbrowser{}, byUser: map[string]string{},
-		state: map[string]json.RawMessage{}, seqs: map[string]uint64{}, perms: map[string]Role{}, w: a.w,
+		state: map[string]json.RawMessage{}, seqs: map[string]uint64{}, perms: map[string]httpserve.Role{}, w: a.w,
 		idle: appIdle(app), released: map[string]string{}, noteFor: map[string]bool{},
 		pending: map[string]chan struct{}{}, pendingOwner: map[string]string{},
 	}
@@ -519,7 +520,7 @@ func (a *AppManager) openBrowser(ctx context.Context, iid, user, ip string) (str
 	if errors.As(err, &le) {
 		return "", wire.Err(wire.CodePoolLimit, "The "+le.Error())
 	}
-	if errors.Is(err, errBrowserLimit) {
+	if errors.Is(err, httpserve.ErrBrowserLimit) {
 		return "", wire.Errorf(wire.CodePoolLimit, "%w", err)
 	}
 	if err != nil {
@@ -535,8 +536,8 @@ func (a *AppManager) Grant(ctx context.Context, iid, bid, principal, role string
 	if !ok {
 		return wire.Err(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
 	}
-	r, err := ParseRole(role)
-	if err == nil && !validPrincipal(principal) {
+	r, err := httpserve.ParseRole(role)
+	if err == nil && !httpserve.ValidPrincipal(principal) {
 		err = fmt.Errorf("%q is not a user name or *", principal)
 	}
 	if err != nil {
@@ -564,7 +565,7 @@ func (a *AppManager) RevokeSessions(ctx context.Context, rev wire.Revocation) er
 	if rev.User == "" {
 		return wire.Err(wire.CodeInvalid, "RevokeSessions: no user")
 	}
-	a.w.users.revoke(rev.User, rev.Before)
+	a.w.front.Users().Revoke(rev.User, rev.Before)
 	a.mu.RLock()
 	insts := make([]*instance, 0, len(a.instances))
 	for _, in := range a.instances {
@@ -590,7 +591,7 @@ func (a *AppManager) EndSession(ctx context.Context, rev wire.SessionRevocation)
 	if !session.ValidID(rev.ID) {
 		return wire.Err(wire.CodeInvalid, "EndSession: invalid session id")
 	}
-	a.w.users.end(rev)
+	a.w.front.Users().End(rev)
 	a.mu.RLock()
 	insts := make([]*instance, 0, len(a.instances))
 	for _, in := range a.instances {
@@ -730,12 +731,6 @@ func (a *AppManager) list() []wire.InstanceInfo {
 	return out
 }
 
-// errInstanceClosed: the instance closed while a browser was being made.
-var errInstanceClosed = errors.New("app instance closed")
-
-// errBrowserLimit: the app's browserLimit is reached.
-var errBrowserLimit = errors.New("browser limit reached")
-
 // perUserLimit is how many browsers one user may own in an instance: the
 // manifest's browserLimit.perUser, else what the strategy says (one for
 // singleBrowserPerUser and the single-instance strategies, no cap for
@@ -752,7 +747,7 @@ func perUserLimit(app wire.App) int {
 // user) the browsers one user owns in it.
 func (in *instance) checkLimitsLocked(user string) error {
 	if n := in.app.BrowsersPerInstance; n > 0 && len(in.browsers) >= n {
-		return fmt.Errorf("%w: this instance already has %d browsers", errBrowserLimit, n)
+		return fmt.Errorf("%w: this instance already has %d browsers", httpserve.ErrBrowserLimit, n)
 	}
 	if n := perUserLimit(in.app); n > 0 {
 		mine := 0
@@ -765,9 +760,9 @@ func (in *instance) checkLimitsLocked(user string) error {
 		case mine < n:
 		case n == 1 && in.app.BrowsersPerUser == 0:
 			return fmt.Errorf("%w: the %s strategy gives each user one browser in an instance, and you have it "+
-				"(the app's browserLimit.perUser allows more)", errBrowserLimit, in.app.Strategy)
+				"(the app's browserLimit.perUser allows more)", httpserve.ErrBrowserLimit, in.app.Strategy)
 		default:
-			return fmt.Errorf("%w: you already have %d browsers in this instance", errBrowserLimit, n)
+			return fmt.Errorf("%w: you already have %d browsers in this instance", httpserve.ErrBrowserLimit, n)
 		}
 	}
 	return nil
@@ -859,7 +854,7 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 			return nil, err
 		}
 	}
-	if vb.unquota, err = a.w.reserveBrowser(user, ip); err != nil {
+	if vb.unquota, err = a.w.quota.reserveBrowser(user, ip); err != nil {
 		a.log.Info().Str("instance", in.info.ID).Str("user", user).Str("client_ip", ip).Err(err).Msg("browser refused: quota")
 		return nil, err
 	}
@@ -884,7 +879,7 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 	vb.made = st.String()
 	if snap != nil {
 		// A pool's browser too: its cookies keep the user signed in.
-		if err := a.w.restorePage(ctx, vb, *snap); err != nil {
+		if err := a.w.snaps.restorePage(ctx, vb, *snap); err != nil {
 			lease.Return()
 			return nil, err
 		}
@@ -894,7 +889,7 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 	if in.closed {
 		in.mu.Unlock()
 		vb.release()
-		return nil, errInstanceClosed
+		return nil, httpserve.ErrInstanceClosed
 	}
 	if asTheirs {
 		if bid, ok := in.byUser[user]; ok { // lost a race with the same user
@@ -927,7 +922,7 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 	in.mu.Unlock()
 	vb.snap.url = b.Page().URL
 	vb.hub.Watch(func(err error) { a.browserEnded(in, vb, err) })
-	a.w.kickSnapshot(vb)
+	a.w.snaps.kickSnapshot(vb)
 	vb.hub.StartIdle(in.idle, a.w.clock, releasedReason(in.idle), reloadURL(in.app, in.info.ID), func() { a.browserIdle(in, vb) })
 	vb.hub.StartRest(a.w.cfg.RestAfter, a.w.clock)
 	vb.hub.SetPrecast(engine.PrecastWindow, a.w.clock)
@@ -938,7 +933,7 @@ func (a *AppManager) startBrowser(ctx context.Context, in *instance, vb *vbrowse
 // closeBrowser closes one browser of an instance.
 func (a *AppManager) closeBrowser(in *instance, vb *vbrowser, reason string) {
 	in.forget(vb)
-	a.w.forgetSnapshot(vb)
+	a.w.snaps.forgetSnapshot(vb)
 	vb.close(context.Background(), reason)
 }
 
@@ -980,7 +975,7 @@ func (a *AppManager) browserEnded(in *instance, vb *vbrowser, err error) {
 	closing := in.closed // the instance's end says it all (or it moved)
 	in.mu.Unlock()
 	if !closing {
-		a.w.forgetSnapshot(vb)
+		a.w.snaps.forgetSnapshot(vb)
 	}
 	if errors.Is(err, browser.ErrCrashed) {
 		a.log.Warn().Str("instance", in.info.ID).Str("browser", vb.id).Err(err).Msg("virtual browser crashed")
@@ -1016,7 +1011,7 @@ func (a *AppManager) browserIdle(in *instance, vb *vbrowser) {
 	}
 	in.mu.Unlock()
 	vb.release()
-	a.w.forgetSnapshot(vb)
+	a.w.snaps.forgetSnapshot(vb)
 	a.w.idleReleased.Add(1)
 	a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", vb.owner).
 		Dur("idle", in.idle).Msg("browser released: no client connected for the idle timeout")

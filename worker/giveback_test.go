@@ -16,6 +16,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
 // fakeAfter is a clock.Clock that holds countdowns until the test fires
@@ -106,7 +107,7 @@ func (f *hubFixture) get(t *testing.T, path string) (*http.Response, string) {
 // visit gets a new browser with a note.
 func TestIdleRelease(t *testing.T) {
 	fa := &fakeAfter{}
-	f := newHubFixture(t, RoleReader, func(w *Worker) { w.clock = fa })
+	f := newHubFixture(t, httpserve.RoleReader, func(w *Worker) { w.clock = fa })
 	in, _ := f.w.apps.instance(f.iid)
 	in.idle = time.Minute // what the manifest says (read at instance creation)
 	old := strings.TrimPrefix(f.loc, "/app/a/"+f.iid+"/b/")
@@ -192,7 +193,7 @@ func browserPath(p string) bool { return strings.Contains(p, "/b/") }
 // gone): never served by a released browser.
 func TestIdleReleaseRaceWithConnect(t *testing.T) {
 	fa := &fakeAfter{}
-	f := newHubFixture(t, RoleReader, func(w *Worker) { w.clock = fa })
+	f := newHubFixture(t, httpserve.RoleReader, func(w *Worker) { w.clock = fa })
 	in, _ := f.w.apps.instance(f.iid)
 	served, told := 0, 0
 	for i := range 30 {
@@ -283,7 +284,7 @@ func TestStrategyBrowserLimits(t *testing.T) {
 			made := 0
 			for range 5 {
 				if _, err := w.apps.newBrowser(ctx, in, "alice", false); err != nil {
-					if !errors.Is(err, errBrowserLimit) {
+					if !errors.Is(err, httpserve.ErrBrowserLimit) {
 						t.Fatalf("refusal is not the browser limit: %v", err)
 					}
 					if tc.perUser == 0 && !strings.Contains(err.Error(), tc.strategy+" strategy gives each user one browser") {

@@ -18,6 +18,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/browsertest"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
 type fakeRuntime struct {
@@ -58,7 +59,7 @@ type hubFixture struct {
 	cookie *http.Cookie
 }
 
-func newHubFixture(t *testing.T, role Role, setup ...func(*Worker)) *hubFixture {
+func newHubFixture(t *testing.T, role httpserve.Role, setup ...func(*Worker)) *hubFixture {
 	t.Helper()
 	rt := &fakeRuntime{}
 	w, err := New(Config{ID: "w-hub", Secret: testSecret, Master: "127.0.0.1:1", Runtime: rt, Logger: zerolog.Nop()})
@@ -141,7 +142,7 @@ func nextText(t *testing.T, conn *websocket.Conn) (map[string]any, error) {
 }
 
 func TestHubStreamingAndCrash(t *testing.T) {
-	f := newHubFixture(t, RoleReader)
+	f := newHubFixture(t, httpserve.RoleReader)
 	w, rt, srv, c, iid, loc, cookie := f.w, f.rt, f.srv, f.c, f.iid, f.loc, f.cookie
 	fb := rt.last()
 	dial := func(asOwner bool) *websocket.Conn { conn, _ := f.dial(t, asOwner); return conn }
@@ -229,7 +230,7 @@ func TestHubStreamingAndCrash(t *testing.T) {
 // to its open socket: a reader made reader-writer starts driving, and a
 // revoked visitor is told and disconnected while the owner stays.
 func TestLiveRoleChanges(t *testing.T) {
-	f := newHubFixture(t, RoleReader)
+	f := newHubFixture(t, httpserve.RoleReader)
 	fb := f.rt.last()
 	owner, _ := f.dial(t, true)
 	viewer, hello := f.dial(t, false)
@@ -251,7 +252,7 @@ func TestLiveRoleChanges(t *testing.T) {
 		{"revoked", "none", map[string]any{"t": "closed", "reason": "The owner no longer shares this browser with you."}, false},
 	}
 	for _, s := range steps {
-		if err := f.w.apps.Grant(ctx, f.iid, "", Anyone, s.role); err != nil {
+		if err := f.w.apps.Grant(ctx, f.iid, "", httpserve.Anyone, s.role); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		m, err := nextText(t, viewer)
@@ -293,7 +294,7 @@ func TestLiveRoleChanges(t *testing.T) {
 // TestBrowserServerTiming: a Browser URL says how its browser was made
 // (Server-Timing), which scripts/bench/first-frame.sh reads.
 func TestBrowserServerTiming(t *testing.T) {
-	f := newHubFixture(t, RoleReader)
+	f := newHubFixture(t, httpserve.RoleReader)
 	req, _ := http.NewRequest("GET", f.srv.URL+f.loc, nil)
 	req.AddCookie(f.cookie)
 	resp, err := f.c.Do(req)

@@ -12,8 +12,8 @@ import (
 func (a *AppManager) newHub(in *instance, vb *vbrowser) *engine.Hub {
 	return engine.NewHub(engine.Config{
 		Browser: vb.b, ID: vb.id, Instance: in.info.ID, App: in.app.MountPoint, Worker: a.w.id,
-		Released: vb.released, Host: browserHost{vb}, Grade: a.w.grade, Admit: a.w.admitSocket,
-		OnPage:   func(p browser.Page) { a.w.pageChanged(vb, p) },
+		Released: vb.released, Host: browserHost{vb}, Grade: a.w.grade, Admit: a.w.quota.admitSocket,
+		OnPage:   func(p browser.Page) { a.w.snaps.pageChanged(vb, p) },
 		Counters: &a.w.counters, Log: a.w.log, NoFrames: a.w.runtime.Name() == "none",
 	})
 }
@@ -47,17 +47,4 @@ func (h browserHost) Resized(width, height int) {
 // the app lets users type addresses.
 func (h browserHost) MayNavigate(url string) bool {
 	return clientNavigate(h.vb.inst.app) && webURL(url)
-}
-
-// accessOf is what a user with role r may do on a client engine.
-func accessOf(r Role) engine.Access {
-	switch r {
-	case RoleReader:
-		return engine.AccessRead
-	case RoleReaderWriter:
-		return engine.AccessWrite
-	case RoleOwner:
-		return engine.AccessOwner
-	}
-	return engine.AccessNone
 }

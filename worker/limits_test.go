@@ -8,6 +8,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
 // Manifest settings that shape browsers: limits and the navigation policy.
@@ -41,13 +42,13 @@ func TestManifestLimitsAndNavigation(t *testing.T) {
 		}
 		alices = append(alices, vb)
 	}
-	if _, err := w.apps.newBrowser(ctx, in, "alice", false); !errors.Is(err, errBrowserLimit) {
+	if _, err := w.apps.newBrowser(ctx, in, "alice", false); !errors.Is(err, httpserve.ErrBrowserLimit) {
 		t.Fatalf("third browser of alice: %v, want the per-user limit", err)
 	}
 	if _, err := w.apps.newBrowser(ctx, in, "bob", false); err != nil {
 		t.Fatalf("bob's browser: %v", err)
 	}
-	if _, err := w.apps.newBrowser(ctx, in, "carol", false); !errors.Is(err, errBrowserLimit) {
+	if _, err := w.apps.newBrowser(ctx, in, "carol", false); !errors.Is(err, httpserve.ErrBrowserLimit) {
 		t.Fatalf("fourth browser of the instance: %v, want the per-instance limit", err)
 	}
 	// The navigation policy travels with the browser.

@@ -12,9 +12,10 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
-func setQuotas(w *Worker, q wire.Quotas) { w.quotaLimits.Store(&q) }
+func setQuotas(w *Worker, q wire.Quotas) { w.quota.limits.Store(&q) }
 
 // TestBrowserQuota: browsers per user and per client address on a worker,
 // across instances, whatever the user; closing a browser or its instance
@@ -88,13 +89,13 @@ func TestBrowserQuota(t *testing.T) {
 					continue
 				}
 				vb, err := w.apps.newBrowserFrom(ctx, insts[s.inst], s.user, s.ip, false)
-				var qe *quotaError
+				var qe *httpserve.QuotaError
 				switch {
 				case s.refused == "" && err != nil:
 					t.Fatalf("step %d (%s from %s): %v", i, s.user, s.ip, err)
 				case s.refused == "":
 					made = append(made, vb)
-				case !errors.As(err, &qe) || qe.limit != s.refused || !strings.Contains(qe.msg, "Close some"):
+				case !errors.As(err, &qe) || qe.Limit != s.refused || !strings.Contains(qe.Msg, "Close some"):
 					t.Fatalf("step %d (%s from %s): %v, want the %s quota", i, s.user, s.ip, err, s.refused)
 				}
 			}
@@ -136,7 +137,7 @@ func TestSocketQuota(t *testing.T) {
 		{"per address", wire.Quotas{SocketsPerIP: 2}, "Your network address already has 2 windows", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newHubFixture(t, RoleReader)
+			f := newHubFixture(t, httpserve.RoleReader)
 			setQuotas(f.w, tc.q)
 			var open []*websocket.Conn
 			for range tc.refuse {

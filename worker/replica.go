@@ -11,6 +11,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
 // An instance's shared state (app API set/append, instance grants, its
@@ -37,12 +38,9 @@ var (
 	_ snapshotStore = contract.InstanceStateClient{}
 )
 
-// errNotSaved marks a write the master did not store.
-var errNotSaved = errors.New("shared state not saved")
-
 // errNoReplica: a worker that never started its master connection (some
 // unit tests) cannot store shared state.
-var errNoReplica = fmt.Errorf("%w: this worker has no master to store it", errNotSaved)
+var errNoReplica = fmt.Errorf("%w: this worker has no master to store it", httpserve.ErrNotSaved)
 
 // replicate has the master store one write of in's shared state under the
 // instance's placement epoch.
@@ -65,10 +63,10 @@ func (w *Worker) replicate(in *instance, sw wire.StateWrite) (wire.StateWriteRep
 	}
 	if errors.As(err, &re) && !strings.HasPrefix(re.Code, "rmi.") {
 		// The master decided otherwise (a fenced epoch): its reason.
-		return rep, fmt.Errorf("%w: %s", errNotSaved, re.Message)
+		return rep, fmt.Errorf("%w: %s", httpserve.ErrNotSaved, re.Message)
 	}
 	w.log.Warn().Str("instance", in.info.ID).Str("op", sw.Op).Err(err).Msg("shared-state write not acknowledged by the master")
-	return rep, fmt.Errorf("%w: the master did not acknowledge the write (%v)", errNotSaved, err)
+	return rep, fmt.Errorf("%w: the master did not acknowledge the write (%v)", httpserve.ErrNotSaved, err)
 }
 
 // loadState reads what the master holds of an instance (a re-placement:
@@ -93,7 +91,7 @@ func (in *instance) restore(st wire.InstanceState) {
 	}
 	in.info.Name = st.Name
 	for p, r := range st.Grants {
-		if role, err := ParseRole(r); err == nil && role != RoleNone {
+		if role, err := httpserve.ParseRole(r); err == nil && role != httpserve.RoleNone {
 			in.perms[p] = role
 		}
 	}
@@ -123,7 +121,7 @@ func (in *instance) placedAgain(epoch uint64) {
 // saveGrant has the master store a grant on the instance, then applies it.
 // Grants and names of one instance are stored one at a time (writeMu), so
 // they apply in the master's order.
-func (in *instance) saveGrant(principal string, role Role) error {
+func (in *instance) saveGrant(principal string, role httpserve.Role) error {
 	in.writeMu.Lock()
 	defer in.writeMu.Unlock()
 	if in.w != nil { // nil only for instances made by unit tests

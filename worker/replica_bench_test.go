@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master"
 )
@@ -54,7 +55,7 @@ func benchStateCluster(b *testing.B) (w *Worker, local, replicated *instance) {
 	}
 	var ins [2]*instance
 	for i := range ins {
-		p, err := w.place(ctx, wire.PlaceRequest{App: "bench", User: "u", NoBrowser: true})
+		p, err := contract.WorkerManagerClient{C: w.client}.Place(ctx, wire.PlaceRequest{App: "bench", User: "u", NoBrowser: true})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/sharedstate"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
 // localReplica acknowledges writes from this process's memory, with the
@@ -178,7 +179,7 @@ func TestStateWriteRefusedByTheMaster(t *testing.T) {
 				w, _, vb := stateFixture(t, g)
 				_, err := w.apps.apiOp(vb, op)
 				<-g.arrived
-				if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, errNotSaved) {
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, httpserve.ErrNotSaved) {
 					t.Fatalf("error %v, want %q", err, tc.want)
 				}
 				got, _ := w.apps.apiOp(vb, apiRequest{Op: "get", Key: "k"})
@@ -196,22 +197,22 @@ func TestGrantsAndNamesWaitForTheMaster(t *testing.T) {
 		refuse: &rmi.RemoteError{Code: "fenced", Message: "no"}}
 	close(g.release)
 	_, in, _ := stateFixture(t, g)
-	if err := in.grantInstance("alice", "bob", RoleReader); !errors.Is(err, errNotSaved) {
+	if err := in.grantInstance("alice", "bob", httpserve.RoleReader); !errors.Is(err, httpserve.ErrNotSaved) {
 		t.Fatalf("grant: %v", err)
 	}
 	if w := <-g.arrived; w.Op != wire.StateGrant || w.Key != "bob" || string(w.Value) != "reader" {
 		t.Fatalf("sent %+v", w)
 	}
-	if r := in.instanceRole("bob"); r != RoleNone {
+	if r := in.instanceRole("bob"); r != httpserve.RoleNone {
 		t.Fatalf("refused grant applied: %v", r)
 	}
-	if err := in.saveName("x"); !errors.Is(err, errNotSaved) {
+	if err := in.saveName("x"); !errors.Is(err, httpserve.ErrNotSaved) {
 		t.Fatalf("rename: %v", err)
 	}
 	<-g.arrived
 	g.refuse = nil
 	go func() { <-g.arrived }()
-	if err := in.grantInstance("alice", "bob", RoleReader); err != nil || in.instanceRole("bob") != RoleReader {
+	if err := in.grantInstance("alice", "bob", httpserve.RoleReader); err != nil || in.instanceRole("bob") != httpserve.RoleReader {
 		t.Fatalf("grant: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
 // restIn is the tests' RestAfter, apart from the fixture app's idle
@@ -31,7 +32,7 @@ func (f *hubFixture) resting(t *testing.T) bool {
 // pool goes awake.
 func TestBrowserRests(t *testing.T) {
 	fa := &fakeAfter{}
-	f := newHubFixture(t, RoleReader, func(w *Worker) { w.clock = fa; w.cfg.RestAfter = restIn })
+	f := newHubFixture(t, httpserve.RoleReader, func(w *Worker) { w.clock = fa; w.cfg.RestAfter = restIn })
 	check := func(step string, resting bool, gauge int64, rests, wakes uint64) {
 		t.Helper()
 		if got := f.resting(t); got != resting {
@@ -73,7 +74,7 @@ func TestBrowserRests(t *testing.T) {
 func TestRestRaceWithConnect(t *testing.T) {
 	for i := range 20 {
 		fa := &fakeAfter{}
-		f := newHubFixture(t, RoleReader, func(w *Worker) { w.clock = fa; w.cfg.RestAfter = restIn })
+		f := newHubFixture(t, httpserve.RoleReader, func(w *Worker) { w.clock = fa; w.cfg.RestAfter = restIn })
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() { defer wg.Done(); fa.fireOf(restIn, false) }()

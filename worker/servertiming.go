@@ -1,9 +1,10 @@
 package worker
 
 import (
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
 // serverTiming collects the steps of a request for a Server-Timing header
@@ -18,13 +19,8 @@ type serverTiming struct {
 // step records the time since the previous step (or the start) as name.
 func (s *serverTiming) step(name string) {
 	now := time.Now()
-	s.steps = append(s.steps, timingEntry(name, now.Sub(s.last)))
+	s.steps = append(s.steps, httpserve.TimingEntry(name, now.Sub(s.last)))
 	s.last = now
 }
 
 func (s *serverTiming) String() string { return strings.Join(s.steps, ", ") }
-
-// timingEntry is one Server-Timing metric, in milliseconds.
-func timingEntry(name string, d time.Duration) string {
-	return name + ";dur=" + strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64)
-}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
 // Browser snapshots (issue 12, failover): every virtual browser's page is
@@ -88,30 +89,35 @@ type snapState struct {
 	last    []byte // the last snapshot sent (without its time)
 }
 
+// snapshotter is the worker's failover side: it snapshots its browsers
+// into the snapshot store, restores a re-placed instance's browsers from
+// theirs, and holds their input during a migration.
+type snapshotter struct{ w *Worker }
+
 // pageChanged: a top-level navigation is snapshotted at once.
-func (w *Worker) pageChanged(vb *vbrowser, p browser.Page) {
+func (sn snapshotter) pageChanged(vb *vbrowser, p browser.Page) {
 	vb.snap.mu.Lock()
 	moved := p.URL != vb.snap.url
 	vb.snap.url = p.URL
 	vb.snap.mu.Unlock()
 	vb.snap.dirty.Store(true)
 	if moved {
-		w.kickSnapshot(vb)
+		sn.kickSnapshot(vb)
 	}
 }
 
 // forgetSnapshot removes a closed browser's snapshot (after any snapshot
 // of it still in flight).
-func (w *Worker) forgetSnapshot(vb *vbrowser) {
+func (sn snapshotter) forgetSnapshot(vb *vbrowser) {
 	vb.snap.mu.Lock()
 	vb.snap.gone = true
 	vb.snap.mu.Unlock()
-	w.kickSnapshot(vb)
+	sn.kickSnapshot(vb)
 }
 
 // kickSnapshot snapshots vb now, or right after the snapshot running.
-func (w *Worker) kickSnapshot(vb *vbrowser) {
-	if w.snapshots == nil {
+func (sn snapshotter) kickSnapshot(vb *vbrowser) {
+	if sn.w.snapshots == nil {
 		return
 	}
 	s := &vb.snap
@@ -126,9 +132,9 @@ func (w *Worker) kickSnapshot(vb *vbrowser) {
 	go func() {
 		for {
 			s.dirty.Store(false)
-			w.snapshotOnce(vb)
+			sn.snapshotOnce(vb)
 			s.mu.Lock()
-			if !s.again || w.ctx.Err() != nil {
+			if !s.again || sn.w.ctx.Err() != nil {
 				s.running = false
 				s.mu.Unlock()
 				return
@@ -141,25 +147,25 @@ func (w *Worker) kickSnapshot(vb *vbrowser) {
 
 // snapshotLoop snapshots the browsers something happened in, every
 // interval, until the worker stops.
-func (w *Worker) snapshotLoop(interval time.Duration) {
+func (sn snapshotter) snapshotLoop(interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-w.ctx.Done():
+		case <-sn.w.ctx.Done():
 			return
 		case <-t.C:
 		}
-		w.apps.mu.RLock()
-		insts := make([]*instance, 0, len(w.apps.instances))
-		for _, in := range w.apps.instances {
+		sn.w.apps.mu.RLock()
+		insts := make([]*instance, 0, len(sn.w.apps.instances))
+		for _, in := range sn.w.apps.instances {
 			insts = append(insts, in)
 		}
-		w.apps.mu.RUnlock()
+		sn.w.apps.mu.RUnlock()
 		for _, in := range insts {
 			for _, vb := range in.browserList() {
 				if vb.snap.dirty.Load() {
-					w.kickSnapshot(vb)
+					sn.kickSnapshot(vb)
 				}
 			}
 		}
@@ -167,8 +173,8 @@ func (w *Worker) snapshotLoop(interval time.Duration) {
 }
 
 // snapshotOnce takes and sends one snapshot of vb (or removes it).
-func (w *Worker) snapshotOnce(vb *vbrowser) {
-	ctx, cancel := context.WithTimeout(w.ctx, snapshotTimeout)
+func (sn snapshotter) snapshotOnce(vb *vbrowser) {
+	ctx, cancel := context.WithTimeout(sn.w.ctx, snapshotTimeout)
 	defer cancel()
 	vb.snap.sendMu.Lock()
 	defer vb.snap.sendMu.Unlock()
@@ -182,8 +188,8 @@ func (w *Worker) snapshotOnce(vb *vbrowser) {
 			return
 		}
 		req.Remove = vb.id
-		if err := w.snapshots.SaveBrowser(ctx, req); err != nil {
-			w.log.Debug().Str("instance", in.info.ID).Str("browser", vb.id).Err(err).Msg("browser snapshot not removed")
+		if err := sn.w.snapshots.SaveBrowser(ctx, req); err != nil {
+			sn.w.log.Debug().Str("instance", in.info.ID).Str("browser", vb.id).Err(err).Msg("browser snapshot not removed")
 		}
 		return
 	}
@@ -195,7 +201,7 @@ func (w *Worker) snapshotOnce(vb *vbrowser) {
 		return
 	default:
 	}
-	snap := w.takeSnapshot(ctx, vb)
+	snap := sn.takeSnapshot(ctx, vb)
 	enc, _ := json.Marshal(snap)
 	vb.snap.mu.Lock()
 	same := bytes.Equal(enc, vb.snap.last)
@@ -205,8 +211,8 @@ func (w *Worker) snapshotOnce(vb *vbrowser) {
 	}
 	snap.Taken = time.Now()
 	req.Snapshot = &snap
-	if err := w.snapshots.SaveBrowser(ctx, req); err != nil {
-		w.log.Debug().Str("instance", in.info.ID).Str("browser", vb.id).Err(err).Msg("browser snapshot not saved")
+	if err := sn.w.snapshots.SaveBrowser(ctx, req); err != nil {
+		sn.w.log.Debug().Str("instance", in.info.ID).Str("browser", vb.id).Err(err).Msg("browser snapshot not saved")
 		return
 	}
 	vb.snap.mu.Lock()
@@ -250,7 +256,7 @@ func webOrigin(o string) bool {
 
 // takeSnapshot reads vb's state. What cannot be read (Evaluate with the
 // Null runtime, a page that is loading) is left out.
-func (w *Worker) takeSnapshot(ctx context.Context, vb *vbrowser) wire.BrowserSnapshot {
+func (sn snapshotter) takeSnapshot(ctx context.Context, vb *vbrowser) wire.BrowserSnapshot {
 	in := vb.inst
 	s := wire.BrowserSnapshot{ID: vb.id, Owner: vb.owner, Created: vb.created, URL: vb.b.Page().URL,
 		Width: int(vb.snap.width.Load()), Height: int(vb.snap.height.Load())}
@@ -266,7 +272,7 @@ func (w *Worker) takeSnapshot(ctx context.Context, vb *vbrowser) wire.BrowserSna
 		s.Perms[p] = r.String()
 	}
 	vb.subMu.Unlock()
-	log := w.log.With().Str("instance", in.info.ID).Str("browser", vb.id).Logger()
+	log := sn.w.log.With().Str("instance", in.info.ID).Str("browser", vb.id).Logger()
 	var st pageStorage
 	if err := vb.b.Evaluate(ctx, fmt.Sprintf(storageScript, maxSnapshotStorage), &st); err != nil {
 		log.Debug().Err(err).Msg("snapshot: page storage not read")
@@ -336,7 +342,7 @@ const restoreStorageScript = `((origin, local, session) => {
 // (so the first request is already signed in), the viewport, the URL,
 // then the origin's storage and a reload so the page's scripts see it.
 // Storage that cannot be put back is logged, not fatal.
-func (w *Worker) restorePage(ctx context.Context, vb *vbrowser, s wire.BrowserSnapshot) error {
+func (sn snapshotter) restorePage(ctx context.Context, vb *vbrowser, s wire.BrowserSnapshot) error {
 	b := vb.b
 	if len(s.Cookies) > 0 {
 		cs := make([]browser.Cookie, 0, len(s.Cookies))
@@ -361,21 +367,21 @@ func (w *Worker) restorePage(ctx context.Context, vb *vbrowser, s wire.BrowserSn
 	if err := b.Navigate(ctx, s.URL); err != nil {
 		return fmt.Errorf("restore the page %s: %w", s.URL, err)
 	}
-	if err := w.restoreStorage(ctx, vb, s); err != nil {
+	if err := sn.restoreStorage(ctx, vb, s); err != nil {
 		return err
 	}
-	w.restoreForm(ctx, vb, s.Form)
+	sn.restoreForm(ctx, vb, s.Form)
 	return nil
 }
 
 // restoreForm puts a snapshot's form state back once the page has loaded
 // (browser.RestoreForm). A page that does not take it is logged, not
 // fatal: the page itself is back.
-func (w *Worker) restoreForm(ctx context.Context, vb *vbrowser, form *wire.FormState) {
+func (sn snapshotter) restoreForm(ctx context.Context, vb *vbrowser, form *wire.FormState) {
 	if form == nil {
 		return
 	}
-	log := w.log.With().Str("instance", vb.inst.info.ID).Str("browser", vb.id).Logger()
+	log := sn.w.log.With().Str("instance", vb.inst.info.ID).Str("browser", vb.id).Logger()
 	r, err := browser.RestoreForm(ctx, vb.b, form)
 	if err != nil {
 		log.Warn().Err(err).Msg("restore: form state not restored")
@@ -386,7 +392,7 @@ func (w *Worker) restoreForm(ctx context.Context, vb *vbrowser, form *wire.FormS
 
 // restoreStorage replaces the storage of the restored page's origin with
 // the snapshot's and reloads the page, so its scripts start from it.
-func (w *Worker) restoreStorage(ctx context.Context, vb *vbrowser, s wire.BrowserSnapshot) error {
+func (sn snapshotter) restoreStorage(ctx context.Context, vb *vbrowser, s wire.BrowserSnapshot) error {
 	b := vb.b
 	if len(s.Local)+len(s.Session) == 0 || !webOrigin(s.Origin) {
 		return nil
@@ -401,7 +407,7 @@ func (w *Worker) restoreStorage(ctx context.Context, vb *vbrowser, s wire.Browse
 	}
 	var done bool
 	if err := b.Evaluate(ctx, fmt.Sprintf(restoreStorageScript, enc(s.Origin), enc(local), enc(session)), &done); err != nil || !done {
-		w.log.Warn().Str("browser", vb.id).Str("origin", s.Origin).Bool("at_origin", done).Err(err).Msg("restore: page storage not restored")
+		sn.w.log.Warn().Str("browser", vb.id).Str("origin", s.Origin).Bool("at_origin", done).Err(err).Msg("restore: page storage not restored")
 		return nil
 	}
 	// Reload so the page's scripts start from the restored storage. A URL
@@ -441,8 +447,8 @@ const (
 )
 
 // loadSnapshots reads an instance's browser snapshots from the master.
-func (w *Worker) loadSnapshots(ctx context.Context, iid string) ([]wire.BrowserSnapshot, error) {
-	if w.snapshots == nil {
+func (sn snapshotter) loadSnapshots(ctx context.Context, iid string) ([]wire.BrowserSnapshot, error) {
+	if sn.w.snapshots == nil {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, stateWriteTimeout)
@@ -450,7 +456,7 @@ func (w *Worker) loadSnapshots(ctx context.Context, iid string) ([]wire.BrowserS
 	var out []wire.BrowserSnapshot
 	after := ""
 	for {
-		page, err := w.snapshots.Browsers(ctx, iid, after)
+		page, err := sn.w.snapshots.Browsers(ctx, iid, after)
 		if err != nil {
 			return nil, fmt.Errorf("load the browser snapshots of %s: %w", iid, err)
 		}
@@ -503,7 +509,7 @@ func (a *AppManager) restoreBrowser(ctx context.Context, in *instance, s wire.Br
 	vb := newVBrowser(in, s.ID, s.Owner)
 	vb.created, vb.name = created, s.Name
 	for p, r := range s.Perms {
-		if role, err := ParseRole(r); err == nil && role != RoleNone && role < RoleOwner && validPrincipal(p) {
+		if role, err := httpserve.ParseRole(r); err == nil && role != httpserve.RoleNone && role < httpserve.RoleOwner && httpserve.ValidPrincipal(p) {
 			vb.perms[p] = role
 		}
 	}
@@ -577,8 +583,8 @@ func (a *AppManager) SnapshotInstance(ctx context.Context, iid string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		a.w.holdInput(vb, inputHoldMax)
-		a.w.snapshotOnce(vb)
+		a.w.snaps.holdInput(vb, inputHoldMax)
+		a.w.snaps.snapshotOnce(vb)
 	}
 	return nil
 }
@@ -596,7 +602,7 @@ func (a *AppManager) ResumeInstance(ctx context.Context, iid string) error {
 		s.inMu.RLock()
 		gen := s.holdGen
 		s.inMu.RUnlock()
-		a.w.resumeInput(vb, gen)
+		a.w.snaps.resumeInput(vb, gen)
 	}
 	return nil
 }
@@ -607,7 +613,7 @@ func (a *AppManager) ResumeInstance(ctx context.Context, iid string) error {
 
 // holdInput holds vb's input for at most d. When it returns, no input is
 // being dispatched to the page and none will be until the hold ends.
-func (w *Worker) holdInput(vb *vbrowser, d time.Duration) {
+func (sn snapshotter) holdInput(vb *vbrowser, d time.Duration) {
 	s := &vb.snap
 	s.inMu.Lock()
 	s.held = true
@@ -617,11 +623,11 @@ func (w *Worker) holdInput(vb *vbrowser, d time.Duration) {
 	if vb.hub != nil {
 		vb.hub.AnnounceHold()
 	}
-	w.clock.AfterFunc(d, func() { w.resumeInput(vb, gen) })
+	sn.w.clock.AfterFunc(d, func() { sn.resumeInput(vb, gen) })
 }
 
 // resumeInput ends hold gen of vb, if it is still on.
-func (w *Worker) resumeInput(vb *vbrowser, gen uint64) {
+func (sn snapshotter) resumeInput(vb *vbrowser, gen uint64) {
 	s := &vb.snap
 	s.inMu.Lock()
 	if !s.held || s.holdGen != gen {
@@ -632,7 +638,7 @@ func (w *Worker) resumeInput(vb *vbrowser, gen uint64) {
 	s.inMu.Unlock()
 	if h := vb.hub; h != nil {
 		if !h.Closed() { // not moved after all
-			w.log.Warn().Str("instance", vb.inst.info.ID).Str("browser", vb.id).Msg("input held for a migration that did not happen: taken here again")
+			sn.w.log.Warn().Str("instance", vb.inst.info.ID).Str("browser", vb.id).Msg("input held for a migration that did not happen: taken here again")
 			h.AnnounceResume()
 		}
 	}

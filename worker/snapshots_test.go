@@ -20,6 +20,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/browsertest"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
 // memSnapshots is the master's snapshot store, in memory.
@@ -204,7 +205,7 @@ func TestRestoreRecreatesBrowsers(t *testing.T) {
 		t.Fatalf("instance info: %+v", in.info)
 	}
 	b1, ok := in.browser("b1")
-	if !ok || b1.owner != "alice" || b1.name != "main" || b1.perms["bob"] != RoleReader || in.byUser["alice"] != "b1" {
+	if !ok || b1.owner != "alice" || b1.name != "main" || b1.perms["bob"] != httpserve.RoleReader || in.byUser["alice"] != "b1" {
 		t.Fatalf("b1: %+v", b1)
 	}
 	if b2, ok := in.browser("b2"); !ok || b2.owner != "bob" || in.byUser["bob"] != "" {
@@ -260,7 +261,7 @@ func TestSnapshotsSavedAndRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 10*time.Second, testutil.Cond("the first snapshot", func() bool { s, ok := snaps.get(iid, vb.id); return ok && s.URL == "https://example.test/" }))
-	vb.setGrant("bob", RoleReaderWriter)
+	vb.setGrant("bob", httpserve.RoleReaderWriter)
 	_ = vb.b.SetCookies(ctx, []browser.Cookie{{Name: "sid", Value: "1", Domain: "example.test", Path: "/"}})
 	if err := vb.b.Navigate(ctx, "https://example.test/next"); err != nil {
 		t.Fatal(err)
@@ -281,7 +282,7 @@ func TestSnapshotInterval(t *testing.T) {
 	snaps := newMemSnapshots()
 	w, app := snapWorker(t, "w-tick", snaps, 20*time.Millisecond)
 	w.wg.Add(1)
-	go func() { defer w.wg.Done(); w.snapshotLoop(w.cfg.SnapshotInterval) }()
+	go func() { defer w.wg.Done(); w.snaps.snapshotLoop(w.cfg.SnapshotInterval) }()
 	ctx := context.Background()
 	iid := "w-tick.ticktickticktick"
 	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice"}); err != nil {
@@ -355,7 +356,7 @@ func TestMigrationHoldsInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.New(time.Unix(1000, 0))
-			f := newHubFixture(t, RoleReader, func(w *Worker) { w.snapshots = newMemSnapshots(); w.clock = clk })
+			f := newHubFixture(t, httpserve.RoleReader, func(w *Worker) { w.snapshots = newMemSnapshots(); w.clock = clk })
 			fb := f.rt.last()
 			owner, _ := f.dial(t, true)
 			key := func(k string) {

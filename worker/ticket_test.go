@@ -2,18 +2,16 @@ package worker
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gorilla/websocket"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/engine"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
 func TestSocketOrigin(t *testing.T) {
@@ -43,8 +41,9 @@ func TestSocketOrigin(t *testing.T) {
 // user, once per ticket and only from the page's origin; the engine asks
 // for a new ticket on its socket's path.
 func TestTicketedSocket(t *testing.T) {
-	f := newHubFixture(t, RoleReader, func(w *Worker) {
-		w.cfg.SocketURL, w.tickets = "https://sockets.example:8443", engine.NewTickets()
+	f := newHubFixture(t, httpserve.RoleReader, func(w *Worker) {
+		w.cfg.SocketURL = "https://sockets.example:8443"
+		w.front = w.newFront()
 	})
 	get := func(path string, cookie bool) (int, []byte) {
 		req, _ := http.NewRequest("GET", f.srv.URL+path, nil)
@@ -119,23 +118,8 @@ func TestTicketedSocket(t *testing.T) {
 	if conn, code := dial(m["ticket"], f.srv.URL); conn == nil {
 		t.Fatalf("the fresh ticket: %d", code)
 	}
-	shareWithAnyone(f.w, f.iid, RoleNone)
+	shareWithAnyone(f.w, f.iid, httpserve.RoleNone)
 	if code, m := info(false); code != http.StatusForbidden || m["ticket"] != "" {
 		t.Fatalf("socket info for a stranger: %d %v", code, m)
-	}
-
-	// A logout since the ticket was issued refuses it: the session it
-	// names has ended, or all the user's sessions were revoked.
-	now := time.Now()
-	origin := f.srv.URL
-	browserID := f.loc[strings.LastIndex(f.loc, "/")+1:]
-	ended := f.w.tickets.Issue(engine.TicketClaims{Browser: browserID, User: "bob", Sessions: []string{"sid-ended"}, Origin: origin}, now)
-	f.w.users.end(wire.SessionRevocation{ID: "sid-ended", User: "bob", Expires: now.Add(time.Hour).Unix()})
-	revoked := f.w.tickets.Issue(engine.TicketClaims{Browser: browserID, User: "carol", Sessions: []string{"sid-c"}, Issued: now.Unix() - 10, Origin: origin}, now)
-	f.w.users.revoke("carol", now.Unix())
-	for name, tk := range map[string]string{"ended session": ended, "revoked user": revoked} {
-		if _, err := f.w.redeemTicket(tk, browserID, origin); !errors.Is(err, engine.ErrTicketSession) {
-			t.Errorf("%s: %v, want %v", name, err, engine.ErrTicketSession)
-		}
 	}
 }

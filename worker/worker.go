@@ -26,7 +26,6 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
-	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	cbmetrics "github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
@@ -39,6 +38,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/engine"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/grade"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/seqrun"
@@ -123,9 +123,9 @@ type Worker struct {
 	log         zerolog.Logger
 	runtime     browser.Runtime
 	pools       *pool.Manager
-	users       *users
-	tickets     *engine.Tickets // socket tickets, when Config.SocketURL is set
 	jobs        *jobs.Executor
+	// front is the HTTP side: pages, sockets, logins, sessions.
+	front *httpserve.Server
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -139,6 +139,7 @@ type Worker struct {
 	// snapshots keeps browser snapshots off this worker: the master (set
 	// by Start; nil: no snapshots); unit tests may put another in.
 	snapshots snapshotStore
+	snaps     snapshotter
 	apps      *AppManager
 	srv       *http.Server
 	ln        net.Listener
@@ -158,16 +159,9 @@ type Worker struct {
 	reg          *prometheus.Registry
 	leaseSeconds *prometheus.HistogramVec
 
-	// quotaLimits are the cluster's quotas (from the master at
-	// registration; the defaults until then); quota counts what this
-	// worker's users and client addresses hold.
-	quotaLimits atomic.Pointer[wire.Quotas]
-	quota       quotas
-	// hopKey verifies the proxies' X-CB-Hop signatures; metricsToken guards
-	// /metrics. Both arrive with the master's registration reply.
-	hopKey       hop.Key
-	hopWait      time.Duration // how long a request waits for the first key
-	metricsToken atomic.Pointer[string]
+	// quota counts what this worker's users and client addresses hold,
+	// under the cluster's quotas.
+	quota *quotas
 
 	// clock runs the idle-release and rest countdowns (tests replace it);
 	// idleReleased counts browsers released for being idle.
@@ -236,14 +230,11 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Runtime == nil {
 		cfg.Runtime = &browser.Null{}
 	}
-	w := &Worker{cfg: cfg, id: cfg.ID, incarnation: ids.Random(12), runtime: cfg.Runtime, clock: clock.Real, grade: gov, hopWait: 10 * time.Second}
+	w := &Worker{cfg: cfg, id: cfg.ID, incarnation: ids.Random(12), runtime: cfg.Runtime, clock: clock.Real, grade: gov}
 	w.log = cfg.Logger.With().Str("worker", w.id).Logger()
-	w.users = newUsers(cfg.Secret)
-	if cfg.SocketURL != "" {
-		w.tickets = engine.NewTickets()
-	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.apps = newAppManager(w)
+	w.snaps = snapshotter{w}
 	w.period.Store(int64(time.Second))
 	def := DefaultConfig()
 	config.OrDefault(&cfg.SnapshotInterval, def.SnapshotInterval)
@@ -286,19 +277,20 @@ func New(cfg Config) (*Worker, error) {
 		Help:    "Time to lease a browser, by pool kind (specific, general) and outcome.",
 		Buckets: []float64{.0001, .001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"kind", "outcome"})
-	defQuotas := wire.DefaultQuotas()
-	w.quotaLimits.Store(&defQuotas)
 	refusals := cbmetrics.QuotaRefusals()
 	for _, l := range []string{wire.QuotaBrowsersPerUser, wire.QuotaBrowsersPerIP, wire.QuotaSocketsPerBrowser, wire.QuotaSocketsPerIP} {
 		refusals.WithLabelValues(l)
 	}
-	w.quota = quotas{browserUsers: quota.NewCounter(), browserIPs: quota.NewCounter(), socketIPs: quota.NewCounter(),
+	w.quota = &quotas{browserUsers: quota.NewCounter(), browserIPs: quota.NewCounter(), socketIPs: quota.NewCounter(),
 		refused: func(limit string) { refusals.WithLabelValues(limit).Inc() }}
+	defQuotas := wire.DefaultQuotas()
+	w.quota.limits.Store(&defQuotas)
 	w.reg = w.newMetrics()
 	w.reg.MustRegister(refusals, w.egressBlocked)
 	var jobMetrics []prometheus.Collector
 	w.jobs, jobMetrics = w.newJobs(cfg.JobSlots)
 	w.reg.MustRegister(jobMetrics...)
+	w.front = w.newFront()
 	return w, nil
 }
 
@@ -332,7 +324,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		ln.Close()
 		return fmt.Errorf("worker: egress guard: %w", err)
 	}
-	w.srv = &http.Server{Handler: w.handler(), ReadHeaderTimeout: 10 * time.Second}
+	w.srv = &http.Server{Handler: w.front, ReadHeaderTimeout: 10 * time.Second}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
@@ -357,7 +349,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.reportLoop() }()
-	go func() { defer w.wg.Done(); w.snapshotLoop(w.cfg.SnapshotInterval) }()
+	go func() { defer w.wg.Done(); w.snaps.snapshotLoop(w.cfg.SnapshotInterval) }()
 	w.log.Info().Str("http", w.HTTPAddr()).Str("master", w.cfg.Master).Str("runtime", w.runtime.Name()).Msg("worker started")
 	return nil
 }
@@ -372,7 +364,7 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	if w.egress != nil && info.GossipAddr != "" {
 		_ = w.egress.AddCluster(info.GossipAddr)
 	}
-	w.users.setKeys(info.Keys)
+	w.front.Users().SetKeys(info.Keys)
 	if err := w.joinGossip(ctx, info.MasterID, info.GossipAddr, info.Keys.Gossip); err != nil {
 		// Not fatal: the master's connection watch still notices our death,
 		// only more slowly. Retried on the next reconnection.
@@ -406,20 +398,20 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 		}
 		w.log.Info().Msg("worker id enrolled: reconnecting with its own key from now on")
 	}
-	w.hopKey.Set(rep.HopKey)
+	w.front.SetHopKey(rep.HopKey)
 	if rep.MetricsToken != "" {
-		w.metricsToken.Store(&rep.MetricsToken)
+		w.front.SetMetricsToken(rep.MetricsToken)
 	}
 	if len(rep.Fenced) > 0 {
 		w.apps.fence(ctx, rep.Fenced)
 	}
 	w.apps.setApps(ctx, c, epoch, rep.Apps)
-	w.users.setRevoked(rep.Revoked)
+	w.front.Users().SetRevoked(rep.Revoked)
 	if rep.Quotas != nil {
 		q := *rep.Quotas
-		w.quotaLimits.Store(&q)
+		w.quota.limits.Store(&q)
 	}
-	w.users.setCluster(rep)
+	w.front.Users().SetCluster(rep)
 	if rep.ReportPeriod > 0 {
 		w.period.Store(rep.ReportPeriod)
 	}
@@ -546,11 +538,6 @@ func (w *Worker) instanceClosed(iid string, epoch uint64) {
 	if err := (contract.WorkerManagerClient{C: w.client}).InstanceClosed(ctx, wire.ClosedInstance{ID: iid, Epoch: epoch}); err != nil && w.ctx.Err() == nil {
 		w.log.Warn().Str("instance", iid).Err(err).Msg("could not tell the master an instance closed")
 	}
-}
-
-// place asks the master for the user's instance (and browser) of an app.
-func (w *Worker) place(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
-	return contract.WorkerManagerClient{C: w.client}.Place(ctx, req)
 }
 
 // Ready reports whether the worker is registered with the master.

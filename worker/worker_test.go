@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/base64"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +19,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/web"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
@@ -50,11 +50,11 @@ func newTestWorker(t *testing.T) (*Worker, *httptest.Server) {
 
 var testHopKey = []byte("hop-key-0123456789abcdef01234567")
 
-// signedHandler is w.handler() as the cluster's proxies reach it: every
+// signedHandler is the worker's HTTP side as the cluster's proxies reach it: every
 // request arrives with a valid hop signature.
 func signedHandler(w *Worker) http.Handler {
-	w.hopKey.Set(testHopKey)
-	h := w.handler()
+	w.front.SetHopKey(testHopKey)
+	h := w.front
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		r.Header.Set(hop.Header, hop.Sign(testHopKey, time.Now(), hop.FieldsOf(r)))
 		h.ServeHTTP(rw, r)
@@ -133,7 +133,7 @@ func TestInstanceToBrowserFlow(t *testing.T) {
 	if err := w.apps.CreateInstance(context.Background(), wire.CreateInstance{App: app, InstanceID: iid, Owner: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	shareWithAnyone(w, iid, RoleReader)
+	shareWithAnyone(w, iid, httpserve.RoleReader)
 	c := noRedirect()
 	resp, err := c.Get(srv.URL + "/hello/a/" + iid)
 	if err != nil {
@@ -299,38 +299,6 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-func TestUserCookies(t *testing.T) {
-	u := newUsers(testSecret)
-	other := newUsers("another-secret-another-secret!!")
-	rec := httptest.NewRecorder()
-	id := u.identify(rec, httptest.NewRequest("GET", "/", nil))
-	cookie := rec.Result().Cookies()[0]
-	if !cookie.HttpOnly || cookie.SameSite != http.SameSiteLaxMode {
-		t.Fatalf("cookie flags: %+v", cookie)
-	}
-	for _, tc := range []struct {
-		name  string
-		value string
-		u     *users
-		want  string
-	}{
-		{"valid", cookie.Value, u, id},
-		{"other cluster", cookie.Value, other, ""},
-		{"forged id", base64.RawURLEncoding.EncodeToString([]byte("anon-someoneelse1")) + "." + strings.SplitN(cookie.Value, ".", 2)[1], u, ""},
-		{"a login session is not an identity", u.sessions.Issue("anon-someoneelse1", time.Now()), u, ""},
-		{"no signature", id, u, ""},
-		{"garbage", "%%%", u, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := httptest.NewRequest("GET", "/", nil)
-			r.AddCookie(&http.Cookie{Name: userCookie, Value: tc.value})
-			if got := tc.u.current(r); got != tc.want {
-				t.Fatalf("current = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
 // TestBundleServer: an app's files are served only through its browsers'
 // egress endpoints, on its internal origin; never its manifest, never
 // another app's files.
@@ -383,48 +351,11 @@ func TestBundleServer(t *testing.T) {
 
 // shareWithAnyone grants a role on an instance to every visitor, as its
 // owner would from the instance page.
-func shareWithAnyone(w *Worker, iid string, r Role) {
+func shareWithAnyone(w *Worker, iid string, r httpserve.Role) {
 	in, _ := w.apps.instance(iid)
 	in.mu.Lock()
-	in.perms[Anyone] = r
+	in.perms[httpserve.Anyone] = r
 	in.mu.Unlock()
-}
-
-// TestRevokedSessions: a session issued at or before a revocation of its
-// user is refused; later sessions and other users' are not; the master's
-// list at registration replaces what the worker had.
-func TestRevokedSessions(t *testing.T) {
-	u := newUsers(testSecret)
-	now := time.Now()
-	req := func(user string, issued time.Time) *http.Request {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.AddCookie(&http.Cookie{Name: sessionCookie, Value: u.sessions.Issue(user, issued)})
-		return r
-	}
-	u.revoke("alice", now.Unix())
-	u.revoke("alice", now.Unix()-100) // an older revocation does not shorten it
-	for _, tc := range []struct {
-		name   string
-		user   string
-		issued time.Time
-		want   string
-	}{
-		{"issued before", "alice", now.Add(-time.Minute), ""},
-		{"issued the same second", "alice", now, ""},
-		{"issued after", "alice", now.Add(2 * time.Second), "alice"},
-		{"another user", "bob", now.Add(-time.Minute), "bob"},
-	} {
-		if got, _ := u.loggedIn(req(tc.user, tc.issued)); got != tc.want {
-			t.Errorf("%s: loggedIn = %q, want %q", tc.name, got, tc.want)
-		}
-	}
-	u.setRevoked([]wire.Revocation{{User: "bob", Before: now.Unix()}})
-	if got, _ := u.loggedIn(req("alice", now.Add(-time.Minute))); got != "alice" {
-		t.Errorf("after setRevoked alice's revocation should be gone: %q", got)
-	}
-	if got, _ := u.loggedIn(req("bob", now.Add(-time.Minute))); got != "" {
-		t.Errorf("after setRevoked bob's old session should be refused: %q", got)
-	}
 }
 
 func TestAutoGeneralMin(t *testing.T) {

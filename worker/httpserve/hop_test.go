@@ -1,4 +1,4 @@
-package worker
+package httpserve
 
 import (
 	"net/http"
@@ -7,23 +7,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
-// TestWorkerRequiresHop: only requests signed by a proxy holding the
+// TestRequiresHop: only requests signed by a proxy holding the
 // master's hop key get past the worker's front door; health checks stay
 // open and /metrics takes the metrics token instead.
-func TestWorkerRequiresHop(t *testing.T) {
-	w, err := New(Config{ID: "w-hop", Secret: testSecret, Master: "127.0.0.1:1", Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	w.hopWait = 50 * time.Millisecond
-	h := w.handler()
+func TestRequiresHop(t *testing.T) {
+	h := newTestServer(t, "")
+	h.hopWait = 50 * time.Millisecond
 	do := func(path, hopValue, auth string) (int, string) {
 		r := httptest.NewRequest("GET", path, nil)
 		r.RequestURI = path
@@ -51,20 +44,20 @@ func TestWorkerRequiresHop(t *testing.T) {
 	}
 	// A request that comes while the registration reply is on its way
 	// waits for the key and is served (CI: "no hop key yet" 403s).
-	w.hopWait = time.Minute
+	h.hopWait = time.Minute
 	served := make(chan int)
 	go func() { code, _ := do(app, sign(testHopKey, app, time.Now()), ""); served <- code }()
 	time.Sleep(20 * time.Millisecond) // let it wait; either order must serve it
-	w.hopKey.Set(testHopKey)
+	h.SetHopKey(testHopKey)
 	if code := <-served; code == http.StatusForbidden {
 		t.Fatalf("request during registration: %d", code)
 	}
 	if code, body := do("/metrics", "", "Bearer x"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not registered") {
 		t.Fatalf("metrics before registration: %d %q", code, body)
 	}
-	w.hopKey.Set(testHopKey)
+	h.SetHopKey(testHopKey)
 	tok := "metrics-token-1234"
-	w.metricsToken.Store(&tok)
+	h.SetMetricsToken(tok)
 	for _, tc := range []struct {
 		name, path, hop, auth string
 		status                int
@@ -92,18 +85,13 @@ func TestWorkerRequiresHop(t *testing.T) {
 	}
 }
 
-// TestWorkerHSTSBehindTrustedProto: with --trust-forwarded-proto, a page
+// TestHSTSBehindTrustedProto: with --trust-forwarded-proto, a page
 // relayed by a proxy that says https carries HSTS; an unsigned request's
 // X-Forwarded-Proto (anyone can send one) does not count.
-func TestWorkerHSTSBehindTrustedProto(t *testing.T) {
-	w, err := New(Config{ID: "w-hsts", Secret: testSecret, Master: "127.0.0.1:1", Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	w.hopKey.Set(testHopKey)
-	w.hopWait = 10 * time.Millisecond
-	h := w.handler()
+func TestHSTSBehindTrustedProto(t *testing.T) {
+	h := newTestServer(t, "")
+	h.SetHopKey(testHopKey)
+	h.hopWait = 10 * time.Millisecond
 	for _, tc := range []struct {
 		name          string
 		trust, signed bool
@@ -116,7 +104,7 @@ func TestWorkerHSTSBehindTrustedProto(t *testing.T) {
 		{"not trusted, signed https", false, true, "https", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w.users.setCluster(wire.RegisterReply{TrustForwardedProto: tc.trust})
+			h.users.SetCluster(wire.RegisterReply{TrustForwardedProto: tc.trust})
 			const path = "/hello"
 			r := httptest.NewRequest("GET", path, nil)
 			r.RequestURI = path

@@ -1,4 +1,4 @@
-package worker
+package httpserve
 
 import (
 	"context"
@@ -23,60 +23,60 @@ import (
 // serveLogin handles /<app>/login and /<app>/logout. Accounts live on the
 // master, which checks passwords; the session is a signed cookie every
 // worker accepts.
-func (w *Worker) serveLogin(rw http.ResponseWriter, r *http.Request, id string, app wire.App, action string) {
-	d := web.LoginData{AppName: app.Name, MountPoint: app.MountPoint, CSRF: w.users.csrf(rw, r), Next: safeNext(app, r.FormValue("next"))}
+func (s *Server) serveLogin(rw http.ResponseWriter, r *http.Request, id string, app wire.App, action string) {
+	d := web.LoginData{AppName: app.Name, MountPoint: app.MountPoint, CSRF: s.users.csrf(rw, r), Next: safeNext(app, r.FormValue("next"))}
 	if action == "logout" {
-		if r.Method != http.MethodPost || !w.users.checkCSRF(r) {
-			w.page(rw, r, id, http.StatusForbidden, "Request refused", "Log out with the button of the login page.")
+		if r.Method != http.MethodPost || !s.users.checkCSRF(r) {
+			s.page(rw, r, id, http.StatusForbidden, "Request refused", "Log out with the button of the login page.")
 			return
 		}
-		if !w.endSession(rw, r, id, app) {
+		if !s.endSession(rw, r, id, app) {
 			return
 		}
-		w.users.logout(rw, r)
+		s.users.logout(rw, r)
 		redirectNext(rw, r, "/"+app.MountPoint+"/login")
 		return
 	}
 	if r.Method != http.MethodPost {
-		d.User, _ = w.users.loggedIn(r)
-		w.render(rw, r, id, web.Login, d)
+		d.User, _ = s.users.loggedIn(r)
+		s.render(rw, r, id, web.Login, d)
 		return
 	}
-	if !w.users.checkCSRF(r) {
-		w.page(rw, r, id, http.StatusForbidden, "Request refused", "The form was stale or not sent by this site. Reload the page and retry.")
+	if !s.users.checkCSRF(r) {
+		s.page(rw, r, id, http.StatusForbidden, "Request refused", "The form was stale or not sent by this site. Reload the page and retry.")
 		return
 	}
 	user, password := strings.TrimSpace(r.PostFormValue("user")), r.PostFormValue("password")
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	ip := clientIP(r)
-	res, err := w.checkLogin(ctx, wire.LoginRequest{User: user, Password: password, ClientIP: ip, RequestID: id})
+	res, err := s.checkLogin(ctx, wire.LoginRequest{User: user, Password: password, ClientIP: ip, RequestID: id})
 	if err != nil {
-		w.log.Warn().Str("request_id", id).Err(err).Msg("login check failed")
+		s.log.Warn().Str("request_id", id).Err(err).Msg("login check failed")
 		rw.Header().Set("Retry-After", "2")
-		w.page(rw, r, id, http.StatusServiceUnavailable, "Login unavailable", "Logins cannot be checked right now. Please retry shortly.")
+		s.page(rw, r, id, http.StatusServiceUnavailable, "Login unavailable", "Logins cannot be checked right now. Please retry shortly.")
 		return
 	}
 	if res.RetryAfter > 0 {
 		// The same answer whether or not the account exists: unknown names
 		// are limited too.
-		w.log.Info().Str("request_id", id).Str("app", app.MountPoint).Str("user", user).Str("client_ip", ip).
+		s.log.Info().Str("request_id", id).Str("app", app.MountPoint).Str("user", user).Str("client_ip", ip).
 			Int64("retry_after_s", res.RetryAfter).Msg("login refused: locked after repeated failures")
 		d.Error = lockedMessage(res.RetryAfter)
 		rw.Header().Set("Retry-After", strconv.FormatInt(res.RetryAfter, 10))
 		rw.WriteHeader(http.StatusTooManyRequests)
-		w.render(rw, r, id, web.Login, d)
+		s.render(rw, r, id, web.Login, d)
 		return
 	}
 	if !res.OK {
-		w.log.Info().Str("request_id", id).Str("app", app.MountPoint).Str("user", user).Msg("login refused")
+		s.log.Info().Str("request_id", id).Str("app", app.MountPoint).Str("user", user).Msg("login refused")
 		d.Error = "Wrong user name or password."
 		rw.WriteHeader(http.StatusUnauthorized)
-		w.render(rw, r, id, web.Login, d)
+		s.render(rw, r, id, web.Login, d)
 		return
 	}
-	w.users.login(rw, r, user)
-	w.log.Info().Str("request_id", id).Str("app", app.MountPoint).Str("user", user).Msg("logged in")
+	s.users.login(rw, r, user)
+	s.log.Info().Str("request_id", id).Str("app", app.MountPoint).Str("user", user).Msg("logged in")
 	redirectNext(rw, r, d.Next)
 }
 
@@ -85,34 +85,34 @@ func (w *Worker) serveLogin(rw http.ResponseWriter, r *http.Request, id string, 
 // The cookie is a bearer value, so clearing it in this browser only would
 // leave any copy working. If the master cannot be told, the user is asked
 // to retry (their cookie is kept so the retry can name the session).
-func (w *Worker) endSession(rw http.ResponseWriter, r *http.Request, id string, app wire.App) bool {
-	cl, ok := w.users.session(r)
+func (s *Server) endSession(rw http.ResponseWriter, r *http.Request, id string, app wire.App) bool {
+	cl, ok := s.users.session(r)
 	if !ok {
 		return true // nothing (left) to end
 	}
-	rev := wire.SessionRevocation{ID: cl.ID, User: cl.User, Expires: time.Now().Add(w.users.sessions.TTL).Unix()}
-	_ = w.apps.EndSession(r.Context(), rev)
+	rev := wire.SessionRevocation{ID: cl.ID, User: cl.User, Expires: time.Now().Add(s.users.sessions.TTL).Unix()}
+	_ = s.host.EndSession(r.Context(), rev)
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	err := contract.AccountsClient{C: w.client}.EndSession(ctx, rev)
+	err := contract.AccountsClient{C: s.host.Master()}.EndSession(ctx, rev)
 	switch {
 	case errors.Is(err, rmi.ErrNoMethod):
-		w.log.Warn().Str("request_id", id).Msg("logout: the master cannot end sessions (older version); ended on this worker only")
+		s.log.Warn().Str("request_id", id).Msg("logout: the master cannot end sessions (older version); ended on this worker only")
 	case err != nil:
-		w.log.Warn().Str("request_id", id).Err(err).Msg("logout: the master could not be told")
+		s.log.Warn().Str("request_id", id).Err(err).Msg("logout: the master could not be told")
 		rw.Header().Set("Retry-After", "2")
-		w.page(rw, r, id, http.StatusServiceUnavailable, "Logout unavailable",
+		s.page(rw, r, id, http.StatusServiceUnavailable, "Logout unavailable",
 			"Your session could not be ended on every server right now. Please retry shortly.")
 		return false
 	}
-	w.log.Info().Str("request_id", id).Str("app", app.MountPoint).Str("user", cl.User).Msg("logged out")
+	s.log.Info().Str("request_id", id).Str("app", app.MountPoint).Str("user", cl.User).Msg("logged out")
 	return true
 }
 
 // checkLogin asks the master to check a login. A master older than the
 // login limits has no Login method; its Verify still answers.
-func (w *Worker) checkLogin(ctx context.Context, req wire.LoginRequest) (wire.LoginResult, error) {
-	accounts := contract.AccountsClient{C: w.client}
+func (s *Server) checkLogin(ctx context.Context, req wire.LoginRequest) (wire.LoginResult, error) {
+	accounts := contract.AccountsClient{C: s.host.Master()}
 	res, err := accounts.Login(ctx, req)
 	if errors.Is(err, rmi.ErrNoMethod) {
 		res = wire.LoginResult{}
@@ -187,13 +187,13 @@ func safeNext(app wire.App, next string) string {
 
 // requireUser returns the user for a request to app. An app with
 // authentication sends anonymous visitors to its login page.
-func (w *Worker) requireUser(rw http.ResponseWriter, r *http.Request, id string, app wire.App) (string, bool) {
+func (s *Server) requireUser(rw http.ResponseWriter, r *http.Request, id string, app wire.App) (string, bool) {
 	if !app.Authentication {
-		return w.identify(rw, r, id, app)
+		return s.identify(rw, r, id, app)
 	}
-	if user, rotate := w.users.loggedIn(r); user != "" {
+	if user, rotate := s.users.loggedIn(r); user != "" {
 		if rotate {
-			w.users.renew(rw, r)
+			s.users.renew(rw, r)
 		}
 		return user, true
 	}
@@ -208,10 +208,10 @@ func (w *Worker) requireUser(rw http.ResponseWriter, r *http.Request, id string,
 
 // viewer is requireUser for Browser URLs and their sockets, where an admin
 // from the dashboard may watch without logging in to the app.
-func (w *Worker) viewer(rw http.ResponseWriter, r *http.Request, id string, app wire.App) (string, bool) {
-	if app.Authentication && w.users.adminViewer(r) {
-		user, _ := w.users.loggedIn(r)
+func (s *Server) viewer(rw http.ResponseWriter, r *http.Request, id string, app wire.App) (string, bool) {
+	if app.Authentication && s.users.adminViewer(r) {
+		user, _ := s.users.loggedIn(r)
 		return user, true
 	}
-	return w.requireUser(rw, r, id, app)
+	return s.requireUser(rw, r, id, app)
 }

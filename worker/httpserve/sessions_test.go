@@ -1,9 +1,11 @@
-package worker
+package httpserve
 
 import (
 	"context"
+	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,7 +71,7 @@ func TestCookieFlags(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := newUsers(testSecret)
-			u.setCluster(tc.rep)
+			u.SetCluster(tc.rep)
 			r := httptest.NewRequest("GET", "/app", nil)
 			if !tc.unsigned {
 				r = r.WithContext(context.WithValue(r.Context(), viaProxyKey{}, true))
@@ -119,7 +121,7 @@ func TestEndedSessions(t *testing.T) {
 		t.Fatalf("renewal changed the id or not the value: %+v", c2)
 	}
 	other := u.sessions.Issue("alice", now)
-	u.end(wire.SessionRevocation{ID: cl.ID, User: "alice", Expires: now.Add(session.TTL).Unix()})
+	u.End(wire.SessionRevocation{ID: cl.ID, User: "alice", Expires: now.Add(session.TTL).Unix()})
 	for _, tc := range []struct {
 		name, value, want string
 	}{
@@ -154,16 +156,85 @@ func TestAdminViewerBinding(t *testing.T) {
 	if u.adminViewer(req) {
 		t.Fatal("accepted before the master named the token")
 	}
-	u.setCluster(wire.RegisterReply{AdminTag: tag})
+	u.SetCluster(wire.RegisterReply{AdminTag: tag})
 	if !u.adminViewer(req) {
 		t.Fatal("refused under the right token")
 	}
-	u.end(wire.SessionRevocation{ID: cl.ID, Expires: time.Now().Add(time.Hour).Unix()})
+	u.End(wire.SessionRevocation{ID: cl.ID, Expires: time.Now().Add(time.Hour).Unix()})
 	if u.adminViewer(req) {
 		t.Fatal("accepted after logout")
 	}
-	u.setCluster(wire.RegisterReply{AdminTag: session.TokenTag(testSecret, "admin-token-2")})
+	u.SetCluster(wire.RegisterReply{AdminTag: session.TokenTag(testSecret, "admin-token-2")})
 	if u.adminViewer(req) {
 		t.Fatal("accepted under a new token")
+	}
+}
+
+func TestUserCookies(t *testing.T) {
+	u := newUsers(testSecret)
+	other := newUsers("another-secret-another-secret!!")
+	rec := httptest.NewRecorder()
+	id := u.identify(rec, httptest.NewRequest("GET", "/", nil))
+	cookie := rec.Result().Cookies()[0]
+	if !cookie.HttpOnly || cookie.SameSite != http.SameSiteLaxMode {
+		t.Fatalf("cookie flags: %+v", cookie)
+	}
+	for _, tc := range []struct {
+		name  string
+		value string
+		u     *Users
+		want  string
+	}{
+		{"valid", cookie.Value, u, id},
+		{"other cluster", cookie.Value, other, ""},
+		{"forged id", base64.RawURLEncoding.EncodeToString([]byte("anon-someoneelse1")) + "." + strings.SplitN(cookie.Value, ".", 2)[1], u, ""},
+		{"a login session is not an identity", u.sessions.Issue("anon-someoneelse1", time.Now()), u, ""},
+		{"no signature", id, u, ""},
+		{"garbage", "%%%", u, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.AddCookie(&http.Cookie{Name: userCookie, Value: tc.value})
+			if got := tc.u.current(r); got != tc.want {
+				t.Fatalf("current = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRevokedSessions: a session issued at or before a revocation of its
+// user is refused; later sessions and other users' are not; the master's
+// list at registration replaces what the worker had.
+func TestRevokedSessions(t *testing.T) {
+	u := newUsers(testSecret)
+	now := time.Now()
+	req := func(user string, issued time.Time) *http.Request {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.AddCookie(&http.Cookie{Name: sessionCookie, Value: u.sessions.Issue(user, issued)})
+		return r
+	}
+	u.Revoke("alice", now.Unix())
+	u.Revoke("alice", now.Unix()-100) // an older revocation does not shorten it
+	for _, tc := range []struct {
+		name   string
+		user   string
+		issued time.Time
+		want   string
+	}{
+		{"issued before", "alice", now.Add(-time.Minute), ""},
+		{"issued the same second", "alice", now, ""},
+		{"issued after", "alice", now.Add(2 * time.Second), "alice"},
+		{"another user", "bob", now.Add(-time.Minute), "bob"},
+	} {
+		if got, _ := u.loggedIn(req(tc.user, tc.issued)); got != tc.want {
+			t.Errorf("%s: loggedIn = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	u.SetRevoked([]wire.Revocation{{User: "bob", Before: now.Unix()}})
+	if got, _ := u.loggedIn(req("alice", now.Add(-time.Minute))); got != "alice" {
+		t.Errorf("after setRevoked alice's revocation should be gone: %q", got)
+	}
+	if got, _ := u.loggedIn(req("bob", now.Add(-time.Minute))); got != "" {
+		t.Errorf("after setRevoked bob's old session should be refused: %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package worker
+package httpserve
 
 import (
 	"crypto/hmac"
@@ -22,7 +22,10 @@ const userCookie = "cb_user"
 // sessionCookie carries a logged-in user's session (internal/session).
 const sessionCookie = "cb_session"
 
-type users struct {
+// Users are the visitors as the worker knows them: anonymous identities,
+// login sessions, the dashboard's admin sessions, and the master's
+// revocations and logouts.
+type Users struct {
 	anons    *session.Codec // anonymous identities
 	sessions *session.Codec
 	// adminsBase checks the master's dashboard sessions once bound to the
@@ -41,8 +44,8 @@ type users struct {
 	ended map[string]int64
 }
 
-// setCluster applies the master's settings from a registration.
-func (u *users) setCluster(rep wire.RegisterReply) {
+// SetCluster applies the master's settings from a registration.
+func (u *Users) SetCluster(rep wire.RegisterReply) {
 	u.scheme.Store(&httpsec.Scheme{AlwaysHTTPS: rep.PublicHTTPS, TrustForwardedProto: rep.TrustForwardedProto})
 	if rep.AdminTag != "" {
 		u.admins.Store(u.adminsBase.Bound(rep.AdminTag))
@@ -53,7 +56,7 @@ func (u *users) setCluster(rep wire.RegisterReply) {
 }
 
 // https reports whether the user's request came over HTTPS.
-func (u *users) https(r *http.Request) bool {
+func (u *Users) https(r *http.Request) bool {
 	if s := u.scheme.Load(); s != nil && (s.AlwaysHTTPS || viaProxy(r)) {
 		// X-Forwarded-Proto counts only on a request our proxy signed.
 		return s.HTTPS(r)
@@ -61,8 +64,8 @@ func (u *users) https(r *http.Request) bool {
 	return r.TLS != nil
 }
 
-// end refuses a session's values from now on (a logout).
-func (u *users) end(rev wire.SessionRevocation) {
+// End refuses a session's values from now on (a logout).
+func (u *Users) End(rev wire.SessionRevocation) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := time.Now().Unix()
@@ -75,36 +78,36 @@ func (u *users) end(rev wire.SessionRevocation) {
 }
 
 // setEnded replaces the ended sessions with the master's (at registration).
-func (u *users) setEnded(revs []wire.SessionRevocation) {
+func (u *Users) setEnded(revs []wire.SessionRevocation) {
 	m := latest(revs, func(r wire.SessionRevocation) (string, int64) { return r.ID, r.Expires })
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.ended = m
 }
 
-func (u *users) isEnded(id string, now time.Time) bool {
+func (u *Users) isEnded(id string, now time.Time) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	exp, ok := u.ended[id]
 	return ok && now.Unix() < exp
 }
 
-// revoke refuses user's sessions issued at or before the given second.
-func (u *users) revoke(user string, before int64) {
+// Revoke refuses user's sessions issued at or before the given second.
+func (u *Users) Revoke(user string, before int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.revoked[user] = max(u.revoked[user], before)
 }
 
-// setRevoked replaces the revocations with the master's (at registration).
-func (u *users) setRevoked(revs []wire.Revocation) {
+// SetRevoked replaces the revocations with the master's (at registration).
+func (u *Users) SetRevoked(revs []wire.Revocation) {
 	m := latest(revs, func(r wire.Revocation) (string, int64) { return r.User, r.Before })
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.revoked = m
 }
 
-func (u *users) isRevoked(user string, issued time.Time) bool {
+func (u *Users) isRevoked(user string, issued time.Time) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	before, ok := u.revoked[user]
@@ -113,14 +116,14 @@ func (u *users) isRevoked(user string, issued time.Time) bool {
 
 // adminViewer reports whether the request carries the admin dashboard's
 // session: admins may watch any browser, read-only.
-func (u *users) adminViewer(r *http.Request) bool {
+func (u *Users) adminViewer(r *http.Request) bool {
 	_, ok := u.adminSession(r)
 	return ok
 }
 
 // adminSession returns the id of the request's valid dashboard session:
 // signed under the master's current admin token, not logged out.
-func (u *users) adminSession(r *http.Request) (string, bool) {
+func (u *Users) adminSession(r *http.Request) (string, bool) {
 	c, err := r.Cookie("cb_admin")
 	codec := u.admins.Load()
 	if err != nil || codec == nil {
@@ -138,16 +141,16 @@ func (u *users) adminSession(r *http.Request) (string, bool) {
 // their instances) in one browser.
 const anonTTL = 365 * 24 * time.Hour
 
-func newUsers(clusterSecret string) *users {
+func newUsers(clusterSecret string) *Users {
 	anons := session.NewFor(clusterSecret, "anonymous-identity")
 	anons.TTL = anonTTL
-	return &users{anons: anons, sessions: session.New(clusterSecret), adminsBase: session.NewFor(clusterSecret, "admin-session"),
+	return &Users{anons: anons, sessions: session.New(clusterSecret), adminsBase: session.NewFor(clusterSecret, "admin-session"),
 		revoked: map[string]int64{}, ended: map[string]int64{}}
 }
 
 // session returns the request's valid login session: signed, unexpired,
 // not revoked with its user's sessions, not logged out.
-func (u *users) session(r *http.Request) (session.Claims, bool) {
+func (u *Users) session(r *http.Request) (session.Claims, bool) {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
 		return session.Claims{}, false
@@ -160,9 +163,9 @@ func (u *users) session(r *http.Request) (session.Claims, bool) {
 	return cl, true
 }
 
-// setKeys installs the session keys the master handed over (the worker's
+// SetKeys installs the session keys the master handed over (the worker's
 // own secret may be only its role key, from which they cannot be derived).
-func (u *users) setKeys(k wire.ClusterKeys) {
+func (u *Users) SetKeys(k wire.ClusterKeys) {
 	for _, x := range []struct {
 		c   *session.Codec
 		key []byte
@@ -175,7 +178,7 @@ func (u *users) setKeys(k wire.ClusterKeys) {
 
 // loggedIn returns the user of a valid session ("" if none) and whether the
 // session should be re-issued.
-func (u *users) loggedIn(r *http.Request) (string, bool) {
+func (u *Users) loggedIn(r *http.Request) (string, bool) {
 	cl, ok := u.session(r)
 	if !ok {
 		return "", false
@@ -184,33 +187,33 @@ func (u *users) loggedIn(r *http.Request) (string, bool) {
 }
 
 // login starts a new session for user.
-func (u *users) login(w http.ResponseWriter, r *http.Request, user string) {
+func (u *Users) login(w http.ResponseWriter, r *http.Request, user string) {
 	u.setSession(w, r, u.sessions.Issue(user, time.Now()))
 }
 
 // renew re-issues the request's session (same id, so a logout still ends
 // the older values).
-func (u *users) renew(w http.ResponseWriter, r *http.Request) {
+func (u *Users) renew(w http.ResponseWriter, r *http.Request) {
 	if cl, ok := u.session(r); ok {
 		u.setSession(w, r, u.sessions.IssueID(cl.User, cl.ID, time.Now()))
 	}
 }
 
-func (u *users) setSession(w http.ResponseWriter, r *http.Request, v string) {
+func (u *Users) setSession(w http.ResponseWriter, r *http.Request, v string) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: v, Path: "/",
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: u.https(r), MaxAge: int(u.sessions.TTL.Seconds())})
 }
 
 // logout forgets the session in this browser (the caller ends it on the
 // cluster).
-func (u *users) logout(w http.ResponseWriter, r *http.Request) {
+func (u *Users) logout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteLaxMode, Secure: u.https(r), MaxAge: -1})
 }
 
 // current returns the logged-in user, else the anonymous visitor's id, or
 // "" if there is neither.
-func (u *users) current(r *http.Request) string {
+func (u *Users) current(r *http.Request) string {
 	if user, _ := u.loggedIn(r); user != "" {
 		return user
 	}
@@ -227,7 +230,7 @@ func (u *users) current(r *http.Request) string {
 
 // identify returns the visitor's id, issuing a new anonymous one if needed
 // and renewing an aging session.
-func (u *users) identify(w http.ResponseWriter, r *http.Request) string {
+func (u *Users) identify(w http.ResponseWriter, r *http.Request) string {
 	if user, rotate := u.loggedIn(r); user != "" {
 		if rotate {
 			u.renew(w, r)
@@ -243,7 +246,7 @@ func (u *users) identify(w http.ResponseWriter, r *http.Request) string {
 }
 
 // setAnon gives the visitor the anonymous identity id.
-func (u *users) setAnon(w http.ResponseWriter, r *http.Request, id string) {
+func (u *Users) setAnon(w http.ResponseWriter, r *http.Request, id string) {
 	http.SetCookie(w, &http.Cookie{
 		Name: userCookie, Value: u.anons.Issue(id, time.Now()), Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteLaxMode, MaxAge: int(anonTTL.Seconds()), Secure: u.https(r),
@@ -255,7 +258,7 @@ func (u *users) setAnon(w http.ResponseWriter, r *http.Request, id string) {
 const csrfCookie = "cb_csrf"
 
 // csrf returns the visitor's form token, issuing one if needed.
-func (u *users) csrf(w http.ResponseWriter, r *http.Request) string {
+func (u *Users) csrf(w http.ResponseWriter, r *http.Request) string {
 	if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) == 32 {
 		return c.Value
 	}
@@ -266,7 +269,7 @@ func (u *users) csrf(w http.ResponseWriter, r *http.Request) string {
 }
 
 // checkCSRF verifies a form post's token against the cookie.
-func (u *users) checkCSRF(r *http.Request) bool {
+func (u *Users) checkCSRF(r *http.Request) bool {
 	c, err := r.Cookie(csrfCookie)
 	if err != nil || len(c.Value) != 32 {
 		return false

@@ -1,4 +1,4 @@
-package worker
+package httpserve
 
 import (
 	"context"
