@@ -2,7 +2,6 @@ package master
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/apijson"
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 )
 
@@ -27,17 +27,17 @@ func (m *Master) adminHandler(public bool) http.Handler {
 		mux.Handle("GET /metrics", metricsH)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "master": m.id})
+		apijson.Write(w, http.StatusOK, map[string]any{"status": "ok", "master": m.id})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if m.ctx.Err() != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "stopping"})
+			apijson.Write(w, http.StatusServiceUnavailable, map[string]any{"status": "stopping"})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "master": m.id})
+		apijson.Write(w, http.StatusOK, map[string]any{"status": "ready", "master": m.id})
 	})
 	mux.Handle("GET /api/v1/cluster", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, m.Status())
+		apijson.Write(w, http.StatusOK, m.Status())
 	}))
 	mux.Handle("POST /api/v1/workers/{id}/drain", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		m.drain(w, r, true)
@@ -65,12 +65,12 @@ func (m *Master) adminHandler(public bool) http.Handler {
 	m.jobUserRoutes(mux)
 	m.userRoutes(mux)
 	m.authorRoutes(mux)
-	m.jobRoutes(mux)
+	m.jobs.Routes(mux)
 	m.dashboardRoutes(mux)
 	mux.Handle("POST /api/v1/grants", m.auth(auth.RoleAdmin, m.grant))
 	mux.Handle("GET /api/v1/instances/{id}/state", m.auth(auth.RoleAdmin, m.instanceState))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		apiError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
+		apijson.Error(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	return httpsec.Pages(m.scheme, mux)
 }
@@ -83,7 +83,7 @@ func (m *Master) drain(w http.ResponseWriter, r *http.Request, on bool) {
 		if errors.As(err, &we) && we.Code == wire.CodeUnknownWorker {
 			status = http.StatusNotFound
 		}
-		apiError(w, status, err.Error())
+		apijson.Error(w, status, err.Error())
 		return
 	}
 	m.log.Info().Str("worker", id).Bool("draining", on).Msg("drain changed by admin")
@@ -96,21 +96,8 @@ func (m *Master) drain(w http.ResponseWriter, r *http.Request, on bool) {
 		if len(res.Failed) > 0 {
 			status = http.StatusMultiStatus
 		}
-		writeJSON(w, status, map[string]any{"worker": id, "draining": true, "migrated": res.Migrated, "failed": res.Failed})
+		apijson.Write(w, status, map[string]any{"worker": id, "draining": true, "migrated": res.Migrated, "failed": res.Failed})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"worker": id, "draining": on})
-}
-
-func apiError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]any{"status": status, "error": msg})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	apijson.Write(w, http.StatusOK, map[string]any{"worker": id, "draining": on})
 }

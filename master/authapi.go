@@ -5,27 +5,18 @@ import (
 	"net/http"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/apijson"
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 )
 
 // The HTTP side of package auth: the middleware of the admin API and the
-// endpoints for accounts and authors. They stay here, beside the other
-// routes, because they answer with the admin API's JSON errors.
+// endpoints for accounts and authors, which act on the master's
+// auth.Auth beside the other routes of the admin API.
 
 // auth requires a Bearer token of at least the given role (auth.Auth.Check
 // says who passes); the handler finds who it is with auth.PrincipalOf.
 func (m *Master) auth(need auth.Role, h http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, refused := m.access.Check(r, need)
-		if refused != nil {
-			if refused.Challenge != "" {
-				w.Header().Set("WWW-Authenticate", refused.Challenge)
-			}
-			apiError(w, refused.Status, refused.Msg)
-			return
-		}
-		h(w, auth.WithPrincipal(r, p))
-	})
+	return apijson.Guard(m.access.Check, need, h)
 }
 
 type userForm struct {
@@ -48,49 +39,49 @@ func accountStatus(err error) int {
 
 func (m *Master) userRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/users", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, m.access.Accounts().List())
+		apijson.Write(w, http.StatusOK, m.access.Accounts().List())
 	}))
 	mux.Handle("POST /api/v1/users", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		var f userForm
-		if !decodeJSON(w, r, &f) {
+		if !apijson.Decode(w, r, &f) {
 			return
 		}
 		if err := m.access.Accounts().Add(f.Name, f.Password); err != nil {
-			apiError(w, accountStatus(err), err.Error())
+			apijson.Error(w, accountStatus(err), err.Error())
 			return
 		}
 		m.log.Info().Str("user", f.Name).Msg("account created")
-		writeJSON(w, http.StatusCreated, map[string]string{"name": f.Name})
+		apijson.Write(w, http.StatusCreated, map[string]string{"name": f.Name})
 	}))
 	mux.Handle("PUT /api/v1/users/{name}/password", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		var f userForm
-		if !decodeJSON(w, r, &f) {
+		if !apijson.Decode(w, r, &f) {
 			return
 		}
 		if err := m.access.Accounts().SetPassword(r.PathValue("name"), f.Password); err != nil {
-			apiError(w, accountStatus(err), err.Error())
+			apijson.Error(w, accountStatus(err), err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"name": r.PathValue("name")})
+		apijson.Write(w, http.StatusOK, map[string]string{"name": r.PathValue("name")})
 	}))
 	mux.Handle("DELETE /api/v1/users/{name}", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		if err := m.access.Accounts().Remove(r.PathValue("name")); err != nil {
-			apiError(w, accountStatus(err), err.Error())
+			apijson.Error(w, accountStatus(err), err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "removed": true})
+		apijson.Write(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "removed": true})
 	}))
 }
 
 func (m *Master) authorRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/authors", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, m.access.Authors().List())
+		apijson.Write(w, http.StatusOK, m.access.Authors().List())
 	}))
 	mux.Handle("POST /api/v1/authors", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		var f struct {
 			Name string `json:"name"`
 		}
-		if !decodeJSON(w, r, &f) {
+		if !apijson.Decode(w, r, &f) {
 			return
 		}
 		tok, err := m.access.Authors().Add(f.Name, m.cfg.Clock.Now())
@@ -99,18 +90,18 @@ func (m *Master) authorRoutes(mux *http.ServeMux) {
 			if dup := (*auth.AuthorExistsError)(nil); errors.As(err, &dup) {
 				status = http.StatusConflict
 			}
-			writeJSON(w, status, map[string]any{"status": status, "error": err.Error(), "field": "name"})
+			apijson.Write(w, status, map[string]any{"status": status, "error": err.Error(), "field": "name"})
 			return
 		}
 		m.log.Info().Str("author", f.Name).Msg("author created")
-		writeJSON(w, http.StatusCreated, map[string]string{"name": f.Name, "token": tok})
+		apijson.Write(w, http.StatusCreated, map[string]string{"name": f.Name, "token": tok})
 	}))
 	mux.Handle("DELETE /api/v1/authors/{name}", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		if err := m.access.Authors().Remove(r.PathValue("name")); err != nil {
-			apiError(w, accountStatus(err), err.Error())
+			apijson.Error(w, accountStatus(err), err.Error())
 			return
 		}
 		m.log.Info().Str("author", r.PathValue("name")).Msg("author removed")
-		writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "removed": true})
+		apijson.Write(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "removed": true})
 	}))
 }

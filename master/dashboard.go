@@ -11,6 +11,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/pages"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/apijson"
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/web"
@@ -56,7 +57,7 @@ func (m *Master) dashboardRoutes(mux *http.ServeMux) {
 		if cl, ok := m.access.Dashboard().Claims(r); ok {
 			if err := m.access.Dashboard().End(r.Context(), cl); err != nil {
 				m.log.Error().Err(err).Msg("dashboard logout: session could not be ended")
-				apiError(w, http.StatusInternalServerError, "the session could not be ended; retry")
+				apijson.Error(w, http.StatusInternalServerError, "the session could not be ended; retry")
 				return
 			}
 			m.log.Info().Str("remote", r.RemoteAddr).Msg("dashboard logout")
@@ -66,7 +67,7 @@ func (m *Master) dashboardRoutes(mux *http.ServeMux) {
 		http.Redirect(w, r, "/admin", http.StatusSeeOther)
 	})
 	mux.Handle("GET /api/v1/history", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, m.history.snapshot())
+		apijson.Write(w, http.StatusOK, m.history.snapshot())
 	}))
 	mux.Handle("GET /api/v1/events", m.auth(auth.RoleAdmin, m.events))
 	mux.Handle("POST /api/v1/instances/{id}/close", m.auth(auth.RoleAdmin, m.closeInstance))
@@ -90,7 +91,7 @@ func (m *Master) adminLogin(w http.ResponseWriter, r *http.Request, msg string) 
 func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		apiError(w, http.StatusInternalServerError, "streaming unsupported")
+		apijson.Error(w, http.StatusInternalServerError, "streaming unsupported")
 		return
 	}
 	h := w.Header()
@@ -121,11 +122,11 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 func (m *Master) instanceRef(w http.ResponseWriter, iid string) (*rmi.Ref, string, bool) {
 	ref, wid, ok := m.workers.Host(iid)
 	if !ok {
-		apiError(w, http.StatusNotFound, "no instance "+iid)
+		apijson.Error(w, http.StatusNotFound, "no instance "+iid)
 		return nil, "", false
 	}
 	if ref == nil {
-		apiError(w, http.StatusServiceUnavailable, "the instance's worker is not connected")
+		apijson.Error(w, http.StatusServiceUnavailable, "the instance's worker is not connected")
 		return nil, "", false
 	}
 	return ref, wid, true
@@ -139,10 +140,10 @@ func (m *Master) instanceBrowsers(w http.ResponseWriter, r *http.Request) {
 	}
 	bs, err := contract.WorkerAppsClient{R: ref}.Browsers(r.Context(), r.PathValue("id"))
 	if err != nil {
-		apiError(w, http.StatusBadGateway, err.Error())
+		apijson.Error(w, http.StatusBadGateway, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, bs)
+	apijson.Write(w, http.StatusOK, bs)
 }
 
 // closeInstance closes an instance on its worker (admin action).
@@ -153,9 +154,9 @@ func (m *Master) closeInstance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := (contract.WorkerAppsClient{R: ref}).CloseInstance(r.Context(), wire.ClosedInstance{ID: iid}); err != nil {
-		apiError(w, http.StatusBadGateway, err.Error())
+		apijson.Error(w, http.StatusBadGateway, err.Error())
 		return
 	}
 	m.log.Info().Str("instance", iid).Str("worker", wid).Msg("instance closed by admin")
-	writeJSON(w, http.StatusOK, map[string]any{"instance": iid, "closed": true})
+	apijson.Write(w, http.StatusOK, map[string]any{"instance": iid, "closed": true})
 }

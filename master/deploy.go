@@ -2,7 +2,6 @@ package master
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/bundle"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/apijson"
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
@@ -28,7 +28,7 @@ func (m *Master) listApps(w http.ResponseWriter, r *http.Request) {
 	for _, a := range m.apps.List() {
 		out = append(out, m.apps.view(a))
 	}
-	writeJSON(w, http.StatusOK, out)
+	apijson.Write(w, http.StatusOK, out)
 }
 
 // deploy accepts a tar.gz bundle, validates it again (the CLI already
@@ -39,7 +39,7 @@ func (m *Master) deploy(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			apiError(w, http.StatusRequestEntityTooLarge, "the archive is larger than 64 MiB")
+			apijson.Error(w, http.StatusRequestEntityTooLarge, "the archive is larger than 64 MiB")
 			return
 		}
 		problems := []map[string]string{}
@@ -49,7 +49,7 @@ func (m *Master) deploy(w http.ResponseWriter, r *http.Request) {
 				problems = append(problems, map[string]string{"field": e.Field, "message": e.Msg})
 			}
 		}
-		writeJSON(w, http.StatusBadRequest, map[string]any{"status": 400, "error": err.Error(), "problems": problems})
+		apijson.Write(w, http.StatusBadRequest, map[string]any{"status": 400, "error": err.Error(), "problems": problems})
 		return
 	}
 	app := b.App()
@@ -59,7 +59,7 @@ func (m *Master) deploy(w http.ResponseWriter, r *http.Request) {
 	by := auth.PrincipalOf(r)
 	cur, failed, err := m.apps.Add(r.Context(), app, by)
 	if err != nil {
-		apiError(w, appErrorStatus(err), err.Error())
+		apijson.Error(w, appErrorStatus(err), err.Error())
 		return
 	}
 	m.log.Info().Str("app", cur.MountPoint).Int("version", cur.Version).Int("files", len(cur.Files)).Str("by", by.Name).
@@ -72,13 +72,13 @@ func (m *Master) deploy(w http.ResponseWriter, r *http.Request) {
 		for i, f := range failed {
 			names[i] = f.Worker + ": " + f.Error
 		}
-		writeJSON(w, http.StatusBadGateway, map[string]any{"status": http.StatusBadGateway,
+		apijson.Write(w, http.StatusBadGateway, map[string]any{"status": http.StatusBadGateway,
 			"error": fmt.Sprintf("version %d of /%s is stored on the master, but %d of %d workers did not install it: %s",
 				cur.Version, cur.MountPoint, len(failed), len(m.apps.workers()), strings.Join(names, "; ")),
 			"app": m.apps.view(cur), "failedWorkers": failed})
 		return
 	}
-	writeJSON(w, http.StatusCreated, m.apps.view(cur))
+	apijson.Write(w, http.StatusCreated, m.apps.view(cur))
 }
 
 // appErrorStatus maps an AppManager error to an HTTP status.
@@ -100,25 +100,15 @@ func appErrorStatus(err error) int {
 func (m *Master) appAction(w http.ResponseWriter, r *http.Request, act func(ctx context.Context, name string) error) {
 	name := r.PathValue("name")
 	if err := act(r.Context(), name); err != nil {
-		apiError(w, appErrorStatus(err), err.Error())
+		apijson.Error(w, appErrorStatus(err), err.Error())
 		return
 	}
 	a, ok := m.apps.Get(name)
 	if !ok {
-		writeJSON(w, http.StatusOK, map[string]any{"mountPoint": name, "removed": true})
+		apijson.Write(w, http.StatusOK, map[string]any{"mountPoint": name, "removed": true})
 		return
 	}
-	writeJSON(w, http.StatusOK, m.apps.view(a))
-}
-
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		apiError(w, http.StatusBadRequest, "request body: "+err.Error())
-		return false
-	}
-	return true
+	apijson.Write(w, http.StatusOK, m.apps.view(a))
 }
 
 // ---- permissions ----
@@ -133,7 +123,7 @@ type grantForm struct {
 // grant sets a role on an instance or browser on the hosting worker.
 func (m *Master) grant(w http.ResponseWriter, r *http.Request) {
 	var f grantForm
-	if !decodeJSON(w, r, &f) {
+	if !apijson.Decode(w, r, &f) {
 		return
 	}
 	ref, _, ok := m.instanceRef(w, f.Instance)
@@ -152,9 +142,9 @@ func (m *Master) grant(w http.ResponseWriter, r *http.Request) {
 				status = http.StatusNotFound
 			}
 		}
-		apiError(w, status, err.Error())
+		apijson.Error(w, status, err.Error())
 		return
 	}
 	m.log.Info().Str("instance", f.Instance).Str("browser", f.Browser).Str("principal", f.Principal).Str("role", f.Role).Msg("permission set by admin")
-	writeJSON(w, http.StatusOK, f)
+	apijson.Write(w, http.StatusOK, f)
 }

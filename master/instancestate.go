@@ -16,6 +16,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/sharedstate"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/apijson"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
@@ -465,12 +466,12 @@ type stateViewItem struct {
 func (m *Master) instanceState(w http.ResponseWriter, r *http.Request) {
 	iid := r.PathValue("id")
 	if _, ok := ids.WorkerOf(iid); !ok {
-		apiError(w, http.StatusBadRequest, fmt.Sprintf("instance id %q: not an instance id (<worker>.<random>)", iid))
+		apijson.Error(w, http.StatusBadRequest, fmt.Sprintf("instance id %q: not an instance id (<worker>.<random>)", iid))
 		return
 	}
 	st, err := m.istate.getAll(iid)
 	if err != nil {
-		apiError(w, http.StatusInternalServerError, err.Error())
+		apijson.Error(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	v := stateView{Instance: iid, Found: st.Found, Seq: st.Seq, Name: st.Name, Grants: st.Grants, Values: map[string]stateViewItem{}}
@@ -481,7 +482,7 @@ func (m *Master) instanceState(w http.ResponseWriter, r *http.Request) {
 	for after := ""; ; {
 		page, err := m.istate.browsers(iid, after)
 		if err != nil {
-			apiError(w, http.StatusInternalServerError, err.Error())
+			apijson.Error(w, http.StatusInternalServerError, err.Error())
 			return
 		}
 		for _, b := range page.Browsers {
@@ -495,8 +496,8 @@ func (m *Master) instanceState(w http.ResponseWriter, r *http.Request) {
 	// An instance may have browser snapshots and no shared state, or be
 	// live with neither yet: only one the master knows nothing of is 404.
 	if !st.Found && len(v.Browsers) == 0 && !m.workers.Known(iid) {
-		apiError(w, http.StatusNotFound, "no stored state for instance "+iid)
+		apijson.Error(w, http.StatusNotFound, "no stored state for instance "+iid)
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	apijson.Write(w, http.StatusOK, v)
 }

@@ -3,7 +3,6 @@ package master
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,95 +21,6 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/master/rendercache"
 )
-
-func TestDecodeSpecs(t *testing.T) {
-	tests := []struct {
-		name      string
-		body      string
-		n         int
-		batch     bool
-		wantError string
-	}{
-		{"one job", `{"kind":"check","url":"http://a/"}`, 1, false, ""},
-		{"array", `[{"kind":"check","url":"http://a/"},{"kind":"render","url":"http://b/"}]`, 2, true, ""},
-		{"jobs object", `{"jobs":[{"kind":"check","url":"http://a/"}]}`, 1, true, ""},
-		{"misspelt option", `{"kind":"render","url":"http://a/","fullPages":true}`, 0, false, "unknown field"},
-		{"empty", ` `, 0, false, "required"},
-		{"not JSON", `kind=check`, 0, false, "body"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			specs, batch, err := decodeSpecs([]byte(tt.body))
-			if tt.wantError != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantError) {
-					t.Fatalf("err = %v, want %q", err, tt.wantError)
-				}
-				return
-			}
-			if err != nil || len(specs) != tt.n || batch != tt.batch {
-				t.Fatalf("got %d specs, batch %v, err %v", len(specs), batch, err)
-			}
-		})
-	}
-}
-
-func TestSpecFromQuery(t *testing.T) {
-	tests := []struct {
-		query string
-		want  wire.JobSpec
-		field string // "" = no error
-	}{
-		{"url=http://a/&format=pdf&width=800&height=600&fullPage=true&waitDelayMs=250&app=x",
-			wire.JobSpec{Kind: wire.JobRender, URL: "http://a/", Format: "pdf", Width: 800, Height: 600, FullPage: true, WaitDelayMs: 250, App: "x"}, ""},
-		{"url=http://a/&width=wide", wire.JobSpec{}, "width"},
-		{"url=http://a/&timeoutMs=1.5s", wire.JobSpec{}, "timeoutMs"},
-		{"url=http://a/&noCache=maybe", wire.JobSpec{}, "noCache"},
-		{"url=http://a/&noCache=maybe&quality=high", wire.JobSpec{}, "quality"}, // the first bad field, in the spec's order
-		{"url=http://a/&quality=40&maxAgeMs=5000&ignoreRobots=1&waitNetworkIdle=false",
-			wire.JobSpec{Kind: wire.JobRender, URL: "http://a/", Quality: 40, MaxAgeMs: 5000, IgnoreRobots: true}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.query, func(t *testing.T) {
-			got, err := specFromQuery(httptest.NewRequest("GET", "/api/v1/render?"+tt.query, nil))
-			var fe *jobs.FieldError
-			if tt.field != "" {
-				if !errors.As(err, &fe) || fe.Field != tt.field {
-					t.Fatalf("err = %v, want a field error naming %s", err, tt.field)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("got %+v, %v", got, err)
-			}
-		})
-	}
-}
-
-func TestJobErrorStatus(t *testing.T) {
-	tests := []struct {
-		err        error
-		status     int
-		retryAfter string
-	}{
-		{&jobs.FieldError{Field: "url", Msg: "bad"}, http.StatusBadRequest, ""},
-		{&jobs.QueueFullError{RetryAfter: 3 * time.Second}, http.StatusTooManyRequests, "3"},
-		{jobs.ErrNotFound, http.StatusNotFound, ""},
-		{jobs.ErrFinished, http.StatusConflict, ""},
-		{errors.New("disk full"), http.StatusInternalServerError, ""},
-	}
-	for _, tt := range tests {
-		w := httptest.NewRecorder()
-		jobError(w, tt.err)
-		if w.Code != tt.status || w.Header().Get("Retry-After") != tt.retryAfter {
-			t.Errorf("%v: %d Retry-After %q, want %d %q", tt.err, w.Code, w.Header().Get("Retry-After"), tt.status, tt.retryAfter)
-		}
-	}
-	w := httptest.NewRecorder()
-	jobError(w, &jobs.FieldError{Field: "width", Msg: "too wide"})
-	if !strings.Contains(w.Body.String(), `"field": "width"`) {
-		t.Errorf("a 400 must name the field: %s", w.Body.String())
-	}
-}
 
 // isolationMaster is a started master with the admin, shared author and
 // jobs tokens and its admin API; jobs find every site public and without
@@ -188,14 +98,14 @@ func TestJobsIsolation(t *testing.T) {
 	// worker had rendered it).
 	const page = "http://secret.app.cloudbrowser.internal/account.html"
 	aliceSpec := wire.JobSpec{Kind: wire.JobRender, URL: page, Format: wire.FormatText, App: "secret", User: "alice"}
-	sig, canon, err := m.jobs.cache.Key(aliceSpec, true)
+	sig, canon, err := m.jobs.Cache().Key(aliceSpec, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := m.jobs.cache.ReserveFor("alice", sig, canon, "seed", rendercache.NoCache); err != nil || res.Status != rendercache.Reserved {
+	if res, err := m.jobs.Cache().ReserveFor("alice", sig, canon, "seed", rendercache.NoCache); err != nil || res.Status != rendercache.Reserved {
 		t.Fatalf("seed: %+v %v", res, err)
 	}
-	if _, _, err := m.jobs.cache.Complete(sig, "seed", rendercache.Render{ContentType: "text/plain", Body: []byte("alice's account: 42 EUR")}); err != nil {
+	if _, _, err := m.jobs.Cache().Complete(sig, "seed", rendercache.Render{ContentType: "text/plain", Body: []byte("alice's account: 42 EUR")}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -415,66 +325,3 @@ func TestJobUsersLifecycle(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// TestJobsAdmission: every way in (one job, a batch, the synchronous
-// render, a monitor) refuses bad input with a 400 naming the field, with
-// the messages the API has always given, and drops the cache fields a
-// client sends.
-func TestJobsAdmission(t *testing.T) {
-	_, srv := isolationMaster(t)
-	const admin = "admintok"
-	for _, tc := range []struct {
-		name         string
-		method, path string
-		body         string
-		status       int
-		field, error string // of a 400
-		want, not    string // in / not in the body
-	}{
-		{"one render", "POST", "/api/v1/jobs", `{"kind":"render","url":"http://a/","width":5}`, 400,
-			"width", "width: 5 is out of range: want 0 (default) or 100..4096", "", ""},
-		{"one check", "POST", "/api/v1/jobs", `{"kind":"check","url":"http://a/","format":"png"}`, 400,
-			"format", "format: only render jobs have a format", "", ""},
-		{"a render the cache cannot key", "POST", "/api/v1/jobs", `{"kind":"render","url":"ftp:///x"}`, 400,
-			"url", `url: "ftp:///x" is not an absolute URL with a host`, "", ""},
-		{"the same, uncached: disallowed", "POST", "/api/v1/jobs", `{"kind":"render","url":"ftp:///x","noCache":true}`, 202,
-			"", "", `"state": "disallowed"`, ""},
-		{"a batch names the index", "POST", "/api/v1/jobs", `[{"kind":"check","url":"http://a/"},{"kind":"check","url":"http://a/","format":"png"}]`, 400,
-			"jobs[1].format", "jobs[1].format: only render jobs have a format", "", ""},
-		{"a batch of one does not", "POST", "/api/v1/jobs", `[{"kind":"check","url":"http://a/","format":"png"}]`, 400,
-			"format", "format: only render jobs have a format", "", ""},
-		{"an empty batch", "POST", "/api/v1/jobs", `[]`, 400, "jobs", "jobs: empty batch", "", ""},
-		{"a forged signature is dropped", "POST", "/api/v1/jobs", `{"kind":"check","url":"http://a/","cacheSig":"forged","cacheHolder":"forged"}`, 202,
-			"", "", `"state": "queued"`, "forged"},
-		{"a cached render gets its own", "POST", "/api/v1/jobs", `{"kind":"render","url":"http://a/","ignoreRobots":true,"cacheSig":"forged"}`, 202,
-			"", "", `"cacheSig": "`, "forged"},
-		{"render: bad field", "GET", "/api/v1/render?url=http://a/&quality=5", "", 400,
-			"quality", "quality: applies to format jpeg only", "", ""},
-		{"render: a URL the cache cannot key", "GET", "/api/v1/render?url=ftp:///x", "", 400,
-			"url", `url: "ftp:///x" is not an absolute URL with a host`, "", ""},
-		{"monitor: robots", "POST", "/api/v1/monitors", `{"kind":"check","url":"http://a/","ignoreRobots":true,"interval":"1m"}`, 400,
-			"ignoreRobots", "ignoreRobots: monitors always obey robots.txt", "", ""},
-		{"monitor: the spec before the interval", "POST", "/api/v1/monitors", `{"url":"http://a/","width":5,"interval":"1s"}`, 400,
-			"width", "width: 5 is out of range: want 0 (default) or 100..4096", "", ""},
-		{"monitor: interval", "POST", "/api/v1/monitors", `{"url":"http://a/","interval":"1s"}`, 400,
-			"interval", "interval: 1s is out of range: want 10s..720h0m0s", "", ""},
-		{"monitor: a render, uncached and unsigned", "POST", "/api/v1/monitors", `{"kind":"render","url":"http://a/","cacheSig":"forged","interval":"1m"}`, 201,
-			"", "", `"noCache": true`, "cacheSig"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			st, _, body := apiCall(t, srv, admin, tc.method, tc.path, tc.body)
-			if st != tc.status {
-				t.Fatalf("%d %s, want %d", st, body, tc.status)
-			}
-			if tc.status == http.StatusBadRequest {
-				var e struct{ Field, Error string }
-				if err := json.Unmarshal([]byte(body), &e); err != nil || e.Field != tc.field || e.Error != tc.error {
-					t.Fatalf("%s, want field %q error %q", body, tc.field, tc.error)
-				}
-			}
-			if !strings.Contains(body, tc.want) || (tc.not != "" && strings.Contains(body, tc.not)) {
-				t.Fatalf("%s: want %q in it, not %q", body, tc.want, tc.not)
-			}
-		})
-	}
-}

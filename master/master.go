@@ -33,6 +33,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobs"
+	"github.com/cloudbrowser-go/cloudbrowser/master/jobsapi"
 	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
 	"github.com/cloudbrowser-go/cloudbrowser/master/rendercache"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
@@ -167,8 +168,8 @@ type Master struct {
 	// proxies get it over their RMI session, so they need not hold the
 	// cluster secret it is derived from; derived, it survives restarts.
 	hopKey []byte
-	// jobs: queue, render cache and API (jobapi.go).
-	jobs *jobsSide
+	// jobs: queue, render cache and API (master/jobsapi, jobapi.go).
+	jobs *jobsapi.Service
 	// portKey proves to processes about to share the public port that its
 	// proxies are of this cluster (proxy.ListenShared).
 	portKey []byte
@@ -560,7 +561,9 @@ func (m *Master) Status() wire.ClusterStatus {
 		}
 	}
 	st.Proxies = m.proxies.status()
-	st.Jobs = m.jobsStatus()
+	if m.jobs != nil {
+		st.Jobs = m.jobs.Status()
+	}
 	return st
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/apijson"
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 )
@@ -298,25 +299,25 @@ func (m *Master) checkJobUser(user string, grant bool) error {
 func (m *Master) jobUsersAction(w http.ResponseWriter, r *http.Request, fn func(name string) ([]string, error)) {
 	name := r.PathValue("name")
 	if _, ok := m.apps.Get(name); !ok {
-		apiError(w, http.StatusNotFound, "no application is mounted at /"+name)
+		apijson.Error(w, http.StatusNotFound, "no application is mounted at /"+name)
 		return
 	}
 	if err := m.apps.authorize(name, auth.PrincipalOf(r)); err != nil {
-		apiError(w, appErrorStatus(err), err.Error())
+		apijson.Error(w, appErrorStatus(err), err.Error())
 		return
 	}
 	users, err := fn(name)
 	var pf *principalField
 	switch {
 	case errors.As(err, &pf):
-		writeJSON(w, pf.status, map[string]any{"status": pf.status, "error": pf.msg, "field": "principal"})
+		apijson.Write(w, pf.status, map[string]any{"status": pf.status, "error": pf.msg, "field": "principal"})
 		return
 	case err != nil:
-		apiError(w, http.StatusInternalServerError, err.Error())
+		apijson.Error(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	if users == nil {
 		users = []string{}
 	}
-	writeJSON(w, http.StatusOK, jobUsersView{App: name, Owner: m.apps.owner(name), JobUsers: users})
+	apijson.Write(w, http.StatusOK, jobUsersView{App: name, Owner: m.apps.owner(name), JobUsers: users})
 }
