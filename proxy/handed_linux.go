@@ -251,3 +251,5 @@ func (h *handedSockets) count() int {
 	defer h.mu.Unlock()
 	return len(h.byFD)
 }
+
+func shutdownFD(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RDWR) }

@@ -16,3 +16,6 @@ func newHandedSockets(zerolog.Logger) *handedSockets    { return &handedSockets{
 func (h *handedSockets) add(net.Conn, string, int) bool { return false }
 func (h *handedSockets) closeWorker(string) int         { return 0 }
 func (h *handedSockets) stop()                          {}
+
+// shutdownFD is never reached: only handed sockets are shut down.
+func shutdownFD(uintptr) {}

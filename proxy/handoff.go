@@ -140,12 +140,20 @@ func (p *Proxy) relayRaw(ctx context.Context, cc net.Conn, head []byte, route Ro
 	p.pump(unwrapConn(cc), wc)
 }
 
-// shutdown ends each socket for both of its holders.
+// shutdown ends each socket for both of its holders, in one shutdown(2)
+// call: as two (CloseRead, then CloseWrite), the read half's hang-up woke
+// the handed-socket watcher, which closed the proxy's descriptor before
+// the write half, so the client never got its FIN and watched a frozen
+// screen (TestStalledWorker, under load).
 func shutdown(socks []net.Conn) {
 	for _, c := range socks {
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.CloseRead()
-			_ = tc.CloseWrite()
+		sc, ok := c.(syscall.Conn)
+		if !ok {
+			continue
+		}
+		if rc, err := sc.SyscallConn(); err == nil {
+			// Control holds the descriptor open against a concurrent Close.
+			_ = rc.Control(func(fd uintptr) { shutdownFD(fd) })
 		}
 	}
 }
