@@ -49,6 +49,9 @@ type Options struct {
 	// forward proxy at Egress.ProxyURL(). The browser owns it from then
 	// on and closes it when the browser is gone, also if creation fails.
 	Egress Egress
+	// PromptTimeout is how long a page's dialog waits for an answer
+	// before it is dismissed (0 = DefaultPromptTimeout).
+	PromptTimeout time.Duration
 }
 
 // Egress is a browser's network exit (package internal/egress implements
@@ -248,6 +251,19 @@ type Browser interface {
 	// background tab (timers at most once a second). No screencast frames
 	// come while it rests. Calls with the current state do nothing.
 	SetResting(ctx context.Context, resting bool) error
+	// OnPrompt calls fn when the page opens a dialog (alert, confirm,
+	// prompt, beforeunload) and again, with Closed set, when it closes.
+	// The page's scripts wait meanwhile. While nobody listens a dialog is
+	// dismissed at once, so a job's or a pooled browser's page never hangs
+	// on one; one nobody answers is dismissed after
+	// Options.PromptTimeout. Calls are serialized; fn must not block for
+	// long. stop unregisters fn.
+	OnPrompt(fn func(Prompt)) (stop func())
+	// OpenPrompt returns the dialog open now, if any.
+	OpenPrompt() (Prompt, bool)
+	// AnswerPrompt answers dialog id; ErrNoPrompt if it is not open (or
+	// is being answered: the first answer wins).
+	AnswerPrompt(ctx context.Context, id uint64, a PromptAnswer) error
 }
 
 // LoadOptions say what Load waits for after the load event, in this order.

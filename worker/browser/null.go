@@ -116,6 +116,13 @@ type nullBrowser struct {
 	screencasts atomic.Bool
 }
 
+// A Null page runs no scripts, so it never opens a dialog.
+func (b *nullBrowser) OnPrompt(func(Prompt)) (stop func()) { return func() {} }
+func (b *nullBrowser) OpenPrompt() (Prompt, bool)          { return Prompt{}, false }
+func (b *nullBrowser) AnswerPrompt(context.Context, uint64, PromptAnswer) error {
+	return ErrNoPrompt
+}
+
 func (b *nullBrowser) Page() Page { b.mu.Lock(); defer b.mu.Unlock(); return b.page }
 
 func (b *nullBrowser) OnPageChange(fn func(Page)) (stop func()) {

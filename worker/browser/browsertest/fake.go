@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -25,11 +26,47 @@ type Fake struct {
 	mu          sync.Mutex
 	inputs      []browser.InputEvent
 	failResizes int
+	prompts     *browser.Prompts
+	answers     []browser.PromptAnswer
 }
 
 // Wrap makes b a Fake.
 func Wrap(b browser.Browser) *Fake {
-	return &Fake{Browser: b, Frames: make(chan browser.Frame), CastErr: make(chan error), crashed: make(chan struct{})}
+	f := &Fake{Browser: b, Frames: make(chan browser.Frame), CastErr: make(chan error), crashed: make(chan struct{})}
+	f.prompts = &browser.Prompts{Handle: func(_ context.Context, a browser.PromptAnswer) error {
+		f.mu.Lock()
+		f.answers = append(f.answers, a)
+		f.mu.Unlock()
+		f.prompts.Closed(a.Accept) // as Chromium reports it
+		return nil
+	}}
+	return f
+}
+
+// OpenDialog opens a dialog as a page's script would.
+func (f *Fake) OpenDialog(kind browser.PromptKind, message, def string) {
+	f.prompts.Opened(kind, message, def, "http://page.test/")
+}
+
+// SetPromptTimeout sets how long a dialog waits (before any opens).
+func (f *Fake) SetPromptTimeout(d time.Duration) { f.prompts.Timeout = d }
+
+// Answers returns the answers the page got, in order.
+func (f *Fake) Answers() []browser.PromptAnswer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]browser.PromptAnswer(nil), f.answers...)
+}
+
+// OnPrompt implements browser.Browser.
+func (f *Fake) OnPrompt(fn func(browser.Prompt)) (stop func()) { return f.prompts.Subscribe(fn) }
+
+// OpenPrompt implements browser.Browser.
+func (f *Fake) OpenPrompt() (browser.Prompt, bool) { return f.prompts.Open() }
+
+// AnswerPrompt implements browser.Browser.
+func (f *Fake) AnswerPrompt(ctx context.Context, id uint64, a browser.PromptAnswer) error {
+	return f.prompts.Answer(ctx, id, a)
 }
 
 // New is a Fake over a new Null browser.

@@ -138,6 +138,9 @@ type cbrowser struct {
 	// during setup, which may race with a release by the supervisor.
 	filter   atomic.Pointer[filter]
 	released atomic.Bool
+
+	// prompts is the page's open dialog and who watches it (prompt.go).
+	prompts browser.Prompts
 }
 
 type bindingCall struct{ name, payload string }
@@ -184,6 +187,7 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 		callWake: make(chan struct{}, 1),
 		egress:   opts.Egress,
 	}
+	b.initPrompts(opts.PromptTimeout)
 	for name, fn := range b.bindings {
 		if !jsIdent.MatchString(name) || name == titleBinding || fn == nil {
 			return nil, fmt.Errorf("chromium: new browser: bad binding %q", name)
@@ -395,6 +399,10 @@ func (b *cbrowser) onEvent(ev any) {
 			default:
 			}
 		}
+	case *page.EventJavascriptDialogOpening:
+		b.prompts.Opened(browser.PromptKind(ev.Type), ev.Message, ev.DefaultPrompt, ev.URL)
+	case *page.EventJavascriptDialogClosed:
+		b.prompts.Closed(ev.Result)
 	case *inspector.EventTargetCrashed:
 		b.crashOnce.Do(func() { close(b.crashed) })
 	}
@@ -568,6 +576,7 @@ func (b *cbrowser) Blocked() uint64 {
 
 func (b *cbrowser) finish(err error) {
 	b.markDone(err)
+	b.prompts.End()
 	b.release()
 }
 
