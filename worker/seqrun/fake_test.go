@@ -210,3 +210,11 @@ func (b *fakeBrowser) Close(context.Context) error {
 }
 
 var _ browser.Browser = (*fakeBrowser)(nil)
+
+func (b *fakeBrowser) OnPrompt(func(browser.Prompt)) func() { return func() {} }
+
+func (b *fakeBrowser) OpenPrompt() (browser.Prompt, bool) { return browser.Prompt{}, false }
+
+func (b *fakeBrowser) AnswerPrompt(context.Context, uint64, browser.PromptAnswer) error {
+	return browser.ErrNoPrompt
+}
