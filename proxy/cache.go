@@ -28,7 +28,7 @@ type CachingRouter struct {
 	ttl           time.Duration
 	staleFor      time.Duration
 	lookupTimeout time.Duration
-	now           func() time.Time
+	clk           clock.Clock
 
 	mu      sync.RWMutex
 	routes  map[string]cacheEntry // instance id -> route
@@ -61,11 +61,12 @@ type CacheStats struct {
 // CacheOption tunes a CachingRouter.
 type CacheOption func(*CachingRouter)
 
-// WithClock injects the time source (tests).
-func WithClock(clk clock.Clock) CacheOption { return func(c *CachingRouter) { c.now = clk.Now } }
+// WithClock sets the clock of route expiry (default clock.Real).
+func WithClock(clk clock.Clock) CacheOption { return func(c *CachingRouter) { c.clk = clk } }
 
-// WithLookupTimeout bounds one upstream lookup. Lookups are shared by all
-// concurrent callers, so they run detached from any single caller's context.
+// WithLookupTimeout bounds one upstream lookup, on the cache's clock.
+// Lookups are shared by all concurrent callers, so they run detached from
+// any single caller's context.
 func WithLookupTimeout(d time.Duration) CacheOption {
 	return func(c *CachingRouter) { c.lookupTimeout = d }
 }
@@ -81,7 +82,7 @@ func NewCachingRouter(upstream Router, ttl time.Duration, opts ...CacheOption) *
 		ttl:           ttl,
 		staleFor:      max(10*ttl, time.Minute),
 		lookupTimeout: 5 * time.Second,
-		now:           clock.Real.Now,
+		clk:           clock.Real,
 		routes:        make(map[string]cacheEntry),
 		workers:       make(map[string]Route),
 		sweepAt:       1024,
@@ -129,7 +130,7 @@ func (c *CachingRouter) RouteNow(t urlkind.Target) (Route, bool, error) {
 	c.mu.RLock()
 	e, ok := c.routes[t.InstanceID]
 	c.mu.RUnlock()
-	if !ok || !c.now().Before(e.expires) {
+	if !ok || !c.clk.Now().Before(e.expires) {
 		return Route{}, false, nil
 	}
 	c.hits.Add(1)
@@ -143,7 +144,7 @@ func (c *CachingRouter) lookup(ctx context.Context, t urlkind.Target) (Route, er
 	gen := c.gen
 	c.mu.RUnlock()
 
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.lookupTimeout)
+	lctx, cancel := clock.WithTimeout(context.WithoutCancel(ctx), c.clk, c.lookupTimeout)
 	defer cancel()
 	r, err := c.up.Route(lctx, t)
 	if err == nil {
@@ -170,7 +171,7 @@ func (c *CachingRouter) lookup(ctx context.Context, t urlkind.Target) (Route, er
 
 // store caches r; c.mu must be held.
 func (c *CachingRouter) store(iid string, r Route) {
-	now := c.now()
+	now := c.clk.Now()
 	c.routes[iid] = cacheEntry{route: r, expires: now.Add(c.ttl)}
 	if r.WorkerID != "" && r.Addr != "" {
 		c.workers[r.WorkerID] = r
@@ -207,7 +208,7 @@ func (c *CachingRouter) learn(r Route) {
 func (c *CachingRouter) fallback(iid string) (Route, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if e, ok := c.routes[iid]; ok && c.now().Before(e.expires.Add(c.staleFor)) {
+	if e, ok := c.routes[iid]; ok && c.clk.Now().Before(e.expires.Add(c.staleFor)) {
 		return e.route, true
 	}
 	wid, ok := ids.WorkerOf(iid)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 )
 
@@ -249,16 +250,33 @@ func TestCachingRouterAppDuringOutage(t *testing.T) {
 }
 
 func TestCachingRouterLookupTimeoutFallsBack(t *testing.T) {
+	const timeout = 5 * time.Second
 	up := &fakeRouter{route: w1}
 	clk := clocktest.New(time.Unix(0, 0))
-	c := NewCachingRouter(up, ttl, WithClock(clk), WithLookupTimeout(time.Millisecond))
+	c := NewCachingRouter(up, ttl, WithClock(clk), WithLookupTimeout(timeout))
 	c.Route(context.Background(), urlkind.Target{Kind: urlkind.KindApp, App: "chat"}) // learn w-one
 	up.mu.Lock()
 	up.fn = func(ctx context.Context, t urlkind.Target) (Route, error) { <-ctx.Done(); return Route{}, ctx.Err() } // hung master
 	up.mu.Unlock()
-	got, err := c.Route(context.Background(), instTarget(urlkind.KindInstance, "w-one.z"))
-	if err != nil || got != w1 {
-		t.Fatalf("Route = %+v, %v; want fallback to %+v", got, err, w1)
+	type result struct {
+		r   Route
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := c.Route(context.Background(), instTarget(urlkind.KindInstance, "w-one.z"))
+		done <- result{r, err}
+	}()
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("the lookup's timeout armed", func() bool { return clk.Active() == 1 }))
+	clk.Advance(timeout - time.Nanosecond)
+	select {
+	case res := <-done:
+		t.Fatalf("the lookup ended before its timeout: %+v", res)
+	default:
+	}
+	clk.Advance(time.Nanosecond)
+	if res := <-done; res.err != nil || res.r != w1 {
+		t.Fatalf("Route = %+v, %v; want fallback to %+v", res.r, res.err, w1)
 	}
 }
 

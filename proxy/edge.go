@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
@@ -95,9 +94,7 @@ func (h *edgeHost) Route(ctx context.Context, t urlkind.Target) (Route, error) {
 
 func (h *edgeHost) CanHandOff(route Route) bool { return (*Proxy)(h).canHandOff(route) }
 
-func (h *edgeHost) HandoffFailed(socket string) {
-	h.handoffDown.Store(socket, time.Now().Add(handoffBackoff))
-}
+func (h *edgeHost) HandoffFailed(socket string) { (*Proxy)(h).handoffFailed(socket) }
 
 func (h *edgeHost) Misdirected(t urlkind.Target, status int) { (*Proxy)(h).misdirected(t, status) }
 

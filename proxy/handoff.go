@@ -19,12 +19,17 @@ import (
 // after it failed (its worker restarted, say): its WebSockets are relayed.
 const handoffBackoff = 30 * time.Second
 
+// handoffFailed: socket is not tried for handoffBackoff.
+func (p *Proxy) handoffFailed(socket string) {
+	p.handoffDown.Store(socket, p.cfg.Clock.Now().Add(handoffBackoff))
+}
+
 // canHandOff: route's worker is on this host and takes handoffs.
 func (p *Proxy) canHandOff(route Route) bool {
 	if p.cfg.DisableHandoff || route.Handoff == "" || route.Host == "" || route.Host != p.hostID {
 		return false
 	}
-	if until, ok := p.handoffDown.Load(route.Handoff); ok && time.Now().Before(until.(time.Time)) {
+	if until, ok := p.handoffDown.Load(route.Handoff); ok && p.cfg.Clock.Now().Before(until.(time.Time)) {
 		return false
 	}
 	return true
@@ -72,7 +77,7 @@ func (p *Proxy) handOff(w http.ResponseWriter, r *http.Request, id string, route
 			cc.Close() // the client left
 			return
 		}
-		p.handoffDown.Store(route.Handoff, time.Now().Add(handoffBackoff))
+		p.handoffFailed(route.Handoff)
 		if errors.Is(err, handoff.ErrSent) {
 			// The worker may still take it (it is stopped, not gone):
 			// relaying it too would put two servers on one socket. End it;

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
@@ -83,6 +84,11 @@ type Config struct {
 	// connection before answering, so the caller can tell the master. It
 	// runs on the request goroutine and must not block.
 	OnWorkerUnreachable func(Route)
+	// Clock decides the handoff backoff and when a pooled connection is too
+	// old to reuse (nil = clock.Real). Socket deadlines and the hop's
+	// signed time stay on the system clock: the kernel and the workers
+	// read those.
+	Clock clock.Clock
 }
 
 // Proxy is an http.Handler that dispatches CloudBrowser requests.
@@ -149,6 +155,9 @@ func New(cfg Config) *Proxy {
 	config.OrDefault(&cfg.HandshakeTimeout, 10*time.Second)
 	config.OrDefault(&cfg.HalfCloseTimeout, 30*time.Second)
 	config.OrDefault(&cfg.MaxIdleConnsPerWorker, 256)
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
+	}
 	p := &Proxy{
 		cfg:    cfg,
 		log:    cfg.Logger.With().Str("component", "proxy").Logger(),
@@ -157,7 +166,7 @@ func New(cfg Config) *Proxy {
 		relays: make(map[*relay]struct{}),
 		hostID: handoff.HostID(),
 	}
-	p.up = newUpstreams(&p.dialer, cfg.MaxIdleConnsPerWorker, 90*time.Second)
+	p.up = newUpstreams(&p.dialer, cfg.MaxIdleConnsPerWorker, 90*time.Second, cfg.Clock)
 	p.handed = newHandedSockets(p.log)
 	return p
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
@@ -165,6 +166,9 @@ type ProcessConfig struct {
 	Admin     func(p *Proxy, cache *CachingRouter, node *rmi.Node, connected func() bool) http.Handler
 	// PublicHTTPS and TrustForwardedProto: see Config.
 	PublicHTTPS, TrustForwardedProto bool
+	// Clock runs the route cache's expiry and the proxy's (Config.Clock);
+	// nil = clock.Real.
+	Clock clock.Clock
 }
 
 // DefaultProcessConfig is a proxy process's configuration without any
@@ -208,6 +212,9 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	}
 	def := DefaultProcessConfig()
 	config.OrDefault(&cfg.RouteTTL, def.RouteTTL)
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
+	}
 	if cfg.GossipAddr == "" {
 		cfg.GossipAddr = def.GossipAddr
 	}
@@ -219,7 +226,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	defer node.Close()
 	remote := &RemoteRouter{}
 	var hopKey, portKey hop.Key // from the master, over the authenticated session
-	cache := NewCachingRouter(remote, cfg.RouteTTL)
+	cache := NewCachingRouter(remote, cfg.RouteTTL, WithClock(cfg.Clock))
 	var served atomic.Pointer[Proxy]
 	if err := node.Register(wire.ObjProxy, invalidator{c: cache, p: &served}); err != nil {
 		return fmt.Errorf("proxy: %w", err)
@@ -279,7 +286,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 		return fmt.Errorf("proxy: %w", config.Errorf("Listen", "%s: %w", cfg.Listen, err))
 	}
 	p := New(Config{Router: cache, Logger: log, HopKey: hopKey.Get, PortKey: portKey.Get,
-		PublicHTTPS: cfg.PublicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto})
+		PublicHTTPS: cfg.PublicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto, Clock: cfg.Clock})
 	served.Store(p)
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

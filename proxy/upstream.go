@@ -6,6 +6,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 )
 
 // upConn is a keep-alive HTTP/1.1 connection to a worker.
@@ -26,19 +28,20 @@ type upstreams struct {
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	maxIdle int           // per address
 	idleFor time.Duration // an idle connection older than this is not reused
+	clk     clock.Clock
 
 	mu     sync.Mutex
 	idle   map[string][]*upConn
 	closed bool
 }
 
-func newUpstreams(d *net.Dialer, maxIdle int, idleFor time.Duration) *upstreams {
-	return &upstreams{dial: d.DialContext, maxIdle: maxIdle, idleFor: idleFor, idle: make(map[string][]*upConn)}
+func newUpstreams(d *net.Dialer, maxIdle int, idleFor time.Duration, clk clock.Clock) *upstreams {
+	return &upstreams{dial: d.DialContext, maxIdle: maxIdle, idleFor: idleFor, clk: clk, idle: make(map[string][]*upConn)}
 }
 
 // get returns an idle connection to addr or dials a new one.
 func (u *upstreams) get(ctx context.Context, addr string) (*upConn, error) {
-	c, stale := u.take(addr, time.Now())
+	c, stale := u.take(addr, u.clk.Now())
 	closeConns(stale)
 	if c != nil {
 		return c, nil
@@ -72,7 +75,7 @@ func (u *upstreams) take(addr string, now time.Time) (c *upConn, stale []*upConn
 
 // put returns a connection whose last exchange ended cleanly.
 func (u *upstreams) put(c *upConn) {
-	c.idleAt = time.Now()
+	c.idleAt = u.clk.Now()
 	u.mu.Lock()
 	if u.closed || len(u.idle[c.addr]) >= u.maxIdle {
 		u.mu.Unlock()

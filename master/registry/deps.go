@@ -8,9 +8,9 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 )
 
-// What the registry needs from the rest of the master. The clock is the
-// real one: timers and staleness are about live connections, not about the
-// clock of logins and quotas tests replace.
+// What the registry needs from the rest of the master. Its clock
+// (Config.Clock) is the master's, so a test with a fake clock drives
+// liveness and failover timing too.
 
 // Apps resolves an application by mount point, as sent to workers.
 type Apps interface {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 )
@@ -147,7 +148,7 @@ func (j *journal) write() {
 			j.dirty[iid] = struct{}{}
 		}
 		if j.r.ctx.Err() == nil {
-			time.AfterFunc(time.Second, j.poke)
+			j.r.clk.AfterFunc(time.Second, j.poke)
 		}
 		return
 	}
@@ -191,12 +192,13 @@ func (j *journal) recover() (int, error) {
 	}
 	j.r.mu.Unlock()
 	if len(recs) > 0 {
-		grace := j.r.grace
+		grace := clock.NewTimer(j.r.clk, j.r.grace)
 		j.r.wg.Add(1)
 		go func() {
 			defer j.r.wg.Done()
+			defer grace.Stop()
 			select {
-			case <-time.After(grace):
+			case <-grace.C:
 				j.orphanUnconfirmed("its worker did not come back after the master restarted")
 			case <-j.r.ctx.Done():
 			}

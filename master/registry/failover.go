@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
@@ -102,10 +103,12 @@ func (mv *Moves) moveOrphans() {
 			return
 		case err != nil:
 			mv.r.log.Warn().Err(err).Str("instance", next).Msg("moving an instance failed; retrying")
+			retry := clock.NewTimer(mv.r.clk, time.Second)
 			select {
 			case <-mv.r.ctx.Done():
-			case <-time.After(time.Second):
+			case <-retry.C:
 			}
+			retry.Stop()
 		default:
 			if wid != "" {
 				mv.r.log.Info().Str("instance", next).Str("worker", wid).Dur("took", time.Since(t0)).Msg("instance placed again after its worker died")
@@ -128,7 +131,7 @@ func (mv *Moves) moveOne(ctx context.Context, iid string) (string, error) {
 	}
 	moving, info := in.moving, in.InstanceInfo
 	if holder := mv.supersededLocked(in); holder != "" {
-		mv.giveWayLocked(in, holder, time.Now())
+		mv.giveWayLocked(in, holder, mv.r.clk.Now())
 		mv.r.mu.Unlock()
 		return "", nil
 	}
@@ -137,7 +140,7 @@ func (mv *Moves) moveOne(ctx context.Context, iid string) (string, error) {
 	if !ok { // the app went away meanwhile: nothing to restore
 		mv.r.mu.Lock()
 		mv.r.removeInstanceLocked(iid)
-		mv.r.lost[iid] = lostRec{app: info.App, at: time.Now()}
+		mv.r.lost[iid] = lostRec{app: info.App, at: mv.r.clk.Now()}
 		mv.settleLocked(in)
 		mv.r.mu.Unlock()
 		return "", nil

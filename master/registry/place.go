@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -138,7 +139,7 @@ var HolderWait = 30 * time.Second
 // the writes its users saw acknowledged. If it does not become reachable
 // within HolderWait (or ctx), the answer is "instance moving" (503, retry).
 func (pl *Placer) existing(ctx context.Context, key string) (wire.Placement, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, HolderWait)
+	ctx, cancel := clock.WithTimeout(ctx, pl.r.clk, HolderWait)
 	defer cancel()
 	for {
 		pl.r.mu.Lock()
@@ -208,7 +209,7 @@ func (pl *Placer) create(ctx context.Context, app wire.App, owner, clientIP, req
 			return true, wire.Err(wire.CodeNoWorkers, "worker "+c.wid+" died while creating the instance")
 		}
 		pl.r.addInstanceLocked(wire.InstanceInfo{ID: iid, App: app.MountPoint, Version: app.Version, Owner: owner, Worker: c.wid,
-			Created: time.Now(), ClientIP: clientIP, Epoch: c.epoch}, qUser, qIP, true)
+			Created: pl.r.clk.Now(), ClientIP: clientIP, Epoch: c.epoch}, qUser, qIP, true)
 		p = wire.Placement{InstanceID: iid, WorkerID: c.wid, Created: true}
 		return false, nil
 	})

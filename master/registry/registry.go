@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
@@ -50,7 +51,7 @@ type workerRec struct {
 	leaving bool
 	// deadTimer declares a disconnected worker dead if it neither comes
 	// back nor is declared dead by the gossip layer first.
-	deadTimer *time.Timer
+	deadTimer clock.Timer
 	// pinging: a gossip "failed" verdict is being checked over RMI.
 	pinging bool
 	// back is closed when a disconnected worker registers again or is
@@ -101,6 +102,7 @@ const maxTombstones = 100_000
 // live ones, Gate checks what a worker's call may touch.
 type Registry struct {
 	log     zerolog.Logger
+	clk     clock.Clock
 	bal     *balance.Balancer
 	apps    Apps
 	period  time.Duration
@@ -151,7 +153,7 @@ const startingGrace = 2 * time.Minute
 // noWorkers is the error for "no worker can take this": CodeStarting
 // while the cluster is coming up, else CodeNoWorkers with msg.
 func (r *Registry) noWorkers(msg string) error {
-	if !r.registeredOnce.Load() && time.Since(r.started) < startingGrace {
+	if !r.registeredOnce.Load() && clock.Since(r.clk, r.started) < startingGrace {
 		return wire.Err(wire.CodeStarting, "the cluster is starting: no worker has registered yet")
 	}
 	return wire.Err(wire.CodeNoWorkers, msg)
@@ -179,6 +181,9 @@ type Config struct {
 	Jobs JobSlots
 	// Observer feeds the metrics (nil = none).
 	Observer Observer
+	// Clock decides liveness and failover timing: the dead-after timer,
+	// stale reports, the retries and waits of moves (nil = clock.Real).
+	Clock clock.Clock
 }
 
 // drainedBucket holds the workers an admin drained, by worker id. Only
@@ -195,6 +200,9 @@ type drainedRecord struct {
 func New(cfg Config) (*Registry, error) {
 	config.OrDefault(&cfg.ReportPeriod, time.Second)
 	config.OrDefault(&cfg.DeadAfter, 10*time.Second)
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
+	}
 	q := wire.DefaultQuotas()
 	if cfg.Quotas != nil {
 		q = *cfg.Quotas
@@ -209,6 +217,7 @@ func New(cfg Config) (*Registry, error) {
 		ctx: ctx, cancel: cancel,
 		epochs: ep, state: cfg.Store,
 		log:       log,
+		clk:       cfg.Clock,
 		bal:       cfg.Balancer,
 		apps:      cfg.Apps,
 		period:    cfg.ReportPeriod,
@@ -220,7 +229,7 @@ func New(cfg Config) (*Registry, error) {
 		byKey:     map[string]string{},
 		byUser:    map[userKey]map[string]struct{}{},
 		lost:      map[string]lostRec{},
-		started:   time.Now(),
+		started:   cfg.Clock.Now(),
 		inval:     invalidator{proxies: cfg.Proxies, log: log},
 	}
 	r.quota = &instanceQuotas{limits: q, users: quota.NewCounter(), ips: quota.NewCounter(), observe: cfg.Observer}
@@ -293,11 +302,11 @@ func (r *Registry) Register(info wire.WorkerInfo, insts []wire.InstanceInfo, ref
 	w.info, w.ref, w.conn, w.state = info, ref, ref.Conn(), stateConnected
 	w.wakeLocked()
 	r.registeredOnce.Store(true)
-	w.registered = time.Now()
-	w.reported = w.registered
+	now := r.clk.Now()
+	w.registered = now
+	w.reported = now
 	adopted := 0
 	var fenced []wire.FencedInstance
-	now := time.Now()
 	for _, in := range insts {
 		if in.ID == "" || in.Worker != info.ID {
 			continue
@@ -467,7 +476,7 @@ func (r *Registry) Disconnected(id string, c *rmi.Conn) {
 		go r.Dead(id, "left")
 		return
 	}
-	w.deadTimer = time.AfterFunc(r.grace, func() { r.Dead(id, "no re-registration after disconnect") })
+	w.deadTimer = r.clk.AfterFunc(r.grace, func() { r.Dead(id, "no re-registration after disconnect") })
 	r.log.Warn().Str("worker", id).Dur("grace", r.grace).Msg("worker connection lost; not placing on it")
 }
 
@@ -522,7 +531,7 @@ func (r *Registry) SuspectMember(id, member, reason string) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		ctx, cancel := context.WithTimeout(r.ctx, PingTimeout)
+		ctx, cancel := clock.WithTimeout(r.ctx, r.clk, PingTimeout)
 		err := contract.WorkerAppsClient{R: ref}.Ping(ctx)
 		cancel()
 		r.mu.Lock()
@@ -558,7 +567,7 @@ func (r *Registry) Dead(id, reason string) {
 	conn := w.conn
 	delete(r.workers, id)
 	w.wakeLocked() // its instances are now moving (or lost): waiters look again
-	now := time.Now()
+	now := r.clk.Now()
 	lost, moving := 0, 0
 	for iid, in := range r.instances {
 		if in.Worker != id {
@@ -643,7 +652,7 @@ func (r *Registry) Report(id string, l wire.Load) error {
 	if ok {
 		slotsChanged = w.load.JobSlots != l.JobSlots
 		w.load = l
-		w.reported = time.Now()
+		w.reported = r.clk.Now()
 	}
 	r.mu.Unlock()
 	if !ok {
@@ -793,7 +802,7 @@ func (r *Registry) peek() (wire.RouteReply, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var cands, fresh []balance.WorkerLoad
-	stale := time.Now().Add(-staleReports * r.period)
+	stale := r.clk.Now().Add(-staleReports * r.period)
 	for _, s := range snap {
 		if w, ok := r.workers[s.ID]; ok && w.state == stateConnected {
 			cands = append(cands, s)
@@ -838,7 +847,7 @@ func (r *Registry) SetDraining(id string, on bool) error {
 	if r.state != nil {
 		var err error
 		if on {
-			err = r.state.Put(drainedBucket, id, drainedRecord{At: time.Now().UTC()})
+			err = r.state.Put(drainedBucket, id, drainedRecord{At: r.clk.Now().UTC()})
 		} else {
 			err = r.state.Delete(drainedBucket, id)
 		}
@@ -910,7 +919,7 @@ func (r *Registry) Status(st *wire.ClusterStatus) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	stale := time.Now().Add(-staleReports * r.period)
+	stale := r.clk.Now().Add(-staleReports * r.period)
 	for _, w := range r.workers {
 		st.Workers = append(st.Workers, wire.WorkerStatus{
 			WorkerInfo: w.info, State: w.state, Draining: w.draining, Load: w.load,

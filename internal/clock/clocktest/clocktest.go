@@ -11,7 +11,8 @@ import (
 )
 
 // Clock is a clock.Clock that moves only by Advance and Set. Timers fire in
-// the goroutine calling Advance, in time order. Safe for concurrent use.
+// the goroutine calling Advance, in time order; so do clock.NewTimer's and
+// clock.NewTicker's, which are made of them. Safe for concurrent use.
 type Clock struct {
 	mu     sync.Mutex
 	now    time.Time
