@@ -3,81 +3,151 @@ package master
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/metrics"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/apijson"
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
+	"github.com/cloudbrowser-go/cloudbrowser/master/jobsapi"
+	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
 )
 
-// adminHandler serves the master's HTTP endpoints. With the embedded proxy
-// it is also the proxy's fallback, so everything is on the public port.
+// adminAPI is the master's HTTP side: the admin API, the dashboard,
+// health and metrics, and the admin listener serving them. It owns only
+// the listener and server; it acts on the master's parts (apps, accounts,
+// the registry, stored state, jobs) through the references it was given.
+type adminAPI struct {
+	id      string
+	log     zerolog.Logger
+	clock   clock.Clock
+	scheme  httpsec.Scheme
+	metrics *prometheus.Registry
+	// stopping is done once the master stops (readiness, event streams).
+	stopping context.Context
+	// status is the cluster status (Master.Status).
+	status func() wire.ClusterStatus
+
+	apps    *AppManager
+	access  *auth.Auth
+	workers *registry.Registry
+	istate  *instanceStates
+	jobs    *jobsapi.Service
+	history *history
+
+	// srv serves ln, Config.AdminAddr (both nil: no admin listener).
+	srv *http.Server
+	ln  net.Listener
+}
+
+// start listens on addr and serves the admin endpoints there until
+// shutdown; wg counts the serving goroutine.
+func (api *adminAPI) start(ctx context.Context, addr string, wg *sync.WaitGroup) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("master: %w", config.Errorf("AdminAddr", "%s: %w", addr, err))
+	}
+	api.ln = ln
+	api.srv = &http.Server{Handler: api.handler(false), ReadHeaderTimeout: 10 * time.Second}
+	wg.Go(func() {
+		if err := api.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			api.log.Error().Err(err).Str("server", "admin").Msg("http server stopped")
+		}
+	})
+	return nil
+}
+
+// addr is the admin listener's address ("" if none).
+func (api *adminAPI) addr() string {
+	if api.ln == nil {
+		return ""
+	}
+	return api.ln.Addr().String()
+}
+
+// shutdown stops the admin server, if it runs.
+func (api *adminAPI) shutdown(ctx context.Context) {
+	if api.srv != nil {
+		_ = api.srv.Shutdown(ctx)
+	}
+}
+
+// handler serves the master's HTTP endpoints. With the embedded proxy it
+// is also the proxy's fallback, so everything is on the public port.
 //
 // public marks the embedded proxy's copy: there /metrics needs the admin
 // token too, since the public port faces end users.
-func (m *Master) adminHandler(public bool) http.Handler {
+func (api *adminAPI) handler(public bool) http.Handler {
 	mux := http.NewServeMux()
-	metricsH := metrics.Handler(m.metrics.reg)
+	metricsH := metrics.Handler(api.metrics)
 	if public {
-		mux.Handle("GET /metrics", m.auth(auth.RoleAdmin, metricsH.ServeHTTP))
+		mux.Handle("GET /metrics", api.auth(auth.RoleAdmin, metricsH.ServeHTTP))
 	} else {
 		mux.Handle("GET /metrics", metricsH)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		apijson.Write(w, http.StatusOK, map[string]any{"status": "ok", "master": m.id})
+		apijson.Write(w, http.StatusOK, map[string]any{"status": "ok", "master": api.id})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if m.ctx.Err() != nil {
+		if api.stopping.Err() != nil {
 			apijson.Write(w, http.StatusServiceUnavailable, map[string]any{"status": "stopping"})
 			return
 		}
-		apijson.Write(w, http.StatusOK, map[string]any{"status": "ready", "master": m.id})
+		apijson.Write(w, http.StatusOK, map[string]any{"status": "ready", "master": api.id})
 	})
-	mux.Handle("GET /api/v1/cluster", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		apijson.Write(w, http.StatusOK, m.Status())
+	mux.Handle("GET /api/v1/cluster", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		apijson.Write(w, http.StatusOK, api.status())
 	}))
-	mux.Handle("POST /api/v1/workers/{id}/drain", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		m.drain(w, r, true)
+	mux.Handle("POST /api/v1/workers/{id}/drain", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		api.drain(w, r, true)
 	}))
-	mux.Handle("POST /api/v1/workers/{id}/undrain", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		m.drain(w, r, false)
+	mux.Handle("POST /api/v1/workers/{id}/undrain", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		api.drain(w, r, false)
 	}))
-	mux.Handle("GET /api/v1/apps", m.auth(auth.RoleAuthor, m.listApps))
-	mux.Handle("POST /api/v1/apps", m.auth(auth.RoleAuthor, m.deploy))
+	mux.Handle("GET /api/v1/apps", api.auth(auth.RoleAuthor, api.listApps))
+	mux.Handle("POST /api/v1/apps", api.auth(auth.RoleAuthor, api.deploy))
 	// Authors may change their own apps; the owner check is in AppManager.
-	mux.Handle("DELETE /api/v1/apps/{name}", m.auth(auth.RoleAuthor, func(w http.ResponseWriter, r *http.Request) {
-		m.appAction(w, r, func(ctx context.Context, name string) error { return m.apps.Remove(ctx, name, auth.PrincipalOf(r)) })
+	mux.Handle("DELETE /api/v1/apps/{name}", api.auth(auth.RoleAuthor, func(w http.ResponseWriter, r *http.Request) {
+		api.appAction(w, r, func(ctx context.Context, name string) error { return api.apps.Remove(ctx, name, auth.PrincipalOf(r)) })
 	}))
-	mux.Handle("POST /api/v1/apps/{name}/disable", m.auth(auth.RoleAuthor, func(w http.ResponseWriter, r *http.Request) {
-		m.appAction(w, r, func(ctx context.Context, name string) error {
-			return m.apps.SetDisabled(ctx, name, true, auth.PrincipalOf(r))
+	mux.Handle("POST /api/v1/apps/{name}/disable", api.auth(auth.RoleAuthor, func(w http.ResponseWriter, r *http.Request) {
+		api.appAction(w, r, func(ctx context.Context, name string) error {
+			return api.apps.SetDisabled(ctx, name, true, auth.PrincipalOf(r))
 		})
 	}))
-	mux.Handle("POST /api/v1/apps/{name}/enable", m.auth(auth.RoleAuthor, func(w http.ResponseWriter, r *http.Request) {
-		m.appAction(w, r, func(ctx context.Context, name string) error {
-			return m.apps.SetDisabled(ctx, name, false, auth.PrincipalOf(r))
+	mux.Handle("POST /api/v1/apps/{name}/enable", api.auth(auth.RoleAuthor, func(w http.ResponseWriter, r *http.Request) {
+		api.appAction(w, r, func(ctx context.Context, name string) error {
+			return api.apps.SetDisabled(ctx, name, false, auth.PrincipalOf(r))
 		})
 	}))
 	// Who may name an app in a job: its owner changes it (owners.go).
-	m.jobUserRoutes(mux)
-	m.userRoutes(mux)
-	m.authorRoutes(mux)
-	m.jobs.Routes(mux)
-	m.dashboardRoutes(mux)
-	mux.Handle("POST /api/v1/grants", m.auth(auth.RoleAdmin, m.grant))
-	mux.Handle("GET /api/v1/instances/{id}/state", m.auth(auth.RoleAdmin, m.instanceState))
+	api.jobUserRoutes(mux)
+	api.userRoutes(mux)
+	api.authorRoutes(mux)
+	api.jobs.Routes(mux)
+	api.dashboardRoutes(mux)
+	mux.Handle("POST /api/v1/grants", api.auth(auth.RoleAdmin, api.grant))
+	mux.Handle("GET /api/v1/instances/{id}/state", api.auth(auth.RoleAdmin, api.instanceState))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apijson.Error(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})
-	return httpsec.Pages(m.scheme, mux)
+	return httpsec.Pages(api.scheme, mux)
 }
 
-func (m *Master) drain(w http.ResponseWriter, r *http.Request, on bool) {
+func (api *adminAPI) drain(w http.ResponseWriter, r *http.Request, on bool) {
 	id := r.PathValue("id")
-	if err := m.workers.SetDraining(id, on); err != nil {
+	if err := api.workers.SetDraining(id, on); err != nil {
 		status := http.StatusInternalServerError // the flag could not be stored
 		var we *wire.Error
 		if errors.As(err, &we) && we.Code == wire.CodeUnknownWorker {
@@ -86,12 +156,12 @@ func (m *Master) drain(w http.ResponseWriter, r *http.Request, on bool) {
 		apijson.Error(w, status, err.Error())
 		return
 	}
-	m.log.Info().Str("worker", id).Bool("draining", on).Msg("drain changed by admin")
+	api.log.Info().Str("worker", id).Bool("draining", on).Msg("drain changed by admin")
 	if on && r.URL.Query().Get("migrate") == "true" {
 		// Drain with migration: its instances move now, with their users.
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Minute)
 		defer cancel()
-		res := m.workers.Moves.Migrate(ctx, id)
+		res := api.workers.Moves.Migrate(ctx, id)
 		status := http.StatusOK
 		if len(res.Failed) > 0 {
 			status = http.StatusMultiStatus

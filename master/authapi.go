@@ -15,8 +15,8 @@ import (
 
 // auth requires a Bearer token of at least the given role (auth.Auth.Check
 // says who passes); the handler finds who it is with auth.PrincipalOf.
-func (m *Master) auth(need auth.Role, h http.HandlerFunc) http.Handler {
-	return apijson.Guard(m.access.Check, need, h)
+func (api *adminAPI) auth(need auth.Role, h http.HandlerFunc) http.Handler {
+	return apijson.Guard(api.access.Check, need, h)
 }
 
 type userForm struct {
@@ -37,35 +37,35 @@ func accountStatus(err error) int {
 	return http.StatusInternalServerError
 }
 
-func (m *Master) userRoutes(mux *http.ServeMux) {
-	mux.Handle("GET /api/v1/users", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		apijson.Write(w, http.StatusOK, m.access.Accounts().List())
+func (api *adminAPI) userRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /api/v1/users", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		apijson.Write(w, http.StatusOK, api.access.Accounts().List())
 	}))
-	mux.Handle("POST /api/v1/users", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /api/v1/users", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		var f userForm
 		if !apijson.Decode(w, r, &f) {
 			return
 		}
-		if err := m.access.Accounts().Add(f.Name, f.Password); err != nil {
+		if err := api.access.Accounts().Add(f.Name, f.Password); err != nil {
 			apijson.Error(w, accountStatus(err), err.Error())
 			return
 		}
-		m.log.Info().Str("user", f.Name).Msg("account created")
+		api.log.Info().Str("user", f.Name).Msg("account created")
 		apijson.Write(w, http.StatusCreated, map[string]string{"name": f.Name})
 	}))
-	mux.Handle("PUT /api/v1/users/{name}/password", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("PUT /api/v1/users/{name}/password", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		var f userForm
 		if !apijson.Decode(w, r, &f) {
 			return
 		}
-		if err := m.access.Accounts().SetPassword(r.PathValue("name"), f.Password); err != nil {
+		if err := api.access.Accounts().SetPassword(r.PathValue("name"), f.Password); err != nil {
 			apijson.Error(w, accountStatus(err), err.Error())
 			return
 		}
 		apijson.Write(w, http.StatusOK, map[string]string{"name": r.PathValue("name")})
 	}))
-	mux.Handle("DELETE /api/v1/users/{name}", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		if err := m.access.Accounts().Remove(r.PathValue("name")); err != nil {
+	mux.Handle("DELETE /api/v1/users/{name}", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		if err := api.access.Accounts().Remove(r.PathValue("name")); err != nil {
 			apijson.Error(w, accountStatus(err), err.Error())
 			return
 		}
@@ -73,18 +73,18 @@ func (m *Master) userRoutes(mux *http.ServeMux) {
 	}))
 }
 
-func (m *Master) authorRoutes(mux *http.ServeMux) {
-	mux.Handle("GET /api/v1/authors", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		apijson.Write(w, http.StatusOK, m.access.Authors().List())
+func (api *adminAPI) authorRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /api/v1/authors", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		apijson.Write(w, http.StatusOK, api.access.Authors().List())
 	}))
-	mux.Handle("POST /api/v1/authors", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /api/v1/authors", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		var f struct {
 			Name string `json:"name"`
 		}
 		if !apijson.Decode(w, r, &f) {
 			return
 		}
-		tok, err := m.access.Authors().Add(f.Name, m.cfg.Clock.Now())
+		tok, err := api.access.Authors().Add(f.Name, api.clock.Now())
 		if err != nil {
 			status := accountStatus(err)
 			if dup := (*auth.AuthorExistsError)(nil); errors.As(err, &dup) {
@@ -93,15 +93,15 @@ func (m *Master) authorRoutes(mux *http.ServeMux) {
 			apijson.Write(w, status, map[string]any{"status": status, "error": err.Error(), "field": "name"})
 			return
 		}
-		m.log.Info().Str("author", f.Name).Msg("author created")
+		api.log.Info().Str("author", f.Name).Msg("author created")
 		apijson.Write(w, http.StatusCreated, map[string]string{"name": f.Name, "token": tok})
 	}))
-	mux.Handle("DELETE /api/v1/authors/{name}", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		if err := m.access.Authors().Remove(r.PathValue("name")); err != nil {
+	mux.Handle("DELETE /api/v1/authors/{name}", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		if err := api.access.Authors().Remove(r.PathValue("name")); err != nil {
 			apijson.Error(w, accountStatus(err), err.Error())
 			return
 		}
-		m.log.Info().Str("author", r.PathValue("name")).Msg("author removed")
+		api.log.Info().Str("author", r.PathValue("name")).Msg("author removed")
 		apijson.Write(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "removed": true})
 	}))
 }

@@ -21,10 +21,10 @@ import (
 // /api/v1/events), signed in with the admin token, which is exchanged for
 // an HttpOnly cookie so scripts never hold it.
 
-func (m *Master) dashboardRoutes(mux *http.ServeMux) {
+func (api *adminAPI) dashboardRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /admin", func(w http.ResponseWriter, r *http.Request) {
-		if !m.access.Dashboard().Valid(r) {
-			m.adminLogin(w, r, "")
+		if !api.access.Dashboard().Valid(r) {
+			api.loginPage(w, r, "")
 			return
 		}
 		pages.WriteHTML(w, r, web.Admin, "no-store")
@@ -38,49 +38,49 @@ func (m *Master) dashboardRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /admin/login", func(w http.ResponseWriter, r *http.Request) {
 		c, err := r.Cookie("cb_csrf")
 		if err != nil || r.PostFormValue("csrf") != c.Value || len(c.Value) != 32 {
-			m.adminLogin(w, r, "The form was stale; please retry.")
+			api.loginPage(w, r, "The form was stale; please retry.")
 			return
 		}
-		if !m.access.IsAdminToken(r.PostFormValue("token")) {
-			m.log.Warn().Str("remote", r.RemoteAddr).Msg("dashboard login refused")
+		if !api.access.IsAdminToken(r.PostFormValue("token")) {
+			api.log.Warn().Str("remote", r.RemoteAddr).Msg("dashboard login refused")
 			w.WriteHeader(http.StatusUnauthorized)
-			m.adminLogin(w, r, "That is not the admin token.")
+			api.loginPage(w, r, "That is not the admin token.")
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: auth.AdminCookie, Value: m.access.Dashboard().Issue(), Path: "/",
-			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: m.scheme.HTTPS(r)})
+		http.SetCookie(w, &http.Cookie{Name: auth.AdminCookie, Value: api.access.Dashboard().Issue(), Path: "/",
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: api.scheme.HTTPS(r)})
 		http.Redirect(w, r, "/admin", http.StatusSeeOther)
 	})
 	mux.HandleFunc("POST /admin/logout", func(w http.ResponseWriter, r *http.Request) {
 		// The cookie is a bearer value: clearing it in this browser is not
 		// enough, a copy must stop working too.
-		if cl, ok := m.access.Dashboard().Claims(r); ok {
-			if err := m.access.Dashboard().End(r.Context(), cl); err != nil {
-				m.log.Error().Err(err).Msg("dashboard logout: session could not be ended")
+		if cl, ok := api.access.Dashboard().Claims(r); ok {
+			if err := api.access.Dashboard().End(r.Context(), cl); err != nil {
+				api.log.Error().Err(err).Msg("dashboard logout: session could not be ended")
 				apijson.Error(w, http.StatusInternalServerError, "the session could not be ended; retry")
 				return
 			}
-			m.log.Info().Str("remote", r.RemoteAddr).Msg("dashboard logout")
+			api.log.Info().Str("remote", r.RemoteAddr).Msg("dashboard logout")
 		}
 		http.SetCookie(w, &http.Cookie{Name: auth.AdminCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-			SameSite: http.SameSiteStrictMode, Secure: m.scheme.HTTPS(r)})
+			SameSite: http.SameSiteStrictMode, Secure: api.scheme.HTTPS(r)})
 		http.Redirect(w, r, "/admin", http.StatusSeeOther)
 	})
-	mux.Handle("GET /api/v1/history", m.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		apijson.Write(w, http.StatusOK, m.history.snapshot())
+	mux.Handle("GET /api/v1/history", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		apijson.Write(w, http.StatusOK, api.history.snapshot())
 	}))
-	mux.Handle("GET /api/v1/events", m.auth(auth.RoleAdmin, m.events))
-	mux.Handle("POST /api/v1/instances/{id}/close", m.auth(auth.RoleAdmin, m.closeInstance))
-	mux.Handle("GET /api/v1/instances/{id}/browsers", m.auth(auth.RoleAdmin, m.instanceBrowsers))
+	mux.Handle("GET /api/v1/events", api.auth(auth.RoleAdmin, api.events))
+	mux.Handle("POST /api/v1/instances/{id}/close", api.auth(auth.RoleAdmin, api.closeInstance))
+	mux.Handle("GET /api/v1/instances/{id}/browsers", api.auth(auth.RoleAdmin, api.instanceBrowsers))
 }
 
-func (m *Master) adminLogin(w http.ResponseWriter, r *http.Request, msg string) {
+func (api *adminAPI) loginPage(w http.ResponseWriter, r *http.Request, msg string) {
 	tok := ids.Random(32)
 	if c, err := r.Cookie("cb_csrf"); err == nil && len(c.Value) == 32 {
 		tok = c.Value
 	} else {
 		http.SetCookie(w, &http.Cookie{Name: "cb_csrf", Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
-			Secure: m.scheme.HTTPS(r)})
+			Secure: api.scheme.HTTPS(r)})
 	}
 	var buf bytes.Buffer
 	_ = web.AdminLogin.Execute(&buf, map[string]string{"CSRF": tok, "Error": msg})
@@ -88,7 +88,7 @@ func (m *Master) adminLogin(w http.ResponseWriter, r *http.Request, msg string) 
 }
 
 // events streams the cluster status as server-sent events every 2 s.
-func (m *Master) events(w http.ResponseWriter, r *http.Request) {
+func (api *adminAPI) events(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		apijson.Error(w, http.StatusInternalServerError, "streaming unsupported")
@@ -102,7 +102,7 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for {
-		b, _ := json.Marshal(m.Status())
+		b, _ := json.Marshal(api.status())
 		if _, err := fmt.Fprintf(w, "event: status\ndata: %s\n\n", b); err != nil {
 			return
 		}
@@ -110,7 +110,7 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
-		case <-m.ctx.Done():
+		case <-api.stopping.Done():
 			return
 		case <-t.C:
 		}
@@ -119,8 +119,8 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 
 // instanceRef finds the worker hosting an instance, answering the error
 // itself when there is none.
-func (m *Master) instanceRef(w http.ResponseWriter, iid string) (*rmi.Ref, string, bool) {
-	ref, wid, ok := m.workers.Host(iid)
+func (api *adminAPI) instanceRef(w http.ResponseWriter, iid string) (*rmi.Ref, string, bool) {
+	ref, wid, ok := api.workers.Host(iid)
 	if !ok {
 		apijson.Error(w, http.StatusNotFound, "no instance "+iid)
 		return nil, "", false
@@ -133,8 +133,8 @@ func (m *Master) instanceRef(w http.ResponseWriter, iid string) (*rmi.Ref, strin
 }
 
 // instanceBrowsers lists an instance's browsers (for admin viewers).
-func (m *Master) instanceBrowsers(w http.ResponseWriter, r *http.Request) {
-	ref, _, ok := m.instanceRef(w, r.PathValue("id"))
+func (api *adminAPI) instanceBrowsers(w http.ResponseWriter, r *http.Request) {
+	ref, _, ok := api.instanceRef(w, r.PathValue("id"))
 	if !ok {
 		return
 	}
@@ -147,9 +147,9 @@ func (m *Master) instanceBrowsers(w http.ResponseWriter, r *http.Request) {
 }
 
 // closeInstance closes an instance on its worker (admin action).
-func (m *Master) closeInstance(w http.ResponseWriter, r *http.Request) {
+func (api *adminAPI) closeInstance(w http.ResponseWriter, r *http.Request) {
 	iid := r.PathValue("id")
-	ref, wid, ok := m.instanceRef(w, iid)
+	ref, wid, ok := api.instanceRef(w, iid)
 	if !ok {
 		return
 	}
@@ -157,6 +157,6 @@ func (m *Master) closeInstance(w http.ResponseWriter, r *http.Request) {
 		apijson.Error(w, http.StatusBadGateway, err.Error())
 		return
 	}
-	m.log.Info().Str("instance", iid).Str("worker", wid).Msg("instance closed by admin")
+	api.log.Info().Str("instance", iid).Str("worker", wid).Msg("instance closed by admin")
 	apijson.Write(w, http.StatusOK, map[string]any{"instance": iid, "closed": true})
 }

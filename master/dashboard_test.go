@@ -22,7 +22,7 @@ func TestDashboardCookie(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m, m.adminHandler(false)
+		return m, m.admin.handler(false)
 	}
 	do := func(h http.Handler, method, target string, form url.Values, cookies ...*http.Cookie) *http.Response {
 		var r *http.Request

@@ -23,17 +23,17 @@ func viewOf(a wire.App) wire.AppView {
 		Public: a.Public, Disabled: a.Disabled, Version: a.Version, Files: len(a.Files)}
 }
 
-func (m *Master) listApps(w http.ResponseWriter, r *http.Request) {
+func (api *adminAPI) listApps(w http.ResponseWriter, r *http.Request) {
 	out := []wire.AppView{}
-	for _, a := range m.apps.List() {
-		out = append(out, m.apps.view(a))
+	for _, a := range api.apps.List() {
+		out = append(out, api.apps.view(a))
 	}
 	apijson.Write(w, http.StatusOK, out)
 }
 
 // deploy accepts a tar.gz bundle, validates it again (the CLI already
 // did), stores it durably and pushes it to every worker.
-func (m *Master) deploy(w http.ResponseWriter, r *http.Request) {
+func (api *adminAPI) deploy(w http.ResponseWriter, r *http.Request) {
 	body := http.MaxBytesReader(w, r.Body, MaxUpload)
 	b, err := bundle.Unpack(body, bundle.Limits{})
 	if err != nil {
@@ -53,16 +53,16 @@ func (m *Master) deploy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	app := b.App()
-	if old, ok := m.apps.Get(app.MountPoint); ok {
+	if old, ok := api.apps.Get(app.MountPoint); ok {
 		app.Disabled = old.Disabled
 	}
 	by := auth.PrincipalOf(r)
-	cur, failed, err := m.apps.Add(r.Context(), app, by)
+	cur, failed, err := api.apps.Add(r.Context(), app, by)
 	if err != nil {
 		apijson.Error(w, appErrorStatus(err), err.Error())
 		return
 	}
-	m.log.Info().Str("app", cur.MountPoint).Int("version", cur.Version).Int("files", len(cur.Files)).Str("by", by.Name).
+	api.log.Info().Str("app", cur.MountPoint).Int("version", cur.Version).Int("files", len(cur.Files)).Str("by", by.Name).
 		Int("workers_failed", len(failed)).Str("request_id", r.Header.Get("X-Request-Id")).Msg("application deployed")
 	if len(failed) > 0 {
 		// The version is current on the master (and reaches workers that
@@ -74,11 +74,11 @@ func (m *Master) deploy(w http.ResponseWriter, r *http.Request) {
 		}
 		apijson.Write(w, http.StatusBadGateway, map[string]any{"status": http.StatusBadGateway,
 			"error": fmt.Sprintf("version %d of /%s is stored on the master, but %d of %d workers did not install it: %s",
-				cur.Version, cur.MountPoint, len(failed), len(m.apps.workers()), strings.Join(names, "; ")),
-			"app": m.apps.view(cur), "failedWorkers": failed})
+				cur.Version, cur.MountPoint, len(failed), len(api.apps.workers()), strings.Join(names, "; ")),
+			"app": api.apps.view(cur), "failedWorkers": failed})
 		return
 	}
-	apijson.Write(w, http.StatusCreated, m.apps.view(cur))
+	apijson.Write(w, http.StatusCreated, api.apps.view(cur))
 }
 
 // appErrorStatus maps an AppManager error to an HTTP status.
@@ -97,18 +97,18 @@ func appErrorStatus(err error) int {
 }
 
 // appAction runs an admin action on one app.
-func (m *Master) appAction(w http.ResponseWriter, r *http.Request, act func(ctx context.Context, name string) error) {
+func (api *adminAPI) appAction(w http.ResponseWriter, r *http.Request, act func(ctx context.Context, name string) error) {
 	name := r.PathValue("name")
 	if err := act(r.Context(), name); err != nil {
 		apijson.Error(w, appErrorStatus(err), err.Error())
 		return
 	}
-	a, ok := m.apps.Get(name)
+	a, ok := api.apps.Get(name)
 	if !ok {
 		apijson.Write(w, http.StatusOK, map[string]any{"mountPoint": name, "removed": true})
 		return
 	}
-	apijson.Write(w, http.StatusOK, m.apps.view(a))
+	apijson.Write(w, http.StatusOK, api.apps.view(a))
 }
 
 // ---- permissions ----
@@ -121,12 +121,12 @@ type grantForm struct {
 }
 
 // grant sets a role on an instance or browser on the hosting worker.
-func (m *Master) grant(w http.ResponseWriter, r *http.Request) {
+func (api *adminAPI) grant(w http.ResponseWriter, r *http.Request) {
 	var f grantForm
 	if !apijson.Decode(w, r, &f) {
 		return
 	}
-	ref, _, ok := m.instanceRef(w, f.Instance)
+	ref, _, ok := api.instanceRef(w, f.Instance)
 	if !ok {
 		return
 	}
@@ -145,6 +145,6 @@ func (m *Master) grant(w http.ResponseWriter, r *http.Request) {
 		apijson.Error(w, status, err.Error())
 		return
 	}
-	m.log.Info().Str("instance", f.Instance).Str("browser", f.Browser).Str("principal", f.Principal).Str("role", f.Role).Msg("permission set by admin")
+	api.log.Info().Str("instance", f.Instance).Str("browser", f.Browser).Str("principal", f.Principal).Str("role", f.Role).Msg("permission set by admin")
 	apijson.Write(w, http.StatusOK, f)
 }

@@ -34,7 +34,7 @@ func apiMaster(t *testing.T) (*Master, *httptest.Server) {
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(m.adminHandler(false))
+	srv := httptest.NewServer(m.admin.handler(false))
 	t.Cleanup(func() { srv.Close(); m.Close() })
 	return m, srv
 }

@@ -107,7 +107,7 @@ func portKey(clusterSecret string) []byte { return secret.Derive(clusterSecret, 
 // PublicHandler serves the admin endpoints on the public port, as an
 // embedded proxy's fallback: /metrics there needs the admin token too,
 // since that port faces end users.
-func (m *Master) PublicHandler() http.Handler { return m.adminHandler(true) }
+func (m *Master) PublicHandler() http.Handler { return m.admin.handler(true) }
 
 // LocalRoutes answers route lookups in process, for a proxy embedded in
 // the master: the answers proxy processes get from the Router over RMI.

@@ -1,6 +1,7 @@
 package master
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -58,18 +59,17 @@ func (h *history) snapshot() map[string][]loadPoint {
 	return out
 }
 
-// sampleLoop records the history until the master stops.
-func (m *Master) sampleLoop() {
-	defer m.wg.Done()
+// run records the history of the workers views returns until ctx ends.
+func (h *history) run(ctx context.Context, views func() []registry.WorkerView) {
 	t := time.NewTicker(historyStep)
 	defer t.Stop()
-	m.history.sample(time.Now(), m.workers.Views())
+	h.sample(time.Now(), views())
 	for {
 		select {
-		case <-m.ctx.Done():
+		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			m.history.sample(now, m.workers.Views())
+			h.sample(now, views())
 		}
 	}
 }

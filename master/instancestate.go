@@ -17,8 +17,8 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/sharedstate"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/apijson"
+	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
-	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
 // The master keeps every instance's shared state (app API set/append,
@@ -370,7 +370,7 @@ var _ contract.InstanceState = stateService{}
 
 // Write stores one write of the caller's instance.
 func (s stateService) Write(ctx context.Context, w wire.StateWrite) (wire.StateWriteReply, error) {
-	wid, err := s.m.workers.Gate.HostedBy(w.Instance, rmi.ConnFrom(ctx))
+	wid, err := s.m.workers.Gate.HostedBy(w.Instance, registry.PeerFrom(ctx))
 	if err != nil {
 		return wire.StateWriteReply{}, err
 	}
@@ -404,8 +404,9 @@ func (s stateService) Write(ctx context.Context, w wire.StateWrite) (wire.StateW
 // Get reads an instance's stored state, a page at a time (after: the last
 // key of the previous page).
 func (s stateService) Get(ctx context.Context, iid, after string) (wire.InstanceState, error) {
-	if err := s.m.workers.Gate.MayRead(iid, rmi.ConnFrom(ctx)); err != nil {
-		s.m.log.Warn().Str("instance", iid).Str("peer", peerName(rmi.ConnFrom(ctx))).Err(err).Msg("shared-state read refused")
+	p := registry.PeerFrom(ctx)
+	if err := s.m.workers.Gate.MayRead(iid, p); err != nil {
+		s.m.log.Warn().Str("instance", iid).Str("peer", p.Name).Err(err).Msg("shared-state read refused")
 		return wire.InstanceState{}, err
 	}
 	return s.m.istate.get(iid, after)
@@ -415,7 +416,7 @@ func (s stateService) Get(ctx context.Context, iid, after string) (wire.Instance
 // instance, with the same checks as Write: the caller hosts it, under the
 // current epoch.
 func (s stateService) SaveBrowser(ctx context.Context, req wire.SaveBrowser) error {
-	if _, err := s.m.workers.Gate.HostedBy(req.Instance, rmi.ConnFrom(ctx)); err != nil {
+	if _, err := s.m.workers.Gate.HostedBy(req.Instance, registry.PeerFrom(ctx)); err != nil {
 		return err
 	}
 	if err := s.m.istate.saveBrowser(req); err != nil {
@@ -428,8 +429,9 @@ func (s stateService) SaveBrowser(ctx context.Context, req wire.SaveBrowser) err
 // Browsers reads an instance's browser snapshots, a page at a time
 // (after: the last browser id of the previous page).
 func (s stateService) Browsers(ctx context.Context, iid, after string) (wire.BrowserSnapshots, error) {
-	if err := s.m.workers.Gate.MayRead(iid, rmi.ConnFrom(ctx)); err != nil {
-		s.m.log.Warn().Str("instance", iid).Str("peer", peerName(rmi.ConnFrom(ctx))).Err(err).Msg("browser snapshot read refused")
+	p := registry.PeerFrom(ctx)
+	if err := s.m.workers.Gate.MayRead(iid, p); err != nil {
+		s.m.log.Warn().Str("instance", iid).Str("peer", p.Name).Err(err).Msg("browser snapshot read refused")
 		return wire.BrowserSnapshots{}, err
 	}
 	return s.m.istate.browsers(iid, after)
@@ -463,13 +465,13 @@ type stateViewItem struct {
 }
 
 // instanceState answers GET /api/v1/instances/{id}/state.
-func (m *Master) instanceState(w http.ResponseWriter, r *http.Request) {
+func (api *adminAPI) instanceState(w http.ResponseWriter, r *http.Request) {
 	iid := r.PathValue("id")
 	if _, ok := ids.WorkerOf(iid); !ok {
 		apijson.Error(w, http.StatusBadRequest, fmt.Sprintf("instance id %q: not an instance id (<worker>.<random>)", iid))
 		return
 	}
-	st, err := m.istate.getAll(iid)
+	st, err := api.istate.getAll(iid)
 	if err != nil {
 		apijson.Error(w, http.StatusInternalServerError, err.Error())
 		return
@@ -480,7 +482,7 @@ func (m *Master) instanceState(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Browsers = []browserView{}
 	for after := ""; ; {
-		page, err := m.istate.browsers(iid, after)
+		page, err := api.istate.browsers(iid, after)
 		if err != nil {
 			apijson.Error(w, http.StatusInternalServerError, err.Error())
 			return
@@ -495,7 +497,7 @@ func (m *Master) instanceState(w http.ResponseWriter, r *http.Request) {
 	}
 	// An instance may have browser snapshots and no shared state, or be
 	// live with neither yet: only one the master knows nothing of is 404.
-	if !st.Found && len(v.Browsers) == 0 && !m.workers.Known(iid) {
+	if !st.Found && len(v.Browsers) == 0 && !api.workers.Known(iid) {
 		apijson.Error(w, http.StatusNotFound, "no stored state for instance "+iid)
 		return
 	}

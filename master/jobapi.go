@@ -14,7 +14,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobsapi"
-	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
 )
 
 // The master's side of jobs (docs/jobs.md): master/jobsapi holds the queue
@@ -25,7 +25,8 @@ import (
 func (m *Master) startJobs() error {
 	cfg := m.cfg.Jobs
 	cfg.Runner = jobRunner{m}
-	cfg.Policy = m.jobPolicy
+	// m.apps is made after the queue.
+	cfg.Policy = func(spec wire.JobSpec) (bool, string) { return m.apps.jobPolicy(spec) }
 	cfg.MasterID = m.id
 	cfg.Logger = m.log.With().Str("component", "jobs").Logger()
 	ccfg := m.cfg.RenderCache
@@ -37,11 +38,7 @@ func (m *Master) startJobs() error {
 	m.jobs = js
 	m.metrics.reg.MustRegister(js.Queue().Collectors()...)
 	m.metrics.reg.MustRegister(js.Cache().Collectors()...)
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		js.Run(m.ctx)
-	}()
+	m.wg.Go(func() { js.Run(m.ctx) })
 	return nil
 }
 
@@ -60,7 +57,7 @@ func (h jobsHost) AppExists(name string) bool {
 
 func (h jobsHost) MayUseApp(p auth.Principal, name string) bool { return h.m.apps.mayUseApp(p, name) }
 
-func (h jobsHost) PooledLogin(name string) bool { return h.m.pooledLogin(name) }
+func (h jobsHost) PooledLogin(name string) bool { return h.m.apps.pooledLogin(name) }
 
 // jobSlots passes the registry's word on the workers' job slots to the
 // job queue, which starts after the registry.
@@ -97,18 +94,18 @@ func (r jobRunner) Cancel(ctx context.Context, workerID, id string, attempt int)
 // job's submitter must be allowed to use its pool, and its navigation
 // policy must allow the URL. It runs for every job a monitor submits too,
 // so a revoked grant stops a monitor's next job.
-func (m *Master) jobPolicy(spec wire.JobSpec) (bool, string) {
+func (a *AppManager) jobPolicy(spec wire.JobSpec) (bool, string) {
 	if spec.App == "" {
 		return true, ""
 	}
-	app, ok := m.apps.Get(spec.App)
+	app, ok := a.Get(spec.App)
 	if !ok {
 		return false, fmt.Sprintf("no application %q", spec.App)
 	}
 	if app.Disabled {
 		return false, fmt.Sprintf("the application %q is disabled", spec.App)
 	}
-	if !m.apps.userMayUseApp(spec.User, spec.App) {
+	if !a.userMayUseApp(spec.User, spec.App) {
 		return false, jobsapi.AppRefusal(spec.User, spec.App)
 	}
 	man, err := bundle.ParseManifest(app.Manifest)
@@ -126,11 +123,11 @@ func appOrigin(mount string) string { return "http://" + mount + ".app.cloudbrow
 
 // pooledLogin reports whether renders of app come from a pool that logs
 // in (its results are then per user).
-func (m *Master) pooledLogin(appName string) bool {
+func (a *AppManager) pooledLogin(appName string) bool {
 	if appName == "" {
 		return false
 	}
-	app, ok := m.apps.Get(appName)
+	app, ok := a.Get(appName)
 	if !ok {
 		return false
 	}
@@ -155,7 +152,7 @@ func (s jobQueueService) Working(ctx context.Context, p wire.JobProgress) error 
 // Ready is the start gate: whether the calling worker may load the page
 // of its attempt now (jobs.Workers.Ready).
 func (s jobQueueService) Ready(ctx context.Context, p wire.JobProgress) (wire.JobGo, error) {
-	wid, err := s.m.workers.Gate.Caller(rmi.ConnFrom(ctx))
+	wid, err := registry.PeerFrom(ctx).Caller()
 	if err != nil {
 		return wire.JobGo{}, err
 	}
@@ -185,7 +182,7 @@ func (s jobQueueService) Done(ctx context.Context, o wire.JobOutcome) error {
 // report runs fn for the worker calling over this connection; a report of
 // an attempt that is no longer current is not the worker's error.
 func (s jobQueueService) report(ctx context.Context, fn func(workerID string) error) error {
-	wid, err := s.m.workers.Gate.Caller(rmi.ConnFrom(ctx))
+	wid, err := registry.PeerFrom(ctx).Caller()
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func isolationMaster(t *testing.T) (*Master, *httptest.Server) {
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(m.adminHandler(false))
+	srv := httptest.NewServer(m.admin.handler(false))
 	t.Cleanup(func() { srv.Close(); m.Close() })
 	return m, srv
 }
@@ -90,7 +90,7 @@ func TestJobsIsolation(t *testing.T) {
 	if st, body := call(t, srv, bob, "POST", "/api/v1/apps", archiveOf(t, "bobs", nil)); st != http.StatusCreated {
 		t.Fatalf("bob deploys: %d %s", st, body)
 	}
-	if !m.pooledLogin("secret") {
+	if !m.apps.pooledLogin("secret") {
 		t.Fatal("/secret's pool does not log in")
 	}
 
@@ -255,10 +255,10 @@ func TestJobsIsolation(t *testing.T) {
 	if _, err := m.apps.setJobUser("secret", "bob", false); err != nil {
 		t.Fatal(err)
 	}
-	if ok, reason := m.jobPolicy(wire.JobSpec{Kind: wire.JobCheck, URL: page, App: "secret", User: "bob"}); ok || !strings.Contains(reason, "may not use the pool") {
+	if ok, reason := m.apps.jobPolicy(wire.JobSpec{Kind: wire.JobCheck, URL: page, App: "secret", User: "bob"}); ok || !strings.Contains(reason, "may not use the pool") {
 		t.Fatalf("policy for a revoked principal: %v %q", ok, reason)
 	}
-	if ok, _ := m.jobPolicy(wire.JobSpec{Kind: wire.JobCheck, URL: page, App: "secret", User: "alice"}); !ok {
+	if ok, _ := m.apps.jobPolicy(wire.JobSpec{Kind: wire.JobCheck, URL: page, App: "secret", User: "alice"}); !ok {
 		t.Fatal("policy refuses the owner")
 	}
 }

@@ -12,8 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"path/filepath"
 	"sync"
 	"time"
@@ -26,7 +24,6 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
-	"github.com/cloudbrowser-go/cloudbrowser/internal/membership"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -128,7 +125,13 @@ func DefaultConfig() Config {
 	}
 }
 
-// Master is a running master.
+// Master is a running master: its lifecycle (New, Start, Close) and what
+// the program running it and the tests ask of it. Its parts own the rest:
+// the RMI side (rmiServer, with the services of services.go), the gossip
+// membership (gossip), the HTTP side (adminAPI), apps (AppManager), the
+// worker and instance tables (registry.Registry), the proxies' records
+// and subscriptions (ProxyTable, proxySet), the instances' stored state
+// (instanceStates) and jobs (jobsapi.Service).
 type Master struct {
 	cfg Config
 	id  string
@@ -138,9 +141,10 @@ type Master struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	node   *rmi.Node
-	rmiLn  net.Listener
-	member *membership.Member
+	// rmi and gossip are nil before Start.
+	rmi    *rmiServer
+	gossip *gossip
+	admin  *adminAPI
 	apps   *AppManager
 	access *auth.Auth
 	// state is the durable state store (<data-dir>/state.db).
@@ -154,14 +158,11 @@ type Master struct {
 	proxies *proxySet
 	bal     *balance.Balancer
 
-	admin   *http.Server
-	adminLn net.Listener
 	// front is the public side (SetFront); publicAddr is its address with
 	// the port as bound ("" = no proxies): --listen with port 0 becomes
 	// real here.
 	front      Front
 	publicAddr string
-	startedAt  time.Time
 	metrics    *masterMetrics
 	history    *history
 	// hopKey signs the proxy-to-worker HTTP hop (internal/hop). Workers and
@@ -269,6 +270,7 @@ func New(cfg Config) (*Master, error) {
 		}),
 		ReportPeriod: cfg.ReportPeriod, DeadAfter: cfg.DeadAfter, Proxies: m.proxies, Quotas: cfg.Quotas,
 		Jobs: jobSlots{m}, Observer: m.metrics,
+		Clock: cfg.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("master: placement epochs: %w", err)
@@ -342,6 +344,9 @@ func New(cfg Config) (*Master, error) {
 			return nil, fmt.Errorf("master: app %q: %w", a.MountPoint, err)
 		}
 	}
+	m.admin = &adminAPI{id: m.id, log: m.log, clock: cfg.Clock, scheme: m.scheme, metrics: m.metrics.reg,
+		stopping: m.ctx, status: m.Status, apps: m.apps, access: m.access, workers: m.workers, istate: m.istate,
+		jobs: m.jobs, history: m.history}
 	ok = true
 	return m, nil
 }
@@ -391,7 +396,6 @@ func (m *Master) WriteWorkerKey(id string) (string, error) {
 
 // Start opens the listeners, joins the gossip layer and starts the proxies.
 func (m *Master) Start(ctx context.Context) error {
-	m.startedAt = time.Now()
 	// The stored instance table first: a worker that registers at once
 	// must find its instances (and a user's strategy key its instance).
 	n, err := m.workers.RecoverInstances()
@@ -401,107 +405,32 @@ func (m *Master) Start(ctx context.Context) error {
 	if n > 0 {
 		m.log.Info().Int("instances", n).Msg("instance table loaded from the store; waiting for their workers")
 	}
-	node, err := rmi.New(rmi.Config{Name: m.id, Secret: []byte(m.cfg.Secret), Logger: m.log,
-		RoleSecrets: map[string][]byte{
-			secret.RoleWorker: []byte(secret.RoleKey(m.cfg.Secret, secret.RoleWorker)),
-			secret.RoleProxy:  []byte(secret.RoleKey(m.cfg.Secret, secret.RoleProxy)),
-		},
-		// A worker's id is proven by its own key (Register).
-		NameSecret: func(role, name string) []byte {
-			if role != secret.RoleWorker {
-				return nil
-			}
-			return []byte(secret.WorkerKey(m.cfg.Secret, name))
-		}})
-	if err != nil {
-		return fmt.Errorf("master: rmi: %w", err)
-	}
-	m.node = node
-	for name, svc := range serviceRoles(m) {
-		if err := node.RegisterFor(name, svc.obj, svc.roles...); err != nil {
-			return fmt.Errorf("master: register %s: %w", name, err)
-		}
-	}
-	var lc net.ListenConfig
-	if m.rmiLn, err = lc.Listen(ctx, "tcp", m.cfg.RMIAddr); err != nil {
-		return fmt.Errorf("master: %w", config.Errorf("RMIAddr", "%s: %w", m.cfg.RMIAddr, err))
+	if m.rmi, err = listenRMI(ctx, m.cfg, m.id, m.log, m.workers.Gate.Identify, serviceRoles(m)); err != nil {
+		return err
 	}
 	// Gossip first: Cluster.Info, which joining processes call at once,
 	// reads its address (a worker calling in before it was set was a data
 	// race). Calls wait in the listener's backlog meanwhile.
-	if err := m.startGossip(); err != nil {
+	if m.gossip, err = startGossip(m.cfg, m.id, m.log, m.workers, m.metrics.members); err != nil {
 		return err
 	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		if err := node.Serve(m.ctx, m.rmiLn); err != nil && m.ctx.Err() == nil {
-			m.log.Error().Err(err).Msg("rmi server stopped")
-		}
-	}()
+	m.rmi.serve(m.ctx, &m.wg, m.log)
 	if m.cfg.AdminAddr != "" {
-		if m.adminLn, err = lc.Listen(ctx, "tcp", m.cfg.AdminAddr); err != nil {
-			return fmt.Errorf("master: %w", config.Errorf("AdminAddr", "%s: %w", m.cfg.AdminAddr, err))
+		if err := m.admin.start(ctx, m.cfg.AdminAddr, &m.wg); err != nil {
+			return err
 		}
-		m.admin = &http.Server{Handler: m.adminHandler(false), ReadHeaderTimeout: 10 * time.Second}
-		m.serve(func() error { return m.admin.Serve(m.adminLn) }, "admin")
 	}
 	if m.cfg.PublicAddr != "" {
 		if err := m.startFront(ctx); err != nil {
 			return err
 		}
 	}
-	m.registerReaders()
-	m.wg.Add(1)
-	go m.sampleLoop()
-	m.log.Info().Str("rmi", m.RMIAddr()).Str("gossip", m.member.Addr()).Str("admin", m.AdminAddr()).
+	m.metrics.readFrom(m.workers, m.apps, m.rmi.node)
+	m.wg.Go(func() { m.history.run(m.ctx, m.workers.Views) })
+	m.log.Info().Str("rmi", m.RMIAddr()).Str("gossip", m.GossipAddr()).Str("admin", m.AdminAddr()).
 		Str("public", m.publicAddr).Int("proxies", m.cfg.Proxies).Str("balancer", string(m.cfg.Balancer)).
 		Msg("master started")
 	return nil
-}
-
-func (m *Master) serve(serve func() error, name string) {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			m.log.Error().Err(err).Str("server", name).Msg("http server stopped")
-		}
-	}()
-}
-
-func (m *Master) startGossip() error {
-	host, p, err := membership.ParseBind(m.cfg.GossipAddr)
-	if err != nil {
-		return fmt.Errorf("master: %w", err)
-	}
-	m.member, err = membership.Start(membership.Config{
-		Name: m.id, BindAddr: host, BindPort: p, Advertise: m.cfg.GossipAdvertise,
-		Key: gossipKey(m.cfg.Secret), Label: "cloudbrowser",
-		Meta:   membership.Meta{Role: membership.RoleMaster, ID: m.id},
-		Logger: m.log, OnEvent: m.onMember,
-	})
-	if err != nil {
-		return fmt.Errorf("master: %w", err)
-	}
-	return nil
-}
-
-// onMember reacts to the gossip layer: a failed or departed worker is removed
-// with its instances at once.
-func (m *Master) onMember(ev membership.Event) {
-	ev2 := m.log.Info().Str("member", ev.Name).Str("addr", ev.Addr).Str("role", ev.Meta.Role).Str("event", ev.Kind.String())
-	ev2.Msg("membership event")
-	m.metrics.members.WithLabelValues(ev.Meta.Role, ev.Kind.String()).Inc()
-	if ev.Meta.Role != membership.RoleWorker {
-		return
-	}
-	switch ev.Kind {
-	case membership.Failed:
-		m.workers.SuspectMember(ev.Meta.ID, ev.Name, "gossip: failed")
-	case membership.Left:
-		m.workers.DeadMember(ev.Meta.ID, ev.Name, "gossip: left")
-	}
 }
 
 // startFront starts the public side: N proxy processes on one port, or
@@ -519,28 +448,13 @@ func (m *Master) startFront(ctx context.Context) error {
 }
 
 // RMIAddr is the address workers and proxies dial.
-func (m *Master) RMIAddr() string {
-	if m.rmiLn == nil {
-		return ""
-	}
-	return m.rmiLn.Addr().String()
-}
+func (m *Master) RMIAddr() string { return m.rmi.addr() }
 
 // GossipAddr is the membership layer's bound address ("" before Start).
-func (m *Master) GossipAddr() string {
-	if m.member == nil {
-		return ""
-	}
-	return m.member.Addr()
-}
+func (m *Master) GossipAddr() string { return m.gossip.addr() }
 
 // AdminAddr is the admin listener's address ("" if none).
-func (m *Master) AdminAddr() string {
-	if m.adminLn == nil {
-		return ""
-	}
-	return m.adminLn.Addr().String()
-}
+func (m *Master) AdminAddr() string { return m.admin.addr() }
 
 // PublicAddr is the public address of the proxies, embedded or not, with
 // the port as bound ("" if none).
@@ -549,17 +463,13 @@ func (m *Master) PublicAddr() string { return m.publicAddr }
 // Status is the cluster as the master sees it.
 func (m *Master) Status() wire.ClusterStatus {
 	st := wire.ClusterStatus{MasterID: m.id, Strategy: string(m.cfg.Balancer), At: time.Now(),
-		Workers: []wire.WorkerStatus{}, Apps: []wire.App{}, Instances: []wire.InstanceInfo{}, Members: []wire.MemberStatus{}}
+		Workers: []wire.WorkerStatus{}, Apps: []wire.App{}, Instances: []wire.InstanceInfo{}}
 	m.workers.Status(&st)
 	for _, a := range m.apps.List() {
 		a.Files = nil
 		st.Apps = append(st.Apps, a)
 	}
-	if m.member != nil {
-		for _, mi := range m.member.Members() {
-			st.Members = append(st.Members, wire.MemberStatus{Name: mi.Name, Addr: mi.Addr, State: mi.State, Role: mi.Meta.Role, ID: mi.Meta.ID})
-		}
-	}
+	st.Members = m.gossip.members()
 	st.Proxies = m.proxies.status()
 	if m.jobs != nil {
 		st.Jobs = m.jobs.Status()
@@ -582,18 +492,10 @@ func (m *Master) Close() error {
 		m.front.Stop(ctx)
 	}
 	m.cancel()
-	if m.admin != nil {
-		_ = m.admin.Shutdown(ctx)
-	}
-	if m.member != nil {
-		_ = m.member.Leave(time.Second)
-		_ = m.member.Shutdown()
-	}
+	m.admin.shutdown(ctx)
+	m.gossip.leave()
 	m.workers.Close()
-	var err error
-	if m.node != nil {
-		err = m.node.Close()
-	}
+	err := m.rmi.close()
 	m.wg.Wait()
 	if cerr := m.state.Close(); err == nil {
 		err = cerr

@@ -9,6 +9,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
+	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
 // masterMetrics are the master's own instruments; the rest is read from
@@ -63,24 +64,25 @@ func newMasterMetrics() *masterMetrics {
 	return mm
 }
 
-// registerReaders adds the collectors that read the master's state.
-func (m *Master) registerReaders() {
+// readFrom adds the collectors that read the master's state: the workers'
+// loads, the table's and the apps' sizes, the RMI node's calls.
+func (mm *masterMetrics) readFrom(workers *registry.Registry, apps *AppManager, node *rmi.Node) {
 	g := prometheus.GaugeValue
 	wl := []string{"worker"}
 	perWorker := func(name, help string, typ prometheus.ValueType, val func(w registry.WorkerView) float64) prometheus.Collector {
 		return metrics.NewFunc(name, help, typ, wl, func() []metrics.Sample {
 			var out []metrics.Sample
-			for _, w := range m.workers.Views() {
+			for _, w := range workers.Views() {
 				out = append(out, metrics.Sample{Labels: []string{w.ID}, Value: val(w)})
 			}
 			return out
 		})
 	}
-	m.metrics.reg.MustRegister(
+	mm.reg.MustRegister(
 		metrics.NewFunc("cloudbrowser_worker_load_bytes", "Reported worker load, by part (total, go_heap, browser_pss).", g,
 			[]string{"worker", "part"}, func() []metrics.Sample {
 				var out []metrics.Sample
-				for _, w := range m.workers.Views() {
+				for _, w := range workers.Views() {
 					out = append(out,
 						metrics.Sample{Labels: []string{w.ID, "total"}, Value: float64(w.Load.Total)},
 						metrics.Sample{Labels: []string{w.ID, "go_heap"}, Value: float64(w.Load.GoHeap)},
@@ -103,11 +105,11 @@ func (m *Master) registerReaders() {
 			}
 			return 0
 		}),
-		metrics.One("cloudbrowser_master_workers", "Workers registered and connected.", g, func() float64 { return float64(len(m.workers.Views())) }),
-		metrics.One("cloudbrowser_master_instances", "App instances in the table.", g, func() float64 { return float64(m.workers.InstanceCount()) }),
-		metrics.One("cloudbrowser_master_apps", "Applications deployed.", g, func() float64 { return float64(len(m.apps.List())) }),
+		metrics.One("cloudbrowser_master_workers", "Workers registered and connected.", g, func() float64 { return float64(len(workers.Views())) }),
+		metrics.One("cloudbrowser_master_instances", "App instances in the table.", g, func() float64 { return float64(workers.InstanceCount()) }),
+		metrics.One("cloudbrowser_master_apps", "Applications deployed.", g, func() float64 { return float64(len(apps.List())) }),
 	)
-	m.metrics.reg.MustRegister(metrics.RMI(m.node)...)
+	mm.reg.MustRegister(metrics.RMI(node)...)
 }
 
 // Lookup, Placed and Refused feed the registry's observations in

@@ -30,7 +30,7 @@ func dirMaster(t *testing.T, dir string) (m *Master, srv *httptest.Server, stop 
 		m.Close()
 		t.Fatal(err)
 	}
-	srv = httptest.NewServer(m.adminHandler(false))
+	srv = httptest.NewServer(m.admin.handler(false))
 	stopped := false
 	stop = func() {
 		if !stopped {

@@ -242,28 +242,28 @@ type jobUsersView struct {
 	JobUsers []string `json:"jobUsers"`
 }
 
-func (m *Master) jobUserRoutes(mux *http.ServeMux) {
-	mux.Handle("GET /api/v1/apps/{name}/job-users", m.auth(auth.RoleAuthor, func(w http.ResponseWriter, r *http.Request) {
-		m.jobUsersAction(w, r, func(name string) ([]string, error) { return m.apps.jobUsers(name), nil })
+func (api *adminAPI) jobUserRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /api/v1/apps/{name}/job-users", api.auth(auth.RoleAuthor, func(w http.ResponseWriter, r *http.Request) {
+		api.jobUsersAction(w, r, func(name string) ([]string, error) { return api.apps.jobUsers(name), nil })
 	}))
 	set := func(on bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			user := r.PathValue("principal")
-			m.jobUsersAction(w, r, func(name string) ([]string, error) {
-				if err := m.checkJobUser(user, on); err != nil {
+			api.jobUsersAction(w, r, func(name string) ([]string, error) {
+				if err := api.checkJobUser(user, on); err != nil {
 					return nil, err
 				}
-				users, err := m.apps.setJobUser(name, user, on)
+				users, err := api.apps.setJobUser(name, user, on)
 				if err == nil {
-					m.log.Info().Str("app", name).Str("principal", user).Bool("granted", on).
+					api.log.Info().Str("app", name).Str("principal", user).Bool("granted", on).
 						Str("by", auth.PrincipalOf(r).Name).Msg("job users of an application changed")
 				}
 				return users, err
 			})
 		}
 	}
-	mux.Handle("PUT /api/v1/apps/{name}/job-users/{principal}", m.auth(auth.RoleAuthor, set(true)))
-	mux.Handle("DELETE /api/v1/apps/{name}/job-users/{principal}", m.auth(auth.RoleAuthor, set(false)))
+	mux.Handle("PUT /api/v1/apps/{name}/job-users/{principal}", api.auth(auth.RoleAuthor, set(true)))
+	mux.Handle("DELETE /api/v1/apps/{name}/job-users/{principal}", api.auth(auth.RoleAuthor, set(false)))
 }
 
 // principalField is bad input about the principal of a grant.
@@ -277,7 +277,7 @@ func (e *principalField) Error() string { return e.msg }
 // checkJobUser checks the principal of a grant: an existing author, the
 // shared author or the jobs token; the admin needs none. A revocation
 // takes any name, so a removed principal can still be cleaned up.
-func (m *Master) checkJobUser(user string, grant bool) error {
+func (api *adminAPI) checkJobUser(user string, grant bool) error {
 	if !grant {
 		return nil
 	}
@@ -288,7 +288,7 @@ func (m *Master) checkJobUser(user string, grant bool) error {
 		return nil
 	case !auth.ValidAuthorName(user):
 		return &principalField{http.StatusBadRequest, fmt.Sprintf("principal: %q is not a principal name", user)}
-	case !m.access.Authors().Exists(user):
+	case !api.access.Authors().Exists(user):
 		return &principalField{http.StatusNotFound, fmt.Sprintf("principal: no author named %q (principals: authors, %q, %q)", user, auth.SharedAuthor, auth.JobsPrincipal)}
 	}
 	return nil
@@ -296,13 +296,13 @@ func (m *Master) checkJobUser(user string, grant bool) error {
 
 // jobUsersAction runs fn on the app named in the path when the caller
 // owns it (or is the admin) and answers its job users.
-func (m *Master) jobUsersAction(w http.ResponseWriter, r *http.Request, fn func(name string) ([]string, error)) {
+func (api *adminAPI) jobUsersAction(w http.ResponseWriter, r *http.Request, fn func(name string) ([]string, error)) {
 	name := r.PathValue("name")
-	if _, ok := m.apps.Get(name); !ok {
+	if _, ok := api.apps.Get(name); !ok {
 		apijson.Error(w, http.StatusNotFound, "no application is mounted at /"+name)
 		return
 	}
-	if err := m.apps.authorize(name, auth.PrincipalOf(r)); err != nil {
+	if err := api.apps.authorize(name, auth.PrincipalOf(r)); err != nil {
 		apijson.Error(w, appErrorStatus(err), err.Error())
 		return
 	}
@@ -319,5 +319,5 @@ func (m *Master) jobUsersAction(w http.ResponseWriter, r *http.Request, fn func(
 	if users == nil {
 		users = []string{}
 	}
-	apijson.Write(w, http.StatusOK, jobUsersView{App: name, Owner: m.apps.owner(name), JobUsers: users})
+	apijson.Write(w, http.StatusOK, jobUsersView{App: name, Owner: api.apps.owner(name), JobUsers: users})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
+	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
@@ -87,7 +88,7 @@ func (s appService) Remove(ctx context.Context, name string) error {
 
 // workerService is registered as wire.ObjWorkerManager. The caller of
 // every method but Register is the worker registered on the connection
-// (registry.Gate.Caller): no argument names it.
+// (registry.Peer.Caller): no argument names it.
 type workerService struct{ m *Master }
 
 var _ contract.WorkerManager = workerService{}
@@ -98,17 +99,18 @@ var _ contract.WorkerManager = workerService{}
 // a connection speaks for one worker only, and that name must be proven
 // with the id's own key unless the id is new (registry.Gate.Enrol).
 func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts []wire.InstanceInfo, appMgr *rmi.Ref) (wire.RegisterReply, error) {
-	c := rmi.ConnFrom(ctx)
+	p := registry.PeerFrom(ctx)
+	c := p.Conn
 	if appMgr != nil && appMgr.Conn() != c {
 		return wire.RegisterReply{}, wire.Err(wire.CodeInvalid, "register: reference from another connection")
 	}
-	if c == nil || c.PeerName() != info.ID {
-		return wire.RegisterReply{}, wire.Errorf(wire.CodeForbidden, "register: worker id %q is not the connection's peer name %q", info.ID, peerName(c))
+	if c == nil || p.Name != info.ID {
+		return wire.RegisterReply{}, wire.Errorf(wire.CodeForbidden, "register: worker id %q is not the connection's peer name %q", info.ID, p.Name)
 	}
 	if !ids.ValidWorker(info.ID) {
 		return wire.RegisterReply{}, wire.Errorf(wire.CodeInvalid, "register: invalid worker id %q (%s)", info.ID, ids.WorkerRule)
 	}
-	fresh, err := s.m.workers.Gate.Enrol(info.ID, c.NameProven() || c.ClusterSecret())
+	fresh, err := s.m.workers.Gate.Enrol(info.ID, p.NameProven || p.ClusterSecret)
 	if err != nil {
 		s.m.log.Warn().Str("worker", info.ID).Str("peer", c.RemoteAddr().String()).Err(err).Msg("worker registration refused")
 		return wire.RegisterReply{}, err
@@ -139,7 +141,7 @@ func (s workerService) Register(ctx context.Context, info wire.WorkerInfo, insts
 // Leave is a worker's announcement that it stops (SIGTERM): its instances
 // migrate to other workers before it answers.
 func (s workerService) Leave(ctx context.Context) (wire.MigrationResult, error) {
-	wid, err := s.m.workers.Gate.Caller(rmi.ConnFrom(ctx))
+	wid, err := registry.PeerFrom(ctx).Caller()
 	if err != nil {
 		return wire.MigrationResult{}, err
 	}
@@ -148,7 +150,7 @@ func (s workerService) Leave(ctx context.Context) (wire.MigrationResult, error) 
 
 // Report records the calling worker's load.
 func (s workerService) Report(ctx context.Context, load wire.Load) error {
-	wid, err := s.m.workers.Gate.Caller(rmi.ConnFrom(ctx))
+	wid, err := registry.PeerFrom(ctx).Caller()
 	if err != nil {
 		return err
 	}
@@ -159,7 +161,7 @@ func (s workerService) Report(ctx context.Context, load wire.Load) error {
 // set, must be the calling worker.
 func (s workerService) Place(ctx context.Context, req wire.PlaceRequest) (wire.Placement, error) {
 	if req.From != "" {
-		if err := s.m.workers.Gate.CallerIs(rmi.ConnFrom(ctx), req.From); err != nil {
+		if err := registry.PeerFrom(ctx).Is(req.From); err != nil {
 			return wire.Placement{}, err
 		}
 	}
@@ -187,7 +189,7 @@ func (s workerService) Instances(ctx context.Context, app, user string) ([]wire.
 // InstanceRenamed records the name an owner gave an instance of the
 // calling worker.
 func (s workerService) InstanceRenamed(ctx context.Context, iid, name string) error {
-	wid, err := s.m.workers.Gate.Caller(rmi.ConnFrom(ctx))
+	wid, err := registry.PeerFrom(ctx).Caller()
 	if err != nil {
 		return err
 	}
@@ -197,7 +199,7 @@ func (s workerService) InstanceRenamed(ctx context.Context, iid, name string) er
 // InstanceShared records a grant on an instance of the calling worker to a
 // named user.
 func (s workerService) InstanceShared(ctx context.Context, sh wire.InstanceShare) error {
-	wid, err := s.m.workers.Gate.Caller(rmi.ConnFrom(ctx))
+	wid, err := registry.PeerFrom(ctx).Caller()
 	if err != nil {
 		return err
 	}
@@ -207,7 +209,7 @@ func (s workerService) InstanceShared(ctx context.Context, sh wire.InstanceShare
 // InstanceClosed tells the master the calling worker closed one of its
 // instances.
 func (s workerService) InstanceClosed(ctx context.Context, c wire.ClosedInstance) error {
-	wid, err := s.m.workers.Gate.Caller(rmi.ConnFrom(ctx))
+	wid, err := registry.PeerFrom(ctx).Caller()
 	if err != nil {
 		return err
 	}
@@ -247,13 +249,13 @@ func (s routerService) Apps(ctx context.Context) ([]wire.App, error) {
 // caller must have registered a wire.ObjProxy object. The reply carries the
 // key the proxy signs relayed requests with.
 func (s routerService) Subscribe(ctx context.Context, name string) (wire.SubscribeReply, error) {
-	s.m.proxies.add(rmi.ConnFrom(ctx), name)
+	s.m.proxies.add(registry.PeerFrom(ctx).Conn, name)
 	return wire.SubscribeReply{HopKey: s.m.hopKey, PortKey: s.m.portKey}, nil
 }
 
 // ProxyReport records a proxy's counters for the dashboard.
 func (s routerService) ProxyReport(ctx context.Context, r wire.ProxyReport) error {
-	s.m.proxies.report(rmi.ConnFrom(ctx), r, time.Now())
+	s.m.proxies.report(registry.PeerFrom(ctx).Conn, r, time.Now())
 	return nil
 }
 
@@ -262,23 +264,11 @@ type clusterService struct{ m *Master }
 
 var _ contract.Cluster = clusterService{}
 
-// peerName is c's authenticated peer name, for messages ("" = no
-// connection: an in-process call).
-func peerName(c *rmi.Conn) string {
-	if c == nil {
-		return ""
-	}
-	return c.PeerName()
-}
-
 // Info tells a joining process how to reach the gossip layer and hands it
 // the keys of its role.
 func (s clusterService) Info(ctx context.Context) (wire.ClusterInfo, error) {
-	role := ""
-	if c := rmi.ConnFrom(ctx); c != nil {
-		role = c.Role()
-	}
-	return wire.ClusterInfo{MasterID: s.m.id, GossipAddr: s.m.member.Addr(), Keys: keysFor(s.m.cfg.Secret, role)}, nil
+	role := registry.PeerFrom(ctx).Role
+	return wire.ClusterInfo{MasterID: s.m.id, GossipAddr: s.m.gossip.addr(), Keys: keysFor(s.m.cfg.Secret, role)}, nil
 }
 
 // Status is the cluster status (the same as the admin API's).

@@ -59,7 +59,10 @@ type Conn struct {
 	shutOnce sync.Once
 }
 
-type connKey struct{}
+type (
+	connKey struct{}
+	peerKey struct{}
+)
 
 // ConnFrom returns the connection an incoming call arrived on, or nil when
 // ctx is not a call's context. A method uses it to call back the caller or
@@ -67,6 +70,14 @@ type connKey struct{}
 func ConnFrom(ctx context.Context) *Conn {
 	c, _ := ctx.Value(connKey{}).(*Conn)
 	return c
+}
+
+// PeerFrom returns the peer Config.Identify gave the incoming call of ctx.
+// ok is false when ctx is not the context of a call its node identified,
+// or that peer is not a T.
+func PeerFrom[T any](ctx context.Context) (peer T, ok bool) {
+	peer, ok = ctx.Value(peerKey{}).(T)
+	return peer, ok
 }
 
 // newConn registers an authenticated connection and starts its reader and
@@ -606,7 +617,7 @@ func (c *Conn) invoke(ctx context.Context, m *message) (res codec.Raw, exportID 
 		return nil, 0, newCoded(CodeBadArgs, ErrBadArgs, "%s.%s takes %d args, got %d", svc.typ, m.Method, len(meth.args), len(m.Args))
 	}
 	in := make([]reflect.Value, 2+len(meth.args))
-	in[0], in[1] = svc.rcvr, reflect.ValueOf(ctx)
+	in[0] = svc.rcvr
 	for i, t := range meth.args {
 		v, err := c.decodeArg(m.Args[i], t)
 		if err != nil {
@@ -622,6 +633,16 @@ func (c *Conn) invoke(ctx context.Context, m *message) (res codec.Raw, exportID 
 			res, exportID, err = nil, 0, newCoded(CodePanic, ErrPanic, "%s.%s panicked: %v", svc.typ, m.Method, r)
 		}
 	}()
+	if id := c.n.cfg.Identify; id != nil {
+		peer, err := id(c)
+		if err != nil {
+			c.log.Warn().Str("object", m.Object).Uint64("ref", m.Ref).Str("method", m.Method).Err(err).
+				Msg("rmi: call refused: the peer was not identified")
+			return nil, 0, err
+		}
+		ctx = context.WithValue(ctx, peerKey{}, peer)
+	}
+	in[1] = reflect.ValueOf(ctx)
 	out := meth.fn.Call(in)
 	if e := out[len(out)-1]; !e.IsNil() {
 		return nil, 0, e.Interface().(error)

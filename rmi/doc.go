@@ -21,6 +21,13 @@
 // Inside a method, ConnFrom(ctx) is the connection the call came over, and
 // its PeerName the name the caller proved in the handshake.
 //
+// Who a call speaks for beyond that is the application's to say, once:
+// Config.Identify runs before every incoming call's method with its
+// connection and returns a peer value of the application's type (or an
+// error that refuses the call), and the method reads it with
+// PeerFrom[T](ctx). The master resolves a worker's connection to the
+// worker registered on it this way.
+//
 // CloudBrowser does not spell object and method names at call sites: its
 // objects are Go interfaces with typed stubs over Call in internal/contract
 // (docs/architecture.md, "RMI contracts").

@@ -44,6 +44,15 @@ type Config struct {
 	// OnConnect, if set, is called for every authenticated connection,
 	// accepted or dialed, before Dial returns. Calls over c already work.
 	OnConnect func(c *Conn)
+	// Identify, if set, says who an incoming call comes from: it runs
+	// before each method, once the call passed the role check and its
+	// arguments decoded, with the connection the call came over. Its peer
+	// is what PeerFrom returns inside the method; an error refuses the
+	// call (the caller gets it as the reply, with its RMICode) and the
+	// method does not run. It runs per call rather than per connection
+	// because what a connection speaks for can change while it is up (a
+	// peer registers over it), and it must be quick: calls wait on it.
+	Identify func(c *Conn) (peer any, err error)
 }
 
 // RoleCluster is the role of a client that holds the cluster secret and has

@@ -5,12 +5,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
 // Gate checks what a worker's call may touch: which worker a connection
-// speaks for, which instances it hosts or may read, under which epoch.
+// speaks for (Identify), which instances it hosts or may read, under which
+// epoch.
 type Gate struct {
 	r *Registry
 	// enrolMu orders enrolments; enrolled caches the ids known to have
@@ -74,15 +76,33 @@ func (g *Gate) Enrol(id string, proven bool) (fresh bool, err error) {
 	return !proven, nil
 }
 
-// Caller is the worker registered on connection c: who a worker's call
-// speaks for, whatever its arguments say.
-func (g *Gate) Caller(c *rmi.Conn) (string, error) {
-	g.r.mu.Lock()
-	defer g.r.mu.Unlock()
-	if id := g.callerLocked(c); id != "" {
-		return id, nil
+// Identify resolves connection c to the peer its calls come from: the
+// worker registered on it, a proxy, a holder of the cluster secret, or a
+// connection nothing is registered on yet. The master's RMI node runs it
+// before every call (rmi.Config.Identify), so methods read who calls with
+// PeerFrom instead of looking the connection up.
+func (g *Gate) Identify(c *rmi.Conn) Peer {
+	if c == nil {
+		return Peer{}
 	}
-	return "", wire.Errorf(wire.CodeForbidden, "no worker is registered on this connection (peer %q): register first", peerName(c))
+	p := Peer{Kind: PeerUnregistered, Name: c.PeerName(), Role: c.Role(), NameProven: c.NameProven(),
+		ClusterSecret: c.ClusterSecret(), Conn: c}
+	if p.Role == secret.RoleProxy {
+		// A proxy cannot register a worker (its role may not call the
+		// Worker Manager): its calls, routes among them, skip the lookup.
+		p.Kind = PeerProxy
+		return p
+	}
+	g.r.mu.Lock()
+	p.Worker = g.callerLocked(c)
+	g.r.mu.Unlock()
+	switch {
+	case p.Worker != "":
+		p.Kind = PeerWorker
+	case p.Role == rmi.RoleCluster:
+		p.Kind = PeerCluster
+	}
+	return p
 }
 
 // callerLocked is the worker registered on c ("" = none).
@@ -104,45 +124,41 @@ func (g *Gate) connIsLocked(id string, c *rmi.Conn) bool {
 	return ok && c != nil && w.conn == c
 }
 
-// CallerIs refuses a call whose arguments name worker id when it was not
-// made over id's connection.
-func (g *Gate) CallerIs(c *rmi.Conn, id string) error {
-	g.r.mu.Lock()
-	defer g.r.mu.Unlock()
-	if !g.connIsLocked(id, c) {
-		return wire.Errorf(wire.CodeForbidden, "the call names worker %q, but the connection (peer %q) is not its registration", id, peerName(c))
-	}
-	return nil
+// currentLocked reports whether p is a worker whose registration is still
+// p's connection: checks that read the instance table under the lock hold
+// the registration to the same moment.
+func (g *Gate) currentLocked(p Peer) bool {
+	return p.Kind == PeerWorker && g.connIsLocked(p.Worker, p.Conn)
 }
 
-// HostedBy refuses a write to an instance that the calling connection's
-// worker does not host according to the instance table.
+// HostedBy refuses a write to an instance that the calling worker (p)
+// does not host according to the instance table.
 // It answers the hosting worker's id.
-func (g *Gate) HostedBy(iid string, c *rmi.Conn) (string, error) {
+func (g *Gate) HostedBy(iid string, p Peer) (string, error) {
 	g.r.mu.Lock()
 	defer g.r.mu.Unlock()
 	in, ok := g.r.instances[iid]
 	if !ok {
 		return "", wire.Err(wire.CodeUnknownInstance, "instance "+iid+" is not in the master's table")
 	}
-	if !g.connIsLocked(in.Worker, c) {
+	if !g.currentLocked(p) || in.Worker != p.Worker {
 		return "", wire.Err(wire.CodeUnknownInstance, "instance "+iid+" is hosted by "+in.Worker+", not by the caller")
 	}
 	return in.Worker, nil
 }
 
 // MayRead refuses a read of instance iid's stored state (its shared state
-// and its browsers' cookies and storage) unless the calling connection's
-// worker hosts it, or is the one the master is asking to create it (a
-// placement, a failover or a migration in flight: the new host reads what
-// it restores before the table names it).
-func (g *Gate) MayRead(iid string, c *rmi.Conn) error {
+// and its browsers' cookies and storage) unless the calling worker (p)
+// hosts it, or is the one the master is asking to create it (a placement,
+// a failover or a migration in flight: the new host reads what it
+// restores before the table names it).
+func (g *Gate) MayRead(iid string, p Peer) error {
 	g.r.mu.Lock()
 	defer g.r.mu.Unlock()
-	wid := g.callerLocked(c)
-	if wid == "" {
-		return wire.Errorf(wire.CodeForbidden, "no worker is registered on this connection (peer %q): register first", peerName(c))
+	if !g.currentLocked(p) {
+		return wire.Errorf(wire.CodeForbidden, "no worker is registered on this connection (peer %q): register first", p.Name)
 	}
+	wid := p.Worker
 	if in, ok := g.r.instances[iid]; ok && in.Worker == wid {
 		return nil
 	}
@@ -165,13 +181,4 @@ func (g *Gate) aim(iid, wid string) (done func()) {
 		}
 		g.r.mu.Unlock()
 	}
-}
-
-// peerName is c's authenticated peer name, for messages ("" = no
-// connection: an in-process call).
-func peerName(c *rmi.Conn) string {
-	if c == nil {
-		return ""
-	}
-	return c.PeerName()
 }
