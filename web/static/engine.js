@@ -270,6 +270,64 @@
     document.getElementById(id).addEventListener("click", function () { input({type: id}); canvas.focus(); });
   });
 
+  // ---- the page's dialogs ----
+  // alert, confirm, prompt and "leave this page?" are shown over the
+  // screen; the page waits for the answer. Every viewer sees the dialog;
+  // the first answer from one who may use the browser wins, and the
+  // others' dialogs close (dialogClosed).
+  var dialogEl = document.getElementById("dialog");
+  var dialogForm = document.getElementById("dialog-form");
+  var dialogOrigin = document.getElementById("dialog-origin");
+  var dialogText = document.getElementById("dialog-text");
+  var dialogInput = document.getElementById("dialog-input");
+  var dialogNote = document.getElementById("dialog-note");
+  var dialogOk = document.getElementById("dialog-ok");
+  var dialogCancel = document.getElementById("dialog-cancel");
+  var dialog = null; // the open one
+  function originOf(url) {
+    try { return new URL(url).host; } catch (e) { return ""; }
+  }
+  function openDialog(m) {
+    dialog = m;
+    var leave = m.kind === "beforeunload";
+    var from = originOf(m.url);
+    dialogOrigin.textContent = from ? from + " says" : "The page says";
+    dialogText.textContent = leave ? "Leave this page? Changes you made may not be saved." : (m.message || "");
+    dialogInput.hidden = m.kind !== "prompt";
+    dialogInput.value = m.default || "";
+    dialogCancel.hidden = m.kind === "alert";
+    dialogOk.textContent = leave ? "Leave" : "OK";
+    dialogCancel.textContent = leave ? "Stay" : "Cancel";
+    dialogRole();
+    dialogEl.hidden = false;
+    body.dataset.dialog = m.kind;
+    if (!readOnly) { (m.kind === "prompt" ? dialogInput : dialogOk).focus(); }
+  }
+  function dialogRole() {
+    dialogOk.disabled = dialogCancel.disabled = dialogInput.disabled = readOnly;
+    dialogNote.textContent = readOnly ? "You may only watch: someone who may use this browser answers." : "";
+  }
+  function closeDialog(id) {
+    if (!dialog || (id && dialog.id !== id)) { return; }
+    dialog = null;
+    dialogEl.hidden = true;
+    body.dataset.dialog = "";
+    canvas.focus();
+  }
+  function answer(accept) {
+    if (!dialog || readOnly) { return; }
+    var text = dialog.kind === "prompt" && accept ? dialogInput.value : "";
+    // Lost with a dropped socket, the dialog comes back on reconnect.
+    send({t: "answer", dialog: dialog.id, accept: accept, value: text});
+    closeDialog(dialog.id);
+  }
+  dialogForm.addEventListener("submit", function (e) { e.preventDefault(); answer(true); });
+  dialogCancel.addEventListener("click", function () { answer(false); });
+  dialogEl.addEventListener("keydown", function (e) {
+    if (e.key === "Escape") { e.preventDefault(); answer(false); }
+    e.stopPropagation(); // typed into the dialog, not the page
+  });
+
   // ---- connection ----
   function onMessage(ev) {
     if (typeof ev.data !== "string") { onFrame(ev.data); return; }
@@ -293,6 +351,7 @@
           setStatus("connecting");
         }
         if (m.page) { page(m.page); }
+        closeDialog(); // the worker sends the open one again
         body.dataset.worker = m.worker || "";
         if (readOnly) {
           queue = [];
@@ -311,6 +370,13 @@
         readOnly = !!m.readOnly;
         body.dataset.readOnly = String(readOnly);
         if (!holding && framed) { setStatus(liveStatus()); }
+        dialogRole();
+        break;
+      case "dialog": // the page asks its user
+        openDialog(m);
+        break;
+      case "dialogClosed": // answered (by anyone), timed out, or gone
+        closeDialog(m.id);
         break;
       case "hold": // a migration: keep the input for the browser's new copy
         holding = true;

@@ -26,6 +26,9 @@ const (
 	kindHold   msgKind = "hold"
 	kindHeld   msgKind = "held"
 	kindResume msgKind = "resume"
+	kindDialog msgKind = "dialog"
+	// kindDialogClosed: answered (by anyone), timed out, or gone.
+	kindDialogClosed msgKind = "dialogClosed"
 )
 
 // Client engine to worker.
@@ -34,6 +37,7 @@ const (
 	kindAck     msgKind = "ack"
 	kindInput   msgKind = "input"
 	kindRefresh msgKind = "refresh"
+	kindAnswer  msgKind = "answer"
 )
 
 // serverMsg is a message the worker sends to client engines (encode).
@@ -101,6 +105,21 @@ type heldMsg struct {
 // resumeMsg ends a hold that moved nothing.
 type resumeMsg struct{}
 
+// dialogMsg: the page opened a dialog and waits for its answer.
+type dialogMsg struct {
+	ID      uint64 `json:"id"`
+	Kind    string `json:"kind"` // alert, confirm, prompt, beforeunload
+	Message string `json:"message,omitempty"`
+	Default string `json:"default,omitempty"` // a prompt's default text
+	URL     string `json:"url,omitempty"`     // of the document that asks
+}
+
+// dialogClosedMsg: dialog ID is gone; Accepted says how it was answered.
+type dialogClosedMsg struct {
+	ID       uint64 `json:"id"`
+	Accepted bool   `json:"accepted,omitempty"`
+}
+
 func (helloMsg) serverKind() msgKind  { return kindHello }
 func (pageMsg) serverKind() msgKind   { return kindPage }
 func (pongMsg) serverKind() msgKind   { return kindPong }
@@ -111,6 +130,10 @@ func (errorMsg) serverKind() msgKind  { return kindError }
 func (holdMsg) serverKind() msgKind   { return kindHold }
 func (heldMsg) serverKind() msgKind   { return kindHeld }
 func (resumeMsg) serverKind() msgKind { return kindResume }
+func (dialogMsg) serverKind() msgKind { return kindDialog }
+func (dialogClosedMsg) serverKind() msgKind {
+	return kindDialogClosed
+}
 
 // pingMsg asks for a pongMsg; engines send it when the socket goes quiet.
 type pingMsg struct {
@@ -131,10 +154,19 @@ type inputMsg struct {
 // refreshMsg: the engine got no frame for a while.
 type refreshMsg struct{}
 
+// answerMsg answers the page's dialog Dialog: Accept is OK (or Leave),
+// Value a prompt's text.
+type answerMsg struct {
+	Dialog uint64 `json:"dialog"`
+	Accept bool   `json:"accept"`
+	Value  string `json:"value"`
+}
+
 func (pingMsg) clientKind() msgKind    { return kindPing }
 func (ackMsg) clientKind() msgKind     { return kindAck }
 func (inputMsg) clientKind() msgKind   { return kindInput }
 func (refreshMsg) clientKind() msgKind { return kindRefresh }
+func (answerMsg) clientKind() msgKind  { return kindAnswer }
 
 // clientEnvelope decodes any client message in one pass (input comes many
 // times a second); its kind says which message's fields it holds, and the
@@ -143,12 +175,19 @@ type clientEnvelope struct {
 	T    msgKind `json:"t"`
 	Seq  int64   `json:"seq"`
 	Data string  `json:"data"`
+	// An answer's (names no input event uses).
+	Dialog uint64 `json:"dialog"`
+	Accept bool   `json:"accept"`
+	Value  string `json:"value"`
 	browser.InputEvent
 }
 
 func (e *clientEnvelope) ping() pingMsg   { return pingMsg{Seq: e.Seq, Data: e.Data} }
 func (e *clientEnvelope) ack() ackMsg     { return ackMsg{Seq: e.Seq} }
 func (e *clientEnvelope) input() inputMsg { return inputMsg{e.InputEvent} }
+func (e *clientEnvelope) answer() answerMsg {
+	return answerMsg{Dialog: e.Dialog, Accept: e.Accept, Value: e.Value}
+}
 
 // encode is m as sent: {"t":kind, then m's fields}, as one object.
 func encode(m serverMsg) []byte {

@@ -23,8 +23,8 @@ import (
 // each; TestProtocolListsComplete keeps them complete.
 var (
 	serverMsgs = []serverMsg{helloMsg{}, pageMsg{}, pongMsg{}, roleMsg{}, closedMsg{}, movedMsg{},
-		errorMsg{}, holdMsg{}, heldMsg{}, resumeMsg{}}
-	clientMsgs = []clientMsg{pingMsg{}, ackMsg{}, inputMsg{}, refreshMsg{}}
+		errorMsg{}, holdMsg{}, heldMsg{}, resumeMsg{}, dialogMsg{}, dialogClosedMsg{}}
+	clientMsgs = []clientMsg{pingMsg{}, ackMsg{}, inputMsg{}, refreshMsg{}, answerMsg{}}
 )
 
 // The messages' bytes are those engines have always been sent: "t" first,
@@ -39,6 +39,9 @@ func TestEncodeWire(t *testing.T) {
 			`{"t":"hello","browser":"b1","instance":"w-1.i","app":"/chat","worker":"w-1","page":{"url":"https://x/","title":"X"},"readOnly":true}`},
 		{helloMsg{Browser: "b1", Page: &browser.Page{}}, `{"t":"hello","browser":"b1","page":{"url":"","title":""}}`},
 		{helloMsg{Browser: "b1", NoFrames: true}, `{"t":"hello","browser":"b1","noFrames":true}`},
+		{dialogMsg{ID: 3, Kind: "prompt", Message: "Name?", Default: "bob", URL: "https://x/"},
+			`{"t":"dialog","id":3,"kind":"prompt","message":"Name?","default":"bob","url":"https://x/"}`},
+		{dialogClosedMsg{ID: 3, Accepted: true}, `{"t":"dialogClosed","id":3,"accepted":true}`},
 		{pageMsg{URL: "about:blank", Title: "<b>"}, `{"t":"page","url":"about:blank","title":"\u003cb\u003e"}`},
 		{pageMsg{}, `{"t":"page"}`},
 		{pongMsg{Seq: 7, Data: "abc"}, `{"t":"pong","seq":7,"data":"abc"}`},
@@ -88,6 +91,8 @@ func TestDecodeClientMessages(t *testing.T) {
 			inputMsg{browser.InputEvent{Type: browser.InputResize, Width: 800, Height: 600}},
 			func(e *clientEnvelope) clientMsg { return e.input() }},
 		{`{"t":"refresh"}`, refreshMsg{}, func(*clientEnvelope) clientMsg { return refreshMsg{} }},
+		{`{"t":"answer","dialog":7,"accept":true,"value":"日本語"}`, answerMsg{Dialog: 7, Accept: true, Value: "日本語"},
+			func(e *clientEnvelope) clientMsg { return e.answer() }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.raw, func(t *testing.T) {

@@ -160,13 +160,16 @@ func (h *Hub) Watch(onEnd func(err error)) {
 			h.onPage(p)
 		}
 	})
+	stopDialogs := h.watchDialogs()
 	go func() {
 		select {
 		case <-h.b.Done():
 			stop()
+			stopDialogs()
 			onEnd(h.b.Err())
 		case <-h.cfg.Released: // back to its pool: the browser lives on
 			stop()
+			stopDialogs()
 		}
 	}()
 }
@@ -389,6 +392,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrad
 	if h.host.InputHeld() {
 		c.enqueue(holdJSON) // a migration is under way: keep the input for the new copy
 	}
+	h.sendOpenDialog(c)
 
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -646,6 +650,9 @@ var clientHandlers = map[msgKind]func(h *Hub, c *client, m *clientEnvelope, raw 
 	},
 	kindRefresh: func(h *Hub, c *client, _ *clientEnvelope, _ []byte) {
 		h.refreshFrame(c)
+	},
+	kindAnswer: func(h *Hub, c *client, m *clientEnvelope, _ []byte) {
+		h.answer(c, m.answer())
 	},
 }
 
