@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/cloudbrowser-go/cloudbrowser/internal/sharedstate"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/web/appapi"
@@ -98,9 +100,18 @@ func (vb *vbrowser) url() string {
 	return "/" + vb.inst.app.MountPoint + "/a/" + vb.inst.info.ID + "/b/" + vb.id
 }
 
+// appAPI answers the app API's calls from the pages of this worker's
+// browsers: it checks each call's token, reads and writes the instance's
+// shared state (writes stored by the master first), and makes, lists,
+// shares and closes browsers on the page's behalf.
+type appAPI struct {
+	w   *Worker
+	log zerolog.Logger
+}
+
 // onAPICall handles one request from a page of vb. It runs on the
 // browser's binding goroutine, so anything slow goes elsewhere.
-func (a *AppManager) onAPICall(vb *vbrowser, payload string) {
+func (a *appAPI) onAPICall(vb *vbrowser, payload string) {
 	var req apiRequest
 	if len(payload) > maxRequest {
 		// Tell the page why rather than leave its promise pending, if the
@@ -157,7 +168,7 @@ func requestHead(payload string) (apiRequest, bool) {
 	return req, true
 }
 
-func (a *AppManager) apiOp(vb *vbrowser, req apiRequest) (any, error) {
+func (a *appAPI) apiOp(vb *vbrowser, req apiRequest) (any, error) {
 	in := vb.inst
 	switch req.Op {
 	case "get":
@@ -186,7 +197,7 @@ func (a *AppManager) apiOp(vb *vbrowser, req apiRequest) (any, error) {
 	case "createBrowser":
 		ctx, cancel := context.WithTimeout(a.w.ctx, 30*time.Second)
 		defer cancel()
-		b, err := a.newBrowser(ctx, in, vb.owner, false)
+		b, err := a.w.browsers.newBrowser(ctx, in, vb.owner, false)
 		if err != nil {
 			return nil, fmt.Errorf("createBrowser: %w", err)
 		}
@@ -213,10 +224,10 @@ func (a *AppManager) apiOp(vb *vbrowser, req apiRequest) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.granted(a.w.ctx, in, target, args.Principal, role)
+		in.granted(target)
 		return true, nil
 	case "closeBrowser":
-		go a.closeBrowser(in, vb, "closed by the app")
+		go a.w.browsers.closeBrowser(in, vb, "closed by the app")
 		return true, nil
 	}
 	return nil, fmt.Errorf("unknown operation %q", req.Op)
@@ -225,7 +236,7 @@ func (a *AppManager) apiOp(vb *vbrowser, req apiRequest) (any, error) {
 func checkStateKey(key string) error { return sharedstate.CheckKey(key) }
 
 // setState stores a value: the master first (replicate), then here.
-func (a *AppManager) setState(in *instance, req apiRequest) (any, error) {
+func (a *appAPI) setState(in *instance, req apiRequest) (any, error) {
 	if err := checkStateKey(req.Key); err != nil {
 		return nil, err
 	}
@@ -252,7 +263,7 @@ func (a *AppManager) setState(in *instance, req apiRequest) (any, error) {
 // browsers all land; set is last-writer-wins, and get-then-set from two
 // pages loses one) and answers the new array, which is applied here. It
 // answers the array's new length.
-func (a *AppManager) appendState(in *instance, req apiRequest) (any, error) {
+func (a *appAPI) appendState(in *instance, req apiRequest) (any, error) {
 	if err := checkStateKey(req.Key); err != nil {
 		return nil, err
 	}

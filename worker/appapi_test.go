@@ -56,11 +56,11 @@ func newAPIFixture(t *testing.T) *apiFixture {
 	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: f.iid}); err != nil {
 		t.Fatal(err)
 	}
-	f.in, _ = w.apps.instance(f.iid)
-	if f.a, err = w.apps.browserFor(ctx, f.in, "alice"); err != nil {
+	f.in, _ = w.instances.get(f.iid)
+	if f.a, err = w.browsers.browserFor(ctx, f.in, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if f.b, err = w.apps.browserFor(ctx, f.in, "bob"); err != nil {
+	if f.b, err = w.browsers.browserFor(ctx, f.in, "bob"); err != nil {
 		t.Fatal(err)
 	}
 	f.waitFor(f.a, `window.report && window.report.api === "object"`)
@@ -262,11 +262,11 @@ func TestAppAPIAppendWithChromium(t *testing.T) {
 func TestAppAPIReinstalledForNextUser(t *testing.T) {
 	f := newAPIFixture(t)
 	a := f.a
-	// What AppManager.newBrowser does at lease time, for carol, on alice's
+	// What browserMaker.newBrowser does at lease time, for carol, on alice's
 	// Chromium page.
 	next := &vbrowser{id: "bnext", inst: f.in, owner: "carol", b: a.b, hub: a.hub, subs: map[string]bool{},
 		perms: map[string]httpserve.Role{}, apiToken: "next-token-next-token-next"}
-	if err := a.b.Install(f.ctx, f.w.apiScript(next), map[string]func(string){apiBinding: func(p string) { f.w.apps.onAPICall(next, p) }}); err != nil {
+	if err := a.b.Install(f.ctx, f.w.apiScript(next), map[string]func(string){apiBinding: func(p string) { f.w.api.onAPICall(next, p) }}); err != nil {
 		t.Fatal(err)
 	}
 	var who []string

@@ -74,7 +74,7 @@ func (w *Worker) startEgress() error {
 func (w *Worker) browserOptions(app string) (browser.Options, error) {
 	var opts browser.Options
 	if app != "" {
-		a, _ := w.apps.app(app)
+		a, _ := w.catalog.app(app)
 		opts = browser.Options{Width: a.ViewportWidth, Height: a.ViewportHeight, Allow: w.navigationPolicy(a)}
 	}
 	if w.egress == nil {
@@ -105,7 +105,7 @@ func (w *Worker) tenant(app string) *egress.Tenant {
 	t := &egress.Tenant{App: app, Internal: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w.serveBundle(rw, r, app)
 	})}
-	if a, ok := w.apps.app(app); ok {
+	if a, ok := w.catalog.app(app); ok {
 		if m := manifestOf(a); m != nil {
 			// Validated at deploy; a rule that fails now is skipped.
 			for _, s := range m.Egress.Allow {
@@ -135,7 +135,7 @@ func (w *Worker) entryURL(in *instance) string {
 func (w *Worker) serveBundle(rw http.ResponseWriter, r *http.Request, app string) {
 	if rest, ok := strings.CutPrefix(r.URL.Path, instancePath); ok {
 		iid, file, _ := strings.Cut(rest, "/")
-		in, ok := w.apps.instance(iid)
+		in, ok := w.instances.get(iid)
 		if !ok || in.app.MountPoint != app {
 			http.NotFound(rw, r)
 			return
@@ -143,7 +143,7 @@ func (w *Worker) serveBundle(rw http.ResponseWriter, r *http.Request, app string
 		w.serveFile(rw, r, in.app, file)
 		return
 	}
-	a, ok := w.apps.app(app)
+	a, ok := w.catalog.app(app)
 	if !ok {
 		http.NotFound(rw, r)
 		return

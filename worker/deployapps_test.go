@@ -15,30 +15,30 @@ func TestRegistrationKeepsConcurrentPushes(t *testing.T) {
 	w, _ := newTestWorker(t) // has /hello
 	ctx := context.Background()
 	files := map[string][]byte{"index.html": []byte("x")}
-	epoch := w.apps.startRegistration()
+	epoch := w.catalog.startRegistration()
 	if err := w.apps.AddApplication(ctx, wire.App{MountPoint: "dep", Entry: "index.html", Version: 2, Files: files}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.apps.RemoveApplication(ctx, "hello"); err != nil {
 		t.Fatal(err)
 	}
-	w.apps.setApps(ctx, nil, epoch, []wire.App{
+	w.catalog.setApps(ctx, nil, epoch, []wire.App{
 		{MountPoint: "dep", Entry: "index.html", Version: 1, Files: files},
 		{MountPoint: "hello", Entry: "index.html", Version: 1, Files: files},
 		{MountPoint: "other", Entry: "index.html", Version: 1, Files: files},
 	})
-	if a, ok := w.apps.app("dep"); !ok || a.Version != 2 {
+	if a, ok := w.catalog.app("dep"); !ok || a.Version != 2 {
 		t.Fatalf("/dep after registration: %v version %d, want the pushed version 2", ok, a.Version)
 	}
-	if _, ok := w.apps.app("hello"); ok {
+	if _, ok := w.catalog.app("hello"); ok {
 		t.Fatal("/hello, removed during the registration, came back")
 	}
-	if _, ok := w.apps.app("other"); !ok {
+	if _, ok := w.catalog.app("other"); !ok {
 		t.Fatal("/other of the registration list missing")
 	}
 	// The next registration's list is authoritative again.
-	w.apps.setApps(ctx, nil, w.apps.startRegistration(), []wire.App{{MountPoint: "other", Entry: "index.html", Version: 1, Files: files}})
-	if _, ok := w.apps.app("dep"); ok {
+	w.catalog.setApps(ctx, nil, w.catalog.startRegistration(), []wire.App{{MountPoint: "other", Entry: "index.html", Version: 1, Files: files}})
+	if _, ok := w.catalog.app("dep"); ok {
 		t.Fatal("/dep survived a later registration that no longer lists it")
 	}
 }
@@ -60,7 +60,7 @@ func TestWorkerAppLimits(t *testing.T) {
 	}
 	for _, tc := range tests {
 		err := w.apps.AddApplication(ctx, tc.app)
-		_, installed := w.apps.app(tc.app.MountPoint)
+		_, installed := w.catalog.app(tc.app.MountPoint)
 		if tc.want == "" {
 			if err != nil || !installed {
 				t.Errorf("%s: %v (installed %v)", tc.name, err, installed)

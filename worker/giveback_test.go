@@ -108,7 +108,7 @@ func (f *hubFixture) get(t *testing.T, path string) (*http.Response, string) {
 func TestIdleRelease(t *testing.T) {
 	fa := &fakeAfter{}
 	f := newHubFixture(t, httpserve.RoleReader, func(w *Worker) { w.clock = fa })
-	in, _ := f.w.apps.instance(f.iid)
+	in, _ := f.w.instances.get(f.iid)
 	in.idle = time.Minute // what the manifest says (read at instance creation)
 	old := strings.TrimPrefix(f.loc, "/app/a/"+f.iid+"/b/")
 	vb, ok := in.browser(old)
@@ -117,7 +117,7 @@ func TestIdleRelease(t *testing.T) {
 	}
 	// The fixture created the browser with the default idle; start over
 	// with the instance's value.
-	vb.hub.StartIdle(in.idle, fa, releasedReason(in.idle), reloadURL(in.app, f.iid), func() { f.w.apps.browserIdle(in, vb) })
+	vb.hub.StartIdle(in.idle, fa, releasedReason(in.idle), reloadURL(in.app, f.iid), func() { f.w.browsers.browserIdle(in, vb) })
 
 	// A connected client keeps the browser: its countdown is stopped, and
 	// a countdown that fires anyway (stale) changes nothing.
@@ -194,7 +194,7 @@ func browserPath(p string) bool { return strings.Contains(p, "/b/") }
 func TestIdleReleaseRaceWithConnect(t *testing.T) {
 	fa := &fakeAfter{}
 	f := newHubFixture(t, httpserve.RoleReader, func(w *Worker) { w.clock = fa })
-	in, _ := f.w.apps.instance(f.iid)
+	in, _ := f.w.instances.get(f.iid)
 	served, told := 0, 0
 	for i := range 30 {
 		resp, _ := f.get(t, "/app/a/"+f.iid)
@@ -273,17 +273,17 @@ func TestStrategyBrowserLimits(t *testing.T) {
 			if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice"}); err != nil {
 				t.Fatal(err)
 			}
-			in, _ := w.apps.instance(iid)
-			first, err := w.apps.browserFor(ctx, in, "alice")
+			in, _ := w.instances.get(iid)
+			first, err := w.browsers.browserFor(ctx, in, "alice")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if again, err := w.apps.browserFor(ctx, in, "alice"); err != nil || again != first {
+			if again, err := w.browsers.browserFor(ctx, in, "alice"); err != nil || again != first {
 				t.Fatalf("the user's browser again: %v %v", again, err)
 			}
 			made := 0
 			for range 5 {
-				if _, err := w.apps.newBrowser(ctx, in, "alice", false); err != nil {
+				if _, err := w.browsers.newBrowser(ctx, in, "alice", false); err != nil {
 					if !errors.Is(err, httpserve.ErrBrowserLimit) {
 						t.Fatalf("refusal is not the browser limit: %v", err)
 					}
@@ -298,7 +298,7 @@ func TestStrategyBrowserLimits(t *testing.T) {
 				t.Fatalf("%d further browsers made, want %d", made, tc.extra)
 			}
 			// Another user still gets one.
-			if _, err := w.apps.browserFor(ctx, in, "bob"); err != nil {
+			if _, err := w.browsers.browserFor(ctx, in, "bob"); err != nil {
 				t.Fatalf("bob: %v", err)
 			}
 		})

@@ -9,12 +9,13 @@ import (
 // needs of the browser and does not own.
 
 // newHub makes vb's hub; vb's browser is leased.
-func (a *AppManager) newHub(in *instance, vb *vbrowser) *engine.Hub {
+func (bm *browserMaker) newHub(in *instance, vb *vbrowser) *engine.Hub {
+	w := bm.w
 	return engine.NewHub(engine.Config{
-		Browser: vb.b, ID: vb.id, Instance: in.info.ID, App: in.app.MountPoint, Worker: a.w.id,
-		Released: vb.released, Host: browserHost{vb}, Grade: a.w.grade, Admit: a.w.quota.admitSocket,
-		OnPage:   func(p browser.Page) { a.w.snaps.pageChanged(vb, p) },
-		Counters: &a.w.counters, Log: a.w.log, NoFrames: a.w.runtime.Name() == "none",
+		Browser: vb.b, ID: vb.id, Instance: in.info.ID, App: in.app.MountPoint, Worker: w.id,
+		Released: vb.released, Host: browserHost{vb}, Grade: w.grade, Admit: w.quota.admitSocket,
+		OnPage:   func(p browser.Page) { w.snaps.pageChanged(vb, p) },
+		Counters: &w.counters, Log: w.log, NoFrames: w.runtime.Name() == "none",
 	})
 }
 

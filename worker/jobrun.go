@@ -42,13 +42,13 @@ func (l jobLeaser) Lease(ctx context.Context, app string) (jobs.Lease, error) {
 	w := l.w
 	var policy func(string) bool
 	if app != "" {
-		a, ok := w.apps.app(app)
+		a, ok := w.catalog.app(app)
 		if !ok {
 			return nil, fmt.Errorf("app %q is not deployed on this worker: %w", app, jobs.ErrPermanent)
 		}
 		policy = w.navigationPolicy(a)
 	}
-	pc := w.apps.poolConfig(app)
+	pc := w.catalog.poolConfig(app)
 	if app == "" {
 		pc = nil
 	}

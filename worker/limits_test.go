@@ -33,22 +33,22 @@ func TestManifestLimitsAndNavigation(t *testing.T) {
 	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	in, _ := w.apps.instance(iid)
+	in, _ := w.instances.get(iid)
 	var alices []*vbrowser
 	for i := 0; i < 2; i++ {
-		vb, err := w.apps.newBrowser(ctx, in, "alice", false)
+		vb, err := w.browsers.newBrowser(ctx, in, "alice", false)
 		if err != nil {
 			t.Fatalf("browser %d: %v", i, err)
 		}
 		alices = append(alices, vb)
 	}
-	if _, err := w.apps.newBrowser(ctx, in, "alice", false); !errors.Is(err, httpserve.ErrBrowserLimit) {
+	if _, err := w.browsers.newBrowser(ctx, in, "alice", false); !errors.Is(err, httpserve.ErrBrowserLimit) {
 		t.Fatalf("third browser of alice: %v, want the per-user limit", err)
 	}
-	if _, err := w.apps.newBrowser(ctx, in, "bob", false); err != nil {
+	if _, err := w.browsers.newBrowser(ctx, in, "bob", false); err != nil {
 		t.Fatalf("bob's browser: %v", err)
 	}
-	if _, err := w.apps.newBrowser(ctx, in, "carol", false); !errors.Is(err, httpserve.ErrBrowserLimit) {
+	if _, err := w.browsers.newBrowser(ctx, in, "carol", false); !errors.Is(err, httpserve.ErrBrowserLimit) {
 		t.Fatalf("fourth browser of the instance: %v, want the per-instance limit", err)
 	}
 	// The navigation policy travels with the browser.

@@ -62,7 +62,7 @@ func TestConcurrentFirstRequestsOneBrowser(t *testing.T) {
 	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "dave"}); err != nil {
 		t.Fatal(err)
 	}
-	in, _ := w.apps.instance(iid)
+	in, _ := w.instances.get(iid)
 	const n = 20
 	ids, errs := make([]string, n), make([]error, n)
 	var wg sync.WaitGroup

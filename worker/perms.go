@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
@@ -103,7 +102,7 @@ func (in *instance) grantBrowser(b *vbrowser, by, principal string, role httpser
 // (or are disconnected when it is gone). The master learned instance grants
 // when it stored them (saveGrant), which lists the instance on the named
 // user's landing page. b is nil for a grant on the whole instance.
-func (a *AppManager) granted(ctx context.Context, in *instance, b *vbrowser, principal string, role httpserve.Role) {
+func (in *instance) granted(b *vbrowser) {
 	targets := []*vbrowser{b}
 	if b == nil {
 		targets = in.browserList()

@@ -75,20 +75,20 @@ func TestBrowserQuota(t *testing.T) {
 				if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice"}); err != nil {
 					t.Fatal(err)
 				}
-				in, _ := w.apps.instance(iid)
+				in, _ := w.instances.get(iid)
 				insts = append(insts, in)
 			}
 			var made []*vbrowser
 			for i, s := range tc.steps {
 				switch s.op {
 				case "close":
-					w.apps.closeBrowser(made[s.n].inst, made[s.n], "test")
+					w.browsers.closeBrowser(made[s.n].inst, made[s.n], "test")
 					continue
 				case "close-instance":
-					w.apps.closeInstance(ctx, insts[s.inst].info.ID, "test")
+					w.instances.close(ctx, insts[s.inst].info.ID, "test")
 					continue
 				}
-				vb, err := w.apps.newBrowserFrom(ctx, insts[s.inst], s.user, s.ip, false)
+				vb, err := w.browsers.newBrowserFrom(ctx, insts[s.inst], s.user, s.ip, false)
 				var qe *httpserve.QuotaError
 				switch {
 				case s.refused == "" && err != nil:
@@ -108,7 +108,7 @@ func TestOpenBrowserQuotaCode(t *testing.T) {
 	w, _ := newTestWorker(t)
 	setQuotas(w, wire.Quotas{BrowsersPerIP: 1})
 	ctx := context.Background()
-	app, _ := w.apps.app("hello")
+	app, _ := w.catalog.app("hello")
 	for _, iid := range []string{"w-test.openopenopen1", "w-test.openopenopen2"} {
 		if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid}); err != nil {
 			t.Fatal(err)
@@ -175,7 +175,7 @@ func (f *hubFixture) dialRaw(t *testing.T) *websocket.Conn {
 }
 
 func (f *hubFixture) browser(t *testing.T) *vbrowser {
-	in, _ := f.w.apps.instance(f.iid)
+	in, _ := f.w.instances.get(f.iid)
 	bs := in.browserList()
 	if len(bs) != 1 {
 		t.Fatalf("%d browsers", len(bs))

@@ -60,7 +60,7 @@ func benchStateCluster(b *testing.B) (w *Worker, local, replicated *instance) {
 			b.Fatal(err)
 		}
 		var ok bool
-		if ins[i], ok = w.apps.instance(p.InstanceID); !ok {
+		if ins[i], ok = w.instances.get(p.InstanceID); !ok {
 			b.Fatal("instance not on the worker")
 		}
 	}
@@ -70,7 +70,7 @@ func benchStateCluster(b *testing.B) (w *Worker, local, replicated *instance) {
 var benchEntry = json.RawMessage(`{"from":"anon-1234","text":"a chat message of about sixty bytes..."}`)
 
 func benchAppend(b *testing.B, w *Worker, in *instance) {
-	if _, err := w.apps.appendState(in, apiRequest{Op: "append", Key: "messages", Value: benchEntry, Max: maxOf(200)}); err != nil {
+	if _, err := w.api.appendState(in, apiRequest{Op: "append", Key: "messages", Value: benchEntry, Max: maxOf(200)}); err != nil {
 		b.Error(err) // may run on another goroutine
 	}
 }

@@ -97,12 +97,12 @@ func stateFixture(t *testing.T, r stateReplica) (*Worker, *instance, *vbrowser) 
 	t.Helper()
 	w, _ := newTestWorker(t)
 	w.replica = r
-	app, _ := w.apps.app("hello")
+	app, _ := w.catalog.app("hello")
 	iid := "w-test.statestatest"
 	if err := w.apps.CreateInstance(context.Background(), wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice", Epoch: 7}); err != nil {
 		t.Fatal(err)
 	}
-	in, _ := w.apps.instance(iid)
+	in, _ := w.instances.get(iid)
 	return w, in, &vbrowser{inst: in, owner: "alice", subs: map[string]bool{}}
 }
 
@@ -129,7 +129,7 @@ func TestStateWriteWaitsForTheMaster(t *testing.T) {
 			}
 			done := make(chan result, 1)
 			go func() {
-				v, err := w.apps.apiOp(vb, tc.req)
+				v, err := w.api.apiOp(vb, tc.req)
 				done <- result{v, err}
 			}()
 			sent := <-g.arrived // the write is at the "master" now
@@ -141,7 +141,7 @@ func TestStateWriteWaitsForTheMaster(t *testing.T) {
 				t.Fatalf("answered before the master acknowledged: %v %v", r.v, r.err)
 			default:
 			}
-			got, _ := w.apps.apiOp(vb, apiRequest{Op: "get", Key: "k"})
+			got, _ := w.api.apiOp(vb, apiRequest{Op: "get", Key: "k"})
 			if rd := got.(stateRead); rd.Value != nil || rd.Seq != 0 {
 				t.Fatalf("visible before the acknowledgement: %s (seq %d)", rd.Value, rd.Seq)
 			}
@@ -150,7 +150,7 @@ func TestStateWriteWaitsForTheMaster(t *testing.T) {
 			if r.err != nil || r.v != tc.want {
 				t.Fatalf("answer %v %v, want %v", r.v, r.err, tc.want)
 			}
-			got, _ = w.apps.apiOp(vb, apiRequest{Op: "get", Key: "k"})
+			got, _ = w.api.apiOp(vb, apiRequest{Op: "get", Key: "k"})
 			if rd := got.(stateRead); string(rd.Value) != tc.seen || rd.Seq != 1 {
 				t.Fatalf("after the acknowledgement: %s (seq %d)", rd.Value, rd.Seq)
 			}
@@ -177,12 +177,12 @@ func TestStateWriteRefusedByTheMaster(t *testing.T) {
 				g := &gatedReplica{next: newLocalReplica(), arrived: make(chan wire.StateWrite, 1), release: make(chan struct{}), refuse: tc.refuse}
 				close(g.release)
 				w, _, vb := stateFixture(t, g)
-				_, err := w.apps.apiOp(vb, op)
+				_, err := w.api.apiOp(vb, op)
 				<-g.arrived
 				if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, httpserve.ErrNotSaved) {
 					t.Fatalf("error %v, want %q", err, tc.want)
 				}
-				got, _ := w.apps.apiOp(vb, apiRequest{Op: "get", Key: "k"})
+				got, _ := w.api.apiOp(vb, apiRequest{Op: "get", Key: "k"})
 				if rd := got.(stateRead); rd.Value != nil {
 					t.Fatalf("refused write applied: %s", rd.Value)
 				}
@@ -227,11 +227,11 @@ func TestCreateInstanceRestoresState(t *testing.T) {
 		}
 	}
 	w, _, vb := stateFixture(t, r)
-	got, _ := w.apps.apiOp(vb, apiRequest{Op: "get", Key: "log"})
+	got, _ := w.api.apiOp(vb, apiRequest{Op: "get", Key: "log"})
 	if rd := got.(stateRead); string(rd.Value) != `["a","b"]` || rd.Seq != 2 {
 		t.Fatalf("restored %s (seq %d)", rd.Value, rd.Seq)
 	}
-	n, err := w.apps.apiOp(vb, apiRequest{Op: "append", Key: "log", Value: json.RawMessage(`"c"`)})
+	n, err := w.api.apiOp(vb, apiRequest{Op: "append", Key: "log", Value: json.RawMessage(`"c"`)})
 	if err != nil || n != 3 {
 		t.Fatalf("append after restore: %v %v", n, err)
 	}

@@ -60,7 +60,7 @@ func TestBrowserRests(t *testing.T) {
 	fa.fireOf(restIn, false)
 	check("left", true, 1, 2, 1)
 
-	in, _ := f.w.apps.instance(f.iid)
+	in, _ := f.w.instances.get(f.iid)
 	vb, ok := in.browser(strings.TrimPrefix(f.loc, "/app/a/"+f.iid+"/b/"))
 	if !ok {
 		t.Fatal("no browser")

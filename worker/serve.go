@@ -22,14 +22,14 @@ func (w *Worker) newFront() *httpserve.Server {
 // frontHost is the worker as httpserve.Host.
 type frontHost struct{ w *Worker }
 
-func (h frontHost) App(name string) (wire.App, bool) { return h.w.apps.app(name) }
+func (h frontHost) App(name string) (wire.App, bool) { return h.w.catalog.app(name) }
 
 func (h frontHost) Instance(id string) (httpserve.Instance, bool) {
-	in, ok := h.w.apps.instance(id)
+	in, ok := h.w.instances.get(id)
 	if !ok {
 		return nil, false
 	}
-	return hostedInstance{h.w.apps, in}, true
+	return hostedInstance{h.w, in}, true
 }
 
 // Master is nil until Start connects to the master.
@@ -50,7 +50,7 @@ func (h frontHost) EndSession(ctx context.Context, rev wire.SessionRevocation) e
 
 // hostedInstance is an instance as httpserve.Instance.
 type hostedInstance struct {
-	a  *AppManager
+	w  *Worker
 	in *instance
 }
 
@@ -66,7 +66,7 @@ func (h hostedInstance) Browser(id string) (httpserve.Browser, bool) {
 	if !ok {
 		return nil, false
 	}
-	return hostedBrowser{h.a, b}, true
+	return hostedBrowser{h.w, b}, true
 }
 
 func (h hostedInstance) WasReleased(id string) bool { return h.in.wasReleased(id) }
@@ -79,7 +79,7 @@ func (h hostedInstance) Browsers() []httpserve.Browser {
 	bs := h.in.browserList()
 	out := make([]httpserve.Browser, len(bs))
 	for i, b := range bs {
-		out[i] = hostedBrowser{h.a, b}
+		out[i] = hostedBrowser{h.w, b}
 	}
 	return out
 }
@@ -100,22 +100,22 @@ func (h hostedInstance) Page(user string) httpserve.InstancePage {
 }
 
 func (h hostedInstance) NewBrowser(ctx context.Context, user, ip string) (httpserve.Browser, error) {
-	return h.browser(h.a.newBrowserFrom(ctx, h.in, user, ip, false))
+	return h.browser(h.w.browsers.newBrowserFrom(ctx, h.in, user, ip, false))
 }
 
 func (h hostedInstance) BrowserFor(ctx context.Context, user, ip string) (httpserve.Browser, error) {
-	return h.browser(h.a.browserForFrom(ctx, h.in, user, ip))
+	return h.browser(h.w.browsers.browserForFrom(ctx, h.in, user, ip))
 }
 
 func (h hostedInstance) browser(b *vbrowser, err error) (httpserve.Browser, error) {
 	if err != nil {
 		return nil, err
 	}
-	return hostedBrowser{h.a, b}, nil
+	return hostedBrowser{h.w, b}, nil
 }
 
 func (h hostedInstance) Close(ctx context.Context, reason string) {
-	h.a.closeInstance(ctx, h.in.info.ID, reason)
+	h.w.instances.close(ctx, h.in.info.ID, reason)
 }
 
 func (h hostedInstance) Rename(name string) error { return h.in.saveName(name) }
@@ -124,13 +124,13 @@ func (h hostedInstance) Grant(ctx context.Context, by, principal string, role ht
 	if err := h.in.grantInstance(by, principal, role); err != nil {
 		return err
 	}
-	h.a.granted(ctx, h.in, nil, principal, role)
+	h.in.granted(nil)
 	return nil
 }
 
 // hostedBrowser is a virtual browser as httpserve.Browser.
 type hostedBrowser struct {
-	a  *AppManager
+	w  *Worker
 	vb *vbrowser
 }
 
@@ -162,13 +162,13 @@ func (h hostedBrowser) Rename(name string) {
 	h.vb.subMu.Unlock()
 }
 
-func (h hostedBrowser) Close(reason string) { h.a.closeBrowser(h.vb.inst, h.vb, reason) }
+func (h hostedBrowser) Close(reason string) { h.w.browsers.closeBrowser(h.vb.inst, h.vb, reason) }
 
 func (h hostedBrowser) Grant(ctx context.Context, by, principal string, role httpserve.Role) error {
 	in := h.vb.inst
 	if err := in.grantBrowser(h.vb, by, principal, role); err != nil {
 		return err
 	}
-	h.a.granted(ctx, in, h.vb, principal, role)
+	in.granted(h.vb)
 	return nil
 }

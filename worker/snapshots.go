@@ -156,13 +156,7 @@ func (sn snapshotter) snapshotLoop(interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		sn.w.apps.mu.RLock()
-		insts := make([]*instance, 0, len(sn.w.apps.instances))
-		for _, in := range sn.w.apps.instances {
-			insts = append(insts, in)
-		}
-		sn.w.apps.mu.RUnlock()
-		for _, in := range insts {
+		for _, in := range sn.w.instances.all() {
 			for _, vb := range in.browserList() {
 				if vb.snap.dirty.Load() {
 					sn.kickSnapshot(vb)
@@ -472,7 +466,7 @@ func (sn snapshotter) loadSnapshots(ctx context.Context, iid string) ([]wire.Bro
 // snapshots, a few at a time. Requests for one of them wait until it is
 // back (instance.awaitRestore). One that fails is logged and left out:
 // its users get a new browser through the strategy.
-func (a *AppManager) restoreBrowsers(in *instance, snaps []wire.BrowserSnapshot) {
+func (bm *browserMaker) restoreBrowsers(in *instance, snaps []wire.BrowserSnapshot) {
 	sem := make(chan struct{}, restoreParallel)
 	var wg sync.WaitGroup
 	for _, s := range snaps {
@@ -482,15 +476,15 @@ func (a *AppManager) restoreBrowsers(in *instance, snaps []wire.BrowserSnapshot)
 			defer wg.Done()
 			defer func() { <-sem }()
 			defer in.restored(s.ID)
-			ctx, cancel := context.WithTimeout(a.w.ctx, restoreTimeout)
+			ctx, cancel := context.WithTimeout(bm.w.ctx, restoreTimeout)
 			defer cancel()
 			t0 := time.Now()
-			vb, err := a.restoreBrowser(ctx, in, s)
+			vb, err := bm.restoreBrowser(ctx, in, s)
 			if err != nil {
-				a.log.Warn().Str("instance", in.info.ID).Str("browser", s.ID).Str("user", s.Owner).Err(err).Msg("browser not restored")
+				bm.log.Warn().Str("instance", in.info.ID).Str("browser", s.ID).Str("user", s.Owner).Err(err).Msg("browser not restored")
 				return
 			}
-			a.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", vb.owner).Str("url", s.URL).
+			bm.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", vb.owner).Str("url", s.URL).
 				Dur("took", time.Since(t0)).Msg("browser restored from its snapshot")
 		}()
 	}
@@ -498,7 +492,7 @@ func (a *AppManager) restoreBrowsers(in *instance, snaps []wire.BrowserSnapshot)
 }
 
 // restoreBrowser recreates one browser from its snapshot.
-func (a *AppManager) restoreBrowser(ctx context.Context, in *instance, s wire.BrowserSnapshot) (*vbrowser, error) {
+func (bm *browserMaker) restoreBrowser(ctx context.Context, in *instance, s wire.BrowserSnapshot) (*vbrowser, error) {
 	if !ids.ValidBrowser(s.ID) {
 		return nil, fmt.Errorf("snapshot with an invalid browser id %q", s.ID)
 	}
@@ -513,7 +507,7 @@ func (a *AppManager) restoreBrowser(ctx context.Context, in *instance, s wire.Br
 			vb.perms[p] = role
 		}
 	}
-	got, err := a.startBrowser(ctx, in, vb, "", s.Theirs, &s)
+	got, err := bm.startBrowser(ctx, in, vb, "", s.Theirs, &s)
 	if err == nil && got != vb {
 		return nil, errors.New("a browser with this id already exists")
 	}
@@ -572,7 +566,7 @@ func (in *instance) awaitUserRestore(ctx context.Context, user string) {
 // everything its page took, and what the users type from then on reaches
 // the copy the instance moves to instead of this one.
 func (a *AppManager) SnapshotInstance(ctx context.Context, iid string) error {
-	in, ok := a.instance(iid)
+	in, ok := a.w.instances.get(iid)
 	if !ok {
 		return wire.Err(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
 	}
@@ -593,7 +587,7 @@ func (a *AppManager) SnapshotInstance(ctx context.Context, iid string) error {
 // the master could not move it (the restore failed), so its users type
 // here again instead of waiting out inputHoldMax.
 func (a *AppManager) ResumeInstance(ctx context.Context, iid string) error {
-	in, ok := a.instance(iid)
+	in, ok := a.w.instances.get(iid)
 	if !ok {
 		return wire.Err(wire.CodeUnknownInstance, "no instance "+iid+" on worker "+a.w.id)
 	}

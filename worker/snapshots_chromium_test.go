@@ -52,8 +52,8 @@ func TestSnapshotRestoreWithChromium(t *testing.T) {
 	if err := one.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice", Epoch: 1}); err != nil {
 		t.Fatal(err)
 	}
-	in1, _ := one.apps.instance(iid)
-	vb, err := one.apps.browserFor(ctx, in1, "alice")
+	in1, _ := one.instances.get(iid)
+	vb, err := one.browsers.browserFor(ctx, in1, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestSnapshotRestoreWithChromium(t *testing.T) {
 	if err := two.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice", Epoch: 2, Restore: true}); err != nil {
 		t.Fatal(err)
 	}
-	in2, _ := two.apps.instance(iid)
+	in2, _ := two.instances.get(iid)
 	in2.awaitRestore(ctx, vb.id)
 	rb, ok := in2.browser(vb.id)
 	if !ok {
@@ -132,8 +132,8 @@ func TestFormStateMigratesWithChromium(t *testing.T) {
 	if err := one.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice", Epoch: 1}); err != nil {
 		t.Fatal(err)
 	}
-	in1, _ := one.apps.instance(iid)
-	vb, err := one.apps.browserFor(ctx, in1, "alice")
+	in1, _ := one.instances.get(iid)
+	vb, err := one.browsers.browserFor(ctx, in1, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestFormStateMigratesWithChromium(t *testing.T) {
 	if err := two.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice", Epoch: 2, Restore: true}); err != nil {
 		t.Fatal(err)
 	}
-	in2, _ := two.apps.instance(iid)
+	in2, _ := two.instances.get(iid)
 	in2.awaitRestore(ctx, vb.id)
 	rb, ok := in2.browser(vb.id)
 	if !ok {

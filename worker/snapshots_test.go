@@ -194,7 +194,7 @@ func TestRestoreRecreatesBrowsers(t *testing.T) {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 	}
-	in, ok := w.apps.instance(iid)
+	in, ok := w.instances.get(iid)
 	if !ok {
 		t.Fatal("restored instance missing")
 	}
@@ -232,7 +232,7 @@ func TestRestoreRecreatesBrowsers(t *testing.T) {
 		t.Fatalf("b1's cookies: %+v", cs)
 	}
 	// The strategy finds alice's restored browser rather than making one.
-	if b, err := w.apps.browserFor(ctx, in, "alice"); err != nil || b.id != "b1" {
+	if b, err := w.browsers.browserFor(ctx, in, "alice"); err != nil || b.id != "b1" {
 		t.Fatalf("alice's browser: %v %v", b, err)
 	}
 	// A retried call changes nothing.
@@ -255,8 +255,8 @@ func TestSnapshotsSavedAndRemoved(t *testing.T) {
 	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice", Epoch: 4}); err != nil {
 		t.Fatal(err)
 	}
-	in, _ := w.apps.instance(iid)
-	vb, err := w.apps.browserFor(ctx, in, "alice")
+	in, _ := w.instances.get(iid)
+	vb, err := w.browsers.browserFor(ctx, in, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestSnapshotsSavedAndRemoved(t *testing.T) {
 		s.Local["theme"] != "dark" || len(s.Cookies) != 1 || s.Cookies[0].Value != "1" || s.Taken.IsZero() {
 		t.Fatalf("snapshot: %+v", s)
 	}
-	w.apps.closeBrowser(in, vb, "test")
+	w.browsers.closeBrowser(in, vb, "test")
 	testutil.Eventually(t, 10*time.Second, testutil.Cond("the snapshot removed", func() bool { _, ok := snaps.get(iid, vb.id); return !ok }))
 }
 
@@ -288,8 +288,8 @@ func TestSnapshotInterval(t *testing.T) {
 	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	in, _ := w.apps.instance(iid)
-	vb, err := w.apps.browserFor(ctx, in, "alice")
+	in, _ := w.instances.get(iid)
+	vb, err := w.browsers.browserFor(ctx, in, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}

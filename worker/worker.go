@@ -140,7 +140,14 @@ type Worker struct {
 	// by Start; nil: no snapshots); unit tests may put another in.
 	snapshots snapshotStore
 	snaps     snapshotter
+	// apps takes the master's orders; the work is done by catalog (the
+	// apps installed), instances (those hosted here), browsers (making and
+	// ending their browsers) and api (their pages' app API).
 	apps      *AppManager
+	catalog   *appCatalog
+	instances *instanceTable
+	browsers  *browserMaker
+	api       *appAPI
 	srv       *http.Server
 	ln        net.Listener
 
@@ -233,7 +240,12 @@ func New(cfg Config) (*Worker, error) {
 	w := &Worker{cfg: cfg, id: cfg.ID, incarnation: ids.Random(12), runtime: cfg.Runtime, clock: clock.Real, grade: gov}
 	w.log = cfg.Logger.With().Str("worker", w.id).Logger()
 	w.ctx, w.cancel = context.WithCancel(context.Background())
-	w.apps = newAppManager(w)
+	appsLog := w.log.With().Str("component", "apps").Logger()
+	w.apps = &AppManager{w: w, log: appsLog}
+	w.catalog = newAppCatalog(w, appsLog)
+	w.instances = newInstanceTable(w, appsLog)
+	w.browsers = &browserMaker{w: w, log: appsLog}
+	w.api = &appAPI{w: w, log: appsLog}
 	w.snaps = snapshotter{w}
 	w.period.Store(int64(time.Second))
 	def := DefaultConfig()
@@ -380,10 +392,10 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 	if m := w.gossip(); m != nil {
 		winfo.Gossip = m.Name()
 	}
-	epoch := w.apps.startRegistration()
+	epoch := w.catalog.startRegistration()
 	// Only the contract's methods are exported: the master gets no other
 	// handle on the Application Manager.
-	rep, err := contract.WorkerManagerClient{C: c}.Register(ctx, winfo, w.apps.list(), rmi.Export(workerApps{w.apps}))
+	rep, err := contract.WorkerManagerClient{C: c}.Register(ctx, winfo, w.instances.list(), rmi.Export(workerApps{w.apps}))
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
@@ -403,9 +415,9 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 		w.front.SetMetricsToken(rep.MetricsToken)
 	}
 	if len(rep.Fenced) > 0 {
-		w.apps.fence(ctx, rep.Fenced)
+		w.instances.fence(ctx, rep.Fenced)
 	}
-	w.apps.setApps(ctx, c, epoch, rep.Apps)
+	w.catalog.setApps(ctx, c, epoch, rep.Apps)
 	w.front.Users().SetRevoked(rep.Revoked)
 	if rep.Quotas != nil {
 		q := *rep.Quotas
@@ -512,7 +524,7 @@ func (w *Worker) measure(ctx context.Context) (wire.Load, browser.Stats) {
 		w.log.Debug().Err(err).Msg("runtime stats")
 	}
 	l := wire.Load{Total: heap + st.PSS, GoHeap: heap, BrowserPSS: st.PSS, At: time.Now()}
-	w.apps.counts(&l)
+	w.instances.counts(&l)
 	js := w.jobs.Stats()
 	l.JobSlots, l.JobsRunning = js.Slots, js.Used
 	if w.grade != nil {
@@ -579,7 +591,7 @@ func (w *Worker) Close() error {
 	_ = w.jobs.Close(ctx)
 	w.registered.Store(false)
 	w.cancel()
-	w.apps.closeAll(ctx)
+	w.instances.closeAll(ctx)
 	if w.node != nil {
 		_ = w.node.Close()
 	}

@@ -89,7 +89,7 @@ func TestNewValidates(t *testing.T) {
 func TestCreateInstanceRules(t *testing.T) {
 	w, _ := newTestWorker(t)
 	ctx := context.Background()
-	app, _ := w.apps.app("hello")
+	app, _ := w.catalog.app("hello")
 	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: "w-other.abcdefabcdef"}); err == nil {
 		t.Fatal("accepted an instance id of another worker")
 	}
@@ -104,7 +104,7 @@ func TestCreateInstanceRules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := w.apps.list(); len(got) != 1 || got[0].Owner != "u" || got[0].Worker != "w-test" || got[0].Epoch != 5 {
+	if got := w.instances.list(); len(got) != 1 || got[0].Owner != "u" || got[0].Worker != "w-test" || got[0].Epoch != 5 {
 		t.Fatalf("instances: %+v", got)
 	}
 	if err := w.apps.CloseInstance(ctx, wire.ClosedInstance{ID: "w-test.nope"}); err == nil {
@@ -115,20 +115,20 @@ func TestCreateInstanceRules(t *testing.T) {
 	if err := w.apps.CloseInstance(ctx, wire.ClosedInstance{ID: "w-test.abcdefabcdef", Epoch: 3}); !hasCode(err, wire.CodeInstanceLost) {
 		t.Fatalf("close under an old epoch: %v, want %s", err, wire.CodeInstanceLost)
 	}
-	if got := w.apps.list(); len(got) != 1 {
+	if got := w.instances.list(); len(got) != 1 {
 		t.Fatalf("closed under an old epoch: %+v", got)
 	}
 	if err := w.apps.RemoveApplication(ctx, "hello"); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.apps.list(); len(got) != 0 {
+	if got := w.instances.list(); len(got) != 0 {
 		t.Fatalf("removing the app left instances: %+v", got)
 	}
 }
 
 func TestInstanceToBrowserFlow(t *testing.T) {
 	w, srv := newTestWorker(t)
-	app, _ := w.apps.app("hello")
+	app, _ := w.catalog.app("hello")
 	iid := "w-test.abcdefabcdef"
 	if err := w.apps.CreateInstance(context.Background(), wire.CreateInstance{App: app, InstanceID: iid, Owner: "x"}); err != nil {
 		t.Fatal(err)
@@ -245,7 +245,7 @@ func TestInstanceToBrowserFlow(t *testing.T) {
 // clients that accept it, and with the security headers of every answer.
 func TestEngineAssetsCached(t *testing.T) {
 	w, srv := newTestWorker(t)
-	app, _ := w.apps.app("hello")
+	app, _ := w.catalog.app("hello")
 	iid := "w-test.abcdefabcdef"
 	if err := w.apps.CreateInstance(context.Background(), wire.CreateInstance{App: app, InstanceID: iid, Owner: "x"}); err != nil {
 		t.Fatal(err)
@@ -304,12 +304,12 @@ func must[T any](v T, err error) T {
 // another app's files.
 func TestBundleServer(t *testing.T) {
 	w, _ := newTestWorker(t)
-	app, _ := w.apps.app("hello")
+	app, _ := w.catalog.app("hello")
 	iid := "w-test.bundlebundle"
 	if err := w.apps.CreateInstance(context.Background(), wire.CreateInstance{App: app, InstanceID: iid}); err != nil {
 		t.Fatal(err)
 	}
-	in, _ := w.apps.instance(iid)
+	in, _ := w.instances.get(iid)
 	entry := w.entryURL(in)
 	if entry != "http://hello.app.cloudbrowser.internal/.instance/"+iid+"/index.html" {
 		t.Fatalf("entry %s", entry)
@@ -352,7 +352,7 @@ func TestBundleServer(t *testing.T) {
 // shareWithAnyone grants a role on an instance to every visitor, as its
 // owner would from the instance page.
 func shareWithAnyone(w *Worker, iid string, r httpserve.Role) {
-	in, _ := w.apps.instance(iid)
+	in, _ := w.instances.get(iid)
 	in.mu.Lock()
 	in.perms[httpserve.Anyone] = r
 	in.mu.Unlock()

@@ -3,12 +3,13 @@
 //
 // It owns the hub (the clients of one browser, the broadcast of control
 // messages, the screencast while someone watches and its fan-out with
-// latest-frame-wins slots), frame pacing by acknowledgements (pace.go),
-// the grading of frames to the viewers' links (grade.go), precasting, the
-// idle-release and resting countdowns of a browser nobody watches
-// (countdown.go, rest.go), the typed control messages (enginemsg.go) and
-// the socket tickets that let an engine open its socket at another origin
-// (ticket.go).
+// latest-frame-wins slots), the clients' input to the browser (input.go)
+// and the page's dialogs (dialog.go), frame pacing by acknowledgements
+// (pace.go), the grading of frames to the viewers' links (grade.go),
+// precasting, the idle-release and resting countdowns of a browser nobody
+// watches (countdown.go, rest.go), the typed control messages
+// (enginemsg.go) and the socket tickets that let an engine open its socket
+// at another origin (ticket.go).
 //
 // It does not own the browsers, their instances or apps, who may see or
 // drive a browser (roles), the quotas, snapshots or the migration's input

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -39,15 +42,22 @@ const (
 	linkSettle = 3
 )
 
-// linkGrade is a hub's step; the hub's mu guards it.
+// linkGrade is a hub's link step and what decides it: the clients' acks,
+// their transfer times and link hints. The hub's mu guards it, acks aside.
 type linkGrade struct {
 	step int
 	good int    // acks in a row predicting the step above is fast enough
-	seen uint64 // Hub.acks at the last decision
+	seen uint64 // acks at the last decision
 	hold uint64 // no decision before seen reaches this
 	// hinted: the step came from a client's hint, and no frame has been
 	// timed since; the first one decides, either way, at once.
 	hinted bool
+	// acks counts the clients' acks, so the step is decided once per new
+	// one.
+	acks atomic.Uint64
+
+	frames *Counters // the worker's count of link-graded browsers
+	log    zerolog.Logger
 }
 
 // Link hints. Before its first ack nobody knows a viewer's link, and the
@@ -77,34 +87,33 @@ func LinkHint(r *http.Request) (int, error) {
 	return n, nil
 }
 
-// hintLinkLocked takes a joining client's link hint, unless a viewer has
-// timed a frame (that knows better). It reports whether the last frame is
-// too large for the hinted link: the client then waits for a fresh one at
-// the new step instead (Hub.refresh).
-func (h *Hub) hintLinkLocked(kbps int) (skipLast bool) {
+// hint takes a joining client's link hint, unless one of the hub's clients
+// has timed a frame (that knows better); last is the hub's last frame. It
+// reports whether that frame is too large for the hinted link: the client
+// then waits for a fresh one at the new step instead (Hub.refresh).
+func (l *linkGrade) hint(kbps int, clients map[*client]struct{}, last *frameMsg) (skipLast bool) {
 	if kbps <= 0 {
 		return false
 	}
-	for c := range h.clients {
+	for c := range clients {
 		if _, n := c.pace.transfer(); n > 0 {
 			return false
 		}
 	}
-	l := &h.link
 	// A frame of the current step: the last one, or a default one's share.
 	bytes := float64(defaultFrameBytes) * linkSteps[l.step].bytes
-	if h.last != nil {
-		bytes = float64(len(h.last.b))
+	if last != nil {
+		bytes = float64(len(last.b))
 	}
 	best := time.Duration(bytes * 8 / float64(kbps) * float64(time.Millisecond))
 	step := firstFastStep(0, l.step, best)
 	if step <= l.step {
 		return false
 	}
-	l.seen = h.acks.Load()
-	h.setLinkStepLocked(step, best, "hint")
+	l.seen = l.acks.Load()
+	l.set(step, best, "hint")
 	l.hinted, l.hold, l.good = true, 0, 0
-	return h.last != nil && best > linkSlow
+	return last != nil && best > linkSlow
 }
 
 // hintPending: the step is a hint's and the next ack decides it.
@@ -123,24 +132,23 @@ func (h *Hub) frameGrade() browser.Grade {
 		cpu = h.grade.Scale()
 	}
 	h.mu.Lock()
-	step := h.linkStepLocked()
+	step := h.link.decide(h.clients)
 	h.mu.Unlock()
 	ls := linkSteps[step]
 	// A page at rest is sharpened only when the link takes full frames.
 	return browser.Grade{Scale: min(cpu, ls.scale), Quality: ls.quality, Sharpen: step == 0}
 }
 
-// linkStepLocked decides the link step from the clients' transfer times,
-// once per new ack.
-func (h *Hub) linkStepLocked() int {
+// decide decides the link step from the clients' transfer times, once per
+// new ack.
+func (l *linkGrade) decide(clients map[*client]struct{}) int {
 	var best time.Duration
-	for c := range h.clients {
+	for c := range clients {
 		if x, n := c.pace.transfer(); n > 0 && (best == 0 || x < best) {
 			best = x
 		}
 	}
-	seen := h.acks.Load()
-	l := &h.link
+	seen := l.acks.Load()
 	if best == 0 || seen == l.seen || seen < l.hold {
 		return l.step
 	}
@@ -167,7 +175,7 @@ func (h *Hub) linkStepLocked() int {
 	default:
 		l.good = 0
 	}
-	h.setLinkStepLocked(step, best, "acks")
+	l.set(step, best, "acks")
 	return l.step
 }
 
@@ -181,10 +189,9 @@ func firstFastStep(from, cur int, best time.Duration) int {
 	return s
 }
 
-// setLinkStepLocked moves the link step, if step is another one, and holds
-// the next decision until the transfer times reflect the new size.
-func (h *Hub) setLinkStepLocked(step int, transfer time.Duration, why string) {
-	l := &h.link
+// set moves the link step, if step is another one, and holds the next
+// decision until the transfer times reflect the new size.
+func (l *linkGrade) set(step int, transfer time.Duration, why string) {
 	was := l.step
 	if step == was {
 		return
@@ -193,18 +200,19 @@ func (h *Hub) setLinkStepLocked(step int, transfer time.Duration, why string) {
 	l.hold = l.seen + linkSettle
 	switch {
 	case was == 0:
-		h.frames.linkGraded.Add(1)
+		l.frames.linkGraded.Add(1)
 	case step == 0:
-		h.frames.linkGraded.Add(-1)
+		l.frames.linkGraded.Add(-1)
 	}
-	h.log.Debug().Int("step", step).Dur("transfer", transfer).Str("from", why).Msg("frames graded to the viewers' link")
+	l.log.Debug().Int("step", step).Dur("transfer", transfer).Str("from", why).Msg("frames graded to the viewers' link")
 }
 
-// resetLinkLocked forgets the link grade: the last client left (the next
-// ones may be on other links).
-func (h *Hub) resetLinkLocked() {
-	if h.link.step > 0 {
-		h.frames.linkGraded.Add(-1)
+// reset forgets the link grade: the last client left (the next ones may be
+// on other links).
+func (l *linkGrade) reset() {
+	if l.step > 0 {
+		l.frames.linkGraded.Add(-1)
 	}
-	h.link = linkGrade{seen: h.acks.Load()}
+	l.step, l.good, l.hold, l.hinted = 0, 0, 0, false
+	l.seen = l.acks.Load()
 }

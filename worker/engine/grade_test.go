@@ -56,7 +56,7 @@ func TestLinkGrade(t *testing.T) {
 						cs[j].pace.samples++
 					}
 				}
-				h.acks.Add(1)
+				h.link.acks.Add(1)
 				g := h.frameGrade()
 				if h.link.step != a.want || g.Scale != linkSteps[a.want].scale || g.Sharpen != (a.want == 0) {
 					t.Fatalf("ack %d: step %d (grade %+v), want %d", i+1, h.link.step, g, a.want)
@@ -73,7 +73,7 @@ func TestLinkGrade(t *testing.T) {
 				t.Fatalf("linkGraded %d, want %d", n, graded)
 			}
 			h.mu.Lock()
-			h.resetLinkLocked()
+			h.link.reset()
 			h.mu.Unlock()
 			if n := h.frames.linkGraded.Load(); n != 0 || h.link.step != 0 {
 				t.Fatalf("after the last client left: linkGraded %d, step %d", n, h.link.step)
@@ -127,7 +127,7 @@ func TestLinkHint(t *testing.T) {
 			c := &client{}
 			h.clients[c] = struct{}{}
 			h.mu.Lock()
-			stale := h.hintLinkLocked(tt.kbps)
+			stale := h.link.hint(tt.kbps, h.clients, h.last)
 			h.mu.Unlock()
 			if h.link.step != tt.wantStep || stale != tt.wantStale {
 				t.Fatalf("after the hint: step %d, stale %v; want %d, %v", h.link.step, stale, tt.wantStep, tt.wantStale)
@@ -140,7 +140,7 @@ func TestLinkHint(t *testing.T) {
 			}
 			if tt.firstAck > 0 {
 				c.pace.xfer, c.pace.samples = tt.firstAck, 1
-				h.acks.Add(1)
+				h.link.acks.Add(1)
 				h.frameGrade()
 				if h.link.step != tt.wantAfter || h.hintPending() {
 					t.Fatalf("after the first ack: step %d (hint pending %v), want %d", h.link.step, h.hintPending(), tt.wantAfter)
@@ -187,7 +187,7 @@ func TestHintedHubDropsLargerFrames(t *testing.T) {
 	c := &client{frameSig: make(chan struct{}, 1)}
 	h.clients[c] = struct{}{}
 	h.mu.Lock()
-	h.hintLinkLocked(8) // the last step: 0.35
+	h.link.hint(8, h.clients, h.last) // the last step: 0.35
 	h.mu.Unlock()
 	h.fanOut(browser.Frame{Seq: 1, Data: []byte{1}, Width: 1280, Height: 720, DeviceWidth: 1280, DeviceHeight: 720})
 	if f := c.frame.Load(); f != nil || h.last != nil {

@@ -33,14 +33,14 @@ func (h *Hub) Closed() bool {
 	return h.closed
 }
 
-// inputOrHold dispatches a client's input event, or, while the browser's
-// input is held, sends it back to the client (raw is the client's message).
-func (h *Hub) inputOrHold(c *client, m inputMsg, raw []byte) {
-	h.host.Input(func(held bool) {
+// take dispatches a client's input event, or, while the browser's input
+// is held, sends it back to the client (raw is the client's message).
+func (in *hubInput) take(c *client, m inputMsg, raw []byte) {
+	in.host.Input(func(held bool) {
 		if held {
 			c.enqueue(encode(heldMsg{Input: raw}))
 			return
 		}
-		h.input(c, m.InputEvent)
+		in.dispatch(c, m.InputEvent)
 	})
 }

@@ -34,11 +34,6 @@ const (
 	// castRetryMax (castBackoff), and a frame resets it.
 	castRetry    = 500 * time.Millisecond
 	castRetryMax = 8 * time.Second
-	inputTimeout = 5 * time.Second
-	// A failed resize is tried again after resizeRetry, then twice that,
-	// resizeTries times in all.
-	resizeRetry = 500 * time.Millisecond
-	resizeTries = 4
 )
 
 // Hub is the set of client engines connected to one virtual browser. It
@@ -84,19 +79,16 @@ type Hub struct {
 	// (precast) if none did.
 	pre countdown
 
-	// grade sizes the frames (nil = full size); inputAt is when the last
-	// input that paints was handed to the browser (UnixNano, 0 = shown),
-	// so the next frame gives the governor an input→frame latency.
-	grade   *grade.Governor
-	inputAt atomic.Int64
-	// resizeGen counts the owner's resizes, so a retry of a failed one
-	// (resizeLater) yields to a newer; mu guards resizeTimer, the retry.
-	resizeGen   atomic.Uint64
-	resizeTimer *time.Timer
+	// grade sizes the frames (nil = full size); the input's paint time
+	// gives it an input→frame latency with the next frame.
+	grade *grade.Governor
+	// input takes the clients' input to the browser (input.go); dialogs
+	// shows them the page's dialogs and takes their answers (dialog.go).
+	input   *hubInput
+	dialogs hubDialogs
 	// link grades the frames to the viewers' links (grade.go); mu guards
-	// it. acks counts the clients' acks, so it decides once per new one.
+	// it.
 	link linkGrade
-	acks atomic.Uint64
 	// refreshes asks the screencast to take a grade decided between frames
 	// (browser.ScreencastOptions.Refresh); 1-buffered.
 	refreshes chan struct{}
@@ -144,6 +136,9 @@ func NewHub(cfg Config) *Hub {
 	if h.frames == nil {
 		h.frames = &Counters{}
 	}
+	h.link.frames, h.link.log = h.frames, h.log
+	h.input = &hubInput{b: h.b, host: h.host, frames: h.frames, log: h.log, closed: h.Closed}
+	h.dialogs = hubDialogs{b: h.b, log: h.log, broadcast: h.broadcast}
 	h.page = h.b.Page()
 	return h
 }
@@ -160,7 +155,7 @@ func (h *Hub) Watch(onEnd func(err error)) {
 			h.onPage(p)
 		}
 	})
-	stopDialogs := h.watchDialogs()
+	stopDialogs := h.dialogs.watch()
 	go func() {
 		select {
 		case <-h.b.Done():
@@ -371,7 +366,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrad
 	// A last frame too large for the client's link is not sent: a fresh
 	// one at the hinted step comes instead, from the screencast's refresh
 	// (or, if it only starts now, its start; the refresh is then a no-op).
-	stale := h.hintLinkLocked(linkKbps)
+	stale := h.link.hint(linkKbps, h.clients, h.last)
 	hadLast := h.last != nil
 	if h.last != nil && !stale {
 		c.frame.Store(h.last)
@@ -392,11 +387,11 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrad
 	if h.host.InputHeld() {
 		c.enqueue(holdJSON) // a migration is under way: keep the input for the new copy
 	}
-	h.sendOpenDialog(c)
+	h.dialogs.sendOpen(c)
 
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); h.writeLoop(c) }()
+	go func() { defer wg.Done(); c.writeLoop(h.frames) }()
 	h.readLoop(c)
 	c.stop()
 	wg.Wait()
@@ -413,7 +408,7 @@ func (h *Hub) leave(c *client) {
 	defer h.mu.Unlock()
 	delete(h.clients, c)
 	if len(h.clients) == 0 {
-		h.resetLinkLocked()
+		h.link.reset()
 		h.stopCastLocked()
 		h.armCountdownsLocked()
 	}
@@ -509,7 +504,7 @@ func (h *Hub) stopCastLocked() {
 func (h *Hub) fanOut(f browser.Frame) {
 	h.frames.produced.Add(1)
 	h.castFails.Store(0)
-	if at := h.inputAt.Swap(0); at != 0 && h.grade != nil {
+	if at := h.input.paintAt.Swap(0); at != 0 && h.grade != nil {
 		// An input older than a second painted nothing; this frame is not
 		// its answer.
 		if d := time.Since(time.Unix(0, at)); d < time.Second {
@@ -639,127 +634,27 @@ var clientHandlers = map[msgKind]func(h *Hub, c *client, m *clientEnvelope, raw 
 		a := m.ack()
 		h.frames.acks.Add(1)
 		c.pace.acked(uint64(a.Seq))
-		h.acks.Add(1)
+		h.link.acks.Add(1)
 		if h.hintPending() {
 			h.refresh() // the hinted step is decided by this ack's frame
 		}
 		c.signalFrame() // a held frame may go now
 	},
 	kindInput: func(h *Hub, c *client, m *clientEnvelope, raw []byte) {
-		h.inputOrHold(c, m.input(), raw) // a migration may hold it
+		h.input.take(c, m.input(), raw) // a migration may hold it
 	},
 	kindRefresh: func(h *Hub, c *client, _ *clientEnvelope, _ []byte) {
 		h.refreshFrame(c)
 	},
 	kindAnswer: func(h *Hub, c *client, m *clientEnvelope, _ []byte) {
-		h.answer(c, m.answer())
+		h.dialogs.answer(c, m.answer())
 	},
 }
 
-// input dispatches one event in the order the client sent it. Read-only
-// viewers are ignored; only the owner's window size drives the viewport.
-func (h *Hub) input(c *client, ev browser.InputEvent) {
-	if c.readOnly.Load() || (ev.Type == browser.InputResize && !c.owner) {
-		h.frames.ignored.Add(1)
-		return
-	}
-	if ev.Type == browser.InputNavigate && !h.host.MayNavigate(ev.URL) {
-		// Only the app's pages decide where its browsers go, unless the
-		// app lets users type addresses.
-		h.frames.ignored.Add(1)
-		c.enqueue(encode(errorMsg{Message: "this app does not let you open addresses of your own"}))
-		return
-	}
-	h.frames.inputs.Add(1)
-	if paints(ev.Type) {
-		h.inputAt.Store(time.Now().UnixNano())
-	}
-	var gen uint64
-	if ev.Type == browser.InputResize {
-		gen = h.resizeGen.Add(1)
-	}
-	if err := h.send(ev); err != nil {
-		if errors.Is(err, browser.ErrInvalidInput) {
-			c.enqueue(encode(errorMsg{Message: err.Error()}))
-			return
-		}
-		if ev.Type == browser.InputResize {
-			h.resizeLater(c, ev, gen, 0, err)
-			return
-		}
-		h.log.Debug().Err(err).Str("type", string(ev.Type)).Msg("input failed")
-	}
-}
-
-// send hands ev to the browser within inputTimeout. The page may have
-// changed (snapshotted within the interval), and a size it took is the one
-// a snapshot keeps.
-func (h *Hub) send(ev browser.InputEvent) error {
-	ctx, cancel := context.WithTimeout(context.Background(), inputTimeout)
-	defer cancel()
-	err := h.b.Input(ctx, ev)
-	h.host.Touched()
-	if err == nil && ev.Type == browser.InputResize {
-		h.host.Resized(ev.Width, ev.Height)
-	}
-	return err
-}
-
-// resizeLater tries a failed resize again (a page busy past inputTimeout,
-// or between two renderers for longer than a commit takes): an engine
-// sends its size only when its window changes, so a lost one would leave
-// the page at the wrong size until then. A newer resize, the client's end
-// or the hub's stops it; after resizeTries it is given up, loudly.
-func (h *Hub) resizeLater(c *client, ev browser.InputEvent, gen uint64, try int, err error) {
-	log := h.log.Warn().Err(err).Int("width", ev.Width).Int("height", ev.Height).Int("try", try+1)
-	if try+1 >= resizeTries {
-		log.Msg("resize failed; giving up")
-		return
-	}
-	delay := resizeRetry << try
-	log.Dur("retry_in", delay).Msg("resize failed; trying again")
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return
-	}
-	if h.resizeTimer != nil {
-		h.resizeTimer.Stop()
-	}
-	h.resizeTimer = time.AfterFunc(delay, func() {
-		select {
-		case <-c.done:
-			return
-		default:
-		}
-		h.mu.Lock()
-		closed := h.closed
-		h.mu.Unlock()
-		if closed || h.resizeGen.Load() != gen {
-			return
-		}
-		if err := h.send(ev); err != nil {
-			if !errors.Is(err, browser.ErrInvalidInput) && h.resizeGen.Load() == gen {
-				h.resizeLater(c, ev, gen, try+1, err)
-			}
-			return
-		}
-		h.log.Info().Int("width", ev.Width).Int("height", ev.Height).Int("try", try+2).Msg("resized")
-	})
-}
-
-// paints reports whether an input event of type t nearly always changes
-// the screen (a key typed, a button pressed, a scroll), so the next frame
-// answers it; moves and releases often paint nothing.
-func paints(t browser.InputType) bool {
-	switch t {
-	case browser.InputKeyDown, browser.InputChar, browser.InputInsertText, browser.InputMouseDown, browser.InputWheel:
-		return true
-	}
-	return false
-}
-
-func (h *Hub) writeLoop(c *client) {
+// writeLoop writes the client's control messages, its frame slot (paced
+// by its acks) and pings, until it stops; frames counts what it sends and
+// holds.
+func (c *client) writeLoop(frames *Counters) {
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
 	write := func(typ int, b []byte) bool {
@@ -791,7 +686,7 @@ func (h *Hub) writeLoop(c *client) {
 				continue
 			}
 			if !c.pace.mayWrite(c.signalFrame) {
-				h.frames.held.Add(1) // stays in the slot; the next ack signals
+				frames.held.Add(1) // stays in the slot; the next ack signals
 				continue
 			}
 			if f := c.frame.Swap(nil); f != nil {
@@ -799,7 +694,7 @@ func (h *Hub) writeLoop(c *client) {
 				if !write(websocket.BinaryMessage, f.b) {
 					return
 				}
-				h.frames.sent.Add(1)
+				frames.sent.Add(1)
 			}
 		case <-ping.C:
 			if !write(websocket.PingMessage, nil) {
@@ -908,15 +803,13 @@ func (h *Hub) end(msg []byte, reason, reload string, moved bool) {
 	h.closed, h.reason, h.reload, h.moved = true, reason, reload, moved
 	h.disarmCountdownsLocked()
 	h.stopCastLocked()
-	if h.resizeTimer != nil {
-		h.resizeTimer.Stop()
-	}
 	done := h.castDone
 	cs := make([]*client, 0, len(h.clients))
 	for c := range h.clients {
 		cs = append(cs, c)
 	}
 	h.mu.Unlock()
+	h.input.stop() // after mu: the input's lock comes first (hubInput.closed)
 	for _, c := range cs {
 		c.end(msg)
 	}

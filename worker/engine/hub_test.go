@@ -68,7 +68,10 @@ func (f *fakeHost) hold(on bool) {
 
 // bareHub is a hub without a browser, for the tests of its bookkeeping.
 func bareHub() *Hub {
-	return &Hub{clients: map[*client]struct{}{}, frames: &Counters{}, host: noHost{}, log: zerolog.Nop()}
+	h := &Hub{clients: map[*client]struct{}{}, frames: &Counters{}, host: noHost{}, log: zerolog.Nop()}
+	h.link.frames, h.link.log = h.frames, h.log
+	h.input = &hubInput{host: h.host, frames: h.frames, log: h.log, closed: h.Closed}
+	return h
 }
 
 // hubFixture is the hub of a fake browser behind a test server, where

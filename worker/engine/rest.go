@@ -44,10 +44,10 @@ func (h *Hub) StartRest(after time.Duration, clk clock.Clock) {
 func (h *Hub) restFired(gen uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), RestTimeout)
 	defer cancel()
-	if !h.lockRest(ctx) {
+	if !h.rest.lock(ctx) {
 		return
 	}
-	defer h.unlockRest()
+	defer h.rest.unlock()
 	h.mu.Lock()
 	stale := !h.rest.cd.current(gen) || h.closed || len(h.clients) > 0
 	after := h.rest.cd.d
@@ -70,10 +70,10 @@ func (h *Hub) restFired(gen uint64) {
 // Wake shows a resting page again; a client that joined calls it before
 // its first frame, and a browser going back to its pool gets it too.
 func (h *Hub) Wake(ctx context.Context) {
-	if !h.lockRest(ctx) {
+	if !h.rest.lock(ctx) {
 		return
 	}
-	defer h.unlockRest()
+	defer h.rest.unlock()
 	if !h.rest.resting {
 		return
 	}
@@ -95,13 +95,14 @@ func (h *Hub) Wake(ctx context.Context) {
 	h.log.Debug().Dur("took", time.Since(t0)).Msg("browser woken")
 }
 
-func (h *Hub) lockRest(ctx context.Context) bool {
+// lock takes the call lock, unless ctx ends first.
+func (r *hubRest) lock(ctx context.Context) bool {
 	select {
-	case h.rest.callMu <- struct{}{}:
+	case r.callMu <- struct{}{}:
 		return true
 	case <-ctx.Done():
 		return false
 	}
 }
 
-func (h *Hub) unlockRest() { <-h.rest.callMu }
+func (r *hubRest) unlock() { <-r.callMu }
