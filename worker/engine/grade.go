@@ -52,6 +52,9 @@ type linkGrade struct {
 	// hinted: the step came from a client's hint, and no frame has been
 	// timed since; the first one decides, either way, at once.
 	hinted bool
+	// hintDrops counts the frames dropped as too large for the hint
+	// (Hub.fanOut), which gives up after maxHintDrops.
+	hintDrops int
 	// acks counts the clients' acks, so the step is decided once per new
 	// one.
 	acks atomic.Uint64
@@ -59,6 +62,11 @@ type linkGrade struct {
 	frames *Counters // the worker's count of link-graded browsers
 	log    zerolog.Logger
 }
+
+// maxHintDrops bounds the frames dropped as too large for a hinted link:
+// if the screencast keeps sending them (its size lagging the viewport's),
+// a frame too large beats none, and its ack decides the step.
+const maxHintDrops = 3
 
 // Link hints. Before its first ack nobody knows a viewer's link, and the
 // first frame (the browser's last, full size) took 3.5 s on a 256 kbit/s
@@ -112,7 +120,7 @@ func (l *linkGrade) hint(kbps int, clients map[*client]struct{}, last *frameMsg)
 	}
 	l.seen = l.acks.Load()
 	l.set(step, best, "hint")
-	l.hinted, l.hold, l.good = true, 0, 0
+	l.hinted, l.hold, l.good, l.hintDrops = true, 0, 0, 0
 	return last != nil && best > linkSlow
 }
 

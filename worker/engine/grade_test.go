@@ -198,3 +198,28 @@ func TestHintedHubDropsLargerFrames(t *testing.T) {
 		t.Fatalf("the frame at the hinted size did not reach the viewer: %+v", f)
 	}
 }
+
+// A screencast that keeps sending frames too large for the hint (its size
+// lagging a resize) does not starve the viewer: after a few drops, the
+// next frame goes out, and its ack decides the step.
+func TestHintedHubGivesUpDropping(t *testing.T) {
+	h := bareHub()
+	c := &client{frameSig: make(chan struct{}, 1)}
+	h.clients[c] = struct{}{}
+	h.mu.Lock()
+	h.link.hint(8, h.clients, h.last)
+	h.mu.Unlock()
+	large := browser.Frame{Data: []byte{1}, Width: 602, Height: 421, DeviceWidth: 1000, DeviceHeight: 700}
+	for seq := uint64(1); seq <= maxHintDrops; seq++ {
+		large.Seq = seq
+		h.fanOut(large)
+		if f := c.frame.Load(); f != nil {
+			t.Fatalf("frame %d reached the viewer while the hint drops", seq)
+		}
+	}
+	large.Seq = maxHintDrops + 1
+	h.fanOut(large)
+	if f := c.frame.Load(); f == nil || f.seq != maxHintDrops+1 {
+		t.Fatalf("after %d drops the viewer still has no frame: %+v", maxHintDrops, f)
+	}
+}

@@ -515,9 +515,10 @@ func (h *Hub) fanOut(f browser.Frame) {
 	msg := &frameMsg{seq: f.Seq, b: encodeFrame(f)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.link.hinted && float64(f.Width) > f.DeviceWidth*linkSteps[h.link.step].scale+2 {
+	if h.link.hinted && float64(f.Width) > f.DeviceWidth*linkSteps[h.link.step].scale+2 && h.link.hintDrops < maxHintDrops {
 		// Graded before a joining viewer's link hint, and too large for
 		// it: the screencast's restart sends the frame at the new size.
+		h.link.hintDrops++
 		return
 	}
 	h.last = msg

@@ -131,3 +131,28 @@ func recordScreencast(t *testing.T, b browser.Browser, opts browser.ScreencastOp
 }
 
 func size(f browser.Frame) string { return fmt.Sprintf("%dx%d", f.Width, f.Height) }
+
+// TestScaledScreencastFollowsAShrink: at scale 0.5, a viewport that
+// shrinks gets frames of half its new size, not of the old maximum's.
+func TestScaledScreencastFollowsAShrink(t *testing.T) {
+	b := focusedForm(t, 1280, 800)
+	settled := recordScreencast(t, b, browser.ScreencastOptions{
+		Grade: func() browser.Grade { return browser.Grade{Scale: 0.5, Quality: 50} },
+	})
+	if fs := settled(); len(fs) == 0 || size(fs[len(fs)-1]) != "640x400" {
+		t.Fatalf("frames before the resize: %v", fs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.Input(ctx, browser.InputEvent{Type: browser.InputResize, Width: 1000, Height: 700}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		typeText(t, b, "x")
+		fs := settled()
+		if got := size(fs[len(fs)-1]); got != "500x350" {
+			return fmt.Errorf("last frame after the shrink: %s, want 500x350", got)
+		}
+		return nil
+	})
+}

@@ -154,17 +154,20 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			b.mu.Unlock()
 			want = resizeWant{w: w, h: h}
 			// Frames larger than the screencast's maximum come scaled
-			// down: a viewport that grew past it needs a new one.
-			grew := false
+			// down: a viewport that grew past it needs a new one. So does
+			// one that shrank under a scaled screencast, whose maximum,
+			// not the grade, would size its frames: larger than graded
+			// (a viewer's slow link then never got one it could take).
+			grew, shrank := false, false
 			if opts.MaxWidth == 0 {
-				grew = grew || w > maxW
+				grew, shrank = grew || w > maxW, shrank || w < maxW
 				maxW = w
 			}
 			if opts.MaxHeight == 0 {
-				grew = grew || h > maxH
+				grew, shrank = grew || h > maxH, shrank || h < maxH
 				maxH = h
 			}
-			if grew {
+			if grew || (shrank && cur.Scale*b.rt.scale < 1) {
 				if err := restart(cur); err != nil {
 					return b.endScreencast(ctx, err)
 				}
