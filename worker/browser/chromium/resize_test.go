@@ -66,3 +66,23 @@ func TestScreencastFollowsResize(t *testing.T) {
 		t.Fatalf("Stats.ResizeRestarts grew by %d, want the restarts that made up for the lost frames counted", n)
 	}
 }
+
+func TestResizeWantShows(t *testing.T) {
+	want := resizeWant{w: 1000, h: 700}
+	for _, tc := range []struct {
+		name     string
+		f        browser.Frame
+		expected bool
+	}{
+		{"full size", browser.Frame{Width: 1000, Height: 700, DeviceWidth: 1000, DeviceHeight: 700}, true},
+		{"scaled by the grade", browser.Frame{Width: 500, Height: 350, DeviceWidth: 1000, DeviceHeight: 700}, true},
+		{"scaled with rounding", browser.Frame{Width: 571, Height: 400, DeviceWidth: 1000, DeviceHeight: 700}, true},
+		{"render scale rounding", browser.Frame{Width: 500, Height: 350, DeviceWidth: 1001, DeviceHeight: 700}, true},
+		{"the old size", browser.Frame{Width: 800, Height: 600, DeviceWidth: 800, DeviceHeight: 600}, false},
+		{"new metadata, old picture", browser.Frame{Width: 933, Height: 700, DeviceWidth: 1000, DeviceHeight: 700}, false},
+	} {
+		if got := want.shows(tc.f); got != tc.expected {
+			t.Errorf("%s: shows = %v, want %v", tc.name, got, tc.expected)
+		}
+	}
+}

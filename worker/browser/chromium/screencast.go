@@ -262,9 +262,18 @@ type resizeWant struct {
 
 // shows reports whether f is a frame of the wanted size. Under a render
 // scale the page's size rounds to whole device pixels (a 999-pixel
-// viewport at 0.5 is a 1000-pixel page), hence the slack.
+// viewport at 0.5 is a 1000-pixel page), hence the slack. Its image must
+// have the page's shape too: Chromium may send the new size's metadata
+// with the old size's picture (933x700 for a 1000x700 page that was
+// 800x600), which is no frame of the new size.
 func (r resizeWant) shows(f browser.Frame) bool {
-	return math.Abs(f.DeviceWidth-float64(r.w)) <= 2 && math.Abs(f.DeviceHeight-float64(r.h)) <= 2
+	if math.Abs(f.DeviceWidth-float64(r.w)) > 2 || math.Abs(f.DeviceHeight-float64(r.h)) > 2 {
+		return false
+	}
+	// Width/Height = DeviceWidth/DeviceHeight, give or take a pixel of
+	// rounding on each side of the image.
+	skew := float64(f.Width)*f.DeviceHeight - float64(f.Height)*f.DeviceWidth
+	return math.Abs(skew) <= f.DeviceWidth+f.DeviceHeight
 }
 
 // endScreencast is Screencast's result once its frames stop: the caller's
