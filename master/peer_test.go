@@ -57,20 +57,7 @@ func TestPeerHook(t *testing.T) {
 	if err != nil || p.WorkerID != "w-a" {
 		t.Fatalf("placement: %+v %v", p, err)
 	}
-	dial := func(name, role, key string) *rmi.Conn {
-		n, err := rmi.New(rmi.Config{Name: name, Role: role, Secret: []byte(key)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = n.Close() })
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c, err := n.Dial(ctx, m.RMIAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	dial := func(name, role, key string) *rmi.Conn { return dialMaster(t, m, name, role, key) }
 	forbidden, unknown := wire.CodeForbidden, wire.CodeUnknownInstance
 	refused := func(kind, name, role string) peerSeen {
 		return peerSeen{Kind: kind, Name: name, Role: role, CallerErr: forbidden, IsA: forbidden, HostedByErr: unknown, MayRead: forbidden}

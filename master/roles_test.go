@@ -21,21 +21,7 @@ import (
 // call everything. A refused call is an rmi.ErrForbidden error reply.
 func TestRoleEnforcement(t *testing.T) {
 	m := startMaster(t, "")
-	dial := func(t *testing.T, role, key string) *rmi.Conn {
-		t.Helper()
-		n, err := rmi.New(rmi.Config{Name: "c-" + role, Role: role, Secret: []byte(key)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = n.Close() })
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c, err := n.Dial(ctx, m.RMIAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	dial := func(t *testing.T, role, key string) *rmi.Conn { return dialMaster(t, m, "c-"+role, role, key) }
 	workerKey := secret.RoleKey(testSecret, secret.RoleWorker)
 	proxyKey := secret.RoleKey(testSecret, secret.RoleProxy)
 	calls := map[string]func(ctx context.Context, c *rmi.Conn) error{
@@ -162,4 +148,21 @@ func TestRoleKeyFiles(t *testing.T) {
 		}
 		m.Close()
 	}
+}
+
+// dialMaster connects to m's RMI port as name in role with key.
+func dialMaster(t *testing.T, m *Master, name, role, key string) *rmi.Conn {
+	t.Helper()
+	n, err := rmi.New(rmi.Config{Name: name, Role: role, Secret: []byte(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := n.Dial(ctx, m.RMIAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

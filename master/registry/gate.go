@@ -105,15 +105,17 @@ func (g *Gate) Identify(c *rmi.Conn) Peer {
 	return p
 }
 
-// callerLocked is the worker registered on c ("" = none).
+// callerLocked is the worker registered on c ("" = none). A worker
+// registers under its connection's peer name (the master's Register
+// refuses any other id), so one lookup finds it: Identify runs on every
+// call and must not scan the table.
 func (g *Gate) callerLocked(c *rmi.Conn) string {
 	if c == nil {
 		return ""
 	}
-	for id, w := range g.r.workers {
-		if w.conn == c {
-			return id
-		}
+	id := c.PeerName()
+	if w, ok := g.r.workers[id]; ok && w.conn == c {
+		return id
 	}
 	return ""
 }
