@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto"
-	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/css"
 	"github.com/chromedp/cdproto/dom"
@@ -84,8 +83,8 @@ type cbrowser struct {
 	crashed     chan struct{} // closed by the event listener
 	crashOnce   sync.Once
 	wake        chan struct{} // page changed (cap 1)
-	gcWake      chan struct{} // the page loaded: check the renderer's garbage (cap 1; gc.go)
-	gcs         atomic.Uint64 // renderer garbage collections asked for
+
+	pageBindings // the page's calls to the worker (bindings.go)
 
 	mu        sync.Mutex
 	err       error
@@ -95,55 +94,32 @@ type cbrowser struct {
 	// titles of the last top documents, for pages restored from the
 	// back-forward cache (off by default): those are no new documents, so
 	// the title script does not report them again.
-	titles        []docTitle
+	titles        titleBook
 	loader        cdp.LoaderID // of the top document
 	navs          map[*navWatch]struct{}
 	subs          map[int]func(browser.Page)
 	nextSub       int
 	width, height int
 
-	// Page-to-worker bindings (Options.Bindings): calls queue up under mu
-	// and run on callLoop's goroutine.
-	bindings map[string]func(string)
-	// installed is the identifier of the script Install added last;
-	// callLoopOn says the binding loop runs.
-	installed  page.ScriptIdentifier
-	callLoopOn bool
-	calls      []bindingCall
-	dropped    int
-	callWake   chan struct{} // cap 1
-
 	// lw follows the Load in progress (nil otherwise); loadMu lets one
 	// Load run at a time.
 	lw     *loadWatch
 	loadMu sync.Mutex
 
-	// restMu serializes SetResting; resting is its state (read without
-	// the lock by a screencast, which expects no frames of a hidden page)
-	// and window the page's window (0 until first needed; rest.go).
-	restMu  sync.Mutex
-	resting atomic.Bool
-	window  cdpbrowser.WindowID
-
-	screencasting atomic.Bool
-	frameSeq      atomic.Uint64
+	rester       // hides the page while nobody watches (rest.go)
+	screencaster // streams its frames (screencast.go)
+	gcWatch      // collects its renderer's garbage (gc.go)
 	// resized tells a screencast the viewport changed (cap 1): it follows
 	// the resize up until a frame of the new size comes (screencast.go).
 	resized chan struct{}
-	// loseFrame, when set (tests), drops the frames it returns true for,
-	// as Chromium's capturer may after a resize.
-	loseFrame func(browser.Frame) bool
 
 	// filter applies Options.Allow; nil without a policy. It is set
 	// during setup, which may race with a release by the supervisor.
 	filter   atomic.Pointer[filter]
 	released atomic.Bool
 
-	// prompts is the page's open dialog and who watches it (prompt.go).
-	prompts browser.Prompts
+	dialogs // the page's open dialog and who watches it (prompt.go)
 }
-
-type bindingCall struct{ name, payload string }
 
 type docTitle struct {
 	loader cdp.LoaderID
@@ -152,10 +128,6 @@ type docTitle struct {
 
 // maxTitles bounds cbrowser.titles: the back-forward cache holds 6 pages.
 const maxTitles = 8
-
-// maxQueuedCalls bounds the binding calls waiting for their fn, so a page
-// that floods a binding cannot grow the worker's memory.
-const maxQueuedCalls = 4096
 
 // jsIdent matches the binding names we accept.
 var jsIdent = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
@@ -175,7 +147,6 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 		done:    make(chan struct{}),
 		crashed: make(chan struct{}),
 		wake:    make(chan struct{}, 1),
-		gcWake:  make(chan struct{}, 1),
 		resized: make(chan struct{}, 1),
 		page:    browser.Page{URL: "about:blank"},
 		subs:    map[int]func(browser.Page){},
@@ -183,11 +154,11 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 		width:   opts.Width,
 		height:  opts.Height,
 
-		bindings: maps.Clone(opts.Bindings),
-		callWake: make(chan struct{}, 1),
-		egress:   opts.Egress,
+		egress: opts.Egress,
 	}
-	b.initPrompts(opts.PromptTimeout)
+	b.pageBindings = pageBindings{b: b, bindings: maps.Clone(opts.Bindings), callWake: make(chan struct{}, 1)}
+	b.rester.b, b.screencaster.b, b.gcWatch = b, b, gcWatch{b: b, wake: make(chan struct{}, 1)}
+	b.dialogs.init(b, opts.PromptTimeout)
 	for name, fn := range b.bindings {
 		if !jsIdent.MatchString(name) || name == titleBinding || fn == nil {
 			return nil, fmt.Errorf("chromium: new browser: bad binding %q", name)
@@ -368,7 +339,7 @@ func (b *cbrowser) onEvent(ev any) {
 			b.page = browser.Page{URL: ev.Frame.URL + ev.Frame.URLFragment}
 			b.loader = ev.Frame.LoaderID
 			if ev.Type == page.NavigationTypeBackForwardCacheRestore {
-				b.page.Title = b.title(b.loader)
+				b.page.Title = b.titles.get(b.loader)
 			}
 			for w := range b.navs {
 				w.committed = append(w.committed, ev.Frame.LoaderID)
@@ -387,17 +358,9 @@ func (b *cbrowser) onEvent(ev any) {
 	case *runtime.EventBindingCalled:
 		if ev.Name == titleBinding {
 			b.page.Title = ev.Payload
-			b.setTitle(b.loader, ev.Payload)
-		} else if _, ok := b.bindings[ev.Name]; ok {
-			if len(b.calls) < maxQueuedCalls {
-				b.calls = append(b.calls, bindingCall{ev.Name, ev.Payload})
-			} else {
-				b.dropped++
-			}
-			select {
-			case b.callWake <- struct{}{}:
-			default:
-			}
+			b.titles.set(b.loader, ev.Payload)
+		} else {
+			b.queue(ev.Name, ev.Payload)
 		}
 	case *page.EventJavascriptDialogOpening:
 		b.prompts.Opened(browser.PromptKind(ev.Type), ev.Message, ev.DefaultPrompt, ev.URL)
@@ -419,30 +382,24 @@ func (b *cbrowser) onEvent(ev any) {
 	}
 }
 
-// loaded tells gcLoop that the page loaded a document or moved within
-// one, the moments dead documents pile up.
-func (b *cbrowser) loaded() {
-	select {
-	case b.gcWake <- struct{}{}:
-	default:
+// titleBook holds the titles of the last top documents.
+type titleBook []docTitle
+
+// set remembers the title of the document loader loaded.
+func (t *titleBook) set(loader cdp.LoaderID, title string) {
+	if i := slices.IndexFunc(*t, func(d docTitle) bool { return d.loader == loader }); i >= 0 {
+		*t = slices.Delete(*t, i, i+1)
+	}
+	*t = append(*t, docTitle{loader, title})
+	if len(*t) > maxTitles {
+		*t = slices.Delete(*t, 0, len(*t)-maxTitles)
 	}
 }
 
-// setTitle remembers the title of the document loader loaded; b.mu held.
-func (b *cbrowser) setTitle(loader cdp.LoaderID, title string) {
-	if i := slices.IndexFunc(b.titles, func(d docTitle) bool { return d.loader == loader }); i >= 0 {
-		b.titles = slices.Delete(b.titles, i, i+1)
-	}
-	b.titles = append(b.titles, docTitle{loader, title})
-	if len(b.titles) > maxTitles {
-		b.titles = slices.Delete(b.titles, 0, len(b.titles)-maxTitles)
-	}
-}
-
-// title is the last title of the document loader loaded; b.mu held.
-func (b *cbrowser) title(loader cdp.LoaderID) string {
-	if i := slices.IndexFunc(b.titles, func(d docTitle) bool { return d.loader == loader }); i >= 0 {
-		return b.titles[i].title
+// get is the last title of the document loader loaded.
+func (t titleBook) get(loader cdp.LoaderID) string {
+	if i := slices.IndexFunc(t, func(d docTitle) bool { return d.loader == loader }); i >= 0 {
+		return t[i].title
 	}
 	return ""
 }
@@ -498,37 +455,6 @@ func (b *cbrowser) loop(detached <-chan struct{}) {
 					return
 				}
 				fn(p)
-			}
-		}
-	}
-}
-
-// callLoop runs the page's binding calls in order until the browser is
-// done.
-func (b *cbrowser) callLoop() {
-	defer b.rt.wg.Done()
-	for {
-		select {
-		case <-b.done:
-			return
-		case <-b.callWake:
-		}
-		b.mu.Lock()
-		calls, dropped := b.calls, b.dropped
-		b.calls, b.dropped = nil, 0
-		b.mu.Unlock()
-		if dropped > 0 {
-			b.log.Warn().Int("dropped", dropped).Msg("page floods a binding; calls dropped")
-		}
-		for _, c := range calls {
-			if b.isDone() {
-				return
-			}
-			b.mu.Lock()
-			fn := b.bindings[c.name] // Install may replace it
-			b.mu.Unlock()
-			if fn != nil {
-				fn(c.payload)
 			}
 		}
 	}
@@ -824,69 +750,6 @@ func (b *cbrowser) history(ctx context.Context, delta int) error {
 	}
 	_, err = pageCall(ctx, b, page.NavigateToHistoryEntry, page.NavigateToHistoryEntryParams{EntryID: h.Entries[i].ID})
 	return err
-}
-
-// Install implements browser.Browser.
-func (b *cbrowser) Install(ctx context.Context, script string, bindings map[string]func(string)) error {
-	if err := b.Err(); err != nil {
-		return err
-	}
-	for name, fn := range bindings {
-		if !jsIdent.MatchString(name) || name == titleBinding || fn == nil {
-			return fmt.Errorf("chromium: install: bad binding %q", name)
-		}
-	}
-	b.mu.Lock()
-	var added []string
-	for name, fn := range bindings {
-		if _, ok := b.bindings[name]; !ok {
-			added = append(added, name)
-		}
-		if b.bindings == nil {
-			b.bindings = map[string]func(string){}
-		}
-		b.bindings[name] = fn
-	}
-	startLoop := !b.callLoopOn && len(b.bindings) > 0
-	if startLoop {
-		b.callLoopOn = true
-	}
-	old := b.installed
-	b.mu.Unlock()
-	if startLoop {
-		b.rt.mu.Lock()
-		closed := b.rt.closed
-		if !closed {
-			b.rt.wg.Add(1)
-		}
-		b.rt.mu.Unlock()
-		if !closed {
-			go b.callLoop()
-		}
-	}
-	for _, name := range added {
-		if _, err := pageCall(ctx, b, runtime.AddBinding, runtime.AddBindingParams{Name: name}); err != nil {
-			return fmt.Errorf("chromium: install binding %s: %w", name, err)
-		}
-	}
-	if old != "" {
-		if _, err := pageCall(ctx, b, page.RemoveScriptToEvaluateOnNewDocument, page.RemoveScriptToEvaluateOnNewDocumentParams{Identifier: old}); err != nil {
-			return fmt.Errorf("chromium: install: remove the previous script: %w", err)
-		}
-	}
-	if script == "" {
-		return nil
-	}
-	res, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
-		Source: script, RunImmediately: new(true),
-	})
-	if err != nil {
-		return fmt.Errorf("chromium: install script: %w", err)
-	}
-	b.mu.Lock()
-	b.installed = res.Identifier
-	b.mu.Unlock()
-	return nil
 }
 
 // SetPolicy implements browser.Browser.

@@ -2,6 +2,7 @@ package chromium
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -46,24 +47,43 @@ const defaultMinGarbageDocs = 256
 // gcCheckTimeout bounds one check, collection included.
 const gcCheckTimeout = 30 * time.Second
 
+// gcWatch asks the renderer to collect its garbage when dead documents
+// pile up.
+type gcWatch struct {
+	b    *cbrowser
+	wake chan struct{} // the page loaded: check the renderer's garbage (cap 1)
+	gcs  atomic.Uint64 // renderer garbage collections asked for
+}
+
+// loaded tells gcLoop that the page loaded a document or moved within
+// one, the moments dead documents pile up.
+func (g *gcWatch) loaded() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
 // gcLoop checks the renderer's garbage whenever the page loaded, until the
 // browser is done.
-func (b *cbrowser) gcLoop(minGarbage int64) {
+func (g *gcWatch) gcLoop(minGarbage int64) {
+	b := g.b
 	defer b.rt.wg.Done()
 	base := int64(-1) // documents after the last collection; -1 = not known yet
 	for {
 		select {
 		case <-b.done:
 			return
-		case <-b.gcWake:
+		case <-g.wake:
 		}
-		base = b.collectGarbage(base, minGarbage)
+		base = g.collectGarbage(base, minGarbage)
 	}
 }
 
 // collectGarbage collects the renderer's garbage if enough documents
 // appeared since base, and returns the new base.
-func (b *cbrowser) collectGarbage(base, minGarbage int64) int64 {
+func (g *gcWatch) collectGarbage(base, minGarbage int64) int64 {
+	b := g.b
 	ctx, cancel := context.WithTimeout(b.ctx, gcCheckTimeout)
 	defer cancel()
 	c, err := pageCall(ctx, b, memory.GetDOMCounters, cdp.Empty{})
@@ -86,7 +106,7 @@ func (b *cbrowser) collectGarbage(base, minGarbage int64) int64 {
 		return base
 	}
 	took := time.Since(t0)
-	b.gcs.Add(1)
+	g.gcs.Add(1)
 	c, err = pageCall(ctx, b, memory.GetDOMCounters, cdp.Empty{})
 	if err != nil {
 		b.log.Debug().Err(err).Msg("renderer gc: document count")

@@ -2,6 +2,8 @@ package chromium
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
@@ -16,11 +18,23 @@ import (
 // timers, so an app awaiting one would hang until a viewer came back: not
 // used.
 
+// rester hides the page while nobody watches it.
+type rester struct {
+	b *cbrowser
+	// restMu serializes SetResting; resting is its state (read without
+	// the lock by a screencast, which expects no frames of a hidden page)
+	// and window the page's window (0 until first needed).
+	restMu  sync.Mutex
+	resting atomic.Bool
+	window  cdpbrowser.WindowID
+}
+
 // SetResting implements browser.Browser.
-func (b *cbrowser) SetResting(ctx context.Context, resting bool) error {
-	b.restMu.Lock()
-	defer b.restMu.Unlock()
-	if b.resting.Load() == resting {
+func (r *rester) SetResting(ctx context.Context, resting bool) error {
+	b := r.b
+	r.restMu.Lock()
+	defer r.restMu.Unlock()
+	if r.resting.Load() == resting {
 		return nil
 	}
 	cctx, cancel, err := b.call(ctx)
@@ -28,21 +42,21 @@ func (b *cbrowser) SetResting(ctx context.Context, resting bool) error {
 		return err
 	}
 	defer cancel()
-	if b.window == 0 {
+	if r.window == 0 {
 		w, err := cdp.Call(cctx, b.p.browser, cdpbrowser.GetWindowForTarget, cdpbrowser.GetWindowForTargetParams{TargetID: b.t.TargetID})
 		if err != nil {
 			return b.fail("rest: window", err)
 		}
-		b.window = w.WindowID
+		r.window = w.WindowID
 	}
 	state := cdpbrowser.WindowStateNormal
 	if resting {
 		state = cdpbrowser.WindowStateMinimized
 	}
 	if _, err := cdp.Call(cctx, b.p.browser, cdpbrowser.SetWindowBounds,
-		cdpbrowser.SetWindowBoundsParams{WindowID: b.window, Bounds: &cdpbrowser.Bounds{WindowState: state}}); err != nil {
+		cdpbrowser.SetWindowBoundsParams{WindowID: r.window, Bounds: &cdpbrowser.Bounds{WindowState: state}}); err != nil {
 		return b.fail("rest", err)
 	}
-	b.resting.Store(resting)
+	r.resting.Store(resting)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image/jpeg"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -31,15 +32,26 @@ const (
 	resizeRestarts = 3
 )
 
+// screencaster streams the page's frames; one screencast runs at a time.
+type screencaster struct {
+	b             *cbrowser
+	screencasting atomic.Bool
+	frameSeq      atomic.Uint64
+	// loseFrame, when set (tests), drops the frames it returns true for,
+	// as Chromium's capturer may after a resize.
+	loseFrame func(browser.Frame) bool
+}
+
 // Screencast implements browser.Browser.
-func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOptions, sink func(browser.Frame)) error {
+func (s *screencaster) Screencast(ctx context.Context, opts browser.ScreencastOptions, sink func(browser.Frame)) error {
+	b := s.b
 	if b.isDone() {
 		return b.Err()
 	}
-	if !b.screencasting.CompareAndSwap(false, true) {
+	if !s.screencasting.CompareAndSwap(false, true) {
 		return browser.ErrBusy
 	}
-	defer b.screencasting.Store(false)
+	defer s.screencasting.Store(false)
 	cctx, cancel, err := b.call(ctx)
 	if err != nil {
 		return err
@@ -147,7 +159,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 	for {
 		select {
 		case <-cctx.Done():
-			return b.endScreencast(ctx, nil)
+			return s.endScreencast(ctx, nil)
 		case <-b.resized:
 			b.mu.Lock()
 			w, h := b.width, b.height
@@ -169,7 +181,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			}
 			if grew || (shrank && cur.Scale*b.rt.scale < 1) {
 				if err := restart(cur); err != nil {
-					return b.endScreencast(ctx, err)
+					return s.endScreencast(ctx, err)
 				}
 			}
 			follow.Reset(resizeGrace)
@@ -190,24 +202,24 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			b.log.Debug().Int("width", want.w).Int("height", want.h).Int("restart", want.restarts).
 				Msg("no screencast frame of the new size yet: restarting the screencast")
 			if err := restart(cur); err != nil {
-				return b.endScreencast(ctx, err)
+				return s.endScreencast(ctx, err)
 			}
 			follow.Reset(resizeGrace << want.restarts)
 			continue
 		case <-opts.Refresh:
 			if _, err := regrade(); err != nil {
-				return b.endScreencast(ctx, err)
+				return s.endScreencast(ctx, err)
 			}
 			continue
 		case <-sharpen.C:
-			if f, ok := b.sharpFrame(cctx, last, int64(cur.Quality)); ok {
+			if f, ok := s.sharpFrame(cctx, last, int64(cur.Quality)); ok {
 				sink(f)
 				sharpened = true
 			}
 			continue
 		case raw, ok := <-events:
 			if !ok {
-				return b.endScreencast(ctx, nil)
+				return s.endScreencast(ctx, nil)
 			}
 			var ev page.EventScreencastFrame
 			if err := jsonv2.Unmarshal(raw, &ev); err != nil {
@@ -217,7 +229,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			if sharpened && bytes.Equal(ev.Data, last.Data) {
 				sharpened = false
 				if err := ack(ev); err != nil {
-					return b.endScreencast(ctx, err)
+					return s.endScreencast(ctx, err)
 				}
 				continue
 			}
@@ -226,15 +238,15 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 			// a viewer's link must not reach it); the restart sends one.
 			restarted, err := regrade()
 			if err != nil {
-				return b.endScreencast(ctx, err)
+				return s.endScreencast(ctx, err)
 			}
 			if restarted {
 				continue
 			}
-			f := b.frame(ev)
-			if b.loseFrame != nil && b.loseFrame(f) {
+			f := s.frame(ev)
+			if s.loseFrame != nil && s.loseFrame(f) {
 				if err := ack(ev); err != nil {
-					return b.endScreencast(ctx, err)
+					return s.endScreencast(ctx, err)
 				}
 				continue
 			}
@@ -245,7 +257,7 @@ func (b *cbrowser) Screencast(ctx context.Context, opts browser.ScreencastOption
 				follow.Stop()
 			}
 			if err := ack(ev); err != nil {
-				return b.endScreencast(ctx, err)
+				return s.endScreencast(ctx, err)
 			}
 			if sharpens && cur.Scale < 1 && cur.Sharpen {
 				sharpen.Reset(opts.Sharpen)
@@ -279,7 +291,8 @@ func (r resizeWant) shows(f browser.Frame) bool {
 // endScreencast is Screencast's result once its frames stop: the caller's
 // context ended, the page went away, or a command failed (cause) on a page
 // still there, which the caller may start again.
-func (b *cbrowser) endScreencast(ctx context.Context, cause error) error {
+func (s *screencaster) endScreencast(ctx context.Context, cause error) error {
+	b := s.b
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -311,7 +324,8 @@ func gradeOf(opts browser.ScreencastOptions, quality int64) browser.Grade {
 // metadata of last, the scaled-down frame it replaces (the page has not
 // changed since, or a newer frame would have come). Any frame Chromium
 // paints meanwhile waits in the subscription and follows it.
-func (b *cbrowser) sharpFrame(ctx context.Context, last browser.Frame, quality int64) (browser.Frame, bool) {
+func (s *screencaster) sharpFrame(ctx context.Context, last browser.Frame, quality int64) (browser.Frame, bool) {
+	b := s.b
 	res, err := pageCall(ctx, b, page.CaptureScreenshot, page.CaptureScreenshotParams{
 		Format: page.CaptureScreenshotFormatJpeg, Quality: &quality, OptimizeForSpeed: new(true)})
 	if err != nil {
@@ -319,7 +333,7 @@ func (b *cbrowser) sharpFrame(ctx context.Context, last browser.Frame, quality i
 		return browser.Frame{}, false
 	}
 	f := last
-	f.Data, f.Seq, f.Timestamp = res.Data, b.frameSeq.Add(1), time.Now()
+	f.Data, f.Seq, f.Timestamp = res.Data, s.frameSeq.Add(1), time.Now()
 	if cfg, err := jpeg.DecodeConfig(bytes.NewReader(res.Data)); err == nil {
 		f.Width, f.Height = cfg.Width, cfg.Height
 	}
@@ -327,8 +341,8 @@ func (b *cbrowser) sharpFrame(ctx context.Context, last browser.Frame, quality i
 }
 
 // frame converts a CDP frame.
-func (b *cbrowser) frame(ev page.EventScreencastFrame) browser.Frame {
-	f := browser.Frame{Data: ev.Data, Seq: b.frameSeq.Add(1), Timestamp: time.Now()}
+func (s *screencaster) frame(ev page.EventScreencastFrame) browser.Frame {
+	f := browser.Frame{Data: ev.Data, Seq: s.frameSeq.Add(1), Timestamp: time.Now()}
 	if cfg, err := jpeg.DecodeConfig(bytes.NewReader(ev.Data)); err == nil {
 		f.Width, f.Height = cfg.Width, cfg.Height
 	}
