@@ -13,6 +13,7 @@ import (
 // or the edge's) is not tried again until handoffBackoff has passed on the
 // proxy's clock.
 func TestHandoffBackoff(t *testing.T) {
+	failed := func(p *Proxy, socket string) { p.handoffs.failed(socket) }
 	for _, tc := range []struct {
 		name  string
 		fail  func(p *Proxy, socket string)
@@ -20,20 +21,20 @@ func TestHandoffBackoff(t *testing.T) {
 		want  bool
 	}{
 		{"never failed", func(*Proxy, string) {}, 0, true},
-		{"just failed", (*Proxy).handoffFailed, 0, false},
+		{"just failed", failed, 0, false},
 		{"edge's failure", func(p *Proxy, s string) { (*edgeHost)(p).HandoffFailed(s) }, 0, false},
-		{"within the backoff", (*Proxy).handoffFailed, handoffBackoff - time.Nanosecond, false},
-		{"backoff over", (*Proxy).handoffFailed, handoffBackoff, true},
-		{"another socket failed", func(p *Proxy, _ string) { p.handoffFailed("/other.sock") }, 0, true},
+		{"within the backoff", failed, handoffBackoff - time.Nanosecond, false},
+		{"backoff over", failed, handoffBackoff, true},
+		{"another socket failed", func(p *Proxy, _ string) { p.handoffs.failed("/other.sock") }, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.New(time.Unix(1_700_000_000, 0))
 			p := New(Config{Router: &fakeRouter{}, Clock: clk})
-			route := Route{WorkerID: testWorker, Addr: "127.0.0.1:1", Handoff: "/w.sock", Host: p.hostID}
+			route := Route{WorkerID: testWorker, Addr: "127.0.0.1:1", Handoff: "/w.sock", Host: p.handoffs.hostID}
 			tc.fail(p, route.Handoff)
 			clk.Advance(tc.after)
-			if got := p.canHandOff(route); got != tc.want {
-				t.Fatalf("canHandOff = %v, want %v", got, tc.want)
+			if got := p.handoffs.allows(route); got != tc.want {
+				t.Fatalf("handoffs.allows = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"sync"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
@@ -54,9 +55,7 @@ func (p *Proxy) startEdge(ln net.Listener) net.Listener {
 	}
 	e, hl := edge.Start(ln, cfg)
 	if e != nil {
-		p.mu.Lock()
-		p.edges = append(p.edges, e)
-		p.mu.Unlock()
+		p.edges.add(e)
 	}
 	return hl
 }
@@ -65,12 +64,36 @@ func (p *Proxy) startEdge(ln net.Listener) net.Listener {
 // net/http.
 func (p *Proxy) EdgeHandoffs() map[string]uint64 { return p.edgeStats.Handoffs() }
 
-// shutdownEdges stops every edge and waits for its loops to finish the
+// edgeSet is the edges serving the proxy's listeners, one per Serve:
+// CloseWorker and Shutdown reach them all.
+type edgeSet struct {
+	mu  sync.Mutex
+	all []*edge.Edge
+}
+
+func (s *edgeSet) add(e *edge.Edge) {
+	s.mu.Lock()
+	s.all = append(s.all, e)
+	s.mu.Unlock()
+}
+
+func (s *edgeSet) list() []*edge.Edge {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.all
+}
+
+// closeWorker ends every edge's exchanges with worker wid.
+func (s *edgeSet) closeWorker(wid string) {
+	for _, e := range s.list() {
+		e.CloseWorker(wid)
+	}
+}
+
+// shutdown stops every edge and waits for its loops to finish the
 // answers in flight; when ctx ends first they close everything.
-func (p *Proxy) shutdownEdges(ctx context.Context) {
-	p.mu.Lock()
-	edges := p.edges
-	p.mu.Unlock()
+func (s *edgeSet) shutdown(ctx context.Context) {
+	edges := s.list()
 	for _, e := range edges {
 		e.Stop()
 	}
@@ -92,9 +115,9 @@ func (h *edgeHost) Route(ctx context.Context, t urlkind.Target) (Route, error) {
 	return (*Proxy)(h).route(ctx, t)
 }
 
-func (h *edgeHost) CanHandOff(route Route) bool { return (*Proxy)(h).canHandOff(route) }
+func (h *edgeHost) CanHandOff(route Route) bool { return h.handoffs.allows(route) }
 
-func (h *edgeHost) HandoffFailed(socket string) { (*Proxy)(h).handoffFailed(socket) }
+func (h *edgeHost) HandoffFailed(socket string) { h.handoffs.failed(socket) }
 
 func (h *edgeHost) Misdirected(t urlkind.Target, status int) { (*Proxy)(h).misdirected(t, status) }
 

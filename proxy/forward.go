@@ -29,7 +29,7 @@ import (
 
 // forward relays a plain HTTP request to st.route and its answer back.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, st *reqState) {
-	r, done := p.trackForward(r, st.route.WorkerID)
+	r, done := p.flight.trackForward(r, st.route.WorkerID)
 	defer done()
 	if hasBody(r) {
 		// Tell client body errors apart from worker failures.
@@ -291,44 +291,6 @@ func copyBody(w http.ResponseWriter, body io.Reader, flush bool) (readErr, write
 		if err != nil {
 			return err, nil
 		}
-	}
-}
-
-// trackForward gives r a context that CloseWorker cancels when worker wid
-// is declared dead; done forgets it.
-func (p *Proxy) trackForward(r *http.Request, wid string) (*http.Request, func()) {
-	ctx, cancel := context.WithCancelCause(r.Context())
-	key := &cancel
-	p.mu.Lock()
-	if p.forwards == nil {
-		p.forwards = map[string]map[*context.CancelCauseFunc]struct{}{}
-	}
-	if p.forwards[wid] == nil {
-		p.forwards[wid] = map[*context.CancelCauseFunc]struct{}{}
-	}
-	p.forwards[wid][key] = struct{}{}
-	p.mu.Unlock()
-	return r.WithContext(ctx), func() {
-		p.mu.Lock()
-		delete(p.forwards[wid], key)
-		if len(p.forwards[wid]) == 0 {
-			delete(p.forwards, wid)
-		}
-		p.mu.Unlock()
-		cancel(nil)
-	}
-}
-
-// endForwards cancels the net/http path's exchanges with worker wid.
-func (p *Proxy) endForwards(wid string) {
-	p.mu.Lock()
-	var cancels []context.CancelCauseFunc
-	for c := range p.forwards[wid] {
-		cancels = append(cancels, *c)
-	}
-	p.mu.Unlock()
-	for _, c := range cancels {
-		c(errWorkerDead)
 	}
 }
 

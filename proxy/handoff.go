@@ -15,26 +15,6 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
 )
 
-// handoffBackoff is how long a worker's handoff socket is not tried again
-// after it failed (its worker restarted, say): its WebSockets are relayed.
-const handoffBackoff = 30 * time.Second
-
-// handoffFailed: socket is not tried for handoffBackoff.
-func (p *Proxy) handoffFailed(socket string) {
-	p.handoffDown.Store(socket, p.cfg.Clock.Now().Add(handoffBackoff))
-}
-
-// canHandOff: route's worker is on this host and takes handoffs.
-func (p *Proxy) canHandOff(route Route) bool {
-	if p.cfg.DisableHandoff || route.Handoff == "" || route.Host == "" || route.Host != p.hostID {
-		return false
-	}
-	if until, ok := p.handoffDown.Load(route.Handoff); ok && p.cfg.Clock.Now().Before(until.(time.Time)) {
-		return false
-	}
-	return true
-}
-
 // handOff gives a WebSocket upgrade's client connection to its worker on
 // this host (internal/handoff), with the head the proxy would have relayed
 // (signed as usual): the worker answers the handshake on it and serves it
@@ -77,7 +57,7 @@ func (p *Proxy) handOff(w http.ResponseWriter, r *http.Request, id string, route
 			cc.Close() // the client left
 			return
 		}
-		p.handoffFailed(route.Handoff)
+		p.handoffs.failed(route.Handoff)
 		if errors.Is(err, handoff.ErrSent) {
 			// The worker may still take it (it is stopped, not gone):
 			// relaying it too would put two servers on one socket. End it;
@@ -107,12 +87,12 @@ func (p *Proxy) relayRaw(ctx context.Context, cc net.Conn, head []byte, route Ro
 		return
 	}
 	rl := &relay{worker: wc, workerID: route.WorkerID}
-	if !p.track(rl) {
+	if !p.flight.track(rl) {
 		wc.Close()
 		cc.Close()
 		return
 	}
-	defer p.untrack(rl)
+	defer p.flight.untrack(rl)
 	if !rl.setClient(cc) { // Shutdown closed the relay meanwhile
 		cc.Close()
 		return
@@ -142,7 +122,7 @@ func (p *Proxy) relayRaw(ctx context.Context, cc net.Conn, head []byte, route Ro
 		return
 	}
 	p.st.wsTotal.Add(1)
-	p.pump(unwrapConn(cc), wc)
+	p.pump.run(unwrapConn(cc), wc)
 }
 
 // shutdown ends each socket for both of its holders, in one shutdown(2)

@@ -110,7 +110,7 @@ func TestWebSocketHandoffFallsBack(t *testing.T) {
 			t.Fatalf("connection %d: stats %+v", i, st)
 		}
 	}
-	if p.canHandOff(route) {
+	if p.handoffs.allows(route) {
 		t.Error("a failed handoff socket is tried again at once")
 	}
 
@@ -184,7 +184,7 @@ func TestEdgeWorkerPairs(t *testing.T) {
 	if viaTCP.Load() != 3 || viaPair.Load() != 5 {
 		t.Fatalf("after the socket went: over a pair %d, TCP %d; want 3 more over TCP", viaPair.Load(), viaTCP.Load())
 	}
-	if p.canHandOff(route) {
+	if p.handoffs.allows(route) {
 		t.Error("a failed handoff socket is tried again at once")
 	}
 }

@@ -88,7 +88,7 @@ func (s *testServer) Close() {
 		<-s.done
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		s.p.shutdownEdges(ctx)
+		s.p.edges.shutdown(ctx)
 	})
 }
 

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -103,19 +102,12 @@ type Proxy struct {
 	st        counters
 	edgeStats edge.Stats
 
-	hostID      string   // handoff.HostID: workers with the same take handoffs
-	handoffDown sync.Map // handoff socket path -> time.Time it is not tried before
-
-	mu      sync.Mutex
-	closing bool
-	relays  map[*relay]struct{}
-	// forwards are the net/http path's exchanges in flight, by worker id:
-	// CloseWorker cancels them.
-	forwards map[string]map[*context.CancelCauseFunc]struct{}
+	handoffs handoffGate
+	flight   *inFlight
+	pump     bytePump
 	// handed are the WebSockets handed to workers on this host (handed_linux.go).
-	handed  *handedSockets
-	drained chan struct{} // closed when closing && len(relays)==0
-	edges   []*edge.Edge
+	handed *handedSockets
+	edges  edgeSet
 }
 
 type counters struct {
@@ -163,9 +155,14 @@ func New(cfg Config) *Proxy {
 		log:    cfg.Logger.With().Str("component", "proxy").Logger(),
 		dialer: net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
 		ids:    edge.NewRequestIDs(ids.Random(8) + "-"), // the prefix tells proxy processes sharing a port apart
-		relays: make(map[*relay]struct{}),
-		hostID: handoff.HostID(),
+		handoffs: handoffGate{
+			disabled: cfg.DisableHandoff,
+			hostID:   handoff.HostID(),
+			clk:      cfg.Clock,
+		},
 	}
+	p.flight = newInFlight(&p.st.wsOpen)
+	p.pump = bytePump{halfClose: cfg.HalfCloseTimeout, up: &p.st.bytesUp, down: &p.st.bytesDown}
 	p.up = newUpstreams(&p.dialer, cfg.MaxIdleConnsPerWorker, 90*time.Second, cfg.Clock)
 	p.handed = newHandedSockets(p.log)
 	return p
@@ -366,20 +363,8 @@ func (p *Proxy) Stats() Stats {
 // refuses new ones, and waits for their goroutines. Plain HTTP requests are
 // drained by the http.Server's own Shutdown.
 func (p *Proxy) Shutdown(ctx context.Context) error {
-	p.mu.Lock()
-	if !p.closing {
-		p.closing = true
-		p.drained = make(chan struct{})
-		if len(p.relays) == 0 {
-			close(p.drained)
-		}
-	}
-	for rl := range p.relays {
-		rl.close()
-	}
-	drained := p.drained
-	p.mu.Unlock()
-	p.shutdownEdges(ctx)
+	drained := p.flight.shutdown()
+	p.edges.shutdown(ctx)
 	p.up.close()
 	p.handed.stop()
 	select {

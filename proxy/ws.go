@@ -3,12 +3,10 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
@@ -48,27 +46,6 @@ func (rl *relay) setClient(c net.Conn) bool {
 	return true
 }
 
-func (p *Proxy) track(rl *relay) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closing {
-		return false
-	}
-	p.relays[rl] = struct{}{}
-	p.st.wsOpen.Add(1)
-	return true
-}
-
-func (p *Proxy) untrack(rl *relay) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.relays, rl)
-	p.st.wsOpen.Add(-1)
-	if p.closing && len(p.relays) == 0 {
-		close(p.drained)
-	}
-}
-
 // CloseWorker closes every WebSocket relayed or handed to worker wid: the master
 // declared it dead (a crash, a stall, a cut), so what its users see is no
 // longer live, and their input would be lost there. Their client engines
@@ -76,35 +53,16 @@ func (p *Proxy) untrack(rl *relay) {
 // flight with it end too (the moving page), since a stalled worker may
 // never answer them. It returns how many sockets it closed.
 func (p *Proxy) CloseWorker(wid string) int {
-	p.mu.Lock()
-	edges := p.edges
-	var gone []*relay
-	for rl := range p.relays {
-		if rl.workerID == wid {
-			gone = append(gone, rl)
-		}
-	}
-	p.mu.Unlock()
-	for _, rl := range gone {
-		rl.close()
-	}
+	relayed := p.flight.closeRelays(wid)
 	handed := p.handed.closeWorker(wid)
-	p.endForwards(wid)
-	for _, e := range edges {
-		e.CloseWorker(wid)
-	}
-	n := len(gone) + handed
+	p.flight.endForwards(wid)
+	p.edges.closeWorker(wid)
+	n := relayed + handed
 	if n > 0 {
 		p.st.wsWorkerGone.Add(uint64(n))
-		p.log.Info().Str("worker", wid).Int("relayed", len(gone)).Int("handed", handed).Msg("websockets to a dead worker closed")
+		p.log.Info().Str("worker", wid).Int("relayed", relayed).Int("handed", handed).Msg("websockets to a dead worker closed")
 	}
 	return n
-}
-
-func (p *Proxy) isClosing() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.closing
 }
 
 // serveWebSocket forwards an upgrade to the routed worker and, once the
@@ -112,11 +70,11 @@ func (p *Proxy) isClosing() bool {
 // Router is never consulted again for this connection.
 func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string, t urlkind.Target, route Route, hopKey []byte) {
 	log := p.log.With().Str("request_id", id).Str("instance", t.InstanceID).Str("worker", route.WorkerID).Logger()
-	if p.isClosing() {
+	if p.flight.isClosing() {
 		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable", "The proxy is shutting down, retry shortly.")
 		return
 	}
-	if p.canHandOff(route) {
+	if p.handoffs.allows(route) {
 		p.handOff(w, r, id, route, hopKey, log)
 		return
 	}
@@ -128,12 +86,12 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	rl := &relay{worker: wc, workerID: route.WorkerID}
-	if !p.track(rl) {
+	if !p.flight.track(rl) {
 		wc.Close()
 		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable", "The proxy is shutting down, retry shortly.")
 		return
 	}
-	defer p.untrack(rl)
+	defer p.flight.untrack(rl)
 
 	resp, wbr, err := p.handshake(r, id, wc, route.Addr, hopKey)
 	if err != nil {
@@ -141,7 +99,7 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string
 		switch {
 		case r.Context().Err() != nil:
 			log.Debug().Err(err).Msg("client left during websocket handshake")
-		case p.isClosing():
+		case p.flight.isClosing():
 			p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable", "The proxy is shutting down, retry shortly.")
 		default:
 			p.upstreamFailed(w, r, id, t, route, err)
@@ -175,7 +133,7 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string
 	}
 	p.st.wsTotal.Add(1)
 	log.Debug().Msg("websocket relay open")
-	p.pump(unwrapConn(cc), wc)
+	p.pump.run(unwrapConn(cc), wc)
 	log.Debug().Msg("websocket relay closed")
 }
 
@@ -261,44 +219,4 @@ func (p *Proxy) finishHandshake(cc net.Conn, cbr *bufio.ReadWriter, wc net.Conn,
 		p.st.bytesUp.Add(uint64(n))
 	}
 	return nil
-}
-
-// relayChunk is how much one splice round may move before the byte counters
-// are updated; large enough to keep the per-chunk cost invisible.
-const relayChunk = 1 << 20
-
-// pump relays both directions until both ended; it closes both conns.
-func (p *Proxy) pump(cc, wc net.Conn) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		p.copyHalf(wc, cc, &p.st.bytesUp)
-	}()
-	p.copyHalf(cc, wc, &p.st.bytesDown)
-	<-done
-	cc.Close()
-	wc.Close()
-}
-
-// copyHalf copies src to dst. io.Copy between two *net.TCPConn values uses
-// splice(2) on Linux, so payload never enters user space. A clean EOF is
-// propagated as a half-close and starts the linger timer on the opposite
-// direction; an error aborts both.
-func (p *Proxy) copyHalf(dst, src net.Conn, counter *atomic.Uint64) {
-	for {
-		n, err := io.CopyN(dst, src, relayChunk)
-		counter.Add(uint64(n))
-		if err == nil {
-			continue
-		}
-		if errors.Is(err, io.EOF) {
-			if cw, ok := dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
-				_ = dst.SetReadDeadline(time.Now().Add(p.cfg.HalfCloseTimeout))
-				return
-			}
-		}
-		src.Close()
-		dst.Close()
-		return
-	}
 }

@@ -9,14 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -56,7 +53,7 @@ type Edge struct {
 	fin      chan struct{} // closed when every loop has ended
 	stopping atomic.Bool
 	killing  atomic.Bool
-	addrs    sync.Map // worker address → netip.AddrPort
+	addrs    workerAddrs
 
 	wakeMu sync.Mutex // the loops' eventfds stay open until the last loop ended
 	ended  bool
@@ -74,7 +71,8 @@ func Start(ln net.Listener, cfg Config) (*Edge, net.Listener) {
 	if err != nil {
 		return nil, ln
 	}
-	e := &Edge{cfg: cfg, host: cfg.Host, log: cfg.Log, ln: ln, fin: make(chan struct{})}
+	e := &Edge{cfg: cfg, host: cfg.Host, log: cfg.Log, ln: ln, fin: make(chan struct{}),
+		addrs: workerAddrs{dialTimeout: cfg.DialTimeout}}
 	n := cfg.Loops
 	if n <= 0 {
 		n = max(1, runtime.GOMAXPROCS(0)/2)
@@ -151,69 +149,6 @@ func (e *Edge) wakeAll() {
 	}
 }
 
-// sockaddr returns the worker address to connect to if it is known
-// without asking DNS; nil means resolve (off the loop). Each call returns
-// a new value: connect(2)'s wrapper writes into it.
-func (e *Edge) sockaddr(addr string) unix.Sockaddr {
-	if v, ok := e.addrs.Load(addr); ok {
-		return toSockaddr(v.(netip.AddrPort))
-	}
-	if ap, err := netip.ParseAddrPort(addr); err == nil {
-		e.addrs.Store(addr, ap)
-		return toSockaddr(ap)
-	}
-	return nil
-}
-
-// sockaddr is the edge's sockaddr, kept by the loop for an IP literal: a
-// request to a known worker allocates nothing for it.
-func (l *loop) sockaddr(addr string) unix.Sockaddr {
-	if sa, ok := l.literal[addr]; ok {
-		return sa
-	}
-	sa := l.e.sockaddr(addr)
-	if _, err := netip.ParseAddrPort(addr); err == nil && sa != nil {
-		if len(l.literal) >= maxLiteral {
-			clear(l.literal)
-		}
-		l.literal[addr] = sa
-	}
-	return sa
-}
-
-// maxLiteral bounds a loop's literal addresses (workers come and go): the
-// map starts again when full.
-const maxLiteral = 1024
-
-// resolve is sockaddr with DNS; a failed connection forgets a resolved
-// name (upFailed), so a worker that moved is found again.
-func (e *Edge) resolve(addr string) unix.Sockaddr {
-	if sa := e.sockaddr(addr); sa != nil {
-		return sa
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DialTimeout)
-	defer cancel()
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil
-	}
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	pn, perr := strconv.ParseUint(port, 10, 16)
-	if err != nil || perr != nil || len(ips) == 0 {
-		return nil
-	}
-	ap := netip.AddrPortFrom(ips[0], uint16(pn))
-	e.addrs.Store(addr, ap)
-	return toSockaddr(ap)
-}
-
-func toSockaddr(ap netip.AddrPort) unix.Sockaddr {
-	if a := ap.Addr().Unmap(); a.Is4() {
-		return &unix.SockaddrInet4{Addr: a.As4(), Port: int(ap.Port())}
-	}
-	return &unix.SockaddrInet6{Addr: ap.Addr().As16(), Port: int(ap.Port())}
-}
-
 // econn is one connection of a loop: a client's or a worker's.
 type econn struct {
 	fd       int
@@ -238,44 +173,12 @@ type econn struct {
 	pooled     bool
 }
 
-// edgeEx is one request relayed by a loop.
-type edgeEx struct {
-	c, u     *econn
-	seq      uint64 // tells a reused exchange's requests apart
-	id       string
-	addr     string // the worker's
-	method   string
-	uri      string // the request's target
-	t        urlkind.Target
-	route    Route
-	head1    bool // HEAD: the answer has no body
-	page     bool // an app page: the answer gets the route's Server-Timing
-	routeDur time.Duration
-	reused   bool
-	retried  bool
-	answered bool // a byte of the answer arrived
-	relayed  bool // a byte of the answer went to the client
-	haveHead bool
-	resp     edgeResp
-	mode     int
-	left     int64
-	cs       chunkScan
-	upClose  bool // the worker connection cannot be reused
-	cliClose bool // the client connection ends after this answer
-}
-
-const (
-	bodyNone = iota
-	bodyLength
-	bodyChunked
-	bodyEOF
-)
-
 // loop is one event loop: its own epoll set, its own accept on the shared
 // listening socket, its own pool of worker connections.
 type loop struct {
 	e        *Edge
-	ep, lfd  int
+	ep       epollSet
+	lfd      int
 	wake     int
 	conns    map[int]*econn
 	idle     map[string][]*econn
@@ -286,35 +189,18 @@ type loop struct {
 	acceptAt time.Time // accepting paused until then (out of descriptors)
 	rbuf     []byte
 	wbuf     []byte
-	// literal are worker addresses that are IP literals, as connect(2)
-	// takes them: they never change, so each is made once per loop (and
-	// only the loop's thread uses them).
-	literal map[string]unix.Sockaddr
+	addrs    loopAddrs
 
 	postMu sync.Mutex
 	posted []edgeDone // off-loop work done, for the loop to continue
 	gone   []string   // workers declared dead, whose exchanges end
-
-	// An idle loop waits in the Go runtime's poller, on a duplicate of
-	// its epoll descriptor (ready when the set has ready events), and not
-	// in epoll_wait on a thread of its own: a thread blocked in a system
-	// call keeps its P, so the runtime's monitor keeps polling to take it
-	// back (a wake-up on the proxy's CPUs per request or more at low load)
-	// and every wake pays the way back into Go. Parked, the loop's P is
-	// free and the monitor sleeps. Under load the loop never waits: pollNow
-	// finds events first.
-	park    *os.File
-	parkRC  syscall.RawConn
-	parkFn  func(uintptr) bool // made once: a closure per wait would allocate
-	parkN   int
-	parkEvs []unix.EpollEvent
 }
 
 func newLoop(e *Edge, lfd int) (*loop, error) {
-	l := &loop{e: e, ep: -1, lfd: -1, wake: -1, conns: map[int]*econn{}, idle: map[string][]*econn{},
-		rbuf: make([]byte, 64<<10), literal: map[string]unix.Sockaddr{}}
+	l := &loop{e: e, ep: epollSet{fd: -1}, lfd: -1, wake: -1, conns: map[int]*econn{}, idle: map[string][]*econn{},
+		rbuf: make([]byte, 64<<10), addrs: loopAddrs{shared: &e.addrs, literal: map[string]unix.Sockaddr{}}}
 	var err error
-	if l.ep, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+	if err = l.ep.open(); err != nil {
 		return l, err
 	}
 	if l.lfd, err = unix.FcntlInt(uintptr(lfd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
@@ -323,73 +209,20 @@ func newLoop(e *Edge, lfd int) (*loop, error) {
 	if l.wake, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		return l, err
 	}
-	if err = l.watchListener(); err != nil {
+	if err = l.ep.addListener(l.lfd); err != nil {
 		return l, err
 	}
-	if err = unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, l.wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(l.wake)}); err != nil {
-		return l, err
-	}
-	return l, l.openPark()
-}
-
-// openPark makes the descriptor an idle loop waits on in the runtime's
-// poller: non-blocking, so os.NewFile registers it there (checked: only a
-// registered file takes a deadline).
-func (l *loop) openPark() error {
-	fd, err := unix.FcntlInt(uintptr(l.ep), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("edge: duplicate epoll descriptor: %w", err)
-	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return fmt.Errorf("edge: epoll descriptor non-blocking: %w", err)
-	}
-	l.park = os.NewFile(uintptr(fd), "edge-epoll")
-	if err := l.park.SetReadDeadline(time.Time{}); err != nil {
-		return fmt.Errorf("edge: epoll descriptor not in the runtime's poller: %w", err)
-	}
-	if l.parkRC, err = l.park.SyscallConn(); err != nil {
-		return fmt.Errorf("edge: epoll descriptor: %w", err)
-	}
-	l.parkFn = func(uintptr) bool {
-		l.parkN = pollNow(l.ep, l.parkEvs)
-		return l.parkN > 0
-	}
-	return nil
-}
-
-// wait parks the loop until its epoll set has ready events or ms
-// milliseconds have passed, and returns the events taken into evs.
-func (l *loop) wait(evs []unix.EpollEvent, ms int) (int, error) {
-	l.parkEvs, l.parkN = evs, 0
-	if err := l.park.SetReadDeadline(l.now.Add(time.Duration(ms) * time.Millisecond)); err != nil {
-		return 0, err
-	}
-	if err := l.parkRC.Read(l.parkFn); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-		return 0, err
-	}
-	return l.parkN, nil
-}
-
-// watchListener adds the listening socket to the loop's epoll set;
-// exclusive: one loop wakes per new connection, not all of them.
-func (l *loop) watchListener() error {
-	return unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, l.lfd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLEXCLUSIVE, Fd: int32(l.lfd)})
+	return l, l.ep.add(l.wake, unix.EPOLLIN)
 }
 
 // release closes the loop's epoll set and listening socket; its eventfd
 // is the edge's to close (wakeAll may still write to it).
 func (l *loop) release() {
-	if l.park != nil {
-		l.park.Close()
-		l.park = nil
+	l.ep.close()
+	if l.lfd >= 0 {
+		unix.Close(l.lfd)
 	}
-	for _, fd := range []int{l.lfd, l.ep} {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-	}
-	l.lfd, l.ep = -1, -1
+	l.lfd = -1
 }
 
 func (l *loop) run() {
@@ -399,14 +232,14 @@ func (l *loop) run() {
 	l.now = l.swept
 	for {
 		// Ready events are taken without a scheduled call; only an idle
-		// loop waits, parked (loop.park says why).
-		n, err := pollNow(l.ep, evs), error(nil)
+		// loop waits, parked (epollSet says why).
+		n, err := l.ep.poll(evs), error(nil)
 		if n == 0 {
-			wait := 1000
+			wait := time.Second
 			if !l.acceptAt.IsZero() {
-				wait = 100
+				wait = 100 * time.Millisecond
 			}
-			n, err = l.wait(evs, wait)
+			n, err = l.ep.wait(evs, l.now.Add(wait))
 		}
 		if err != nil {
 			l.e.log.Error().Err(err).Msg("edge: wait for events")
@@ -443,7 +276,7 @@ func (l *loop) run() {
 			l.drain()
 		}
 		if !l.acceptAt.IsZero() && !l.now.Before(l.acceptAt) && !l.draining {
-			if l.watchListener() == nil {
+			if l.ep.addListener(l.lfd) == nil {
 				l.acceptAt = time.Time{}
 			}
 		}
@@ -461,7 +294,7 @@ func (l *loop) run() {
 // answer; those close when their answer is out.
 func (l *loop) drain() {
 	l.draining = true
-	_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, l.lfd, nil)
+	_ = l.ep.del(l.lfd)
 	for _, c := range l.conns {
 		switch {
 		case c.up && c.ex == nil:
@@ -514,7 +347,7 @@ func (l *loop) accept() {
 			// Out of descriptors, most likely. The socket stays readable, so
 			// accepting pauses instead of spinning on the same error.
 			l.e.log.Warn().Err(err).Msg("edge: accept failed; pausing accepts for 100ms")
-			if unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, l.lfd, nil) == nil {
+			if l.ep.del(l.lfd) == nil {
 				l.acceptAt = l.now.Add(100 * time.Millisecond)
 			}
 			return
@@ -547,38 +380,13 @@ func sockaddrIP(sa unix.Sockaddr) string {
 }
 
 func (l *loop) register(c *econn, events uint32) bool {
-	if err := unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, c.fd, &unix.EpollEvent{Events: events, Fd: int32(c.fd)}); err != nil {
+	if err := l.ep.add(c.fd, events); err != nil {
 		unix.Close(c.fd)
 		return false
 	}
 	c.events = events
 	l.conns[c.fd] = c
 	return true
-}
-
-func (l *loop) setEvents(c *econn, events uint32) {
-	if c.events == events {
-		return
-	}
-	if unix.EpollCtl(l.ep, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: events, Fd: int32(c.fd)}) == nil {
-		c.events = events
-	}
-}
-
-// want sets c's interest from its state: read unless paused (a worker whose
-// client is slow; a client that sent far ahead), write while output waits.
-func (l *loop) want(c *econn) {
-	var ev uint32 = unix.EPOLLIN
-	switch {
-	case c.up && (c.paused || c.connecting):
-		ev = 0
-	case !c.up && (c.ex != nil || len(c.out) > 0) && len(c.in) > 2*maxEdgeHead:
-		ev = 0
-	}
-	if len(c.out) > 0 || c.connecting {
-		ev |= unix.EPOLLOUT
-	}
-	l.setEvents(c, ev)
 }
 
 func (l *loop) closeClient(c *econn) {
@@ -627,7 +435,7 @@ func (l *loop) write(c *econn, b []byte) error {
 	}
 	if len(b) > 0 {
 		c.out = append(c.out, b...)
-		l.want(c)
+		l.ep.want(c)
 	}
 	return nil
 }
@@ -649,7 +457,7 @@ func (l *loop) readable(c *econn) {
 	if c.ex == nil && len(c.out) == 0 {
 		l.next(c)
 	} else {
-		l.want(c)
+		l.ep.want(c)
 	}
 }
 
@@ -674,7 +482,7 @@ func (l *loop) next(c *econn) {
 	if len(c.in) == 0 {
 		c.waiting = false
 		c.deadline = l.now.Add(edgeIdleTimeout)
-		l.want(c)
+		l.ep.want(c)
 		return
 	}
 	err := parseEdgeRequest(c.in, &c.req)
@@ -684,7 +492,7 @@ func (l *loop) next(c *econn) {
 			c.waiting = true
 			c.deadline = l.now.Add(edgeHeadTimeout)
 		}
-		l.want(c)
+		l.ep.want(c)
 		return
 	case err != nil:
 		l.handoff(c, string(err.(edgeHandoff)))
@@ -725,7 +533,7 @@ func (l *loop) start(c *econn) {
 	c.ex = ex
 	seq := ex.seq
 	if t.Kind == urlkind.KindHome {
-		req, rec := l.pageRequest(ex)
+		req, rec := ex.pageRequest()
 		go func() {
 			e.host.ServeHome(rec, req, id)
 			l.post(edgeDone{ex: ex, seq: seq, rec: rec})
@@ -740,12 +548,12 @@ func (l *loop) start(c *econn) {
 				l.routed(d)
 				return
 			}
-			if d.sa = l.sockaddr(route.Addr); d.sa != nil {
+			if d.sa = l.addrs.sockaddr(route.Addr); d.sa != nil {
 				l.routed(d)
 				return
 			}
 			go func(d edgeDone) { // resolve the worker's host name (d copied: the usual case stays off the heap)
-				d.sa = e.resolve(d.route.Addr)
+				d.sa = e.addrs.resolve(d.route.Addr)
 				l.post(d)
 			}(d)
 			return
@@ -757,7 +565,7 @@ func (l *loop) start(c *econn) {
 		d.route, d.err = e.host.Route(context.Background(), t)
 		d.dur = time.Since(t0)
 		if d.err == nil && d.route.Addr != "" {
-			d.sa = e.resolve(d.route.Addr)
+			d.sa = e.addrs.resolve(d.route.Addr)
 		}
 		l.post(d)
 	}()
@@ -865,7 +673,7 @@ func (l *loop) routed(d edgeDone) {
 	e, ex, c := l.e, d.ex, d.ex.c
 	ex.routeDur = d.dur
 	if d.err != nil || d.route.Addr == "" {
-		req, rec := l.pageRequest(ex)
+		req, rec := ex.pageRequest()
 		e.host.RouteError(rec, req, ex.id, ex.t, d.route, d.err)
 		l.page(ex, rec)
 		return
@@ -873,7 +681,7 @@ func (l *loop) routed(d edgeDone) {
 	var key []byte
 	if e.cfg.HopKey != nil {
 		if key = e.cfg.HopKey(); len(key) == 0 {
-			req, rec := l.pageRequest(ex)
+			req, rec := ex.pageRequest()
 			e.host.NoHopKey(rec, req, ex.id)
 			l.page(ex, rec)
 			return
@@ -884,32 +692,10 @@ func (l *loop) routed(d edgeDone) {
 		l.upFailed(ex, &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("cannot resolve %q", d.route.Addr)})
 		return
 	}
-	c.hbuf = l.requestHead(c.hbuf[:0], ex, key)
+	c.hbuf = ex.requestHead(c.hbuf[:0], key, l.now, e.cfg.PublicHTTPS)
 	e.log.Debug().Str("request_id", ex.id).Str("kind", ex.t.Kind.String()).Str("app", ex.t.App).
 		Str("instance", ex.t.InstanceID).Str("worker", d.route.WorkerID).Str("method", ex.method).Msg("forward")
 	l.send(ex, d.route.Addr, d.sa)
-}
-
-// pageRequest is the request as the proxy's page handlers read it, and
-// the recorder they write to.
-func (l *loop) pageRequest(ex *edgeEx) (*http.Request, *pageRecorder) {
-	r := &ex.c.req
-	h := make(http.Header, len(r.keep))
-	for _, kv := range r.keep {
-		h.Add(string(kv[0]), string(kv[1]))
-	}
-	u, err := url.ParseRequestURI(string(r.target))
-	if err != nil {
-		u = &url.URL{Path: "/"}
-	}
-	req := (&http.Request{Method: ex.method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h,
-		Host: string(r.host), RequestURI: string(r.target), RemoteAddr: net.JoinHostPort(ex.c.ip, "0"),
-		Body: http.NoBody}).WithContext(context.Background())
-	rec := &pageRecorder{h: http.Header{"X-Request-Id": {ex.id}}}
-	if ex.page {
-		rec.h.Set("Server-Timing", RouteTiming(ex.routeDur))
-	}
-	return req, rec
 }
 
 // page answers ex with a page the proxy rendered.
@@ -922,33 +708,6 @@ func (l *loop) page(ex *edgeEx, rec *pageRecorder) {
 		return
 	}
 	l.finish(ex)
-}
-
-// requestHead writes the relayed head as the proxy's net/http path does:
-// the same own lines, signed by the same code (Head).
-func (l *loop) requestHead(b []byte, ex *edgeEx, key []byte) []byte {
-	r, method := &ex.c.req, ex.method
-	h := Head{Method: method, URI: ex.uri, Host: string(r.host), ForwardedFor: ex.c.ip, Proto: "http", ID: ex.id,
-		Key: key, At: l.now}
-	if l.e.cfg.PublicHTTPS {
-		h.Proto = "https"
-	}
-	b = append(b, method...)
-	b = append(b, ' ')
-	b = append(b, r.target...)
-	b = append(b, " HTTP/1.1\r\nHost: "...)
-	b = append(b, r.host...)
-	b = append(b, "\r\n"...)
-	for _, kv := range r.keep {
-		b = append(b, kv[0]...)
-		b = append(b, ": "...)
-		b = append(b, kv[1]...)
-		b = append(b, "\r\n"...)
-	}
-	if r.teTrailers {
-		b = append(b, "Te: trailers\r\n"...)
-	}
-	return append(h.AppendOwn(b), "\r\n"...)
 }
 
 // send writes the request on a pooled worker connection or a new one: a
@@ -988,7 +747,7 @@ func (l *loop) sendOn(ex *edgeEx, u *econn) {
 		l.upFailed(ex, err)
 		return
 	}
-	l.want(ex.c)
+	l.ep.want(ex.c)
 }
 
 // pair connects to a worker on this host without TCP: one end of a unix
@@ -1104,13 +863,13 @@ func (l *loop) writable(c *econn) {
 		}
 		c.out = c.out[:copy(c.out, c.out[n:])]
 	}
-	l.want(c)
+	l.ep.want(c)
 	if c.up || len(c.out) > 0 {
 		return
 	}
 	if ex := c.ex; ex != nil && ex.u != nil && ex.u.paused {
 		ex.u.paused = false
-		l.want(ex.u)
+		l.ep.want(ex.u)
 	} else if c.ex == nil {
 		l.next(c)
 	}
@@ -1172,45 +931,12 @@ func (l *loop) upReadable(u *econn) {
 		ex.mode, ex.cliClose = bodyEOF, true
 	}
 	ex.upClose = rs.close
-	l.wbuf = l.answerHead(l.wbuf[:0], ex)
+	l.wbuf = ex.answerHead(l.wbuf[:0], l.draining)
 	l.body(ex, u.in[rs.head:], l.wbuf)
 	u.in = u.in[:0] // relayed or queued: whatever it held is written out
 }
 
 var errUpEOF = errors.New("worker closed the connection")
-
-// answerHead writes the client's answer head as the proxy's net/http path
-// (relayResponse) does.
-func (l *loop) answerHead(b []byte, ex *edgeEx) []byte {
-	rs := &ex.resp
-	b = append(b, "HTTP/1.1 "...)
-	b = append(b, rs.statusRaw...)
-	b = append(b, "\r\n"...)
-	if ex.page {
-		b = appendLine(b, "Server-Timing", RouteTiming(ex.routeDur))
-	}
-outer:
-	for _, h := range rs.keep {
-		for _, tok := range rs.conn {
-			if asciiEq(h[0], string(tok)) {
-				continue outer
-			}
-		}
-		b = append(b, h[0]...)
-		b = append(b, ": "...)
-		b = append(b, h[1]...)
-		b = append(b, "\r\n"...)
-	}
-	if ex.mode == bodyChunked {
-		b = append(b, "Transfer-Encoding: chunked\r\n"...)
-	}
-	if ex.cliClose || l.draining {
-		ex.cliClose = true
-		b = append(b, "Connection: close\r\n"...)
-	}
-	b = appendLine(b, "X-Request-Id", ex.id)
-	return append(b, "\r\n"...)
-}
 
 // body relays b, a part of the answer's body, after head (the answer's
 // head with the body's first part: one write), and ends the exchange with
@@ -1253,7 +979,7 @@ func (l *loop) body(ex *edgeEx, b, head []byte) {
 		l.finish(ex)
 	case len(c.out) > edgeOutHigh && !u.paused:
 		u.paused = true
-		l.want(u)
+		l.ep.want(u)
 	}
 }
 
@@ -1271,7 +997,7 @@ func (l *loop) finish(ex *edgeEx) {
 		u.in, u.paused, u.pooled = u.in[:0], false, true
 		u.deadline = l.now.Add(edgeUpIdle)
 		l.idle[u.addr] = append(l.idle[u.addr], u)
-		l.want(u)
+		l.ep.want(u)
 	}
 	c.in = c.in[:copy(c.in, c.in[c.req.head:])]
 	if ex.cliClose || l.draining {
@@ -1280,7 +1006,7 @@ func (l *loop) finish(ex *edgeEx) {
 	if len(c.out) == 0 {
 		l.next(c)
 	} else {
-		l.want(c)
+		l.ep.want(c)
 	}
 }
 
@@ -1310,21 +1036,21 @@ func (l *loop) upFailed(ex *edgeEx, err error) {
 		l.closeClient(c)
 	case ex.reused && !ex.answered && !ex.retried && !IsTimeout(err):
 		ex.retried = true
-		if sa := l.sockaddr(ex.addr); sa != nil {
+		if sa := l.addrs.sockaddr(ex.addr); sa != nil {
 			l.send(ex, ex.addr, sa)
 			return
 		}
 		fallthrough
 	default:
 		if IsDialError(err) {
-			l.e.addrs.Delete(ex.addr)
+			l.e.addrs.forget(ex.addr)
 		}
 		if Unreachable(err) {
 			for _, x := range append([]*econn(nil), l.idle[ex.addr]...) {
 				l.closeUp(x) // the worker may be gone: do not offer them to the next request
 			}
 		}
-		req, rec := l.pageRequest(ex)
+		req, rec := ex.pageRequest()
 		l.e.host.UpstreamFailed(rec, req, ex.id, ex.t, ex.route, err)
 		l.page(ex, rec)
 	}
@@ -1336,7 +1062,7 @@ func (l *loop) handoff(c *econn, reason string) {
 	l.clients--
 	// Explicitly: the registration would outlive this descriptor through
 	// the duplicate FileConn makes.
-	_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, c.fd, nil)
+	_ = l.ep.del(c.fd)
 	l.e.cfg.Stats.handoff(reason)
 	f := os.NewFile(uintptr(c.fd), "edge")
 	nc, err := net.FileConn(f)
