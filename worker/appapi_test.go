@@ -48,7 +48,7 @@ func newAPIFixture(t *testing.T) *apiFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
-	w.replica = newLocalReplica()
+	w.replica.Store = newLocalReplica()
 	app := wire.App{Name: "API", MountPoint: "api1", Entry: "index.html", Strategy: wire.SingleAppInstance,
 		Files: map[string][]byte{"index.html": []byte(apiPage)}, BrowsersPerUser: 2} // createBrowser is tested
 	_ = w.apps.AddApplication(ctx, app)

@@ -14,6 +14,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/engine"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/failover"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
 )
@@ -42,8 +43,8 @@ type vbrowser struct {
 	unquota  func()
 	released chan struct{}
 	once     sync.Once
-	// snap is its snapshot bookkeeping (snapshots.go).
-	snap snapState
+	// snap is its snapshot bookkeeping and input gate (snapshots.go).
+	snap failover.BrowserState
 	// made is how the browser was made (lease, app API, policies, entry
 	// page), a Server-Timing value sent with its Browser URL.
 	made string
@@ -112,7 +113,7 @@ func (bm *browserMaker) browserFor(ctx context.Context, in *instance, user strin
 // browserForFrom is browserFor for a client at address ip ("" = unknown),
 // for the per-address browser quota.
 func (bm *browserMaker) browserForFrom(ctx context.Context, in *instance, user, ip string) (*vbrowser, error) {
-	in.awaitUserRestore(ctx, user)
+	in.restoring.AwaitOwner(ctx, user)
 	for {
 		in.mu.Lock()
 		if bid, ok := in.byUser[user]; ok {
@@ -203,10 +204,10 @@ func (bm *browserMaker) startBrowser(ctx context.Context, in *instance, vb *vbro
 	}()
 	// A browser caught going round its egress guard is destroyed, and the
 	// user gets another one.
-	lease, b, st, err := bm.leaseBrowser(ctx, in, vb, snap)
+	lease, st, err := bm.leaseBrowser(ctx, in, vb, snap)
 	if errors.Is(err, errEgressBypassed) {
 		bm.log.Error().Str("instance", in.info.ID).Err(err).Msg("browser bypassed its egress guard: destroyed, leasing another")
-		lease, b, st, err = bm.leaseBrowser(ctx, in, vb, snap)
+		lease, st, err = bm.leaseBrowser(ctx, in, vb, snap)
 	}
 	if err != nil {
 		return nil, err
@@ -214,7 +215,7 @@ func (bm *browserMaker) startBrowser(ctx context.Context, in *instance, vb *vbro
 	vb.made = st.String()
 	if snap != nil {
 		// A pool's browser too: its cookies keep the user signed in.
-		if err := bm.w.snaps.restorePage(ctx, vb, *snap); err != nil {
+		if err := bm.w.snaps.RestorePage(ctx, vb, *snap); err != nil {
 			lease.Return()
 			return nil, err
 		}
@@ -255,9 +256,8 @@ func (bm *browserMaker) startBrowser(ctx context.Context, in *instance, vb *vbro
 	}
 	in.browsers[vb.id] = vb
 	in.mu.Unlock()
-	vb.snap.url = b.Page().URL
 	vb.hub.Watch(func(err error) { bm.browserEnded(in, vb, err) })
-	bm.w.snaps.kickSnapshot(vb)
+	bm.w.snaps.Started(vb)
 	vb.hub.StartIdle(in.idle, bm.w.clock, releasedReason(in.idle), reloadURL(in.app, in.info.ID), func() { bm.browserIdle(in, vb) })
 	vb.hub.StartRest(bm.w.cfg.RestAfter, bm.w.clock)
 	vb.hub.SetPrecast(engine.PrecastWindow, bm.w.clock)
@@ -275,7 +275,7 @@ var errEgressBypassed = errors.New("browser bypassed its egress guard")
 // leaseBrowser leases vb's browser from the app's pool (or the general
 // pool) and prepares it: app API, and for a blank general-pool browser the
 // app's egress, navigation policy, viewport and entry page.
-func (bm *browserMaker) leaseBrowser(ctx context.Context, in *instance, vb *vbrowser, snap *wire.BrowserSnapshot) (*pool.Lease, browser.Browser, *serverTiming, error) {
+func (bm *browserMaker) leaseBrowser(ctx context.Context, in *instance, vb *vbrowser, snap *wire.BrowserSnapshot) (*pool.Lease, *serverTiming, error) {
 	// Leasing can take a second with Chromium (a cold browser): not under
 	// the lock.
 	pc := bm.w.catalog.poolConfig(in.app.MountPoint)
@@ -292,7 +292,7 @@ func (bm *browserMaker) leaseBrowser(ctx context.Context, in *instance, vb *vbro
 	}
 	bm.w.leaseSeconds.WithLabelValues(kind, outcome).Observe(time.Since(t0).Seconds())
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("lease a browser: %w", err)
+		return nil, nil, fmt.Errorf("lease a browser: %w", err)
 	}
 	b := lease.Browser()
 	// Set before the app API is installed: its calls (another goroutine)
@@ -301,7 +301,7 @@ func (bm *browserMaker) leaseBrowser(ctx context.Context, in *instance, vb *vbro
 	// The app API is per browser and per user: installed at lease time.
 	if err := b.Install(ctx, bm.w.apiScript(vb), map[string]func(string){apiBinding: func(p string) { bm.w.api.onAPICall(vb, p) }}); err != nil {
 		lease.Return()
-		return nil, nil, nil, fmt.Errorf("install the app API: %w", err)
+		return nil, nil, fmt.Errorf("install the app API: %w", err)
 	}
 	st.step("api")
 	if !lease.Specific() {
@@ -310,15 +310,14 @@ func (bm *browserMaker) leaseBrowser(ctx context.Context, in *instance, vb *vbro
 		bm.w.assignEgress(b, in.app.MountPoint)
 		if err := b.SetPolicy(ctx, bm.w.navigationPolicy(in.app)); err != nil {
 			lease.Return()
-			return nil, nil, nil, fmt.Errorf("navigation policy: %w", err)
+			return nil, nil, fmt.Errorf("navigation policy: %w", err)
 		}
 		if in.app.ViewportWidth > 0 && in.app.ViewportHeight > 0 && snap == nil {
 			if err := b.Input(ctx, browser.InputEvent{Type: browser.InputResize, Width: in.app.ViewportWidth, Height: in.app.ViewportHeight}); err != nil {
 				lease.Return()
-				return nil, nil, nil, fmt.Errorf("viewport: %w", err)
+				return nil, nil, fmt.Errorf("viewport: %w", err)
 			}
-			vb.snap.width.Store(int32(in.app.ViewportWidth))
-			vb.snap.height.Store(int32(in.app.ViewportHeight))
+			vb.snap.Resized(in.app.ViewportWidth, in.app.ViewportHeight)
 		}
 		st.step("policy")
 		if snap == nil {
@@ -327,20 +326,20 @@ func (bm *browserMaker) leaseBrowser(ctx context.Context, in *instance, vb *vbro
 				if b.Egress() != nil && strings.Contains(err.Error(), "ERR_NAME_NOT_RESOLVED") {
 					// Behind its guard a browser never resolves a name
 					// itself (the guard does, and answers with a page).
-					return nil, nil, nil, fmt.Errorf("%w: open %s: %w", errEgressBypassed, in.app.Entry, err)
+					return nil, nil, fmt.Errorf("%w: open %s: %w", errEgressBypassed, in.app.Entry, err)
 				}
-				return nil, nil, nil, fmt.Errorf("open %s: %w", in.app.Entry, err)
+				return nil, nil, fmt.Errorf("open %s: %w", in.app.Entry, err)
 			}
 			st.step("nav")
 		}
 	}
-	return lease, b, st, nil
+	return lease, st, nil
 }
 
 // closeBrowser closes one browser of an instance.
 func (bm *browserMaker) closeBrowser(in *instance, vb *vbrowser, reason string) {
 	in.forget(vb)
-	bm.w.snaps.forgetSnapshot(vb)
+	bm.w.snaps.Forget(vb)
 	vb.close(context.Background(), reason)
 }
 
@@ -352,7 +351,7 @@ func (bm *browserMaker) browserEnded(in *instance, vb *vbrowser, err error) {
 	closing := in.closed // the instance's end says it all (or it moved)
 	in.mu.Unlock()
 	if !closing {
-		bm.w.snaps.forgetSnapshot(vb)
+		bm.w.snaps.Forget(vb)
 	}
 	if errors.Is(err, browser.ErrCrashed) {
 		bm.log.Warn().Str("instance", in.info.ID).Str("browser", vb.id).Err(err).Msg("virtual browser crashed")
@@ -388,7 +387,7 @@ func (bm *browserMaker) browserIdle(in *instance, vb *vbrowser) {
 	}
 	in.mu.Unlock()
 	vb.release()
-	bm.w.snaps.forgetSnapshot(vb)
+	bm.w.snaps.Forget(vb)
 	bm.w.idleReleased.Add(1)
 	bm.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", vb.owner).
 		Dur("idle", in.idle).Msg("browser released: no client connected for the idle timeout")

@@ -66,7 +66,7 @@ func newHubFixture(t *testing.T, role httpserve.Role, setup ...func(*Worker)) *h
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.replica = newLocalReplica()
+	w.replica.Store = newLocalReplica()
 	for _, f := range setup {
 		f(w)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/failover"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
@@ -36,10 +37,9 @@ type instance struct {
 	// browser here tells them the previous one was released.
 	released map[string]string
 	noteFor  map[string]bool
-	// pending are the browsers being restored from their snapshots (a
-	// re-placed instance), closed when done; pendingOwner their owners.
-	pending      map[string]chan struct{}
-	pendingOwner map[string]string
+	// restoring are the browsers being restored from their snapshots (a
+	// re-placed instance).
+	restoring failover.Restoring
 	// making is the user's browser being made (browserForFrom): the
 	// concurrent first requests of one user wait for it instead of each
 	// starting a browser, taking a place in the user's quota and losing
@@ -91,13 +91,13 @@ func (t *instanceTable) create(ctx context.Context, req wire.CreateInstance) (re
 	}
 	// An id the master already holds shared state for (a re-placement)
 	// starts from that state, before anyone can use it.
-	saved, err := w.loadState(ctx, req.InstanceID)
+	saved, err := w.replica.Load(ctx, req.InstanceID)
 	if err != nil {
 		return nil, err
 	}
 	var snaps []wire.BrowserSnapshot
 	if req.Restore {
-		if snaps, err = w.snaps.loadSnapshots(ctx, req.InstanceID); err != nil {
+		if snaps, err = w.snaps.Load(ctx, req.InstanceID); err != nil {
 			return nil, err
 		}
 	}
@@ -126,32 +126,18 @@ func (t *instanceTable) create(ctx context.Context, req wire.CreateInstance) (re
 		app: app, browsers: map[string]*vbrowser{}, byUser: map[string]string{},
 		state: map[string]json.RawMessage{}, seqs: map[string]uint64{}, perms: map[string]httpserve.Role{}, w: w,
 		idle: appIdle(app), released: map[string]string{}, noteFor: map[string]bool{},
-		pending: map[string]chan struct{}{}, pendingOwner: map[string]string{},
 	}
 	in.restore(saved)
-	// The snapshotted browsers are pending from now on: requests for them
-	// (a reconnecting client engine) wait until they are back.
-	for _, s := range snaps {
-		if _, dup := in.pending[s.ID]; dup {
-			continue
-		}
-		in.pending[s.ID], in.pendingOwner[s.ID] = make(chan struct{}), s.Owner
-	}
 	t.m[req.InstanceID] = in
-	var done chan struct{}
-	if len(snaps) > 0 {
-		done = make(chan struct{})
-		go func() {
-			defer close(done)
-			w.browsers.restoreBrowsers(in, snaps)
-		}()
-	}
+	// The snapshotted browsers are recreated in the background; requests
+	// for them (a reconnecting client engine) wait until they are back.
+	restored = w.snaps.RestoreAll(w.ctx, &in.restoring, in.info.ID, snaps, func(ctx context.Context, s wire.BrowserSnapshot) error {
+		_, err := w.browsers.restoreBrowser(ctx, in, s)
+		return err
+	})
 	t.log.Info().Str("instance", req.InstanceID).Str("app", app.MountPoint).Str("owner", req.Owner).Bool("restore", req.Restore).
 		Bool("restored", saved.Found).Int("state_keys", len(saved.Values)).Int("browsers", len(snaps)).Msg("instance created")
-	if done == nil {
-		return nil, nil
-	}
-	return done, nil
+	return restored, nil
 }
 
 // close closes an instance for good and tells the master; it reports

@@ -50,7 +50,7 @@ func TestConcurrentFirstRequestsOneBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.replica = newLocalReplica()
+	w.replica.Store = newLocalReplica()
 	t.Cleanup(func() { w.Close() })
 	setQuotas(w, wire.Quotas{BrowsersPerUser: 1})
 	ctx := context.Background()
@@ -131,7 +131,7 @@ func TestEgressBypassNeverHandedOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.replica = newLocalReplica()
+	w.replica.Store = newLocalReplica()
 	t.Cleanup(func() { w.Close() })
 	ctx := context.Background()
 	app := wire.App{Name: "T", MountPoint: "typing", Entry: "index.html", Strategy: wire.SingleInstancePerUser}

@@ -79,14 +79,14 @@ func benchAppend(b *testing.B, w *Worker, in *instance) {
 // messages), alternating local and replicated acknowledgement.
 func BenchmarkSharedStateAppendLatency(b *testing.B) {
 	w, inLocal, inRepl := benchStateCluster(b)
-	remote, local := w.replica, newLocalReplica()
+	remote, local := w.replica.Store, newLocalReplica()
 	var tLocal, tRepl time.Duration
 	for b.Loop() {
-		w.replica = local
+		w.replica.Store = local
 		t0 := time.Now()
 		benchAppend(b, w, inLocal)
 		t1 := time.Now()
-		w.replica = remote
+		w.replica.Store = remote
 		benchAppend(b, w, inRepl)
 		tRepl += time.Since(t1)
 		tLocal += t1.Sub(t0)
@@ -102,7 +102,7 @@ func BenchmarkSharedStateAppendLatency(b *testing.B) {
 func BenchmarkSharedStateAppendThroughput(b *testing.B) {
 	const writers = 16
 	w, inLocal, inRepl := benchStateCluster(b)
-	remote, local := w.replica, newLocalReplica()
+	remote, local := w.replica.Store, newLocalReplica()
 	batch := func(in *instance) time.Duration {
 		t0 := time.Now()
 		var wg sync.WaitGroup
@@ -114,9 +114,9 @@ func BenchmarkSharedStateAppendThroughput(b *testing.B) {
 	}
 	var tLocal, tRepl time.Duration
 	for b.Loop() {
-		w.replica = local
+		w.replica.Store = local
 		tLocal += batch(inLocal)
-		w.replica = remote
+		w.replica.Store = remote
 		tRepl += batch(inRepl)
 	}
 	n := float64(b.N * writers)

@@ -11,6 +11,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/sharedstate"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/failover"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
@@ -68,7 +69,7 @@ func (r *localReplica) Get(ctx context.Context, iid, after string) (wire.Instanc
 // gatedReplica holds every write until release is closed, then passes it
 // on (or refuses it with refuse, if set).
 type gatedReplica struct {
-	next    stateReplica
+	next    failover.StateStore
 	arrived chan wire.StateWrite
 	release chan struct{}
 	refuse  error
@@ -93,10 +94,10 @@ func (g *gatedReplica) Get(ctx context.Context, iid, after string) (wire.Instanc
 
 // stateFixture is a worker (no master, no Chromium) with one instance and a
 // replica the test controls.
-func stateFixture(t *testing.T, r stateReplica) (*Worker, *instance, *vbrowser) {
+func stateFixture(t *testing.T, r failover.StateStore) (*Worker, *instance, *vbrowser) {
 	t.Helper()
 	w, _ := newTestWorker(t)
-	w.replica = r
+	w.replica.Store = r
 	app, _ := w.catalog.app("hello")
 	iid := "w-test.statestatest"
 	if err := w.apps.CreateInstance(context.Background(), wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice", Epoch: 7}); err != nil {

@@ -59,7 +59,7 @@ func (h hostedInstance) App() wire.App                   { return h.in.app }
 func (h hostedInstance) Role(user string) httpserve.Role { return h.in.instanceRole(user) }
 func (h hostedInstance) HasBrowserFor(user string) bool  { return h.in.hasBrowserFor(user) }
 
-func (h hostedInstance) AwaitRestore(ctx context.Context, id string) { h.in.awaitRestore(ctx, id) }
+func (h hostedInstance) AwaitRestore(ctx context.Context, id string) { h.in.restoring.Await(ctx, id) }
 
 func (h hostedInstance) Browser(id string) (httpserve.Browser, bool) {
 	b, ok := h.in.browser(id)

@@ -20,6 +20,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/browsertest"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/failover"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
@@ -111,7 +112,7 @@ func (r *recBrowser) Evaluate(ctx context.Context, expr string, out any) error {
 		r.rec("storage " + expr[strings.LastIndex(expr, "})(")+3:len(expr)-1])
 		v = true
 	case strings.Contains(expr, "skipped"):
-		v = pageStorage{Origin: "https://example.test", Local: map[string]string{"theme": "dark"}}
+		v = map[string]any{"origin": "https://example.test", "local": map[string]string{"theme": "dark"}}
 	default:
 		return errors.New("unsupported")
 	}
@@ -137,6 +138,12 @@ func (r *recRuntime) NewBrowser(ctx context.Context, opts browser.Options) (brow
 	return rb, nil
 }
 
+// keepSnapshots has w's browsers snapshotted into store instead of the
+// master, their input holds timed by w's clock as it is now.
+func keepSnapshots(w *Worker, store failover.SnapshotStore) {
+	w.snaps = failover.NewSnapshots(w.ctx, failover.SnapshotConfig{Store: store, Clock: w.clock, Log: w.log})
+}
+
 // snapWorker is a worker (Null-based runtime, no master) with in-memory
 // state and snapshot stores, and one app.
 func snapWorker(t *testing.T, id string, snaps *memSnapshots, interval time.Duration) (*Worker, wire.App) {
@@ -145,7 +152,8 @@ func snapWorker(t *testing.T, id string, snaps *memSnapshots, interval time.Dura
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.replica, w.snapshots = newLocalReplica(), snaps
+	w.replica.Store = newLocalReplica()
+	keepSnapshots(w, snaps)
 	t.Cleanup(func() { w.Close() })
 	app := wire.App{Name: "A", MountPoint: "app", Entry: "https://example.test/", Strategy: wire.MultiInstance}
 	if err := w.apps.AddApplication(context.Background(), app); err != nil {
@@ -199,7 +207,7 @@ func TestRestoreRecreatesBrowsers(t *testing.T) {
 		t.Fatal("restored instance missing")
 	}
 	for _, bid := range []string{"b1", "b2", "b3"} {
-		in.awaitRestore(ctx, bid)
+		in.restoring.Await(ctx, bid)
 	}
 	if in.info.Created != created || in.info.Name != "the room" || in.info.Owner != "alice" || in.info.Epoch != 9 || in.info.Worker != "w-new" {
 		t.Fatalf("instance info: %+v", in.info)
@@ -276,13 +284,13 @@ func TestSnapshotsSavedAndRemoved(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, testutil.Cond("the snapshot removed", func() bool { _, ok := snaps.get(iid, vb.id); return !ok }))
 }
 
-// Input marks a browser for the periodic snapshot; an unchanged browser
-// is not sent again.
+// What the hub tells a browser's host (input, a resize) marks it for the
+// periodic snapshot, which goes over every browser of the worker.
 func TestSnapshotInterval(t *testing.T) {
 	snaps := newMemSnapshots()
 	w, app := snapWorker(t, "w-tick", snaps, 20*time.Millisecond)
 	w.wg.Add(1)
-	go func() { defer w.wg.Done(); w.snaps.snapshotLoop(w.cfg.SnapshotInterval) }()
+	go func() { defer w.wg.Done(); w.snaps.Run(w.ctx, w.cfg.SnapshotInterval, w.instances.subjects) }()
 	ctx := context.Background()
 	iid := "w-tick.ticktickticktick"
 	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice"}); err != nil {
@@ -298,20 +306,10 @@ func TestSnapshotInterval(t *testing.T) {
 	if err := vb.b.Input(ctx, browser.InputEvent{Type: browser.InputResize, Width: 640, Height: 480}); err != nil {
 		t.Fatal(err)
 	}
-	browserHost{vb}.Touched()
-	browserHost{vb}.Resized(640, 480)
+	host := browserHost{&vb.snap, vb}
+	host.Touched()
+	host.Resized(640, 480)
 	testutil.Eventually(t, 10*time.Second, testutil.Cond("a 640x480 snapshot", func() bool { s, _ := snaps.get(iid, vb.id); return s.Width == 640 && s.Height == 480 }))
-	snaps.mu.Lock()
-	n := snaps.saves
-	snaps.mu.Unlock()
-	vb.snap.dirty.Store(true)
-	testutil.Eventually(t, 10*time.Second, testutil.Cond("!vb.snap.dirty.Load()", func() bool { return !vb.snap.dirty.Load() })) // the tick took it
-	testutil.Eventually(t, 10*time.Second, testutil.Cond("the snapshot tick done", func() bool { vb.snap.mu.Lock(); defer vb.snap.mu.Unlock(); return !vb.snap.running }))
-	snaps.mu.Lock()
-	defer snaps.mu.Unlock()
-	if snaps.saves != n {
-		t.Fatalf("an unchanged snapshot was sent again (%d saves, was %d)", snaps.saves, n)
-	}
 }
 
 // keysOf are the keys of the keydowns fb took, in order.
@@ -341,7 +339,7 @@ func nextMsg(t *testing.T, conn *websocket.Conn, typ string, skip ...string) map
 // back to its client ({"t":"held"}) instead of into the page, which the
 // client sends again to the browser's new copy. A hold that the move does
 // not end (it failed) ends ({"t":"resume"}) when the master says so, or by
-// itself after inputHoldMax, and input reaches this page again.
+// itself after failover.InputHoldMax, and input reaches this page again.
 func TestMigrationHoldsInput(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -352,11 +350,11 @@ func TestMigrationHoldsInput(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"the hold times out", func(_ *hubFixture, clk *clocktest.Clock) { clk.Advance(inputHoldMax) }},
+		{"the hold times out", func(_ *hubFixture, clk *clocktest.Clock) { clk.Advance(failover.InputHoldMax) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.New(time.Unix(1000, 0))
-			f := newHubFixture(t, httpserve.RoleReader, func(w *Worker) { w.snapshots = newMemSnapshots(); w.clock = clk })
+			f := newHubFixture(t, httpserve.RoleReader, func(w *Worker) { w.clock = clk; keepSnapshots(w, newMemSnapshots()) })
 			fb := f.rt.last()
 			owner, _ := f.dial(t, true)
 			key := func(k string) {

@@ -37,6 +37,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/engine"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/failover"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/grade"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/jobs"
@@ -133,13 +134,12 @@ type Worker struct {
 
 	node   *rmi.Node
 	client *rmi.Client
-	// replica stores instances' shared state off this worker: the master
-	// (set by Start); unit tests may put another in.
-	replica stateReplica
-	// snapshots keeps browser snapshots off this worker: the master (set
+	// replica stores instances' shared state off this worker: its store is
+	// the master (set by Start); unit tests may put another in.
+	replica failover.Replica
+	// snaps keeps browser snapshots off this worker, at the master (set
 	// by Start; nil: no snapshots); unit tests may put another in.
-	snapshots snapshotStore
-	snaps     snapshotter
+	snaps *failover.Snapshots
 	// apps takes the master's orders; the work is done by catalog (the
 	// apps installed), instances (those hosted here), browsers (making and
 	// ending their browsers) and api (their pages' app API).
@@ -188,6 +188,9 @@ func DefaultConfig() Config {
 		MaxBrowsers: 64, GeneralMin: GeneralMinAuto, LeaveTimeout: 60 * time.Second, SnapshotInterval: DefaultSnapshotInterval,
 		RestAfter: DefaultRestAfter, Grade: grade.DefaultConfig()}
 }
+
+// DefaultSnapshotInterval is the default Config.SnapshotInterval.
+const DefaultSnapshotInterval = failover.DefaultSnapshotInterval
 
 // GeneralMinAuto sizes the general pool's ready browsers from memory.
 const GeneralMinAuto = -1
@@ -239,6 +242,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, id: cfg.ID, incarnation: ids.Random(12), runtime: cfg.Runtime, clock: clock.Real, grade: gov}
 	w.log = cfg.Logger.With().Str("worker", w.id).Logger()
+	w.replica.Log = w.log
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	appsLog := w.log.With().Str("component", "apps").Logger()
 	w.apps = &AppManager{w: w, log: appsLog}
@@ -246,7 +250,6 @@ func New(cfg Config) (*Worker, error) {
 	w.instances = newInstanceTable(w, appsLog)
 	w.browsers = &browserMaker{w: w, log: appsLog}
 	w.api = &appAPI{w: w, log: appsLog}
-	w.snaps = snapshotter{w}
 	w.period.Store(int64(time.Second))
 	def := DefaultConfig()
 	config.OrDefault(&cfg.SnapshotInterval, def.SnapshotInterval)
@@ -353,15 +356,15 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.node = node
 	w.reg.MustRegister(cbmetrics.RMI(node)...)
 	w.client = node.NewClient(w.cfg.Master, w.onConnect)
-	if w.replica == nil {
-		w.replica = contract.InstanceStateClient{C: w.client}
+	if w.replica.Store == nil {
+		w.replica.Store = contract.InstanceStateClient{C: w.client}
 	}
-	if w.snapshots == nil {
-		w.snapshots = contract.InstanceStateClient{C: w.client}
+	if w.snaps == nil {
+		w.snaps = failover.NewSnapshots(w.ctx, failover.SnapshotConfig{Store: contract.InstanceStateClient{C: w.client}, Clock: w.clock, Log: w.log})
 	}
 	w.wg.Add(2)
 	go func() { defer w.wg.Done(); w.reportLoop() }()
-	go func() { defer w.wg.Done(); w.snaps.snapshotLoop(w.cfg.SnapshotInterval) }()
+	go func() { defer w.wg.Done(); w.snaps.Run(w.ctx, w.cfg.SnapshotInterval, w.instances.subjects) }()
 	w.log.Info().Str("http", w.HTTPAddr()).Str("master", w.cfg.Master).Str("runtime", w.runtime.Name()).Msg("worker started")
 	return nil
 }

@@ -34,7 +34,7 @@ func newTestWorker(t *testing.T) (*Worker, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.replica = newLocalReplica()
+	w.replica.Store = newLocalReplica()
 	srv := httptest.NewServer(signedHandler(w))
 	t.Cleanup(func() {
 		srv.Close()
