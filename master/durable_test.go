@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -17,11 +15,13 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
-// startDurable starts a master on data directory dir.
+// startDurable starts a master on data directory dir (testConfig: a fake
+// clock of its own).
 func startDurable(t *testing.T, dir string) *Master {
 	t.Helper()
-	m, err := New(Config{Secret: testSecret, AdminToken: "tok", Apps: testApps, Balancer: balance.RoundRobin,
-		DataDir: dir, DeadAfter: 300 * time.Millisecond, Logger: zerolog.Nop()})
+	cfg := testConfig(balance.RoundRobin)
+	cfg.DataDir = dir
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +53,9 @@ func (f *fakeWorker) registerInc(t *testing.T, m *Master, inc string, insts ...w
 // master knows the dead worker's instances from its store: their URLs say
 // "moving" (never "does not exist"), a returning user of a per-user app
 // waits for their instance instead of getting a new one, and once the grace
-// period passes without the worker, each is placed again on a live worker
-// under its id, with its state (a restore).
+// period (DeadAfter, on the master's clock) passes without the worker, each
+// is placed again on a live worker under its id, with its state (a
+// restore).
 func TestDoubleFault(t *testing.T) {
 	dir := t.TempDir()
 	m := startDurable(t, dir)
@@ -74,8 +75,17 @@ func TestDoubleFault(t *testing.T) {
 		t.Fatalf("route of the dead worker's instance after the restart: %v, want %s", err, wire.CodeInstanceMoving)
 	}
 	// Alice comes back: she gets her instance, once it is placed again.
-	back, err := b.place(t, "notes", "alice")
-	if err != nil || back.InstanceID != iid || back.Created {
+	pending := b.placeAsync(t, "notes", "alice")
+	armed(t, m, 2, "the restarted master's grace and alice's placement waiting")
+	clockOf(m).Advance(testDeadAfter - time.Nanosecond)
+	stillArmed(t, m, 2, "before the grace period passed")
+	stillWaiting(t, pending, "before the grace period passed")
+	if n := b.creates.Load(); n != 0 {
+		t.Fatalf("%d creations on w-b before the grace period passed", n)
+	}
+	clockOf(m).Advance(time.Nanosecond)
+	r := <-pending
+	if back, err := r.p, r.err; err != nil || back.InstanceID != iid || back.Created {
 		t.Fatalf("alice after the double fault: %+v %v, want her instance %s", back, err, iid)
 	}
 	waitRoute(t, b, iid, "w-b")
@@ -143,17 +153,18 @@ func TestQuickRestartFailsOver(t *testing.T) {
 }
 
 // TestStalledWorkerNotOffered: a worker whose load reports stopped (a
-// stall, a cut) is not offered for Application URLs while another worker
-// reports; when every worker is stale, they are offered as before.
+// stall, a cut) while time passed on the master's clock is not offered for
+// Application URLs while another worker reports; when every worker is
+// stale, they are offered as before.
 func TestStalledWorkerNotOffered(t *testing.T) {
 	m := startMaster(t, balance.RoundRobin)
 	a := addWorker(t, m, "w-a")
 	addWorker(t, m, "w-b")
-	setReported := func(id string, at time.Time) {
-		m.workers.SetReported(id, at)
+	silence := time.Hour // many report periods
+	clockOf(m).Advance(silence)
+	if err := (contract.WorkerManagerClient{C: a.conn}).Report(context.Background(), wire.Load{}); err != nil {
+		t.Fatal(err)
 	}
-	old := time.Now().Add(-time.Hour)
-	setReported("w-b", old)
 	for _, w := range m.Status().Workers {
 		if w.Silent != (w.ID == "w-b") {
 			t.Fatalf("status of %s: silent %v", w.ID, w.Silent)
@@ -165,7 +176,12 @@ func TestStalledWorkerNotOffered(t *testing.T) {
 			t.Fatalf("app route with w-b silent: %+v %v, want w-a", r, err)
 		}
 	}
-	setReported("w-a", old)
+	clockOf(m).Advance(silence) // w-a falls silent too
+	for _, w := range m.Status().Workers {
+		if !w.Silent {
+			t.Fatalf("status of %s: not silent", w.ID)
+		}
+	}
 	seen := map[string]bool{}
 	for range 6 {
 		r, err := a.route(t, wire.RouteApp, "notes", "")

@@ -116,12 +116,14 @@ func storedList(t *testing.T, m *Master, iid string) string {
 // opens a second instance, whose existence would force one of the two to
 // give way with its acknowledged writes when the first returns. If the
 // holder stays unreachable past the wait, the answer is "moving" (retry).
+// DeadAfter and the wait pass on the master's clock, as the test advances
+// it.
 func TestHolderWaitedForNeverReplaced(t *testing.T) {
 	disconnect := func(m *Master, id string) {
 		m.workers.Disconnected(id, m.workers.Gate.ConnOf(id)) // the master's end
 	}
 	t.Run("declared dead: the same instance, moved", func(t *testing.T) {
-		m := startMaster(t, balance.RoundRobin) // DeadAfter 300 ms
+		m := startMaster(t, balance.RoundRobin)
 		a := addWorker(t, m, "w-a")
 		old, err := a.place(t, "notes", "alice")
 		if err != nil {
@@ -131,9 +133,15 @@ func TestHolderWaitedForNeverReplaced(t *testing.T) {
 		infos := instanceInfos(t, m)
 		disconnect(m, "w-a")
 		b := addWorker(t, m, "w-b")
-		p, err := b.place(t, "notes", "alice")
-		if err != nil || p.InstanceID != old.InstanceID || p.WorkerID != "w-b" {
-			t.Fatalf("alice while w-a is unreachable: %+v %v, want %s on w-b", p, err, old.InstanceID)
+		pending := b.placeAsync(t, "notes", "alice")
+		armed(t, m, 2, "the dead-after timer and the placement's wait")
+		clockOf(m).Advance(testDeadAfter - time.Nanosecond)
+		stillArmed(t, m, 2, "before DeadAfter")
+		stillWaiting(t, pending, "before DeadAfter")
+		clockOf(m).Advance(time.Nanosecond)
+		r := <-pending
+		if p := r.p; r.err != nil || p.InstanceID != old.InstanceID || p.WorkerID != "w-b" {
+			t.Fatalf("alice while w-a is unreachable: %+v %v, want %s on w-b", p, r.err, old.InstanceID)
 		}
 		if n := b.creates.Load(); n != 1 {
 			t.Fatalf("w-b got %d creations, want 1 (the move)", n)
@@ -148,7 +156,6 @@ func TestHolderWaitedForNeverReplaced(t *testing.T) {
 	})
 	t.Run("back in time: the same instance, where it was", func(t *testing.T) {
 		m := startMaster(t, balance.RoundRobin)
-		m.workers.SetDeadAfter(time.Minute)
 		a := addWorker(t, m, "w-a")
 		old, err := a.place(t, "notes", "alice")
 		if err != nil {
@@ -157,37 +164,37 @@ func TestHolderWaitedForNeverReplaced(t *testing.T) {
 		infos := instanceInfos(t, m)
 		disconnect(m, "w-a")
 		b := addWorker(t, m, "w-b")
-		got := make(chan wire.Placement, 1)
-		go func() {
-			p, err := b.place(t, "notes", "alice")
-			if err != nil {
-				t.Error(err)
-			}
-			got <- p
-		}()
-		testutil.Eventually(t, 5*time.Second, testutil.Cond("a placement waiting", func() bool { return len(got) == 0 }))
+		pending := b.placeAsync(t, "notes", "alice")
+		armed(t, m, 2, "the dead-after timer and the placement's wait")
+		clockOf(m).Advance(testDeadAfter - time.Nanosecond)
+		stillArmed(t, m, 2, "before DeadAfter")
+		stillWaiting(t, pending, "before DeadAfter")
 		a.register(t, m, infos[old.InstanceID])
-		if p := <-got; p.InstanceID != old.InstanceID || p.WorkerID != "w-a" {
-			t.Fatalf("alice: %+v, want %s on w-a", p, old.InstanceID)
+		if r := <-pending; r.err != nil || r.p.InstanceID != old.InstanceID || r.p.WorkerID != "w-a" {
+			t.Fatalf("alice: %+v %v, want %s on w-a", r.p, r.err, old.InstanceID)
 		}
 		if n := b.creates.Load(); n != 0 {
 			t.Fatalf("w-b got %d creations, want none", n)
 		}
 	})
 	t.Run("still unreachable: moving, retry", func(t *testing.T) {
-		saved := registry.HolderWait
-		registry.HolderWait = 200 * time.Millisecond
-		defer func() { registry.HolderWait = saved }()
-		m := startMaster(t, balance.RoundRobin)
-		m.workers.SetDeadAfter(time.Minute)
+		cfg := testConfig(balance.RoundRobin)
+		cfg.DeadAfter = registry.HolderWait + time.Minute // the wait ends first
+		m := startConfig(t, cfg)
 		a := addWorker(t, m, "w-a")
 		if _, err := a.place(t, "notes", "alice"); err != nil {
 			t.Fatal(err)
 		}
 		disconnect(m, "w-a")
 		b := addWorker(t, m, "w-b")
-		if _, err := b.place(t, "notes", "alice"); code(err) != wire.CodeInstanceMoving {
-			t.Fatalf("alice: %v, want %s", err, wire.CodeInstanceMoving)
+		pending := b.placeAsync(t, "notes", "alice")
+		armed(t, m, 2, "the dead-after timer and the placement's wait")
+		clockOf(m).Advance(registry.HolderWait - time.Nanosecond)
+		stillArmed(t, m, 2, "before HolderWait")
+		stillWaiting(t, pending, "before HolderWait")
+		clockOf(m).Advance(time.Nanosecond)
+		if r := <-pending; code(r.err) != wire.CodeInstanceMoving {
+			t.Fatalf("alice: %+v %v, want %s", r.p, r.err, wire.CodeInstanceMoving)
 		}
 		if n := b.creates.Load(); n != 0 {
 			t.Fatalf("w-b got %d creations, want none", n)
@@ -206,7 +213,7 @@ func TestDuplicateMerged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dup := wire.InstanceInfo{ID: "w-b.dupdupdupdup", App: "notes", Owner: "alice", Worker: "w-b", Created: time.Now(), Epoch: 1}
+	dup := wire.InstanceInfo{ID: "w-b.dupdupdupdup", App: "notes", Owner: "alice", Worker: "w-b", Created: clockOf(m).Now(), Epoch: 1}
 	if err := m.istate.st.Put(stateBucket(dup.ID), stateMetaKey, stateMeta{Seq: 1, Name: "kept"}); err != nil {
 		t.Fatal(err)
 	}
@@ -307,8 +314,9 @@ func TestLeaveMigrates(t *testing.T) {
 // of its instances is being restored elsewhere by the migration: the
 // failover leaves it to the migration, which fails (its end of the leaving
 // worker's call goes) or succeeds; either way the instance ends up on a
-// live worker, held under the epoch the master's table gives it, and
-// nothing is left waiting to move.
+// live worker (after a retry if the failed restore was the failover's),
+// held under the epoch the master's table gives it, and nothing is left
+// waiting to move.
 func TestWorkerDiesDuringMigration(t *testing.T) {
 	for _, fails := range []bool{false, true} {
 		t.Run(fmt.Sprintf("restore fails=%v", fails), func(t *testing.T) {
@@ -338,7 +346,20 @@ func TestWorkerDiesDuringMigration(t *testing.T) {
 			b.mu.Unlock()
 			close(gate)
 			<-left
-			waitRoute(t, b, notes.InstanceID, "w-b")
+			// The failure may hit the failover's restore instead (the
+			// migration's call went with w-a's connection first): that one
+			// is retried a second later on the master's clock.
+			clk := clockOf(m)
+			testutil.Eventually(t, 10*time.Second, func() error {
+				r, err := b.route(t, wire.RouteInstance, "", notes.InstanceID)
+				if err == nil && r.WorkerID == "w-b" {
+					return nil
+				}
+				if clk.Active() > 0 {
+					clk.Advance(time.Second) // the retry is due
+				}
+				return fmt.Errorf("%s not routed to w-b: %+v %v", notes.InstanceID, r, err)
+			})
 			st := m.Status()
 			for _, in := range st.Instances {
 				if in.ID == notes.InstanceID && in.Epoch != b.epoch(in.ID) {
@@ -374,7 +395,7 @@ func TestUnissuedEpochFenced(t *testing.T) {
 		{"the one issued", issued.Epoch, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			forged := wire.InstanceInfo{ID: "w-a.forgedforged", App: "notes", Owner: "mallory", Worker: "w-a", Created: time.Now(), Epoch: tc.epoch}
+			forged := wire.InstanceInfo{ID: "w-a.forgedforged", App: "notes", Owner: "mallory", Worker: "w-a", Created: clockOf(m).Now(), Epoch: tc.epoch}
 			held := issued
 			held.Epoch = tc.epoch
 			rep := a.register(t, m, forged, held)

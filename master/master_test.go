@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
@@ -31,10 +32,49 @@ var testApps = []wire.App{
 	{Name: "Multi", MountPoint: "multi", Entry: "https://example.test/", Strategy: wire.MultiInstance, Public: false},
 }
 
+// testDeadAfter is the tests' DeadAfter. It passes on the master's fake
+// clock only when a test advances it (clockOf), however slow the machine.
+const testDeadAfter = 10 * time.Second
+
+// testConfig is a test master's configuration: testApps, strategy, and a
+// fake clock, so no dead-after timer, failover retry, placement wait or
+// ping timeout fires unless the test advances it. The clock starts at the
+// real time, so what the master stamps with it reads as now.
+func testConfig(strategy balance.Strategy) Config {
+	return Config{Secret: testSecret, AdminToken: "tok", Apps: testApps, Balancer: strategy,
+		DeadAfter: testDeadAfter, Clock: clocktest.New(time.Now()), Logger: zerolog.Nop()}
+}
+
+// clockOf is the fake clock m runs on (testConfig's, or a test's own).
+func clockOf(m *Master) *clocktest.Clock { return m.cfg.Clock.(*clocktest.Clock) }
+
+// armed waits until n timers are pending on m's clock: the master is
+// waiting on its clock (a dead-after countdown, a placement's wait, a
+// ping), so an advance now reaches it.
+func armed(t *testing.T, m *Master, n int, what string) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, testutil.Cond(what, func() bool { return clockOf(m).Active() == n }))
+}
+
+// stillArmed fails the test unless n timers are still pending on m's
+// clock: an advance just short of a deadline fired none of them.
+func stillArmed(t *testing.T, m *Master, n int, when string) {
+	t.Helper()
+	if got := clockOf(m).Active(); got != n {
+		t.Fatalf("%s: %d timers pending, want %d", when, got, n)
+	}
+}
+
+// startMaster starts a master with testConfig, closed when the test ends.
 func startMaster(t *testing.T, strategy balance.Strategy) *Master {
 	t.Helper()
-	m, err := New(Config{Secret: testSecret, AdminToken: "tok", Apps: testApps, Balancer: strategy,
-		DeadAfter: 300 * time.Millisecond, Logger: zerolog.Nop()})
+	return startConfig(t, testConfig(strategy))
+}
+
+// startConfig starts a master with cfg, closed when the test ends.
+func startConfig(t *testing.T, cfg Config) *Master {
+	t.Helper()
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +141,6 @@ func (f *fakeWorker) CreateInstance(ctx context.Context, req wire.CreateInstance
 	if f.fail.Load() || f.failOnce.Swap(false) {
 		return errors.New("out of browsers")
 	}
-	time.Sleep(20 * time.Millisecond) // creation takes a while: concurrent requests overlap
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.epochs == nil {
@@ -183,6 +222,33 @@ func (f *fakeWorker) place(t *testing.T, app, user string) (wire.Placement, erro
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return contract.WorkerManagerClient{C: f.conn}.Place(ctx, wire.PlaceRequest{App: app, User: user})
+}
+
+// placed is a placement's answer.
+type placed struct {
+	p   wire.Placement
+	err error
+}
+
+// placeAsync asks for user's instance of app from f; the answer comes on
+// the channel.
+func (f *fakeWorker) placeAsync(t *testing.T, app, user string) <-chan placed {
+	got := make(chan placed, 1)
+	go func() {
+		p, err := f.place(t, app, user)
+		got <- placed{p, err}
+	}()
+	return got
+}
+
+// stillWaiting fails the test if the placement has answered.
+func stillWaiting(t *testing.T, got <-chan placed, when string) {
+	t.Helper()
+	select {
+	case r := <-got:
+		t.Fatalf("%s: the placement answered %+v %v, want it waiting", when, r.p, r.err)
+	default:
+	}
 }
 
 func (f *fakeWorker) route(t *testing.T, kind, app, iid string) (wire.RouteReply, error) {
@@ -270,11 +336,19 @@ func TestPlacementStrategies(t *testing.T) {
 	}
 }
 
-// Twenty concurrent first requests of one user create one instance.
+// Twenty concurrent first requests of one user create one instance. The
+// creation is held until it has begun, so the requests that come
+// meanwhile find no instance yet and must share it.
 func TestConcurrentFirstRequests(t *testing.T) {
 	m := startMaster(t, balance.LeastLoad)
 	a := addWorker(t, m, "w-a")
 	b := addWorker(t, m, "w-b")
+	gate := make(chan struct{})
+	for _, f := range []*fakeWorker{a, b} {
+		f.mu.Lock()
+		f.gate = gate
+		f.mu.Unlock()
+	}
 	var wg sync.WaitGroup
 	got := make([]string, 20)
 	errs := make([]error, 20)
@@ -286,6 +360,8 @@ func TestConcurrentFirstRequests(t *testing.T) {
 			got[i], errs[i] = p.InstanceID, err
 		}()
 	}
+	testutil.Eventually(t, 5*time.Second, testutil.Cond("the creation", func() bool { return a.creates.Load()+b.creates.Load() > 0 }))
+	close(gate)
 	wg.Wait()
 	for i := range got {
 		if errs[i] != nil || got[i] != got[0] {
@@ -392,28 +468,45 @@ func TestRoutesAndDeadWorkers(t *testing.T) {
 		t.Fatalf("stale verdict removed the worker: %v", err)
 	}
 
-	// The connection drops: no placements on w-b, routes kept for the grace
-	// period, then the instance moves to the live worker (same id).
+	// The connection drops: no placements on w-b, routes kept until
+	// DeadAfter passes on the master's clock, then the instance moves to
+	// the live worker (same id).
 	b.conn.Close()
+	testutil.Eventually(t, 5*time.Second, testutil.Cond("w-b disconnected", func() bool { return workerState(m, "w-b") == "disconnected" }))
+	clk := clockOf(m)
+	for _, advance := range []time.Duration{0, testDeadAfter - time.Nanosecond} {
+		clk.Advance(advance)
+		if r, err := a.route(t, wire.RouteInstance, "multi", onB.InstanceID); err != nil || r.WorkerID != "w-b" {
+			t.Fatalf("route %v after the disconnection: %+v %v, want w-b until DeadAfter", advance, r, err)
+		}
+		if p, err := a.place(t, "multi", "u"); err != nil || p.WorkerID == "w-b" {
+			t.Fatalf("placement while w-b is disconnected: %+v %v", p, err)
+		}
+	}
+	clk.Advance(time.Nanosecond)
+	if state := workerState(m, "w-b"); state != "" {
+		t.Fatalf("w-b %s at DeadAfter, want it removed", state)
+	}
 	testutil.Eventually(t, 5*time.Second, func() error {
 		r, err := a.route(t, wire.RouteInstance, "multi", onB.InstanceID)
 		if err == nil && r.WorkerID == "w-a" {
 			return nil
 		}
 		if err != nil && code(err) != wire.CodeInstanceMoving {
-			t.Fatalf("unexpected route error while w-b is going: %v", err)
+			t.Fatalf("unexpected route error while w-b's instance moves: %v", err)
 		}
-		if p, err := a.place(t, "multi", "u"); err != nil || p.WorkerID == "w-b" {
-			t.Fatalf("placement while w-b is disconnected: %+v %v", p, err)
-		}
-		return fmt.Errorf("the instance of the disconnected worker has not moved: %+v %v", r, err)
+		return fmt.Errorf("the instance of the dead worker has not moved: %+v %v", r, err)
 	})
-	st := m.Status()
-	for _, w := range st.Workers {
-		if w.ID == "w-b" {
-			t.Fatalf("dead worker still listed: %+v", w)
+}
+
+// workerState is worker id's state in m's status ("": not listed).
+func workerState(m *Master, id string) string {
+	for _, w := range m.Status().Workers {
+		if w.ID == id {
+			return w.State
 		}
 	}
+	return ""
 }
 
 // After a master restart, workers re-register with their instances and the
@@ -422,7 +515,7 @@ func TestRegisterRebuildsTable(t *testing.T) {
 	m := startMaster(t, balance.LeastLoad)
 	iid := "w-a." + ids.Random(12)
 	a := addWorker(t, m, "w-a",
-		wire.InstanceInfo{ID: iid, App: "notes", Owner: "alice", Worker: "w-a", Created: time.Now()},
+		wire.InstanceInfo{ID: iid, App: "notes", Owner: "alice", Worker: "w-a", Created: clockOf(m).Now()},
 		wire.InstanceInfo{ID: "w-zzz.abc", App: "notes", Owner: "bob", Worker: "w-zzz"}, // not theirs: ignored
 	)
 	p, err := a.place(t, "notes", "alice")
@@ -538,7 +631,8 @@ func TestSharedInstancesListed(t *testing.T) {
 	m := startMaster(t, balance.LeastLoad)
 	adopted := "w-a." + ids.Random(12)
 	a := addWorker(t, m, "w-a", wire.InstanceInfo{ID: adopted, App: "multi", Owner: "alice", Worker: "w-a",
-		Created: time.Now(), Shared: map[string]string{"carol": "reader"}})
+		Created: clockOf(m).Now(), Shared: map[string]string{"carol": "reader"}})
+	clockOf(m).Advance(time.Second) // lists go by creation: the adopted one first
 	p, err := a.place(t, "multi", "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -603,7 +697,7 @@ func TestSharedInstancesListed(t *testing.T) {
 		t.Fatalf("alice's list after the close: %v", got)
 	}
 	a = addWorker(t, m, "w-a", wire.InstanceInfo{ID: adopted, App: "multi", Owner: "alice", Worker: "w-a",
-		Created: time.Now(), Shared: map[string]string{"dave": "reader"}}) // by and listed use the new connection
+		Created: clockOf(m).Now(), Shared: map[string]string{"dave": "reader"}}) // by and listed use the new connection
 	if got := listed("carol"); got != nil {
 		t.Fatalf("carol's grant was dropped at re-registration, still listed: %v", got)
 	}
@@ -614,12 +708,9 @@ func TestSharedInstancesListed(t *testing.T) {
 
 // TestGossipFailureCheckedOverRMI: gossip's "failed" removes a worker only
 // if it does not answer over its RMI connection either (UDP probes miss on
-// an overloaded machine); a frozen worker and one whose connection is gone
-// are removed.
+// an overloaded machine); one whose connection is gone is removed at once,
+// a frozen one when the ping's timeout passes on the master's clock.
 func TestGossipFailureCheckedOverRMI(t *testing.T) {
-	saved := registry.PingTimeout
-	registry.PingTimeout = 300 * time.Millisecond
-	defer func() { registry.PingTimeout = saved }()
 	m := startMaster(t, balance.LeastLoad)
 	busy := addWorker(t, m, "w-busy")
 	frozen := addWorker(t, m, "w-frozen")
@@ -629,15 +720,32 @@ func TestGossipFailureCheckedOverRMI(t *testing.T) {
 	for _, w := range []*fakeWorker{busy, frozen, gone} {
 		m.workers.SuspectMember(w.id, w.id+".g1", "gossip: failed")
 	}
-	testutil.Eventually(t, 10*time.Second, func() error {
-		st := m.Status()
+	listed := func(want ...string) error {
 		var ids []string
-		for _, w := range st.Workers {
+		for _, w := range m.Status().Workers {
 			ids = append(ids, w.ID)
 		}
-		if len(ids) != 1 || ids[0] != "w-busy" {
-			return fmt.Errorf("workers %v, want only w-busy", ids)
+		slices.Sort(ids)
+		if !slices.Equal(ids, want) {
+			return fmt.Errorf("workers %v, want %v", ids, want)
+		}
+		return nil
+	}
+	clk := clockOf(m)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if err := listed("w-busy", "w-frozen"); err != nil {
+			return err
+		}
+		if n := clk.Active(); n != 1 {
+			return fmt.Errorf("%d timers pending, want 1 (the frozen worker's ping)", n)
 		}
 		return nil
 	})
+	clk.Advance(registry.PingTimeout - time.Nanosecond)
+	stillArmed(t, m, 1, "before the ping's timeout")
+	if err := listed("w-busy", "w-frozen"); err != nil {
+		t.Fatalf("before the ping's timeout: %v", err)
+	}
+	clk.Advance(time.Nanosecond)
+	testutil.Eventually(t, 10*time.Second, func() error { return listed("w-busy") })
 }

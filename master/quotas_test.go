@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
@@ -20,18 +19,16 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 )
 
+// startMasterQuotas starts a master with quotas q, on clk if not nil
+// (else testConfig's fake clock).
 func startMasterQuotas(t *testing.T, q wire.Quotas, clk clock.Clock) *Master {
 	t.Helper()
-	m, err := New(Config{Secret: testSecret, AdminToken: "tok", Apps: testApps, Balancer: balance.LeastLoad,
-		DeadAfter: 300 * time.Millisecond, Logger: zerolog.Nop(), Quotas: &q, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
+	cfg := testConfig(balance.LeastLoad)
+	cfg.Quotas = &q
+	if clk != nil {
+		cfg.Clock = clk
 	}
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return startConfig(t, cfg)
 }
 
 // placeFrom asks for a new instance of app (whatever the strategy) for user

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/secret"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -55,8 +53,9 @@ func registerAs(t *testing.T, m *Master, id, key string, insts ...wire.InstanceI
 func TestWorkerIdentity(t *testing.T) {
 	dir := t.TempDir()
 	start := func() *Master {
-		m, err := New(Config{Secret: testSecret, AdminToken: "tok", Apps: testApps, Balancer: balance.RoundRobin,
-			DataDir: dir, DeadAfter: 300 * time.Millisecond, Logger: zerolog.Nop()})
+		cfg := testConfig(balance.RoundRobin)
+		cfg.DataDir = dir
+		m, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
