@@ -93,8 +93,10 @@ type Config struct {
 	// identities per user and per client address (nil = wire.DefaultQuotas).
 	// The workers receive them when they register.
 	Quotas *wire.Quotas
-	// Clock is the clock of the login limits, session revocations, author
-	// tokens and identity buckets (nil = clock.Real; tests pass a fake).
+	// Clock is the clock of the registry's liveness and failover timing
+	// (dead-after, grace, holder waits, pings), the login limits, session
+	// revocations, author tokens and identity buckets (nil = clock.Real;
+	// tests pass a fake).
 	Clock clock.Clock
 
 	// Jobs configures the job queue (docs/jobs.md); Runner, Policy, hooks

@@ -1,29 +1,11 @@
 package registry
 
 import (
-	"time"
-
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
 
 // Hooks for the master's tests, which run whole clusters against the
 // registry and need to reach into its timing.
-
-// SetDeadAfter changes how long a disconnected worker has to come back.
-func (r *Registry) SetDeadAfter(d time.Duration) {
-	r.mu.Lock()
-	r.grace = d
-	r.mu.Unlock()
-}
-
-// SetReported backdates worker id's last load report.
-func (r *Registry) SetReported(id string, at time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if w, ok := r.workers[id]; ok {
-		w.reported = at
-	}
-}
 
 // ConnOf is the connection worker id registered on (nil: none).
 func (g *Gate) ConnOf(id string) *rmi.Conn {

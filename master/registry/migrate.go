@@ -169,7 +169,7 @@ func (mv *Moves) Leave(ctx context.Context, id string) (wire.MigrationResult, er
 
 // resume gives back the input the migration's snapshot held on the old
 // worker (best effort: an older worker has no such method, and its hold
-// ends by itself after inputHoldMax).
+// ends by itself after the worker's failover.InputHoldMax).
 func (mv *Moves) resume(ctx context.Context, ref contract.RefCaller, iid string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
