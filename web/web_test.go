@@ -321,7 +321,7 @@ func TestEngineKeepsABoundedQueue(t *testing.T) {
 	first.conn.Close()
 	second := accept(t, socks)
 	dataset(t, b, "status", "reconnecting")
-	if err := b.Evaluate(context.Background(), `(() => { const c = document.getElementById("canvas");
+	if err := b.Evaluate(context.Background(), `(() => { const c = document.getElementById("keys");
 		for (let i = 0; i < 2100; i++) { c.dispatchEvent(new KeyboardEvent("keydown", {key: "K" + i})); } return true; })()`, nil); err != nil {
 		t.Fatal(err)
 	}

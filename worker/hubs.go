@@ -17,6 +17,7 @@ func (bm *browserMaker) newHub(in *instance, vb *vbrowser) *engine.Hub {
 		Released: vb.released, Host: browserHost{&vb.snap, vb}, Grade: w.grade, Admit: w.quota.admitSocket,
 		OnPage:   func(p browser.Page) { w.snaps.PageChanged(vb, p) },
 		Counters: &w.counters, Log: w.log, NoFrames: w.runtime.Name() == "none",
+		Files: bm.filesOf(in, vb),
 	})
 }
 

@@ -127,6 +127,8 @@ type Worker struct {
 	jobs        *jobs.Executor
 	// front is the HTTP side: pages, sockets, logins, sessions.
 	front *httpserve.Server
+	// files holds the browsers' uploads and downloads (filesroot.go).
+	files filesRoot
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -595,6 +597,7 @@ func (w *Worker) Close() error {
 	w.registered.Store(false)
 	w.cancel()
 	w.instances.closeAll(ctx)
+	w.files.close()
 	if w.node != nil {
 		_ = w.node.Close()
 	}

@@ -128,14 +128,14 @@ func TestUnpack(t *testing.T) {
 func TestValidateNamesEveryField(t *testing.T) {
 	m := Manifest{Name: "", MountPoint: "api", Entry: "ftp://x", Strategy: "x",
 		BrowserLimit: BrowserLimit{PerUser: -1, PerInstance: -2}, Viewport: Viewport{Width: 50, Height: 99999},
-		Navigation: Navigation{Allow: []string{""}}, IdleTimeout: new(sequence.Duration(time.Millisecond))}
+		Navigation: Navigation{Allow: []string{""}}, IdleTimeout: new(sequence.Duration(time.Millisecond)), Files: Files{MaxMB: -1}}
 	err := m.Validate(nil)
 	var es Errors
 	if !errors.As(err, &es) {
 		t.Fatalf("not Errors: %v", err)
 	}
 	want := []string{"name", "mountPoint", "strategy", "entry", "browserLimit.perUser", "browserLimit.perInstance",
-		"viewport.width", "viewport.height", "navigation.allow[0]", "idleTimeout"}
+		"viewport.width", "viewport.height", "navigation.allow[0]", "idleTimeout", "files.maxMB"}
 	got := map[string]bool{}
 	for _, e := range es {
 		got[e.Field] = true

@@ -44,6 +44,9 @@ type Manifest struct {
 	// Egress opts destinations back in that the egress guard refuses by
 	// default (loopback, private ranges, ...); see docs/bundles.md.
 	Egress Egress `json:"egress,omitzero"`
+	// Files says what crosses the browsers' door as files (uploads for
+	// the pages' file pickers, downloads); see docs/client-engine.md.
+	Files Files `json:"files,omitzero"`
 	// IdleTimeout: a virtual browser with no connected client this long is
 	// released (given back to its pool). Absent: DefaultIdleTimeout; "0"
 	// keeps browsers until they are closed.
@@ -51,6 +54,30 @@ type Manifest struct {
 	// Pool configures an application-specific browser pool (pools issue);
 	// see ParsePool.
 	Pool json.RawMessage `json:"pool,omitempty"`
+}
+
+// Files are an app's file transfers: both on by default, within
+// DefaultFilesMB per browser.
+type Files struct {
+	NoUploads   bool `json:"noUploads,omitempty"`
+	NoDownloads bool `json:"noDownloads,omitempty"`
+	// MaxMB bounds one browser's uploads and downloads together, in MiB
+	// (0 = DefaultFilesMB, at most MaxFilesMB).
+	MaxMB int `json:"maxMB,omitempty"`
+}
+
+// Per-browser file limits, in MiB.
+const (
+	DefaultFilesMB = 100
+	MaxFilesMB     = 10 << 10
+)
+
+// FilesBytes is an app's per-browser limit for files in bytes.
+func (f Files) FilesBytes() int64 {
+	if f.MaxMB <= 0 {
+		return DefaultFilesMB << 20
+	}
+	return int64(f.MaxMB) << 20
 }
 
 // DefaultIdleTimeout releases a browser nobody watched for this long when
@@ -173,6 +200,9 @@ func (m *Manifest) Validate(files map[string]bool) error {
 	}
 	if m.BrowserLimit.PerInstance < 0 {
 		add("browserLimit.perInstance", "must not be negative")
+	}
+	if m.Files.MaxMB < 0 || m.Files.MaxMB > MaxFilesMB {
+		add("files.maxMB", "%d is outside 0..%d", m.Files.MaxMB, MaxFilesMB)
 	}
 	if d := m.IdleTimeout; d != nil && (*d < 0 || (*d > 0 && d.D() < MinIdleTimeout)) {
 		add("idleTimeout", "%s must be at least %s (0 keeps browsers until closed)", d.D(), MinIdleTimeout)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +21,14 @@ func clickElement(t *testing.T, b browser.Browser, id string) {
 		t.Fatalf("where is #%s: %v", id, err)
 	}
 	click(t, b, r.X, r.Y)
+}
+
+// sizedToScreen waits until b's engine shows a frame of its own screen's
+// width: the owner's viewport took, so screen positions are page
+// positions (a pooled browser starts at another size).
+func sizedToScreen(t *testing.T, b browser.Browser) {
+	t.Helper()
+	eventually(t, b, "a frame of the screen's size", `document.body.dataset.pageWidth == document.getElementById("screen").clientWidth`, "true")
 }
 
 func jsString(s string) string {
@@ -45,6 +54,7 @@ func TestDialogsThroughEngine(t *testing.T) {
 	alice := open(t, users, base+"/desktop")
 	eventually(t, alice, "alice's engine", "document.body.dataset.status", "live")
 	eventually(t, alice, "the test page", "document.title", "ready · CloudBrowser")
+	sizedToScreen(t, alice)
 	browserPath := strings.TrimPrefix(alice.Page().URL, base)
 	// Alice in a second tab (her cookies: both may answer) and bob,
 	// read-only.
@@ -123,4 +133,230 @@ func TestDialogsThroughEngine(t *testing.T) {
 	eventually(t, alice, "an alert has no Cancel", `document.getElementById("dialog-cancel").hidden`, "true")
 	clickElement(t, alice, "dialog-ok")
 	eventually(t, alice, "the page went on", "document.title", "4 alert done · CloudBrowser")
+}
+
+// TestTextAndClipboardThroughEngine: an IME's composition typed in the
+// user's engine reaches the page as the composed text, not the raw keys;
+// a phone keyboard's text (input events, no key) does too; what the page
+// copies reaches the engine of the user who acted and no other viewer's.
+func TestTextAndClipboardThroughEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("testdata/apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
+	base := "http://" + c.public
+	users := userBrowsers(t)
+
+	alice := open(t, users, base+"/desktop")
+	eventually(t, alice, "alice's engine", "document.body.dataset.status", "live")
+	eventually(t, alice, "the test page", "document.title", "ready · CloudBrowser")
+	sizedToScreen(t, alice)
+	browserPath := strings.TrimPrefix(alice.Page().URL, base)
+	if out, err := c.cli(t, "share", browserPath, "*", "reader-writer"); err != nil {
+		t.Fatalf("share: %v %s", err, out)
+	}
+	bob := open(t, users, base+browserPath)
+	eventually(t, bob, "bob, who may drive", "document.body.dataset.status", "live")
+	x0, y0 := canvasOrigin(t, alice)
+
+	// Japanese through an IME: the candidate shows as a composition, the
+	// commit inserts 日本語, and the page counts one composition.
+	click(t, alice, x0+120, y0+235) // the text field
+	input(t, alice, browser.InputEvent{Type: browser.InputCompose, Text: "にほんご"})
+	eventually(t, alice, "the composition shows in the page", "document.title", "text にほんご /0 · CloudBrowser")
+	input(t, alice, browser.InputEvent{Type: browser.InputInsertText, Text: "日本語"})
+	eventually(t, bob, "the committed text", "document.title", "text 日本語 /1 · CloudBrowser")
+	// A phone keyboard: text in input events, with no key events.
+	input(t, alice, browser.InputEvent{Type: browser.InputInsertText, Text: "です"})
+	eventually(t, bob, "a phone keyboard's text", "document.title", "text 日本語です /1 · CloudBrowser")
+
+	// Alice selects the field and copies: her engine gets the text.
+	ctrl := func(b browser.Browser, k string) {
+		input(t, b, browser.InputEvent{Type: browser.InputKeyDown, Key: k, Code: "Key" + strings.ToUpper(k), Modifiers: browser.ModCtrl},
+			browser.InputEvent{Type: browser.InputKeyUp, Key: k, Code: "Key" + strings.ToUpper(k), Modifiers: browser.ModCtrl})
+	}
+	ctrl(alice, "a")
+	ctrl(alice, "c")
+	eventually(t, alice, "alice's copy reached her engine", "window.cloudbrowserEngine.copied()", "日本語です")
+	eventually(t, alice, "shown to alice", `["clipboard", "offered"].includes(document.body.dataset.copied)`, "true")
+	// Bob did not copy: a ping's answer comes after anything the worker
+	// had sent him by then, and nothing was.
+	pingEngine(t, bob)
+	eventually(t, bob, "bob got no copy", "document.body.dataset.copies || 0", "0")
+
+	// Bob clicks the page's copy button: his engine gets it, not alice's.
+	click(t, bob, x0+120, y0+300)
+	eventually(t, bob, "bob's copy", "window.cloudbrowserEngine.copied()", "from the button")
+	pingEngine(t, alice)
+	eventually(t, alice, "alice got only her own copy", "document.body.dataset.copies", "1")
+}
+
+// pingEngine waits for a round trip of b's engine socket.
+func pingEngine(t *testing.T, b browser.Browser) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := b.Evaluate(ctx, `window.cloudbrowserEngine.ping("x").then(() => true)`, nil); err != nil {
+		t.Fatalf("engine ping: %v", err)
+	}
+}
+
+// evalString evaluates expr (a promise is awaited) in b to a string.
+func evalString(t *testing.T, b browser.Browser, expr string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var s string
+	if err := b.Evaluate(ctx, expr, &s); err != nil {
+		t.Fatalf("%s: %v", expr, err)
+	}
+	return s
+}
+
+// TestFilesThroughEngine: the page's file picker opens the user's own
+// picker, and the chosen file's name and bytes reach the page; a file
+// dropped on the screen reaches the element under it; a download of the
+// page shows in the engine and its bytes come back from the Browser URL's
+// path; a read-only viewer gets none of it, and the limit holds.
+func TestFilesThroughEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("testdata/apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
+	base := "http://" + c.public
+	users := userBrowsers(t)
+
+	alice := open(t, users, base+"/desktop")
+	eventually(t, alice, "alice's engine", "document.body.dataset.status", "live")
+	eventually(t, alice, "the test page", "document.title", "ready · CloudBrowser")
+	sizedToScreen(t, alice)
+	browserPath := strings.TrimPrefix(alice.Page().URL, base)
+	x0, y0 := canvasOrigin(t, alice)
+	disk := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(disk, name)
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	hello := write("hello.txt", "hello from alice's disk")
+
+	// Alice's own picker, as she would answer it.
+	picked := make(chan error, 1)
+	defer alice.OnFileChooser(func(fc browser.FileChooser) {
+		go func() { picked <- alice.ChooseFiles(context.Background(), fc.ID, []string{hello}) }()
+	})()
+	click(t, alice, x0+100, y0+355) // the page's file input
+	eventually(t, alice, "the engine shows the page's picker", `document.getElementById("picker").hidden`, "false")
+	eventually(t, alice, "as a multiple picker", `document.getElementById("picker-input").multiple + " " + document.getElementById("picker-input").accept`, "true .txt,text/plain")
+	clickElement(t, alice, "picker-choose")
+	if err := <-picked; err != nil {
+		t.Fatalf("alice's picker: %v", err)
+	}
+	eventually(t, alice, "the page read the file", "document.title", "chose hello.txt=hello from alice's disk · CloudBrowser")
+	eventually(t, alice, "the picker closed", `document.getElementById("picker").hidden`, "true")
+
+	// A file dropped on the page's drop zone.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := alice.DropFiles(ctx, x0+120, y0+570, []string{write("dropped.txt", "dropped bytes ✓")}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, alice, "the page got the dropped file", "document.title", "dropped dropped.txt=dropped bytes ✓ · CloudBrowser")
+
+	// The page downloads a blob: the engine offers it, and its bytes come
+	// back through the Browser URL.
+	click(t, alice, x0+120, y0+420)
+	eventually(t, alice, "the download finished", `(window.cloudbrowserEngine.downloads()[0] || {}).state`, "completed")
+	eventually(t, alice, "its name", `window.cloudbrowserEngine.downloads()[0].name`, "notes.txt")
+	href := evalString(t, alice, `window.cloudbrowserEngine.downloads()[0].href`)
+	if !strings.HasPrefix(href, browserPath+"/files/down/") {
+		t.Fatalf("download at %q, want under %s/files/down/", href, browserPath)
+	}
+	got := evalString(t, alice, `fetch(`+jsString(href)+`).then(r => r.text().then(t => r.status + "|" + r.headers.get("content-disposition") + "|" + t))`)
+	if want := "200|attachment; filename=notes.txt|notes of the page\nsecond line ✓\n"; got != want {
+		t.Fatalf("download: %q, want %q", got, want)
+	}
+
+	// Over the browser's 1 MiB: refused with a message, nothing reaches
+	// the page.
+	post := `(url, n) => { const fd = new FormData(); fd.append("file", new Blob([new Uint8Array(n)]), "big.bin");
+		return fetch(url, {method: "POST", body: fd}).then(r => r.text().then(t => r.status + "|" + t)); }`
+	got = evalString(t, alice, `(`+post+`)(`+jsString(browserPath+"/files/drop?x=120&y=570")+`, 2 << 20)`)
+	if !strings.HasPrefix(got, "413|Too large") {
+		t.Fatalf("a 2 MiB upload to a 1 MiB browser: %q", got)
+	}
+
+	// Bob may only watch: neither the download nor an upload.
+	if out, err := c.cli(t, "share", browserPath, "*", "reader"); err != nil {
+		t.Fatalf("share: %v %s", err, out)
+	}
+	bob := open(t, users, base+browserPath)
+	eventually(t, bob, "bob read-only", "document.body.dataset.status", "live (read-only)")
+	if got := evalString(t, bob, `fetch(`+jsString(href)+`).then(r => String(r.status))`); got != "403" {
+		t.Fatalf("read-only download: %s, want 403", got)
+	}
+	if got := evalString(t, bob, `(`+post+`)(`+jsString(browserPath+"/files/up/1")+`, 10)`); !strings.HasPrefix(got, "403|You may only watch") {
+		t.Fatalf("read-only upload: %q", got)
+	}
+	eventually(t, alice, "the page saw nothing more", "document.title", "dropped dropped.txt=dropped bytes ✓ · CloudBrowser")
+}
+
+// tap touches the user's page at x, y with one finger, as a phone would.
+func tap(t *testing.T, b browser.Browser, x, y float64) {
+	t.Helper()
+	input(t, b,
+		browser.InputEvent{Type: browser.InputTouch, Phase: browser.TouchStart, Touches: []browser.TouchPoint{{X: x, Y: y}}},
+		browser.InputEvent{Type: browser.InputTouch, Phase: browser.TouchEnd})
+}
+
+// TestPhoneThroughEngine: a user on a phone gets the page's mobile layout
+// (a coarse pointer, the phone's width and pixel ratio), a tap on the
+// screen clicks the page's button through its touch events, a pinch zooms
+// the page, and the frames carry the phone's device pixels.
+func TestPhoneThroughEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("testdata/apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
+	base := "http://" + c.public
+	users := userBrowsers(t)
+
+	phone := open(t, users, "about:blank")
+	input(t, phone, browser.InputEvent{Type: browser.InputResize, Width: 390, Height: 844, Scale: 2, Mobile: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := phone.Navigate(ctx, base+"/desktop"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, phone, "the phone's engine", "document.body.dataset.status", "live")
+	eventually(t, phone, "the test page", "document.title", "ready · CloudBrowser")
+	sizedToScreen(t, phone)
+	x0, y0 := canvasOrigin(t, phone)
+	width := evalString(t, phone, `String(document.getElementById("screen").clientWidth)`)
+
+	tap(t, phone, x0+120, y0+480) // the probe button
+	eventually(t, phone, "the page's mobile layout", "document.title", "probe coarse=true w="+width+" dpr=2 touches=1 · CloudBrowser")
+	// The frames are drawn at the phone's pixels: twice the CSS size.
+	eventually(t, phone, "device-pixel frames", "Number(document.body.dataset.frameWidth) / Number(document.body.dataset.pageWidth)", "2")
+
+	// Two fingers moving apart zoom the page.
+	pinch := func(d float64) browser.InputEvent {
+		return browser.InputEvent{Type: browser.InputTouch, Phase: browser.TouchMove, Touches: []browser.TouchPoint{{X: x0 + 150 - d, Y: y0 + 600, ID: 0}, {X: x0 + 200 + d, Y: y0 + 600, ID: 1}}}
+	}
+	start := pinch(0)
+	start.Phase = browser.TouchStart
+	input(t, phone, start)
+	for d := 10.0; d <= 120; d += 10 {
+		input(t, phone, pinch(d))
+	}
+	input(t, phone, browser.InputEvent{Type: browser.InputTouch, Phase: browser.TouchEnd})
+	eventually(t, phone, "the page zoomed", "document.title", "zoomed · CloudBrowser")
 }

@@ -21,6 +21,10 @@
   var notice = document.getElementById("notice");
   var noticeText = document.getElementById("notice-text");
   var noticeAction = document.getElementById("notice-action");
+  // keys takes the keyboard: a hidden text area over the screen, so the
+  // user's IME composes in it and a phone shows its keyboard for it.
+  var keys = document.getElementById("keys");
+  function focusKeys() { keys.focus({preventScroll: true}); }
   var socketPath = body.dataset.socket;
   // A worker given a socket URL (a proxy on its own host) is reached there,
   // with a ticket good for one handshake, rather than relayed from the
@@ -116,7 +120,7 @@
   function paints(ev) {
     switch (ev.type) {
       case "keydown": return !/^(Shift|Control|Alt|Meta|CapsLock|NumLock)$/.test(ev.key);
-      case "inserttext": case "mousedown": case "wheel": return true;
+      case "inserttext": case "compose": case "mousedown": case "wheel": return true;
     }
     return false;
   }
@@ -208,11 +212,12 @@
       requestAnimationFrame(function () { input(moveQueued); moveQueued = null; });
     }
   });
+  canvas.addEventListener("focus", focusKeys);
   canvas.addEventListener("mousedown", function (e) {
-    canvas.focus();
+    e.preventDefault(); // the focus stays on keys
+    focusKeys();
     var p = pos(e);
     input({type: "mousedown", x: p.x, y: p.y, button: buttonNames[e.button] || "left", buttons: e.buttons, clickCount: e.detail || 1, modifiers: mods(e)});
-    e.preventDefault();
   });
   canvas.addEventListener("mouseup", function (e) {
     var p = pos(e);
@@ -226,37 +231,135 @@
     input({type: "wheel", x: p.x, y: p.y, deltaX: e.deltaX * k, deltaY: e.deltaY * k, modifiers: mods(e)});
     e.preventDefault();
   }, {passive: false});
+  // ---- keyboard, IME and paste ----
+  // Keys typed go as key events. Text that an IME composes (Chinese,
+  // Japanese, Korean, dead keys where the platform composes them) goes as
+  // the composition in progress ("compose") and its commit ("inserttext"),
+  // not as the raw keys; so does what a phone's keyboard types (its keys
+  // come as "Unidentified", the text in input events).
+  var composing = false;
   function isPaste(e) { return (e.ctrlKey || e.metaKey) && (e.key === "v" || e.key === "V"); }
-  canvas.addEventListener("keydown", function (e) {
+  function imeKey(e) { return composing || e.isComposing || e.keyCode === 229 || e.key === "Process" || e.key === "Unidentified"; }
+  keys.addEventListener("keydown", function (e) {
     if (isPaste(e)) { return; } // let the paste event carry the text
+    if (imeKey(e)) { return; } // the composition or input events carry it
+    if (e.key === "Dead") { return; } // the next key brings the character
     var ev = {type: "keydown", key: e.key, code: e.code, keyCode: e.keyCode, modifiers: mods(e)};
     if (e.key.length === 1 && !e.ctrlKey && !e.metaKey) { ev.text = e.key; }
+    else if ([...e.key].length === 1 && !e.ctrlKey && !e.metaKey) { ev.text = e.key; } // one character beyond the BMP
     else if (e.key === "Enter") { ev.text = "\r"; }
     input(ev);
     e.preventDefault();
   });
-  canvas.addEventListener("keyup", function (e) {
-    if (isPaste(e)) { return; }
+  keys.addEventListener("keyup", function (e) {
+    if (isPaste(e) || imeKey(e) || e.key === "Dead") { return; }
     input({type: "keyup", key: e.key, code: e.code, keyCode: e.keyCode, modifiers: mods(e)});
     e.preventDefault();
   });
-  canvas.addEventListener("paste", function (e) {
-    var text = (e.clipboardData || window.clipboardData).getData("text");
-    if (text) { input({type: "inserttext", text: text}); }
-    e.preventDefault();
+  keys.addEventListener("compositionstart", function () { composing = true; });
+  keys.addEventListener("compositionupdate", function (e) { input({type: "compose", text: e.data || ""}); });
+  keys.addEventListener("compositionend", function (e) {
+    composing = false;
+    input(e.data ? {type: "inserttext", text: e.data} : {type: "compose", text: ""});
+    keys.value = "";
   });
-  document.addEventListener("paste", function (e) {
-    if (document.activeElement !== canvas) { return; }
-    var text = (e.clipboardData || window.clipboardData).getData("text");
+  keys.addEventListener("input", function (e) {
+    if (composing || e.isComposing) { return; }
+    if (e.inputType === "deleteContentBackward") {
+      input({type: "keydown", key: "Backspace"}); input({type: "keyup", key: "Backspace"});
+    } else if (e.inputType === "insertLineBreak") {
+      input({type: "keydown", key: "Enter", text: "\r"}); input({type: "keyup", key: "Enter"});
+    } else if (e.data) {
+      input({type: "inserttext", text: e.data});
+    }
+    keys.value = "";
+  });
+  keys.addEventListener("paste", function (e) {
+    var text = (e.clipboardData || window.clipboardData).getData("text"); // rich text as plain text
     if (text) { input({type: "inserttext", text: text}); }
     e.preventDefault();
   });
 
+  // ---- touch ----
+  // Fingers on the screen go as touch events (the page's own touch
+  // handlers, or Chromium's taps, scrolls and pinches); the engine's page
+  // itself neither scrolls nor zooms under them.
+  var touchQueued = null;
+  function touchesOf(list) {
+    var out = [];
+    for (var i = 0; i < list.length && out.length < 10; i++) {
+      var p = pos(list[i]);
+      out.push({x: p.x, y: p.y, id: list[i].identifier});
+    }
+    return out;
+  }
+  function onTouch(phase) {
+    return function (e) {
+      e.preventDefault();
+      if (phase === "start") { focusKeys(); }
+      var ev = {type: "touch", phase: phase, touches: touchesOf(e.touches)};
+      if (phase !== "move") { touchQueued = null; input(ev); return; }
+      var first = touchQueued === null;
+      touchQueued = ev;
+      if (first) { requestAnimationFrame(function () { if (touchQueued) { input(touchQueued); touchQueued = null; } }); }
+    };
+  }
+  canvas.addEventListener("touchstart", onTouch("start"), {passive: false});
+  canvas.addEventListener("touchmove", onTouch("move"), {passive: false});
+  canvas.addEventListener("touchend", onTouch("end"), {passive: false});
+  canvas.addEventListener("touchcancel", onTouch("cancel"), {passive: false});
+
+  // ---- clipboard out ----
+  // What the page copies after this user's own gesture comes back as
+  // {"t":"clipboard"}; it goes on the user's clipboard where their browser
+  // allows it, else a "copied" bar offers it for one click.
+  var copiedEl = document.getElementById("copied");
+  var copiedText = document.getElementById("copied-text");
+  var copiedBtn = document.getElementById("copied-copy");
+  var lastCopy = "", copies = 0, copiedTimer = null;
+  function preview(t) { t = t.replace(/\s+/g, " "); return t.length > 60 ? t.slice(0, 60) + "…" : t; }
+  function offerCopy(ok) {
+    clearTimeout(copiedTimer);
+    copiedText.textContent = ok ? "Copied to your clipboard: " + preview(lastCopy) : "copied: " + preview(lastCopy);
+    copiedBtn.hidden = ok;
+    copiedEl.hidden = false;
+    body.dataset.copied = ok ? "clipboard" : "offered";
+    copiedTimer = setTimeout(function () { copiedEl.hidden = true; }, ok ? 2500 : 15000);
+  }
+  function writeClipboard(text) {
+    if (navigator.clipboard && navigator.clipboard.writeText) { return navigator.clipboard.writeText(text); }
+    return Promise.reject(new Error("no clipboard API"));
+  }
+  function copiedByPage(text) {
+    lastCopy = text;
+    copies++;
+    body.dataset.copies = String(copies);
+    writeClipboard(text).then(function () { offerCopy(true); }, function () { offerCopy(false); });
+  }
+  copiedBtn.addEventListener("click", function () {
+    writeClipboard(lastCopy).then(function () { offerCopy(true); }, function () {
+      // An older or stricter browser: copy a selection, in this click.
+      var t = document.createElement("textarea");
+      t.value = lastCopy;
+      document.body.appendChild(t);
+      t.select();
+      var ok = false;
+      try { ok = document.execCommand("copy"); } catch (err) { ok = false; }
+      t.remove();
+      offerCopy(ok);
+      focusKeys();
+    });
+  });
+
   // The viewport follows the owner's window.
   var resizeTimer = null;
+  // A phone or tablet (a coarse pointer, no fine one) gets a mobile
+  // viewport; the screen's pixel ratio makes frames as sharp as it is.
+  var touchScreen = window.matchMedia && matchMedia("(pointer: coarse)").matches && !matchMedia("(any-pointer: fine)").matches;
   function sendSize() {
     var w = Math.round(screenEl.clientWidth), h = Math.round(screenEl.clientHeight);
-    if (w > 0 && h > 0) { input({type: "resize", width: w, height: h}); }
+    var scale = Math.min(4, Math.round((window.devicePixelRatio || 1) * 100) / 100);
+    if (w > 0 && h > 0) { input({type: "resize", width: w, height: h, scale: scale === 1 ? 0 : scale, mobile: touchScreen}); }
   }
   if (window.ResizeObserver) {
     new ResizeObserver(function () {
@@ -267,7 +370,7 @@
   }
 
   ["back", "forward", "reload"].forEach(function (id) {
-    document.getElementById(id).addEventListener("click", function () { input({type: id}); canvas.focus(); });
+    document.getElementById(id).addEventListener("click", function () { input({type: id}); focusKeys(); });
   });
 
   // ---- the page's dialogs ----
@@ -312,7 +415,7 @@
     dialog = null;
     dialogEl.hidden = true;
     body.dataset.dialog = "";
-    canvas.focus();
+    focusKeys();
   }
   function answer(accept) {
     if (!dialog || readOnly) { return; }
@@ -327,6 +430,102 @@
     if (e.key === "Escape") { e.preventDefault(); answer(false); }
     e.stopPropagation(); // typed into the dialog, not the page
   });
+
+  // ---- files ----
+  // A file picker the page opens after this user's click shows here: the
+  // user's own picker chooses the files, which go up over HTTP to the
+  // Browser URL's file door and are set on the page's input. Files
+  // dropped on the screen go the same way, to the element under the drop.
+  // The page's downloads show in a bar with their progress; a finished one
+  // is a link to the file.
+  var filesBase = socketPath.replace(/\/ws(\?.*)?$/, "") + "/files/";
+  var toastEl = document.getElementById("toast");
+  var toastTimer = null;
+  function toast(msg) {
+    toastEl.textContent = msg;
+    toastEl.hidden = false;
+    body.dataset.toast = msg;
+    clearTimeout(toastTimer);
+    toastTimer = setTimeout(function () { toastEl.hidden = true; }, 8000);
+  }
+  var pickerEl = document.getElementById("picker");
+  var pickerInput = document.getElementById("picker-input");
+  var pickerText = document.getElementById("picker-text");
+  var picker = null; // the page's open picker
+  function sendFiles(url, list, limit, done) {
+    var total = 0, fd = new FormData();
+    for (var i = 0; i < list.length; i++) { total += list[i].size; fd.append("file", list[i], list[i].name); }
+    if (limit && total > limit) {
+      toast("Too large: at most " + Math.floor(limit / 1048576) + " MiB of files per browser.");
+      done(false);
+      return;
+    }
+    body.dataset.upload = "sending";
+    fetch(url, {method: "POST", body: fd, credentials: "same-origin"}).then(function (r) {
+      if (r.ok) { body.dataset.upload = "done"; done(true); return; }
+      return r.text().then(function (t) { body.dataset.upload = "refused"; toast(t || ("Upload refused (" + r.status + ")")); done(false); });
+    }, function () { body.dataset.upload = "failed"; toast("The upload failed: check the connection and try again."); done(false); });
+  }
+  function openPicker(m) {
+    if (m.refused) { toast(m.refused); return; }
+    picker = m;
+    pickerInput.value = "";
+    pickerInput.multiple = !!m.multiple;
+    if (m.accept) { pickerInput.accept = m.accept; } else { pickerInput.removeAttribute("accept"); }
+    pickerText.textContent = m.multiple ? "The page asks for files." : "The page asks for a file.";
+    pickerEl.hidden = false;
+    body.dataset.picker = String(m.id);
+  }
+  function closePicker() { picker = null; pickerEl.hidden = true; body.dataset.picker = ""; focusKeys(); }
+  document.getElementById("picker-choose").addEventListener("click", function () { pickerInput.click(); });
+  document.getElementById("picker-cancel").addEventListener("click", closePicker);
+  pickerInput.addEventListener("change", function () {
+    if (!picker || !pickerInput.files.length) { return; }
+    var p = picker;
+    pickerText.textContent = "Sending…";
+    sendFiles(filesBase + "up/" + p.id, pickerInput.files, p.maxBytes, function () { if (picker === p) { closePicker(); } });
+  });
+  canvas.addEventListener("dragover", function (e) {
+    if (e.dataTransfer && Array.prototype.indexOf.call(e.dataTransfer.types, "Files") >= 0) { e.preventDefault(); }
+  });
+  canvas.addEventListener("drop", function (e) {
+    if (!e.dataTransfer || !e.dataTransfer.files.length) { return; }
+    e.preventDefault();
+    if (readOnly) { toast("You may only watch this browser: you cannot drop files on it."); return; }
+    var p = pos(e);
+    sendFiles(filesBase + "drop?x=" + p.x.toFixed(1) + "&y=" + p.y.toFixed(1), e.dataTransfer.files, 0, function () {});
+  });
+  var downloadsEl = document.getElementById("downloads");
+  var downloadsList = document.getElementById("downloads-list");
+  var downloads = {};
+  function size(n) { return n >= 1048576 ? (n / 1048576).toFixed(1) + " MiB" : n >= 1024 ? Math.round(n / 1024) + " KiB" : (n || 0) + " B"; }
+  function download(m) {
+    var d = downloads[m.id];
+    if (!d) {
+      d = downloads[m.id] = {el: document.createElement("li")};
+      d.el.className = "download";
+      downloadsList.appendChild(d.el);
+    }
+    d.name = m.name || d.name || "download";
+    d.state = m.state;
+    d.el.textContent = "";
+    var label = document.createElement(m.state === "completed" ? "a" : "span");
+    label.textContent = d.name;
+    if (m.state === "completed") {
+      label.href = filesBase + "down/" + encodeURIComponent(m.id);
+      label.download = d.name;
+    }
+    var note = document.createElement("span");
+    note.className = "note";
+    note.textContent = m.state === "inProgress" ? size(m.received) + (m.total ? " of " + size(m.total) : "") :
+      m.state === "completed" ? size(m.total || m.received) : m.state === "refused" ? (m.error || "refused") : "cancelled";
+    d.el.appendChild(label);
+    d.el.appendChild(note);
+    d.el.dataset.state = m.state;
+    downloadsEl.hidden = false;
+    body.dataset.downloads = String(Object.keys(downloads).length);
+  }
+  document.getElementById("downloads-close").addEventListener("click", function () { downloadsEl.hidden = true; });
 
   // ---- connection ----
   function onMessage(ev) {
@@ -364,7 +563,7 @@
         // if none comes, ask for one.
         var sock = ws, before = received;
         setTimeout(function () { if (ws === sock && live && received === before) { send({t: "refresh"}); } }, 1000);
-        canvas.focus();
+        focusKeys();
         break;
       case "role": // the owner changed this user's access while connected
         readOnly = !!m.readOnly;
@@ -377,6 +576,15 @@
         break;
       case "dialogClosed": // answered (by anyone), timed out, or gone
         closeDialog(m.id);
+        break;
+      case "clipboard": // the page copied after this user's gesture
+        copiedByPage(m.text || "");
+        break;
+      case "fileChooser": // the page asks this user for files
+        openPicker(m);
+        break;
+      case "download": // a download of the page began, progressed or ended
+        download(m);
         break;
       case "hold": // a migration: keep the input for the browser's new copy
         holding = true;
@@ -538,7 +746,11 @@
     },
     status: function () { return body.dataset.status; },
     frames: function () { return frames; },
-    queued: function () { return queue.length; }
+    queued: function () { return queue.length; },
+    copied: function () { return lastCopy; },
+    downloads: function () {
+      return Object.keys(downloads).map(function (id) { return {id: id, name: downloads[id].name, state: downloads[id].state, href: filesBase + "down/" + encodeURIComponent(id)}; });
+    }
   };
 
   // The socket before the first paint: a new one's handshake runs while

@@ -109,7 +109,8 @@ type ScreencastOptions struct {
 	// Quality of the JPEG frames, 1..100 (0 = 80).
 	Quality int
 	// MaxWidth and MaxHeight bound the frame size in device pixels
-	// (0 = the viewport size).
+	// (0 = the viewport's device pixels: its CSS size times the device
+	// pixel ratio of its last resize).
 	MaxWidth, MaxHeight int
 	// EveryNthFrame sends only every n-th painted frame (0 = 1, every frame).
 	EveryNthFrame int
@@ -264,7 +265,35 @@ type Browser interface {
 	// AnswerPrompt answers dialog id; ErrNoPrompt if it is not open (or
 	// is being answered: the first answer wins).
 	AnswerPrompt(ctx context.Context, id uint64, a PromptAnswer) error
+	// OnCopy calls fn with the text the page puts on its clipboard: a
+	// copy or cut (keys or document.execCommand, with the page's own
+	// clipboardData if it sets any) and navigator.clipboard.writeText.
+	// At most MaxCopyText bytes; fn must not block. stop unregisters fn.
+	OnCopy(fn func(text string)) (stop func())
+
+	// OnFileChooser calls fn when the page opens a file picker. While
+	// nobody listens a picker is cancelled at once (no page waits for a
+	// user who is not there). stop unregisters fn.
+	OnFileChooser(fn func(FileChooser)) (stop func())
+	// ChooseFiles answers picker id with the files at paths (local files
+	// the browser's process can read); none cancels it. ErrNoChooser if it
+	// is not open.
+	ChooseFiles(ctx context.Context, id uint64, paths []string) error
+	// DropFiles drops the files at paths on the page at x, y (CSS
+	// pixels), as a user dragging them from a desktop would.
+	DropFiles(ctx context.Context, x, y float64, paths []string) error
+	// SetDownloads saves the page's downloads in dir from now on, each
+	// under its ID, and reports them to OnDownload; "" refuses them (the
+	// default: the page's download fails).
+	SetDownloads(ctx context.Context, dir string) error
+	// OnDownload calls fn as each download begins, progresses and ends;
+	// fn must not block. stop unregisters fn.
+	OnDownload(fn func(Download)) (stop func())
 }
+
+// MaxCopyText bounds the text of one copy that leaves the page: longer
+// text is cut there.
+const MaxCopyText = 1 << 20
 
 // LoadOptions say what Load waits for after the load event, in this order.
 type LoadOptions struct {

@@ -33,6 +33,13 @@ const (
 	InputChar InputType = "char"
 	// InputInsertText inserts Text as one edit (paste, IME commit).
 	InputInsertText InputType = "inserttext"
+	// InputCompose shows Text as the IME's composition in progress,
+	// underlined and not yet committed; an empty Text cancels it. The
+	// commit is an InputInsertText.
+	InputCompose InputType = "compose"
+	// InputTouch is one step (Phase) of a touch gesture with the fingers
+	// still down in Touches: tap, long-press, drag, pinch.
+	InputTouch InputType = "touch"
 	// InputResize sets the viewport to Width x Height CSS pixels.
 	InputResize  InputType = "resize"
 	InputBack    InputType = "back"
@@ -70,7 +77,31 @@ const (
 const (
 	MinViewport = 1
 	MaxViewport = 8192
+	// MaxScale bounds a resize's device pixel ratio.
+	MaxScale = 4
 )
+
+// MaxTouches bounds the fingers of one touch event.
+const MaxTouches = 10
+
+// TouchPhase says which step of a touch gesture an InputTouch is.
+type TouchPhase string
+
+// Touch phases.
+const (
+	TouchStart  TouchPhase = "start"
+	TouchMove   TouchPhase = "move"
+	TouchEnd    TouchPhase = "end"
+	TouchCancel TouchPhase = "cancel"
+)
+
+// TouchPoint is one finger on the screen, in CSS pixels relative to the
+// viewport; ID follows the finger through the gesture.
+type TouchPoint struct {
+	X  float64 `json:"x"`
+	Y  float64 `json:"y"`
+	ID int     `json:"id"`
+}
 
 // InputEvent is one user input event; which fields matter depends on Type.
 // It is designed to be decoded straight from a client's JSON message.
@@ -103,9 +134,18 @@ type InputEvent struct {
 	Text    string `json:"text,omitempty"`
 	KeyCode int    `json:"keyCode,omitempty"`
 
-	// Resize: the new viewport size in CSS pixels.
-	Width  int `json:"width,omitempty"`
-	Height int `json:"height,omitempty"`
+	// Resize: the new viewport size in CSS pixels; Scale is the screen's
+	// device pixel ratio (0 = 1), and Mobile asks for a phone's page: the
+	// mobile viewport, touch, a coarse pointer.
+	Width  int     `json:"width,omitempty"`
+	Height int     `json:"height,omitempty"`
+	Scale  float64 `json:"scale,omitempty"`
+	Mobile bool    `json:"mobile,omitempty"`
+
+	// Touch: the gesture's step and the fingers still down (none after
+	// the last finger lifts).
+	Phase   TouchPhase   `json:"phase,omitempty"`
+	Touches []TouchPoint `json:"touches,omitempty"`
 
 	// Navigate: the URL to load.
 	URL string `json:"url,omitempty"`
@@ -159,9 +199,18 @@ func (ev InputEvent) Validate() error {
 		if ev.Text == "" {
 			return bad("empty text")
 		}
+	case InputCompose:
+		if len(ev.Text) > MaxComposition {
+			return bad("composition of %d bytes, more than %d", len(ev.Text), MaxComposition)
+		}
+	case InputTouch:
+		return ev.validTouch(bad, finite)
 	case InputResize:
 		if ev.Width < MinViewport || ev.Width > MaxViewport || ev.Height < MinViewport || ev.Height > MaxViewport {
 			return bad("size %dx%d outside %d..%d", ev.Width, ev.Height, MinViewport, MaxViewport)
+		}
+		if !finite(ev.Scale) || ev.Scale < 0 || ev.Scale > MaxScale {
+			return bad("scale %v outside 0..%d", ev.Scale, MaxScale)
 		}
 	case InputBack, InputForward, InputReload:
 	case InputNavigate:
@@ -172,6 +221,38 @@ func (ev InputEvent) Validate() error {
 		return fmt.Errorf("%w: missing type", ErrInvalidInput)
 	default:
 		return fmt.Errorf("%w: unknown type %q", ErrInvalidInput, ev.Type)
+	}
+	return nil
+}
+
+// MaxComposition bounds an IME composition in progress: a sentence, not a
+// document.
+const MaxComposition = 4096
+
+// validTouch checks an InputTouch: a known phase, fingers on the screen
+// for start and move, and none twice.
+func (ev InputEvent) validTouch(bad func(string, ...any) error, finite func(...float64) bool) error {
+	switch ev.Phase {
+	case TouchStart, TouchMove:
+		if len(ev.Touches) == 0 {
+			return bad("%s without touches", ev.Phase)
+		}
+	case TouchEnd, TouchCancel:
+	default:
+		return bad("unknown phase %q", ev.Phase)
+	}
+	if len(ev.Touches) > MaxTouches {
+		return bad("%d touches, more than %d", len(ev.Touches), MaxTouches)
+	}
+	for i, t := range ev.Touches {
+		if !finite(t.X, t.Y) {
+			return bad("touch %d: non-finite position", i)
+		}
+		for _, u := range ev.Touches[:i] {
+			if u.ID == t.ID {
+				return bad("touch id %d twice", t.ID)
+			}
+		}
 	}
 	return nil
 }

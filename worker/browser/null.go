@@ -116,9 +116,19 @@ type nullBrowser struct {
 	screencasts atomic.Bool
 }
 
-// A Null page runs no scripts, so it never opens a dialog.
+// A Null page runs no scripts, so it never opens a dialog or copies.
 func (b *nullBrowser) OnPrompt(func(Prompt)) (stop func()) { return func() {} }
 func (b *nullBrowser) OpenPrompt() (Prompt, bool)          { return Prompt{}, false }
+func (b *nullBrowser) OnCopy(func(string)) (stop func())   { return func() {} }
+
+// Nor does it open pickers or download: its files go nowhere.
+func (b *nullBrowser) OnFileChooser(func(FileChooser)) (stop func()) { return func() {} }
+func (b *nullBrowser) OnDownload(func(Download)) (stop func())       { return func() {} }
+func (b *nullBrowser) ChooseFiles(context.Context, uint64, []string) error {
+	return ErrNoChooser
+}
+func (b *nullBrowser) DropFiles(context.Context, float64, float64, []string) error { return b.Err() }
+func (b *nullBrowser) SetDownloads(context.Context, string) error                  { return b.Err() }
 func (b *nullBrowser) AnswerPrompt(context.Context, uint64, PromptAnswer) error {
 	return ErrNoPrompt
 }

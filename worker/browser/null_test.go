@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,6 +194,13 @@ func TestInputValidate(t *testing.T) {
 		{Type: InputChar, Text: "x"},
 		{Type: InputInsertText, Text: "pasted"},
 		{Type: InputResize, Width: 800, Height: 600},
+		{Type: InputResize, Width: 390, Height: 844, Scale: 3, Mobile: true},
+		{Type: InputCompose, Text: "にほんご"},
+		{Type: InputCompose}, // cancels
+		{Type: InputTouch, Phase: TouchStart, Touches: []TouchPoint{{X: 1, Y: 2}}},
+		{Type: InputTouch, Phase: TouchMove, Touches: []TouchPoint{{X: 1, Y: 2}, {X: 3, Y: 4, ID: 1}}},
+		{Type: InputTouch, Phase: TouchEnd},
+		{Type: InputTouch, Phase: TouchCancel},
 		{Type: InputBack}, {Type: InputForward}, {Type: InputReload},
 		{Type: InputNavigate, URL: "https://example.com/a?b"},
 		{Type: InputNavigate, URL: "data:text/html,hi"},
@@ -212,6 +221,15 @@ func TestInputValidate(t *testing.T) {
 		{Type: InputInsertText},
 		{Type: InputResize, Width: 0, Height: 10},
 		{Type: InputResize, Width: 100000, Height: 10},
+		{Type: InputResize, Width: 10, Height: 10, Scale: 5},
+		{Type: InputResize, Width: 10, Height: 10, Scale: -1},
+		{Type: InputCompose, Text: strings.Repeat("x", MaxComposition+1)},
+		{Type: InputTouch},
+		{Type: InputTouch, Phase: "poke", Touches: []TouchPoint{{}}},
+		{Type: InputTouch, Phase: TouchStart},
+		{Type: InputTouch, Phase: TouchMove, Touches: []TouchPoint{{ID: 1}, {ID: 1}}},
+		{Type: InputTouch, Phase: TouchMove, Touches: make([]TouchPoint, MaxTouches+1)},
+		{Type: InputTouch, Phase: TouchStart, Touches: []TouchPoint{{X: math.NaN()}}},
 		{Type: InputNavigate},
 		{Type: InputNavigate, URL: "file:///etc/passwd"},
 		{Type: InputNavigate, URL: "javascript:alert(1)"},

@@ -24,6 +24,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
+
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/grade"
 )
@@ -62,7 +64,14 @@ type Config struct {
 	// NoFrames says the browser renders nothing (the "none" runtime):
 	// clients are told so at hello instead of waiting for a frame.
 	NoFrames bool
-	Log      zerolog.Logger
+	// Files is what the browser may exchange as files (a zero value:
+	// nothing).
+	Files FilesConfig
+	// Clock times the window in which what the page does (a copy, a file
+	// picker) is taken as the doing of the viewer who acted last (nil =
+	// the real clock).
+	Clock clock.Clock
+	Log   zerolog.Logger
 }
 
 // Host is what a hub needs of its browser's side in package worker.

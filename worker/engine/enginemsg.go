@@ -29,6 +29,9 @@ const (
 	kindDialog msgKind = "dialog"
 	// kindDialogClosed: answered (by anyone), timed out, or gone.
 	kindDialogClosed msgKind = "dialogClosed"
+	kindClipboard    msgKind = "clipboard"
+	kindFileChooser  msgKind = "fileChooser"
+	kindDownload     msgKind = "download"
 )
 
 // Client engine to worker.
@@ -120,6 +123,37 @@ type dialogClosedMsg struct {
 	Accepted bool   `json:"accepted,omitempty"`
 }
 
+// clipboardMsg: the page copied Text after this viewer's gesture; it goes
+// on the user's clipboard.
+type clipboardMsg struct {
+	Text string `json:"text"`
+}
+
+// fileChooserMsg: the page opened a file picker after this viewer's
+// gesture; the user's chosen files go up over HTTP (Files.Upload). Refused
+// says why the picker gets no file instead.
+type fileChooserMsg struct {
+	ID       uint64 `json:"id"`
+	Multiple bool   `json:"multiple,omitempty"`
+	Accept   string `json:"accept,omitempty"`
+	// MaxBytes is the browser's limit for its files: the engine refuses
+	// a choice over it without sending it.
+	MaxBytes int64  `json:"maxBytes,omitempty"`
+	Refused  string `json:"refused,omitempty"`
+}
+
+// downloadMsg: a download of the page began, progressed or ended (State:
+// inProgress, completed, canceled, or refused with Error); a completed
+// one is fetched at files/down/<ID> under the Browser URL.
+type downloadMsg struct {
+	ID       string `json:"id"`
+	Name     string `json:"name,omitempty"`
+	Total    int64  `json:"total,omitempty"`
+	Received int64  `json:"received,omitempty"`
+	State    string `json:"state"`
+	Error    string `json:"error,omitempty"`
+}
+
 func (helloMsg) serverKind() msgKind  { return kindHello }
 func (pageMsg) serverKind() msgKind   { return kindPage }
 func (pongMsg) serverKind() msgKind   { return kindPong }
@@ -134,6 +168,9 @@ func (dialogMsg) serverKind() msgKind { return kindDialog }
 func (dialogClosedMsg) serverKind() msgKind {
 	return kindDialogClosed
 }
+func (clipboardMsg) serverKind() msgKind   { return kindClipboard }
+func (fileChooserMsg) serverKind() msgKind { return kindFileChooser }
+func (downloadMsg) serverKind() msgKind    { return kindDownload }
 
 // pingMsg asks for a pongMsg; engines send it when the socket goes quiet.
 type pingMsg struct {

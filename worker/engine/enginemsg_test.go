@@ -23,7 +23,8 @@ import (
 // each; TestProtocolListsComplete keeps them complete.
 var (
 	serverMsgs = []serverMsg{helloMsg{}, pageMsg{}, pongMsg{}, roleMsg{}, closedMsg{}, movedMsg{},
-		errorMsg{}, holdMsg{}, heldMsg{}, resumeMsg{}, dialogMsg{}, dialogClosedMsg{}}
+		errorMsg{}, holdMsg{}, heldMsg{}, resumeMsg{}, dialogMsg{}, dialogClosedMsg{}, clipboardMsg{},
+		fileChooserMsg{}, downloadMsg{}}
 	clientMsgs = []clientMsg{pingMsg{}, ackMsg{}, inputMsg{}, refreshMsg{}, answerMsg{}}
 )
 
@@ -42,6 +43,9 @@ func TestEncodeWire(t *testing.T) {
 		{dialogMsg{ID: 3, Kind: "prompt", Message: "Name?", Default: "bob", URL: "https://x/"},
 			`{"t":"dialog","id":3,"kind":"prompt","message":"Name?","default":"bob","url":"https://x/"}`},
 		{dialogClosedMsg{ID: 3, Accepted: true}, `{"t":"dialogClosed","id":3,"accepted":true}`},
+		{clipboardMsg{Text: "copied <text>"}, `{"t":"clipboard","text":"copied \u003ctext\u003e"}`},
+		{fileChooserMsg{ID: 2, Multiple: true, Accept: "image/*"}, `{"t":"fileChooser","id":2,"multiple":true,"accept":"image/*"}`},
+		{downloadMsg{ID: "g", Name: "a.csv", Total: 9, Received: 4, State: "inProgress"}, `{"t":"download","id":"g","name":"a.csv","total":9,"received":4,"state":"inProgress"}`},
 		{pageMsg{URL: "about:blank", Title: "<b>"}, `{"t":"page","url":"about:blank","title":"\u003cb\u003e"}`},
 		{pageMsg{}, `{"t":"page"}`},
 		{pongMsg{Seq: 7, Data: "abc"}, `{"t":"pong","seq":7,"data":"abc"}`},

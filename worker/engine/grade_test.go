@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -221,5 +222,35 @@ func TestHintedHubGivesUpDropping(t *testing.T) {
 	h.fanOut(large)
 	if f := c.frame.Load(); f == nil || f.seq != maxHintDrops+1 {
 		t.Fatalf("after %d drops the viewer still has no frame: %+v", maxHintDrops, f)
+	}
+}
+
+// TestHintedHubCountsDevicePixels: on a HiDPI screen frames carry scale
+// device pixels per CSS pixel; a frame graded for the hint at that scale
+// is not too large, one twice it is.
+func TestHintedHubCountsDevicePixels(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		times   float64 // the frame's width over the hinted width at scale 2
+		dropped bool
+	}{
+		{"graded at the device's pixels", 1, false},
+		{"twice that", 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := bareHub()
+			h.input.scale.Store(math.Float64bits(2)) // the owner's resize said so
+			c := &client{frameSig: make(chan struct{}, 1)}
+			h.clients[c] = struct{}{}
+			h.mu.Lock()
+			h.link.hint(8, h.clients, h.last)
+			step := linkSteps[h.link.step].scale
+			h.mu.Unlock()
+			w := int(1000 * 2 * step * tc.times)
+			h.fanOut(browser.Frame{Data: []byte{1}, Seq: 1, Width: w, Height: 10, DeviceWidth: 1000, DeviceHeight: 700})
+			if got := c.frame.Load() == nil; got != tc.dropped {
+				t.Fatalf("frame %d px wide for 1000 CSS px at scale 2 and step %v: dropped %v, want %v", w, step, got, tc.dropped)
+			}
+		})
 	}
 }

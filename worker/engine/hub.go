@@ -84,8 +84,11 @@ type Hub struct {
 	grade *grade.Governor
 	// input takes the clients' input to the browser (input.go); dialogs
 	// shows them the page's dialogs and takes their answers (dialog.go).
-	input   *hubInput
-	dialogs hubDialogs
+	input     *hubInput
+	dialogs   hubDialogs
+	gestures  *gestures    // whose input came last (gesture.go)
+	clipboard hubClipboard // the page's copies to their viewer (clipboard.go)
+	files     *Files       // pickers, uploads, downloads (files.go)
 	// link grades the frames to the viewers' links (grade.go); mu guards
 	// it.
 	link linkGrade
@@ -137,7 +140,14 @@ func NewHub(cfg Config) *Hub {
 		h.frames = &Counters{}
 	}
 	h.link.frames, h.link.log = h.frames, h.log
-	h.input = &hubInput{b: h.b, host: h.host, frames: h.frames, log: h.log, closed: h.Closed}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real
+	}
+	h.gestures = &gestures{clk: clk}
+	h.clipboard = hubClipboard{b: h.b, g: h.gestures, log: h.log}
+	h.files = &Files{cfg: cfg.Files, b: h.b, g: h.gestures, clk: clk, log: h.log, writers: h.toWriters}
+	h.input = &hubInput{b: h.b, host: h.host, frames: h.frames, log: h.log, closed: h.Closed, gesture: h.gestures.note}
 	h.dialogs = hubDialogs{b: h.b, log: h.log, broadcast: h.broadcast}
 	h.page = h.b.Page()
 	return h
@@ -156,15 +166,21 @@ func (h *Hub) Watch(onEnd func(err error)) {
 		}
 	})
 	stopDialogs := h.dialogs.watch()
+	stopCopies := h.clipboard.watch()
+	stopFiles := h.files.watch()
 	go func() {
 		select {
 		case <-h.b.Done():
 			stop()
 			stopDialogs()
+			stopCopies()
+			stopFiles(false)
 			onEnd(h.b.Err())
 		case <-h.cfg.Released: // back to its pool: the browser lives on
 			stop()
 			stopDialogs()
+			stopCopies()
+			stopFiles(true)
 		}
 	}()
 }
@@ -407,6 +423,7 @@ func (h *Hub) leave(c *client) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.clients, c)
+	h.gestures.forget(c)
 	if len(h.clients) == 0 {
 		h.link.reset()
 		h.stopCastLocked()
@@ -515,7 +532,7 @@ func (h *Hub) fanOut(f browser.Frame) {
 	msg := &frameMsg{seq: f.Seq, b: encodeFrame(f)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.link.hinted && float64(f.Width) > f.DeviceWidth*linkSteps[h.link.step].scale+2 && h.link.hintDrops < maxHintDrops {
+	if h.link.hinted && float64(f.Width) > f.DeviceWidth*h.input.deviceScale()*linkSteps[h.link.step].scale+2 && h.link.hintDrops < maxHintDrops {
 		// Graded before a joining viewer's link hint, and too large for
 		// it: the screencast's restart sends the frame at the new size.
 		h.link.hintDrops++
@@ -598,6 +615,20 @@ func (h *Hub) broadcast(b []byte) {
 		c.enqueue(b)
 	}
 }
+
+// toWriters sends b to the viewers who may drive the browser.
+func (h *Hub) toWriters(b []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.clients {
+		if !c.readOnly.Load() {
+			c.enqueue(b)
+		}
+	}
+}
+
+// Files is the browser's file door: uploads, drops and downloads.
+func (h *Hub) Files() *Files { return h.files }
 
 func (h *Hub) readLoop(c *client) {
 	c.conn.SetReadDeadline(time.Now().Add(pongWait))

@@ -83,12 +83,16 @@ type hubFixture struct {
 	srv  *httptest.Server
 }
 
-func newHubFixture(t *testing.T) *hubFixture {
+func newHubFixture(t *testing.T, opts ...func(*Config)) *hubFixture {
 	t.Helper()
 	fb := newFakeBrowser(t)
 	host := &fakeHost{}
-	h := NewHub(Config{Browser: fb, ID: "b1", Instance: "w-1.fixturefixture", App: "app", Worker: "w-1",
-		Released: make(chan struct{}), Host: host, Log: zerolog.Nop()})
+	cfg := Config{Browser: fb, ID: "b1", Instance: "w-1.fixturefixture", App: "app", Worker: "w-1",
+		Released: make(chan struct{}), Host: host, Log: zerolog.Nop()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h := NewHub(cfg)
 	h.Watch(func(error) { h.Shutdown("The virtual browser crashed.", "/app") })
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, _ := strconv.Atoi(r.URL.Query().Get("access"))

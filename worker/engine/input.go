@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,13 +34,18 @@ type hubInput struct {
 	// closed reports whether the hub ended: no resize is tried again then.
 	// It takes the hub's mu, which is never held while taking mu below.
 	closed func() bool
+	// gesture notes a viewer's input the page may answer with a copy.
+	gesture func(c *client, t browser.InputType)
 
 	// paintAt is when the last input that paints was handed to the
 	// browser (UnixNano, 0 = shown); the hub's next frame takes it.
 	paintAt atomic.Int64
 	// resizeGen counts the owner's resizes, so a retry of a failed one
 	// (resizeLater) yields to a newer; mu guards resizeTimer, the retry.
-	resizeGen   atomic.Uint64
+	resizeGen atomic.Uint64
+	// scale is the device pixel ratio of the owner's last resize
+	// (float64 bits; 0 = 1): frames carry that many pixels per CSS pixel.
+	scale       atomic.Uint64
 	mu          sync.Mutex
 	resizeTimer *time.Timer
 }
@@ -59,6 +65,9 @@ func (in *hubInput) dispatch(c *client, ev browser.InputEvent) {
 		return
 	}
 	in.frames.inputs.Add(1)
+	if in.gesture != nil {
+		in.gesture(c, ev.Type)
+	}
 	if paints(ev.Type) {
 		in.paintAt.Store(time.Now().UnixNano())
 	}
@@ -89,6 +98,7 @@ func (in *hubInput) send(ev browser.InputEvent) error {
 	in.host.Touched()
 	if err == nil && ev.Type == browser.InputResize {
 		in.host.Resized(ev.Width, ev.Height)
+		in.scale.Store(math.Float64bits(ev.Scale))
 	}
 	return err
 }
@@ -133,6 +143,11 @@ func (in *hubInput) resizeLater(c *client, ev browser.InputEvent, gen uint64, tr
 	})
 }
 
+// deviceScale is the frames' device pixels per CSS pixel (at least 1).
+func (in *hubInput) deviceScale() float64 {
+	return max(1, math.Float64frombits(in.scale.Load()))
+}
+
 // stop ends a resize retry for good: the hub ended (closed reports it
 // already, so no retry starts after this).
 func (in *hubInput) stop() {
@@ -148,7 +163,7 @@ func (in *hubInput) stop() {
 // answers it; moves and releases often paint nothing.
 func paints(t browser.InputType) bool {
 	switch t {
-	case browser.InputKeyDown, browser.InputChar, browser.InputInsertText, browser.InputMouseDown, browser.InputWheel:
+	case browser.InputKeyDown, browser.InputChar, browser.InputInsertText, browser.InputCompose, browser.InputMouseDown, browser.InputWheel:
 		return true
 	}
 	return false

@@ -215,6 +215,16 @@ func (b *fakeBrowser) OnPrompt(func(browser.Prompt)) func() { return func() {} }
 
 func (b *fakeBrowser) OpenPrompt() (browser.Prompt, bool) { return browser.Prompt{}, false }
 
+func (b *fakeBrowser) OnCopy(func(string)) func() { return func() {} }
+
+func (b *fakeBrowser) OnFileChooser(func(browser.FileChooser)) func() { return func() {} }
+func (b *fakeBrowser) OnDownload(func(browser.Download)) func()       { return func() {} }
+func (b *fakeBrowser) ChooseFiles(context.Context, uint64, []string) error {
+	return browser.ErrNoChooser
+}
+func (b *fakeBrowser) DropFiles(context.Context, float64, float64, []string) error { return nil }
+func (b *fakeBrowser) SetDownloads(context.Context, string) error                  { return nil }
+
 func (b *fakeBrowser) AnswerPrompt(context.Context, uint64, browser.PromptAnswer) error {
 	return browser.ErrNoPrompt
 }

@@ -28,6 +28,105 @@ type Fake struct {
 	failResizes int
 	prompts     *browser.Prompts
 	answers     []browser.PromptAnswer
+	copies      subs[string]
+
+	pickers     subs[browser.FileChooser]
+	downloads   subs[browser.Download]
+	chosen      map[uint64][]string
+	dropped     [][]string
+	downloadDir string
+}
+
+// subs are the subscribers of one kind of event.
+type subs[T any] struct {
+	mu   sync.Mutex
+	fns  map[int]func(T)
+	next int
+}
+
+func (s *subs[T]) add(fn func(T)) (stop func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fns == nil {
+		s.fns = map[int]func(T){}
+	}
+	id := s.next
+	s.next++
+	s.fns[id] = fn
+	return func() {
+		s.mu.Lock()
+		delete(s.fns, id)
+		s.mu.Unlock()
+	}
+}
+
+func (s *subs[T]) send(v T) {
+	s.mu.Lock()
+	fns := make([]func(T), 0, len(s.fns))
+	for _, fn := range s.fns {
+		fns = append(fns, fn)
+	}
+	s.mu.Unlock()
+	for _, fn := range fns {
+		fn(v)
+	}
+}
+
+// OpenChooser opens a file picker as the page would.
+func (f *Fake) OpenChooser(fc browser.FileChooser) { f.pickers.send(fc) }
+
+// Download reports a download as the page's would progress.
+func (f *Fake) Download(d browser.Download) { f.downloads.send(d) }
+
+// OnFileChooser implements browser.Browser.
+func (f *Fake) OnFileChooser(fn func(browser.FileChooser)) (stop func()) { return f.pickers.add(fn) }
+
+// OnDownload implements browser.Browser.
+func (f *Fake) OnDownload(fn func(browser.Download)) (stop func()) { return f.downloads.add(fn) }
+
+// ChooseFiles implements browser.Browser: it records the answer.
+func (f *Fake) ChooseFiles(_ context.Context, id uint64, paths []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.chosen == nil {
+		f.chosen = map[uint64][]string{}
+	}
+	if _, done := f.chosen[id]; done {
+		return browser.ErrNoChooser
+	}
+	f.chosen[id] = paths
+	return nil
+}
+
+// Chosen is the answer picker id got (ok false: none yet).
+func (f *Fake) Chosen(id uint64) (paths []string, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	paths, ok = f.chosen[id]
+	return paths, ok
+}
+
+// DropFiles implements browser.Browser: it records the drop.
+func (f *Fake) DropFiles(_ context.Context, _, _ float64, paths []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dropped = append(f.dropped, paths)
+	return nil
+}
+
+// SetDownloads implements browser.Browser: it records the folder.
+func (f *Fake) SetDownloads(_ context.Context, dir string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.downloadDir = dir
+	return nil
+}
+
+// DownloadDir is the folder SetDownloads set last.
+func (f *Fake) DownloadDir() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.downloadDir
 }
 
 // Wrap makes b a Fake.
@@ -68,6 +167,12 @@ func (f *Fake) OpenPrompt() (browser.Prompt, bool) { return f.prompts.Open() }
 func (f *Fake) AnswerPrompt(ctx context.Context, id uint64, a browser.PromptAnswer) error {
 	return f.prompts.Answer(ctx, id, a)
 }
+
+// Copy puts text on the page's clipboard, as a copy in the page would.
+func (f *Fake) Copy(text string) { f.copies.send(text) }
+
+// OnCopy implements browser.Browser.
+func (f *Fake) OnCopy(fn func(string)) (stop func()) { return f.copies.add(fn) }
 
 // New is a Fake over a new Null browser.
 func New(t testing.TB) *Fake {

@@ -84,7 +84,7 @@ func (p *pageBindings) Install(ctx context.Context, script string, bindings map[
 		return err
 	}
 	for name, fn := range bindings {
-		if !jsIdent.MatchString(name) || name == titleBinding || fn == nil {
+		if !jsIdent.MatchString(name) || name == titleBinding || name == copyBinding || fn == nil {
 			return fmt.Errorf("chromium: install: bad binding %q", name)
 		}
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/css"
 	"github.com/chromedp/cdproto/dom"
-	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/inspector"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
@@ -118,7 +117,10 @@ type cbrowser struct {
 	filter   atomic.Pointer[filter]
 	released atomic.Bool
 
-	dialogs // the page's open dialog and who watches it (prompt.go)
+	dialogs   // the page's open dialog and who watches it (prompt.go)
+	copyWatch // what the page copies (clipboard.go)
+
+	fileTransfers // its file pickers, dropped files and downloads (files.go)
 }
 
 type docTitle struct {
@@ -160,7 +162,7 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 	b.rester.b, b.screencaster.b, b.gcWatch = b, b, gcWatch{b: b, wake: make(chan struct{}, 1)}
 	b.dialogs.init(b, opts.PromptTimeout)
 	for name, fn := range b.bindings {
-		if !jsIdent.MatchString(name) || name == titleBinding || fn == nil {
+		if !jsIdent.MatchString(name) || name == titleBinding || name == copyBinding || fn == nil {
 			return nil, fmt.Errorf("chromium: new browser: bad binding %q", name)
 		}
 	}
@@ -293,6 +295,12 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 	if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: titleScript}); err != nil {
 		return nil, fmt.Errorf("title script: %w", err)
 	}
+	if _, err := pageCall(ctx, b, runtime.AddBinding, runtime.AddBindingParams{Name: copyBinding}); err != nil {
+		return nil, fmt.Errorf("copy binding: %w", err)
+	}
+	if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: copyScript}); err != nil {
+		return nil, fmt.Errorf("copy script: %w", err)
+	}
 	if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
 		Source: steadyCaretScript, WorldName: steadyCaretWorld, RunImmediately: new(true),
 	}); err != nil {
@@ -310,7 +318,10 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 			return nil, fmt.Errorf("script: %w", err)
 		}
 	}
-	if err := b.resize(ctx, opts.Width, opts.Height); err != nil {
+	if err := b.setupFiles(ctx, b); err != nil {
+		return nil, err
+	}
+	if err := b.resize(ctx, opts.Width, opts.Height, 0, false); err != nil {
 		return nil, err
 	}
 	if opts.URL != "" && opts.URL != "about:blank" {
@@ -324,6 +335,11 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 // onEvent sees every event of the page, in order, on chromedp's reader
 // goroutine: it must only record and signal, never call back into CDP.
 func (b *cbrowser) onEvent(ev any) {
+	b.fileEvent(ev)
+	if c, ok := ev.(*runtime.EventBindingCalled); ok && c.Name == copyBinding {
+		b.copied(c.Payload) // b.mu not held: the watchers may take theirs
+		return
+	}
 	b.mu.Lock()
 	old := b.page
 	if b.lw != nil {
@@ -686,24 +702,6 @@ func (b *cbrowser) navigate(ctx context.Context, url string) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%s: waiting for the page to commit: %w", url, ctx.Err())
 	}
-}
-
-// resize sets the viewport in CSS pixels at device scale 1.
-func (b *cbrowser) resize(ctx context.Context, w, h int) error {
-	_, err := pageCall(ctx, b, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
-		Width: int64(w), Height: int64(h), DeviceScaleFactor: 1,
-	})
-	if err != nil {
-		return fmt.Errorf("viewport %dx%d: %w", w, h, err)
-	}
-	b.mu.Lock()
-	b.width, b.height = w, h
-	b.mu.Unlock()
-	select {
-	case b.resized <- struct{}{}:
-	default:
-	}
-	return nil
 }
 
 // Evaluate implements browser.Browser.

@@ -1,12 +1,17 @@
 package chromium
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp/kb"
@@ -53,15 +58,19 @@ func (b *cbrowser) Input(ctx context.Context, ev browser.InputEvent) error {
 func (b *cbrowser) input(ctx context.Context, ev browser.InputEvent) error {
 	switch ev.Type {
 	case browser.InputMouseMove, browser.InputMouseDown, browser.InputMouseUp:
-		_, err := pageCall(ctx, b, input.DispatchMouseEvent, mouseParams(ev))
+		p := mouseParams(ev)
+		k := b.toPage(ctx)
+		p.X, p.Y = p.X*k, p.Y*k
+		_, err := pageCall(ctx, b, input.DispatchMouseEvent, p)
 		return err
 	case browser.InputWheel:
 		// cdproto omits a zero deltaX and Chromium rejects a wheel event
 		// without both deltas, so this one goes out as raw params.
+		k := b.toPage(ctx)
 		params := map[string]any{
 			"type":      input.DispatchMouseEventTypeMouseWheel,
-			"x":         ev.X,
-			"y":         ev.Y,
+			"x":         ev.X * k,
+			"y":         ev.Y * k,
 			"deltaX":    ev.DeltaX,
 			"deltaY":    ev.DeltaY,
 			"modifiers": int64(ev.Modifiers),
@@ -73,8 +82,16 @@ func (b *cbrowser) input(ctx context.Context, ev browser.InputEvent) error {
 	case browser.InputInsertText:
 		_, err := pageCall(ctx, b, input.InsertText, input.InsertTextParams{Text: ev.Text})
 		return err
+	case browser.InputCompose:
+		// The caret at the composition's end, in UTF-16 units as the
+		// page counts them.
+		n := int64(len(utf16.Encode([]rune(ev.Text))))
+		_, err := pageCall(ctx, b, input.ImeSetComposition, input.ImeSetCompositionParams{Text: ev.Text, SelectionStart: n, SelectionEnd: n})
+		return err
+	case browser.InputTouch:
+		return b.touch(ctx, ev)
 	case browser.InputResize:
-		return b.resize(ctx, ev.Width, ev.Height)
+		return b.resize(ctx, ev.Width, ev.Height, ev.Scale, ev.Mobile)
 	case browser.InputBack:
 		return b.history(ctx, -1)
 	case browser.InputForward:
@@ -128,6 +145,104 @@ func mouseParams(ev browser.InputEvent) input.DispatchMouseEventParams {
 		}
 	}
 	return p
+}
+
+// touch sends one step of a gesture. The client sends the fingers still
+// down, as a DOM TouchEvent's touches; Chromium wants those that changed,
+// by kind: touchStart presses the points it gets, touchMove moves them,
+// touchEnd lifts them, and touchCancel (with no points) cancels them all.
+// Its gesture detection makes the rest: a tap clicks, a drag scrolls, a
+// pinch zooms.
+func (b *cbrowser) touch(ctx context.Context, ev browser.InputEvent) error {
+	b.touchMu.Lock()
+	defer b.touchMu.Unlock()
+	// A pinch zooms desktop pages too.
+	b.zoomable.Store(true)
+	if b.fingers == nil {
+		b.fingers = map[int]browser.TouchPoint{}
+	}
+	if ev.Phase == browser.TouchCancel {
+		// CDP cancels all fingers or none: those still down come back
+		// pressed anew with their next move.
+		if len(b.fingers) == 0 {
+			return nil
+		}
+		clear(b.fingers)
+		return b.dispatchTouch(ctx, input.DispatchTouchEventTypeTouchCancel, nil, ev.Modifiers)
+	}
+	var moved, lifted, pressed []browser.TouchPoint
+	down := make(map[int]bool, len(ev.Touches))
+	for _, t := range ev.Touches {
+		down[t.ID] = true
+		if old, ok := b.fingers[t.ID]; !ok {
+			pressed = append(pressed, t)
+		} else if old != t {
+			moved = append(moved, t)
+		}
+	}
+	for id, t := range b.fingers {
+		if !down[id] {
+			lifted = append(lifted, t)
+		}
+	}
+	slices.SortFunc(lifted, func(a, b browser.TouchPoint) int { return cmp.Compare(a.ID, b.ID) })
+	if len(moved) > 0 {
+		err := b.dispatchTouch(ctx, input.DispatchTouchEventTypeTouchMove, moved, ev.Modifiers)
+		switch {
+		case isNoTouch(err):
+			// Chromium forgot the fingers (its input state goes with a
+			// renderer swap): these are new ones to it.
+			clear(b.fingers)
+			pressed, lifted = append(pressed, moved...), nil
+		case err != nil:
+			return err
+		default:
+			for _, t := range moved {
+				b.fingers[t.ID] = t
+			}
+		}
+	}
+	if len(lifted) > 0 {
+		err := b.dispatchTouch(ctx, input.DispatchTouchEventTypeTouchEnd, lifted, ev.Modifiers)
+		if err != nil && !isNoTouch(err) { // none down is what a lift leaves
+			return err
+		}
+		for _, t := range lifted {
+			delete(b.fingers, t.ID)
+		}
+	}
+	if len(pressed) > 0 {
+		if err := b.dispatchTouch(ctx, input.DispatchTouchEventTypeTouchStart, pressed, ev.Modifiers); err != nil {
+			return err
+		}
+		for _, t := range pressed {
+			b.fingers[t.ID] = t
+		}
+	}
+	return nil
+}
+
+// dispatchTouch sends one CDP touch event of points, converted from the
+// screen's positions to the page's (toPage).
+func (b *cbrowser) dispatchTouch(ctx context.Context, typ input.DispatchTouchEventType, points []browser.TouchPoint, mods browser.Modifiers) error {
+	k := b.toPage(ctx)
+	p := input.DispatchTouchEventParams{
+		Type:        typ,
+		TouchPoints: make([]*input.TouchPoint, 0, len(points)),
+		Modifiers:   int64(mods),
+	}
+	for _, t := range points {
+		p.TouchPoints = append(p.TouchPoints, &input.TouchPoint{X: t.X * k, Y: t.Y * k, ID: new(float64(t.ID))})
+	}
+	_, err := pageCall(ctx, b, input.DispatchTouchEvent, p)
+	return err
+}
+
+// isNoTouch reports Chromium's refusal of a move or lift while it holds no
+// finger down.
+func isNoTouch(err error) bool {
+	var cerr *cdproto.Error
+	return errors.As(err, &cerr) && strings.HasPrefix(cerr.Message, "Must send a TouchStart first")
 }
 
 // keyParams fills in what clients may leave out: code and key codes of

@@ -40,6 +40,13 @@ type screencaster struct {
 	// loseFrame, when set (tests), drops the frames it returns true for,
 	// as Chromium's capturer may after a resize.
 	loseFrame func(browser.Frame) bool
+	// pageScale is the page scale factor of the running screencast's last
+	// frame (float64 bits; 0 = no frame yet): what the viewers see, which
+	// their pointer positions are in (cbrowser.toPage).
+	pageScale atomic.Uint64
+	// screen is the device the page is shown on (viewport.go): frames
+	// carry its pixels, not the CSS ones.
+	screen
 }
 
 // Screencast implements browser.Browser.
@@ -52,6 +59,8 @@ func (s *screencaster) Screencast(ctx context.Context, opts browser.ScreencastOp
 		return browser.ErrBusy
 	}
 	defer s.screencasting.Store(false)
+	s.pageScale.Store(0)
+	defer s.pageScale.Store(0) // no frames to tell it any more
 	cctx, cancel, err := b.call(ctx)
 	if err != nil {
 		return err
@@ -62,16 +71,21 @@ func (s *screencaster) Screencast(ctx context.Context, opts browser.ScreencastOp
 	if quality <= 0 || quality > 100 {
 		quality = defaultQuality
 	}
-	// maxW, maxH follow the viewport unless opts fixes them; a resize
-	// before this start needs no follow-up, the start reads the size.
+	// maxW, maxH follow the viewport's device pixels unless opts fixes
+	// them; a resize before this start needs no follow-up, the start reads
+	// the size. A window that could not go to its screen while the page
+	// rested goes now.
+	b.placeWindow(cctx)
 	select {
 	case <-b.resized:
 	default:
 	}
 	b.mu.Lock()
 	maxW, maxH := opts.MaxWidth, opts.MaxHeight
-	config.OrDefault(&maxW, b.width)
-	config.OrDefault(&maxH, b.height)
+	dw, dh := s.devicePixels()
+	config.OrDefault(&maxW, dw)
+	config.OrDefault(&maxH, dh)
+	castScale := s.frameScale
 	b.mu.Unlock()
 
 	// Subscribe before starting, so the first frame cannot be missed.
@@ -162,9 +176,14 @@ func (s *screencaster) Screencast(ctx context.Context, opts browser.ScreencastOp
 			return s.endScreencast(ctx, nil)
 		case <-b.resized:
 			b.mu.Lock()
-			w, h := b.width, b.height
+			want = resizeWant{w: b.width, h: b.height}
+			w, h := s.devicePixels()
+			// A new device pixel ratio: its frames have the old one's
+			// CSS size, which resizeWant cannot tell apart, so the
+			// restart below sends one.
+			rescaled := s.frameScale != castScale
+			castScale = s.frameScale
 			b.mu.Unlock()
-			want = resizeWant{w: w, h: h}
 			// Frames larger than the screencast's maximum come scaled
 			// down: a viewport that grew past it needs a new one. So does
 			// one that shrank under a scaled screencast, whose maximum,
@@ -179,7 +198,7 @@ func (s *screencaster) Screencast(ctx context.Context, opts browser.ScreencastOp
 				grew, shrank = grew || h > maxH, shrank || h < maxH
 				maxH = h
 			}
-			if grew || (shrank && cur.Scale*b.rt.scale < 1) {
+			if grew || (shrank && cur.Scale*b.rt.scale < 1) || rescaled {
 				if err := restart(cur); err != nil {
 					return s.endScreencast(ctx, err)
 				}
@@ -252,6 +271,8 @@ func (s *screencaster) Screencast(ctx context.Context, opts browser.ScreencastOp
 			}
 			last = f
 			sink(last)
+			// A resting page's window moves to its screen once it paints.
+			b.placeWindow(cctx)
 			if want.w != 0 && want.shows(last) {
 				want = resizeWant{}
 				follow.Stop()
@@ -264,6 +285,13 @@ func (s *screencaster) Screencast(ctx context.Context, opts browser.ScreencastOp
 			}
 		}
 	}
+}
+
+// devicePixels is the viewport's size in device pixels, the most a frame
+// shows; b.mu must be held.
+func (s *screencaster) devicePixels() (w, h int) {
+	scale := max(1, s.frameScale) // also before the first resize
+	return int(math.Round(float64(s.b.width) * scale)), int(math.Round(float64(s.b.height) * scale))
 }
 
 // resizeWant is a resize a screencast follows up: the viewport's new size
@@ -347,6 +375,9 @@ func (s *screencaster) frame(ev page.EventScreencastFrame) browser.Frame {
 		f.Width, f.Height = cfg.Width, cfg.Height
 	}
 	if m := ev.Metadata; m != nil {
+		if m.PageScaleFactor > 0 {
+			s.pageScale.Store(math.Float64bits(m.PageScaleFactor))
+		}
 		f.DeviceWidth, f.DeviceHeight = m.DeviceWidth, m.DeviceHeight
 		f.OffsetTop, f.ScrollX, f.ScrollY = m.OffsetTop, m.ScrollOffsetX, m.ScrollOffsetY
 		if ts := float64(m.Timestamp); ts > 0 {
