@@ -190,6 +190,7 @@ func (f *Files) upload(r *multipart.Reader, give func(paths []string) error) ([]
 		paths[i] = u.Path
 	}
 	if err := give(paths); err != nil {
+		f.cfg.Store.Discard(ups)
 		return nil, fmt.Errorf("setting the files on the page: %w", err)
 	}
 	return ups, nil

@@ -162,6 +162,21 @@ func (s *Store) SaveUploads(r *multipart.Reader) (ups []Upload, err error) {
 	return ups, nil
 }
 
+// Discard deletes uploads the page did not take and gives back their
+// bytes.
+func (s *Store) Discard(ups []Upload) {
+	var n int64
+	for _, u := range ups {
+		if os.Remove(u.Path) == nil {
+			n += u.Size
+		}
+	}
+	if len(ups) > 0 {
+		_ = os.Remove(filepath.Dir(ups[0].Path)) // the upload's folder, now empty
+	}
+	s.release(n)
+}
+
 // uploadDir makes the folder of one upload: uploads/<n>, so two files of
 // the same name from two pickers do not meet.
 func (s *Store) uploadDir() (string, error) {

@@ -178,6 +178,18 @@ func TestDownloads(t *testing.T) {
 	}
 }
 
+func TestDiscard(t *testing.T) {
+	s, _ := newStore(t, 100)
+	ups, err := s.SaveUploads(body(t, part{"f", "a", "xyz"}, part{"f", "b", "12"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Discard(ups)
+	if got := filesIn(t, s.cfg.Dir); len(got) != 0 || s.Used() != 0 {
+		t.Fatalf("discarded uploads stay: %v, %d bytes counted", got, s.Used())
+	}
+}
+
 func TestRemove(t *testing.T) {
 	s, _ := newStore(t, 100)
 	if _, err := s.SaveUploads(body(t, part{"f", "a", "x"})); err != nil {
