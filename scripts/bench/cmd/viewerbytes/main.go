@@ -26,8 +26,9 @@ func main() {
 	width := flag.Int("width", 1280, "the viewer's window width")
 	height := flag.Int("height", 720, "the viewer's window height")
 	focus := flag.Bool("focus", true, "click into the input first (its caret blinks while idle)")
+	scale := flag.Float64("scale", 1, "the viewer's device pixel ratio (2: a HiDPI screen)")
 	flag.Parse()
-	if err := run(*public, *app, *phase, *width, *height, *focus); err != nil {
+	if err := run(*public, *app, *phase, *width, *height, *scale, *focus); err != nil {
 		log.Fatalf("viewerbytes: %v", err)
 	}
 }
@@ -41,7 +42,7 @@ func (c *counter) snapshot() (frames, frameBytes, otherBytes int64) {
 	return c.frames.Load(), c.frameBytes.Load(), c.otherBytes.Load()
 }
 
-func run(public, app string, phase time.Duration, width, height int, focus bool) error {
+func run(public, app string, phase time.Duration, width, height int, scale float64, focus bool) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	path, cookies, err := engineclient.Open(ctx, public, app)
@@ -79,10 +80,14 @@ func run(public, app string, phase time.Duration, width, height int, focus bool)
 		}
 	}()
 	send := func(m map[string]any) error { m["t"] = "input"; return conn.WriteJSON(m) }
-	if err := send(map[string]any{"type": "resize", "width": width, "height": height}); err != nil {
+	if err := send(map[string]any{"type": "resize", "width": width, "height": height, "scale": scale}); err != nil {
 		return err
 	}
 	if focus {
+		// After the first frames: a click sent before the page is shown
+		// may be lost (engineclient.Session.Focus), and typing would then
+		// paint nothing.
+		time.Sleep(2 * time.Second)
 		_ = send(map[string]any{"type": "mousedown", "x": 300, "y": 60, "button": "left", "buttons": 1, "clickCount": 1})
 		_ = send(map[string]any{"type": "mouseup", "x": 300, "y": 60, "button": "left", "clickCount": 1})
 	}
@@ -146,7 +151,7 @@ func run(public, app string, phase time.Duration, width, height int, focus bool)
 	if err := measure("idle again", 0, nil); err != nil {
 		return err
 	}
-	fmt.Printf("\nbytes to one viewer, %dx%d window, JPEG screencast (worker default quality 80), %v phases\n", width, height, phase)
+	fmt.Printf("\nbytes to one viewer, %dx%d window at scale %g, JPEG screencast (worker default quality 80), %v phases\n", width, height, scale, phase)
 	fmt.Printf("%-22s %10s %10s %12s %12s\n", "phase", "frames/s", "KiB/s", "KiB/frame", "other_B/s")
 	for _, r := range results {
 		perFrame := 0.0
