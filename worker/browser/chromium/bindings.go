@@ -6,6 +6,8 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
+
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/pagescript"
 )
 
 // pageBindings are the page-to-worker bindings (Options.Bindings, Install):
@@ -84,7 +86,7 @@ func (p *pageBindings) Install(ctx context.Context, script string, bindings map[
 		return err
 	}
 	for name, fn := range bindings {
-		if !jsIdent.MatchString(name) || name == titleBinding || name == copyBinding || fn == nil {
+		if !pagescript.BindingName(name) || fn == nil {
 			return fmt.Errorf("chromium: install: bad binding %q", name)
 		}
 	}

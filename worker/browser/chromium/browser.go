@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,33 +25,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/pagescript"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/policy"
 )
-
-// titleBinding is the page function the title watcher reports through.
-// CDP has no event for document.title changes (Target.targetInfoChanged
-// lags or never comes), so a tiny script reports them.
-const titleBinding = "__cloudbrowserTitle"
-
-// titleScript runs in every new document of the top frame and reports the
-// title once parsed and whenever <head> changes. It observes only <head>,
-// so DOM-heavy pages pay nothing.
-const titleScript = `(() => {
-	if (window !== window.top) return;
-	const report = window.` + titleBinding + `;
-	if (typeof report !== "function") return;
-	let last = null;
-	const check = () => {
-		const t = document.title;
-		if (t !== last) { last = t; report(t); }
-	};
-	const watch = () => {
-		check();
-		const head = document.head || document.documentElement;
-		if (head) new MutationObserver(check).observe(head, {subtree: true, childList: true, characterData: true});
-	};
-	if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", watch, {once: true});
-	else watch();
-})();`
 
 // commitTimeout bounds the wait for a navigation to commit when the caller
 // gave no deadline.
@@ -106,16 +81,15 @@ type cbrowser struct {
 	loadMu sync.Mutex
 
 	rester       // hides the page while nobody watches (rest.go)
+	screen       // the device it is shown on and touched (viewport.go)
 	screencaster // streams its frames (screencast.go)
 	gcWatch      // collects its renderer's garbage (gc.go)
 	// resized tells a screencast the viewport changed (cap 1): it follows
 	// the resize up until a frame of the new size comes (screencast.go).
 	resized chan struct{}
 
-	// filter applies Options.Allow; nil without a policy. It is set
-	// during setup, which may race with a release by the supervisor.
-	filter   atomic.Pointer[filter]
-	released atomic.Bool
+	navPolicy // applies Options.Allow (navpolicy.go)
+	released  atomic.Bool
 
 	dialogs   // the page's open dialog and who watches it (prompt.go)
 	copyWatch // what the page copies (clipboard.go)
@@ -130,9 +104,6 @@ type docTitle struct {
 
 // maxTitles bounds cbrowser.titles: the back-forward cache holds 6 pages.
 const maxTitles = 8
-
-// jsIdent matches the binding names we accept.
-var jsIdent = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
 
 var _ browser.Browser = (*cbrowser)(nil)
 
@@ -159,10 +130,10 @@ func (r *Runtime) newBrowser(ctx context.Context, p *process, opts browser.Optio
 		egress: opts.Egress,
 	}
 	b.pageBindings = pageBindings{b: b, bindings: maps.Clone(opts.Bindings), callWake: make(chan struct{}, 1)}
-	b.rester.b, b.screencaster.b, b.gcWatch = b, b, gcWatch{b: b, wake: make(chan struct{}, 1)}
+	b.rester.b, b.screen.b, b.screencaster.b, b.navPolicy.b, b.gcWatch = b, b, b, b, gcWatch{b: b, wake: make(chan struct{}, 1)}
 	b.dialogs.init(b, opts.PromptTimeout)
 	for name, fn := range b.bindings {
-		if !jsIdent.MatchString(name) || name == titleBinding || name == copyBinding || fn == nil {
+		if !pagescript.BindingName(name) || fn == nil {
 			return nil, fmt.Errorf("chromium: new browser: bad binding %q", name)
 		}
 	}
@@ -273,13 +244,13 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 	}
 	if opts.Allow != nil {
 		// Before anything loads (the page is blank so far).
-		f, err := b.rt.newFilter(ctx, b, opts.Allow)
+		f, err := b.newFilter(ctx, opts.Allow)
 		if err != nil {
 			return nil, err
 		}
 		b.filter.Store(f)
 		if b.released.Load() {
-			f.close() // released meanwhile, maybe before seeing f
+			f.Close() // released meanwhile, maybe before seeing f
 		}
 	}
 	// chromedp enables these for its DOM queries, which we do not use;
@@ -289,20 +260,20 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 			return nil, fmt.Errorf("%s: %w", method, err)
 		}
 	}
-	if _, err := pageCall(ctx, b, runtime.AddBinding, runtime.AddBindingParams{Name: titleBinding}); err != nil {
+	if _, err := pageCall(ctx, b, runtime.AddBinding, runtime.AddBindingParams{Name: pagescript.TitleBinding}); err != nil {
 		return nil, fmt.Errorf("title binding: %w", err)
 	}
-	if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: titleScript}); err != nil {
+	if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: pagescript.Title}); err != nil {
 		return nil, fmt.Errorf("title script: %w", err)
 	}
-	if _, err := pageCall(ctx, b, runtime.AddBinding, runtime.AddBindingParams{Name: copyBinding}); err != nil {
+	if _, err := pageCall(ctx, b, runtime.AddBinding, runtime.AddBindingParams{Name: pagescript.CopyBinding}); err != nil {
 		return nil, fmt.Errorf("copy binding: %w", err)
 	}
-	if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: copyScript}); err != nil {
+	if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: pagescript.Copy}); err != nil {
 		return nil, fmt.Errorf("copy script: %w", err)
 	}
 	if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
-		Source: steadyCaretScript, WorldName: steadyCaretWorld, RunImmediately: new(true),
+		Source: pagescript.SteadyCaret, WorldName: pagescript.SteadyCaretWorld, RunImmediately: new(true),
 	}); err != nil {
 		return nil, fmt.Errorf("steady caret: %w", err)
 	}
@@ -336,7 +307,7 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 // goroutine: it must only record and signal, never call back into CDP.
 func (b *cbrowser) onEvent(ev any) {
 	b.fileEvent(ev)
-	if c, ok := ev.(*runtime.EventBindingCalled); ok && c.Name == copyBinding {
+	if c, ok := ev.(*runtime.EventBindingCalled); ok && c.Name == pagescript.CopyBinding {
 		b.copied(c.Payload) // b.mu not held: the watchers may take theirs
 		return
 	}
@@ -372,7 +343,7 @@ func (b *cbrowser) onEvent(ev any) {
 	case *page.EventLoadEventFired: // of the top document
 		b.loaded()
 	case *runtime.EventBindingCalled:
-		if ev.Name == titleBinding {
+		if ev.Name == pagescript.TitleBinding {
 			b.page.Title = ev.Payload
 			b.titles.set(b.loader, ev.Payload)
 		} else {
@@ -497,7 +468,7 @@ func (b *cbrowser) release() {
 		b.released.Store(true)
 		b.cancel()
 		if f := b.filter.Load(); f != nil {
-			f.close()
+			f.Close()
 		}
 		if b.egress != nil && b.ownsEgress.Load() {
 			_ = b.egress.Close()
@@ -507,14 +478,6 @@ func (b *cbrowser) release() {
 
 // Egress implements browser.Browser.
 func (b *cbrowser) Egress() browser.Egress { return b.egress }
-
-// Blocked implements browser.Browser.
-func (b *cbrowser) Blocked() uint64 {
-	if f := b.filter.Load(); f != nil {
-		return f.blocked.Load()
-	}
-	return 0
-}
 
 func (b *cbrowser) finish(err error) {
 	b.markDone(err)
@@ -654,9 +617,9 @@ func (b *cbrowser) Navigate(ctx context.Context, url string) error {
 // navigate loads url and waits until the new document commits, so Page
 // is current when it returns. Page.navigate itself answers earlier.
 func (b *cbrowser) navigate(ctx context.Context, url string) error {
-	if f := b.filter.Load(); f != nil && !f.check(url) {
-		b.log.Debug().Str("url", shortURL(url)).Msg("navigation refused")
-		return fmt.Errorf("%s: %w", shortURL(url), browser.ErrBlocked)
+	if f := b.filter.Load(); f != nil && !f.Check(url) {
+		b.log.Debug().Str("url", policy.ShortURL(url)).Msg("navigation refused")
+		return fmt.Errorf("%s: %w", policy.ShortURL(url), browser.ErrBlocked)
 	}
 	// Watch before asking: a fast commit may beat the answer.
 	w := &navWatch{done: make(chan struct{})}
@@ -673,9 +636,9 @@ func (b *cbrowser) navigate(ctx context.Context, url string) error {
 		return err
 	}
 	if res.ErrorText != "" {
-		if b.filter.Load() != nil && isBlockedError(res.ErrorText) {
+		if b.filter.Load() != nil && policy.IsBlockedError(res.ErrorText) {
 			// The document or a redirect of it was denied.
-			return fmt.Errorf("%s: %s: %w", shortURL(url), res.ErrorText, browser.ErrBlocked)
+			return fmt.Errorf("%s: %s: %w", policy.ShortURL(url), res.ErrorText, browser.ErrBlocked)
 		}
 		return &navFailed{url: url, text: res.ErrorText}
 	}
@@ -748,26 +711,4 @@ func (b *cbrowser) history(ctx context.Context, delta int) error {
 	}
 	_, err = pageCall(ctx, b, page.NavigateToHistoryEntry, page.NavigateToHistoryEntryParams{EntryID: h.Entries[i].ID})
 	return err
-}
-
-// SetPolicy implements browser.Browser.
-func (b *cbrowser) SetPolicy(ctx context.Context, allow func(string) bool) error {
-	if allow == nil {
-		return nil
-	}
-	if b.filter.Load() != nil {
-		return errors.New("chromium: a navigation policy is already set")
-	}
-	f, err := b.rt.newFilter(ctx, b, allow)
-	if err != nil {
-		return fmt.Errorf("chromium: set policy: %w", err)
-	}
-	if !b.filter.CompareAndSwap(nil, f) {
-		f.close()
-		return errors.New("chromium: a navigation policy is already set")
-	}
-	if b.released.Load() {
-		f.close()
-	}
-	return nil
 }

@@ -1,7 +1,7 @@
 // Package chromium is a browser.Runtime backed by real Chromium processes,
 // driven over the DevTools protocol with chromedp. All chromedp and cdproto
-// use is confined to this package, so a protocol library change touches
-// nothing else.
+// use is confined to this package and its subpackages, so a protocol
+// library change touches nothing else.
 //
 // A Runtime runs Config.Processes Chromium processes. Each virtual browser
 // is an isolated browser context (its own cookies, storage and cache) with
@@ -9,6 +9,11 @@
 // process notices when Chromium dies, fails that process's browsers with
 // browser.ErrCrashed, removes what is left of it and starts a new one with
 // backoff.
+//
+// Its parts with no need of a browser's state are subpackages: policy (the
+// navigation policy's request filters), cdpinput (input events to CDP
+// params), pagescript (the scripts it puts in pages), window (page windows
+// and screens) and profiledir (Chromium's temporary dirs and leftovers).
 package chromium
 
 import (
@@ -36,6 +41,9 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/policy"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/profiledir"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/procmem"
 )
 
 // Config configures a Runtime. The zero value is usable.
@@ -103,7 +111,7 @@ type Runtime struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // supervisors, browser loops, background closes
 
-	pss pssCache // Stats' memory readings
+	pss procmem.Cache // Stats' memory readings
 
 	mu      sync.Mutex
 	closed  bool
@@ -145,10 +153,9 @@ type process struct {
 	dead     bool
 	browsers map[*cbrowser]struct{}
 
-	// hub filters the requests of this process's browsers that have a
-	// navigation policy (policy.go); nil while none has.
-	hubMu sync.Mutex
-	hub   *hub
+	// filters is the request filter hub of this process's browsers that
+	// have a navigation policy.
+	filters *policy.Hub
 }
 
 // New starts cfg.Processes Chromium processes and returns when all are up.
@@ -179,7 +186,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		changed: make(chan struct{}),
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	removeStaleDirs(os.TempDir(), r.log)
+	profiledir.RemoveStale(os.TempDir(), r.log)
 
 	// Start all processes in parallel; a start error fails New, since it
 	// most likely means a broken binary or flags.
@@ -208,101 +215,6 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	r.log.Info().Str("path", path).Int("processes", cfg.Processes).Msg("chromium runtime started")
 	return r, nil
-}
-
-const tempPrefix = "cloudbrowser-chromium-"
-
-func profileDir(dir string) string { return filepath.Join(dir, "profile") }
-
-// A Chromium's temporary dir is named tempPrefix+<owner>-<random>, where
-// owner is the ownerTag of the process that runs it. The owner is in the
-// name, not in a file, so a dir is never seen without it.
-//
-// ownDirs holds the dirs this process made and has not removed yet, so a
-// runtime starting next to another (tests, or two runtimes in one
-// process) leaves the other's alone; dirsMu also covers the gap between
-// creating a dir and recording it.
-var (
-	dirsMu  sync.Mutex
-	ownDirs = map[string]bool{}
-)
-
-// makeDir creates and records a temporary dir for a Chromium.
-func makeDir() (string, error) {
-	dirsMu.Lock()
-	defer dirsMu.Unlock()
-	dir, err := os.MkdirTemp("", tempPrefix+selfTag()+"-")
-	if err == nil {
-		ownDirs[dir] = true
-	}
-	return dir, err
-}
-
-// dropDir kills what is left of dir's Chromium and removes the dir.
-func dropDir(dir string) error {
-	killLeftovers(leftoverArgs(dir)...)
-	err := removeAllRetry(dir)
-	dirsMu.Lock()
-	delete(ownDirs, dir)
-	dirsMu.Unlock()
-	return err
-}
-
-// removeStaleDirs removes every temporary dir under base that a dead
-// worker left behind, whatever its age: a dir whose owner process is gone
-// (a worker killed with SIGKILL, or an earlier process that had our pid),
-// after killing any Chromium child still using it. Dirs of live owners are
-// kept; so are dirs of an older version (no owner in the name) while a
-// live process uses them.
-func removeStaleDirs(base string, log zerolog.Logger) {
-	dirs, _ := filepath.Glob(filepath.Join(base, tempPrefix+"*"))
-	if len(dirs) == 0 {
-		return
-	}
-	procs, err := procfs.ReadAll()
-	if err != nil {
-		log.Warn().Err(err).Msg("no process table: stale chromium dirs kept")
-		return
-	}
-	live := liveArgs(procs)
-	dirsMu.Lock()
-	defer dirsMu.Unlock()
-	for _, dir := range dirs {
-		fi, err := os.Stat(dir)
-		if err != nil || !fi.IsDir() || ownDirs[dir] {
-			continue
-		}
-		used := slices.ContainsFunc(leftoverArgs(dir), func(a string) bool { return live[a] })
-		name := strings.TrimPrefix(filepath.Base(dir), tempPrefix)
-		tag, _, hasOwner := strings.Cut(name, "-")
-		pid, start, ok := parseOwnerTag(tag)
-		switch {
-		case hasOwner && ok:
-			if p, alive := procs[pid]; alive && p.Alive() && p.Start == start && ownerTag(pid, start) != selfTag() {
-				continue // a live worker's
-			}
-			if used {
-				killLeftovers(leftoverArgs(dir)...)
-			}
-		case used:
-			continue // an older version's, in use
-		}
-		if err := removeAllRetry(dir); err != nil {
-			log.Warn().Err(err).Str("dir", dir).Msg("removing stale chromium dir")
-			continue
-		}
-		log.Info().Str("dir", dir).Msg("removed stale chromium dir")
-	}
-}
-
-// leftoverArgs are command-line arguments that tie a process to the
-// Chromium that used dir: its children carry the profile, its crash
-// handlers (re-parented to init at start) the crash database.
-func leftoverArgs(dir string) []string {
-	return []string{
-		"--user-data-dir=" + profileDir(dir),
-		"--database=" + filepath.Join(dir, "xdg-config", "chromium", "Crash Reports"),
-	}
 }
 
 // Binaries is where the runtime looks for Chromium, in order, when neither
@@ -484,16 +396,14 @@ func (r *Runtime) Name() string { return "chromium" }
 
 // start launches one Chromium for s.
 func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
-	dir, err := makeDir()
+	dir, err := profiledir.Make()
 	if err != nil {
 		return nil, fmt.Errorf("chromium: profile dir: %w", err)
 	}
 	log := r.log.With().Int("slot", s.idx).Logger()
 	opts := append(append([]chromedp.ExecAllocatorOption{}, r.flags...),
-		chromedp.UserDataDir(profileDir(dir)),
-		// Chromium keeps crash dumps and some state under the XDG dirs,
-		// not the profile; keep them in dir too, so they go with it.
-		chromedp.Env("XDG_CONFIG_HOME="+filepath.Join(dir, "xdg-config"), "XDG_CACHE_HOME="+filepath.Join(dir, "xdg-cache")),
+		chromedp.UserDataDir(profiledir.Profile(dir)),
+		chromedp.Env(profiledir.Env(dir)...),
 		chromedp.CombinedOutput(&lineLogger{log: log}),
 	)
 	// The process must outlive ctx, so it hangs off Background and ctx
@@ -517,7 +427,7 @@ func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
 	if err != nil {
 		rootCancel()
 		allocCancel()
-		_ = dropDir(dir)
+		_ = profiledir.Drop(dir)
 		return nil, fmt.Errorf("chromium: start %s: %w", r.path, err)
 	}
 	c := chromedp.FromContext(rootCtx)
@@ -540,6 +450,7 @@ func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
 		rootCancel:  rootCancel,
 		browser:     b,
 		browsers:    map[*cbrowser]struct{}{},
+		filters:     policy.NewHub(rootCtx, b, log),
 	}
 	log.Info().Int("pid", p.pid).Dur("took", time.Since(t0)).Msg("chromium started")
 	return p, nil
@@ -672,7 +583,7 @@ func (r *Runtime) retire(p *process, closing bool) {
 func (r *Runtime) stop(p *process) {
 	p.rootCancel() // kills the process and waits for it
 	p.allocCancel()
-	if err := dropDir(p.dir); err != nil {
+	if err := profiledir.Drop(p.dir); err != nil {
 		r.log.Warn().Err(err).Str("dir", p.dir).Msg("chromium profile not removed")
 	}
 }
@@ -754,7 +665,7 @@ func (r *Runtime) Stats(ctx context.Context) (browser.Stats, error) {
 	if err != nil {
 		return st, fmt.Errorf("chromium: stats: %w", err)
 	}
-	st.Processes, st.PSS = r.pss.usage(procs, pids, time.Now())
+	st.Processes, st.PSS = r.pss.Usage(procs, pids, time.Now())
 	return st, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/pagescript"
 )
 
 // copyPage has a field of each kind and buttons at fixed places: one
@@ -89,7 +90,7 @@ func TestCopiesLeaveThePage(t *testing.T) {
 	}
 
 	var leaked string
-	if err := b.Evaluate(ctx, `typeof window.`+copyBinding, &leaked); err != nil || leaked != "undefined" {
+	if err := b.Evaluate(ctx, `typeof window.`+pagescript.CopyBinding, &leaked); err != nil || leaked != "undefined" {
 		t.Fatalf("the page sees the copy report: %q %v", leaked, err)
 	}
 	steps := []struct {

@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/pagescript"
 )
 
 // Files crossing the page's door. File pickers: Page.setInterceptFileChooserDialog
@@ -36,15 +37,6 @@ const maxPickers = 16
 // nodeTimeout bounds the calls on a picker's input that no caller waits
 // for: reading its accept attribute, cancelling it when nobody listens.
 const nodeTimeout = 10 * time.Second
-
-// pickerAccept returns an input's accept attribute, a hint shown to a user,
-// so a page's megabyte of it goes nowhere.
-const pickerAccept = `function() { return String(this.accept || "").slice(0, 1024); }`
-
-// pickerCancel tells the page its picker was dismissed, as Chromium does
-// when a user closes the dialog: an intercepted picker is never answered
-// otherwise, and a page waiting for change or cancel would wait for good.
-const pickerCancel = `function() { this.dispatchEvent(new Event("cancel", {bubbles: true})); }`
 
 // fileTransfers is the part of cbrowser that moves files in and out of its
 // page: pickers, drops and downloads.
@@ -139,12 +131,12 @@ func (f *fileTransfers) showChooser(fc browser.FileChooser, fns []func(browser.F
 	ctx, cancel := context.WithTimeout(b.ctx, nodeTimeout)
 	defer cancel()
 	if len(fns) == 0 {
-		if _, err := onNode(ctx, b, node, pickerCancel); err != nil {
+		if _, err := onNode(ctx, b, node, pagescript.PickerCancel); err != nil {
 			b.log.Debug().Err(err).Msg("cancelling a file chooser")
 		}
 		return
 	}
-	accept, err := onNode(ctx, b, node, pickerAccept)
+	accept, err := onNode(ctx, b, node, pagescript.PickerAccept)
 	if err != nil {
 		b.log.Debug().Err(err).Msg("reading a file chooser's accept")
 	}
@@ -180,7 +172,7 @@ func (f *fileTransfers) ChooseFiles(ctx context.Context, id uint64, paths []stri
 	}
 	defer cancel()
 	if len(files) == 0 {
-		_, err = onNode(cctx, b, node, pickerCancel)
+		_, err = onNode(cctx, b, node, pagescript.PickerCancel)
 	} else {
 		// The page sees its input and change events, and reads the files.
 		_, err = pageCall(cctx, b, dom.SetFileInputFiles, dom.SetFileInputFilesParams{Files: files, BackendNodeID: node})

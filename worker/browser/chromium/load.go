@@ -2,7 +2,6 @@ package chromium
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -14,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/pagescript"
 )
 
 // Polling periods of Load's waits: the selector is asked for in the page,
@@ -246,8 +246,7 @@ func (b *cbrowser) waitSelector(ctx context.Context, sel string) error {
 	if sel == "" {
 		return nil
 	}
-	q, _ := json.Marshal(sel)
-	expr := `(() => { try { return document.querySelector(` + string(q) + `) !== null; } catch (e) { return String(e.message); } })()`
+	expr := pagescript.Selector(sel)
 	for {
 		var found any
 		if err := b.Evaluate(ctx, expr, &found); err != nil {

@@ -6,7 +6,8 @@ import (
 	"sync/atomic"
 
 	cdpbrowser "github.com/chromedp/cdproto/browser"
-	"github.com/chromedp/cdproto/cdp"
+
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/window"
 )
 
 // Resting browsers (browser.Browser.SetResting). A page in a minimized
@@ -43,18 +44,11 @@ func (r *rester) SetResting(ctx context.Context, resting bool) error {
 	}
 	defer cancel()
 	if r.window == 0 {
-		w, err := cdp.Call(cctx, b.p.browser, cdpbrowser.GetWindowForTarget, cdpbrowser.GetWindowForTargetParams{TargetID: b.t.TargetID})
-		if err != nil {
+		if r.window, err = window.Of(cctx, b.p.browser, b.t.TargetID); err != nil {
 			return b.fail("rest: window", err)
 		}
-		r.window = w.WindowID
 	}
-	state := cdpbrowser.WindowStateNormal
-	if resting {
-		state = cdpbrowser.WindowStateMinimized
-	}
-	if _, err := cdp.Call(cctx, b.p.browser, cdpbrowser.SetWindowBounds,
-		cdpbrowser.SetWindowBoundsParams{WindowID: r.window, Bounds: &cdpbrowser.Bounds{WindowState: state}}); err != nil {
+	if err := window.SetMinimized(cctx, b.p.browser, r.window, resting); err != nil {
 		return b.fail("rest", err)
 	}
 	r.resting.Store(resting)

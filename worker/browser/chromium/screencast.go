@@ -42,11 +42,8 @@ type screencaster struct {
 	loseFrame func(browser.Frame) bool
 	// pageScale is the page scale factor of the running screencast's last
 	// frame (float64 bits; 0 = no frame yet): what the viewers see, which
-	// their pointer positions are in (cbrowser.toPage).
+	// their pointer positions are in (screen.toPage).
 	pageScale atomic.Uint64
-	// screen is the device the page is shown on (viewport.go): frames
-	// carry its pixels, not the CSS ones.
-	screen
 }
 
 // Screencast implements browser.Browser.
@@ -82,10 +79,10 @@ func (s *screencaster) Screencast(ctx context.Context, opts browser.ScreencastOp
 	}
 	b.mu.Lock()
 	maxW, maxH := opts.MaxWidth, opts.MaxHeight
-	dw, dh := s.devicePixels()
+	dw, dh := b.devicePixels()
 	config.OrDefault(&maxW, dw)
 	config.OrDefault(&maxH, dh)
-	castScale := s.frameScale
+	castScale := b.frameScale
 	b.mu.Unlock()
 
 	// Subscribe before starting, so the first frame cannot be missed.
@@ -177,12 +174,12 @@ func (s *screencaster) Screencast(ctx context.Context, opts browser.ScreencastOp
 		case <-b.resized:
 			b.mu.Lock()
 			want = resizeWant{w: b.width, h: b.height}
-			w, h := s.devicePixels()
+			w, h := b.devicePixels()
 			// A new device pixel ratio: its frames have the old one's
 			// CSS size, which resizeWant cannot tell apart, so the
 			// restart below sends one.
-			rescaled := s.frameScale != castScale
-			castScale = s.frameScale
+			rescaled := b.frameScale != castScale
+			castScale = b.frameScale
 			b.mu.Unlock()
 			// Frames larger than the screencast's maximum come scaled
 			// down: a viewport that grew past it needs a new one. So does
@@ -285,13 +282,6 @@ func (s *screencaster) Screencast(ctx context.Context, opts browser.ScreencastOp
 			}
 		}
 	}
-}
-
-// devicePixels is the viewport's size in device pixels, the most a frame
-// shows; b.mu must be held.
-func (s *screencaster) devicePixels() (w, h int) {
-	scale := max(1, s.frameScale) // also before the first resize
-	return int(math.Round(float64(s.b.width) * scale)), int(math.Round(float64(s.b.height) * scale))
 }
 
 // resizeWant is a resize a screencast follows up: the viewport's new size

@@ -7,12 +7,14 @@ import (
 	"sync"
 	"sync/atomic"
 
-	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/cdpinput"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/window"
 )
 
 // maxTouchPoints is what a mobile viewport reports in
@@ -21,9 +23,11 @@ import (
 const maxTouchPoints = 5
 
 // screen is the device the page is shown on and touched: what the last
-// resize set besides the CSS size (cbrowser.width, height) and the fingers
-// on it. The screencaster holds it, as its frames are the screen's pixels.
+// resize set besides the CSS size (cbrowser.width, height), the window's
+// place among Chromium's screens, and the fingers on it. Screencast frames
+// carry its pixels, not the CSS ones.
 type screen struct {
+	b *cbrowser
 	// wantScale is the device pixel ratio the frames should have and
 	// frameScale the one they have: that of the (headless) screen the
 	// page's window is on (0 = 1). They differ while the window could not
@@ -46,30 +50,28 @@ type screen struct {
 	fingers map[int]browser.TouchPoint
 }
 
-// screensMu keeps two browsers from adding the same screen at once.
-var screensMu sync.Mutex
-
 // resize sets the viewport: w×h CSS pixels on a screen of scale device
 // pixels per CSS pixel (0 = 1). mobile makes it a phone's: the page's
 // <meta name=viewport> applies, scrollbars overlay, and touch is on, so
 // the page sees a coarse pointer and touch events, as a phone's page does.
-func (b *cbrowser) resize(ctx context.Context, w, h int, scale float64, mobile bool) error {
+func (s *screen) resize(ctx context.Context, w, h int, scale float64, mobile bool) error {
+	b := s.b
 	if scale <= 0 {
 		scale = 1
 	}
 	if mobile {
-		b.zoomable.Store(true)
+		s.zoomable.Store(true)
 	}
 	metrics := emulation.SetDeviceMetricsOverrideParams{
 		Width: int64(w), Height: int64(h), DeviceScaleFactor: scale, Mobile: mobile,
 	}
 	b.mu.Lock()
-	b.metrics, b.wantScale = metrics, b.screenScale(w, h, scale)
-	touched := b.touched || mobile
-	b.touched = touched
+	s.metrics, s.wantScale = metrics, s.screenScale(w, h, scale)
+	touched := s.touched || mobile
+	s.touched = touched
 	b.mu.Unlock()
 	// The window first: a move undoes the viewport.
-	b.moveToScreen(ctx)
+	s.moveToScreen(ctx)
 	if _, err := pageCall(ctx, b, emulation.SetDeviceMetricsOverride, metrics); err != nil {
 		return fmt.Errorf("viewport %dx%d at %v: %w", w, h, scale, err)
 	}
@@ -101,23 +103,31 @@ func (b *cbrowser) resize(ctx context.Context, w, h int, scale float64, mobile b
 // pixels. Screens come in quarter steps, as most devices' ratios do (the
 // page sees its own exactly), and frames at most MaxViewport pixels a
 // side. Under a render scale every screen has that one: no moves.
-func (b *cbrowser) screenScale(w, h int, scale float64) float64 {
-	if b.rt.scale != 1 {
+func (s *screen) screenScale(w, h int, scale float64) float64 {
+	if s.b.rt.scale != 1 {
 		return 1
 	}
-	s := math.Round(scale*4) / 4
-	s = min(s, math.Floor(float64(browser.MaxViewport)/float64(max(w, h))*4)/4)
-	return max(1, s)
+	r := math.Round(scale*4) / 4
+	r = min(r, math.Floor(float64(browser.MaxViewport)/float64(max(w, h))*4)/4)
+	return max(1, r)
+}
+
+// devicePixels is the viewport's size in device pixels, the most a frame
+// shows; cbrowser.mu must be held.
+func (s *screen) devicePixels() (w, h int) {
+	scale := max(1, s.frameScale) // also before the first resize
+	return int(math.Round(float64(s.b.width) * scale)), int(math.Round(float64(s.b.height) * scale))
 }
 
 // placeWindow moves the page's window to the screen it should be on, if
 // it is not there yet, and sets its viewport again.
-func (b *cbrowser) placeWindow(ctx context.Context) {
-	if !b.moveToScreen(ctx) {
+func (s *screen) placeWindow(ctx context.Context) {
+	b := s.b
+	if !s.moveToScreen(ctx) {
 		return
 	}
 	b.mu.Lock()
-	metrics := b.metrics
+	metrics := s.metrics
 	b.mu.Unlock()
 	if _, err := pageCall(ctx, b, emulation.SetDeviceMetricsOverride, metrics); err != nil {
 		b.log.Debug().Err(err).Msg("viewport after a move")
@@ -131,20 +141,24 @@ func (b *cbrowser) placeWindow(ctx context.Context) {
 // when its screencast starts or it paints again (screencast.go). It is
 // best effort: without a move the frames have fewer pixels, nothing else
 // changes, and no retry comes before the next resize.
-func (b *cbrowser) moveToScreen(ctx context.Context) (moved bool) {
+func (s *screen) moveToScreen(ctx context.Context) (moved bool) {
+	b := s.b
 	b.mu.Lock()
-	want, have := max(1, b.wantScale), max(1, b.frameScale)
+	want, have := max(1, s.wantScale), max(1, s.frameScale)
 	b.mu.Unlock()
 	if want == have || b.resting.Load() {
 		return false
 	}
-	err := b.moveWindow(ctx, want)
+	added, err := window.MoveToScreen(ctx, b.p.browser, b.t.TargetID, want)
+	if added {
+		b.log.Debug().Float64("scale", want).Msg("screen added")
+	}
 	b.mu.Lock()
-	if b.wantScale == want {
+	if s.wantScale == want {
 		if err != nil {
-			b.wantScale = have
+			s.wantScale = have
 		} else {
-			b.frameScale = want
+			s.frameScale = want
 		}
 	}
 	b.mu.Unlock()
@@ -159,76 +173,88 @@ func (b *cbrowser) moveToScreen(ctx context.Context) (moved bool) {
 	return true
 }
 
-// moveWindow puts the page's window at the corner of the screen of scale.
-func (b *cbrowser) moveWindow(ctx context.Context, scale float64) error {
-	w, err := cdp.Call(ctx, b.p.browser, cdpbrowser.GetWindowForTarget, cdpbrowser.GetWindowForTargetParams{TargetID: b.t.TargetID})
-	if err != nil {
-		return fmt.Errorf("window: %w", err)
-	}
-	s, err := b.screenOf(ctx, scale)
-	if err != nil {
-		return err
-	}
-	_, err = cdp.Call(ctx, b.p.browser, cdpbrowser.SetWindowBounds, cdpbrowser.SetWindowBoundsParams{
-		WindowID: w.WindowID, Bounds: &cdpbrowser.Bounds{Left: &s.Left, Top: &s.Top},
-	})
-	return err
-}
-
-// screenOf finds the screen of device pixel ratio scale on the browser's
-// Chromium, or adds one: as large in CSS pixels as the primary screen (the
-// page's window.screen stays the same), right of the others. Screens stay
-// for the process's life; there are few (quarter steps up to MaxScale).
-func (b *cbrowser) screenOf(ctx context.Context, scale float64) (*emulation.ScreenInfo, error) {
-	screensMu.Lock()
-	defer screensMu.Unlock()
-	got, err := cdp.Call(ctx, b.p.browser, emulation.GetScreenInfos, cdp.Empty{})
-	if err != nil {
-		return nil, fmt.Errorf("screens: %w", err)
-	}
-	var primary *emulation.ScreenInfo
-	var right int64
-	for _, s := range got.ScreenInfos {
-		if s.IsPrimary {
-			primary = s
-		}
-		if scale == 1 && s.IsPrimary || scale != 1 && s.DevicePixelRatio == scale {
-			return s, nil
-		}
-		right = max(right, s.Left+s.Width)
-	}
-	if primary == nil {
-		return nil, fmt.Errorf("screens: no primary screen among %d", len(got.ScreenInfos))
-	}
-	added, err := cdp.Call(ctx, b.p.browser, emulation.AddScreen, emulation.AddScreenParams{
-		Left: right, Top: primary.Top,
-		// In device pixels.
-		Width:            int64(math.Round(float64(primary.Width) * scale)),
-		Height:           int64(math.Round(float64(primary.Height) * scale)),
-		DevicePixelRatio: scale,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("add a screen at %v: %w", scale, err)
-	}
-	b.log.Debug().Float64("scale", scale).Msg("screen added")
-	return added.ScreenInfo, nil
-}
-
 // toPage is what a position on the screen, in the CSS pixels the clients
 // see in the frames, is multiplied by for CDP's input commands: those take
 // the page's CSS pixels from the visual viewport's corner, which the page
 // scale enlarges (a phone's page laid out wider than its screen, or one
 // pinch-zoomed).
-func (b *cbrowser) toPage(ctx context.Context) float64 {
-	if !b.zoomable.Load() {
+func (s *screen) toPage(ctx context.Context) float64 {
+	if !s.zoomable.Load() {
 		return 1 // never a phone nor touched: no lookup
 	}
-	if s := math.Float64frombits(b.screencaster.pageScale.Load()); s > 0 {
-		return 1 / s // what the viewers see
+	if k := math.Float64frombits(s.b.screencaster.pageScale.Load()); k > 0 {
+		return 1 / k // what the viewers see
 	}
-	m, err := pageCall(ctx, b, page.GetLayoutMetrics, cdp.Empty{})
+	m, err := pageCall(ctx, s.b, page.GetLayoutMetrics, cdp.Empty{})
 	if err != nil || m.CSSVisualViewport == nil || !(m.CSSVisualViewport.Scale > 0) {
 		return 1
 	}
 	return 1 / m.CSSVisualViewport.Scale
+}
+
+// touch sends one step of a gesture. The client sends the fingers still
+// down, as a DOM TouchEvent's touches; Chromium wants those that changed,
+// by kind: touchStart presses the points it gets, touchMove moves them,
+// touchEnd lifts them, and touchCancel (with no points) cancels them all.
+// Its gesture detection makes the rest: a tap clicks, a drag scrolls, a
+// pinch zooms.
+func (s *screen) touch(ctx context.Context, ev browser.InputEvent) error {
+	s.touchMu.Lock()
+	defer s.touchMu.Unlock()
+	// A pinch zooms desktop pages too.
+	s.zoomable.Store(true)
+	if s.fingers == nil {
+		s.fingers = map[int]browser.TouchPoint{}
+	}
+	if ev.Phase == browser.TouchCancel {
+		// CDP cancels all fingers or none: those still down come back
+		// pressed anew with their next move.
+		if len(s.fingers) == 0 {
+			return nil
+		}
+		clear(s.fingers)
+		return s.dispatchTouch(ctx, input.DispatchTouchEventTypeTouchCancel, nil, ev.Modifiers)
+	}
+	moved, lifted, pressed := cdpinput.TouchChanges(s.fingers, ev.Touches)
+	if len(moved) > 0 {
+		err := s.dispatchTouch(ctx, input.DispatchTouchEventTypeTouchMove, moved, ev.Modifiers)
+		switch {
+		case cdpinput.IsNoTouch(err):
+			// Chromium forgot the fingers (its input state goes with a
+			// renderer swap): these are new ones to it.
+			clear(s.fingers)
+			pressed, lifted = append(pressed, moved...), nil
+		case err != nil:
+			return err
+		default:
+			for _, t := range moved {
+				s.fingers[t.ID] = t
+			}
+		}
+	}
+	if len(lifted) > 0 {
+		err := s.dispatchTouch(ctx, input.DispatchTouchEventTypeTouchEnd, lifted, ev.Modifiers)
+		if err != nil && !cdpinput.IsNoTouch(err) { // none down is what a lift leaves
+			return err
+		}
+		for _, t := range lifted {
+			delete(s.fingers, t.ID)
+		}
+	}
+	if len(pressed) > 0 {
+		if err := s.dispatchTouch(ctx, input.DispatchTouchEventTypeTouchStart, pressed, ev.Modifiers); err != nil {
+			return err
+		}
+		for _, t := range pressed {
+			s.fingers[t.ID] = t
+		}
+	}
+	return nil
+}
+
+// dispatchTouch sends one CDP touch event of points, converted from the
+// screen's positions to the page's (toPage).
+func (s *screen) dispatchTouch(ctx context.Context, typ input.DispatchTouchEventType, points []browser.TouchPoint, mods browser.Modifiers) error {
+	_, err := pageCall(ctx, s.b, input.DispatchTouchEvent, cdpinput.Touch(typ, points, s.toPage(ctx), mods))
+	return err
 }
