@@ -2,6 +2,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -359,4 +363,60 @@ func TestPhoneThroughEngine(t *testing.T) {
 	}
 	input(t, phone, browser.InputEvent{Type: browser.InputTouch, Phase: browser.TouchEnd})
 	eventually(t, phone, "the page zoomed", "document.title", "zoomed · CloudBrowser")
+}
+
+// TestSignInThroughEngine: a site's sign-in challenge (basic auth) shows
+// in the user's engine as a dialog with the site's origin and realm; wrong
+// credentials ask again, right ones reach the site.
+func TestSignInThroughEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); ok && u == "ann" && p == "s3cret" {
+			fmt.Fprintf(w, "<title>welcome %s</title>", u)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Basic realm="the intranet"`)
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, "<title>401</title>")
+	}))
+	site.Listener = ln
+	site.Start()
+	defer site.Close()
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium"})
+	dir := filepath.Join(c.dir, "signin")
+	writeBundle(t, dir, `{"name":"Sign-in","mountPoint":"signin","entry":"index.html","strategy":"singleInstancePerUser","egress":{"allow":["127.0.0.1"]}}`,
+		`<!doctype html><title>ready</title><style>body{margin:0} button{position:absolute;left:20px;top:20px;width:200px;height:40px}</style>
+<button onclick="location.href = '`+site.URL+`/secret'">intranet</button>`)
+	if out, err := c.cli(t, "deploy", dir); err != nil {
+		t.Fatalf("deploy: %v %s", err, out)
+	}
+	users := userBrowsers(t)
+	alice := open(t, users, "http://"+c.public+"/signin")
+	eventually(t, alice, "alice's engine", "document.body.dataset.status", "live")
+	eventually(t, alice, "the app's page", "document.title", "ready · CloudBrowser")
+	sizedToScreen(t, alice)
+	x0, y0 := canvasOrigin(t, alice)
+	click(t, alice, x0+120, y0+40)
+
+	signIn := func(user, password string) {
+		t.Helper()
+		eventually(t, alice, "the sign-in", "document.body.dataset.dialog", "auth")
+		eventually(t, alice, "its origin", `document.getElementById("dialog-origin").textContent`, "Sign in to "+strings.TrimPrefix(site.URL, "http://"))
+		eventually(t, alice, "its realm", `document.getElementById("dialog-text").textContent`, "The site says: the intranet")
+		if err := alice.Evaluate(context.Background(), `(() => { document.getElementById("dialog-input").value = `+jsString(user)+`;
+			document.getElementById("dialog-password").value = `+jsString(password)+`; })()`, nil); err != nil {
+			t.Fatal(err)
+		}
+		clickElement(t, alice, "dialog-ok")
+	}
+	signIn("ann", "wrong")
+	signIn("ann", "s3cret")
+	eventually(t, alice, "signed in", "document.title", "welcome ann · CloudBrowser")
 }

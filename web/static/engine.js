@@ -383,6 +383,7 @@
   var dialogOrigin = document.getElementById("dialog-origin");
   var dialogText = document.getElementById("dialog-text");
   var dialogInput = document.getElementById("dialog-input");
+  var dialogPassword = document.getElementById("dialog-password");
   var dialogNote = document.getElementById("dialog-note");
   var dialogOk = document.getElementById("dialog-ok");
   var dialogCancel = document.getElementById("dialog-cancel");
@@ -392,22 +393,27 @@
   }
   function openDialog(m) {
     dialog = m;
-    var leave = m.kind === "beforeunload";
+    var leave = m.kind === "beforeunload", auth = m.kind === "auth";
     var from = originOf(m.url);
-    dialogOrigin.textContent = from ? from + " says" : "The page says";
-    dialogText.textContent = leave ? "Leave this page? Changes you made may not be saved." : (m.message || "");
-    dialogInput.hidden = m.kind !== "prompt";
+    dialogOrigin.textContent = auth ? "Sign in to " + (from || "this site") : from ? from + " says" : "The page says";
+    dialogText.textContent = leave ? "Leave this page? Changes you made may not be saved." :
+      auth ? (m.message ? "The site says: " + m.message : "The site asks for a user name and password.") : (m.message || "");
+    dialogInput.hidden = m.kind !== "prompt" && !auth;
     dialogInput.value = m.default || "";
+    dialogInput.placeholder = auth ? "User name" : "";
+    dialogInput.autocomplete = auth ? "username" : "off";
+    dialogPassword.hidden = !auth;
+    dialogPassword.value = "";
     dialogCancel.hidden = m.kind === "alert";
-    dialogOk.textContent = leave ? "Leave" : "OK";
+    dialogOk.textContent = leave ? "Leave" : auth ? "Sign in" : "OK";
     dialogCancel.textContent = leave ? "Stay" : "Cancel";
     dialogRole();
     dialogEl.hidden = false;
     body.dataset.dialog = m.kind;
-    if (!readOnly) { (m.kind === "prompt" ? dialogInput : dialogOk).focus(); }
+    if (!readOnly) { (m.kind === "prompt" || auth ? dialogInput : dialogOk).focus(); }
   }
   function dialogRole() {
-    dialogOk.disabled = dialogCancel.disabled = dialogInput.disabled = readOnly;
+    dialogOk.disabled = dialogCancel.disabled = dialogInput.disabled = dialogPassword.disabled = readOnly;
     dialogNote.textContent = readOnly ? "You may only watch: someone who may use this browser answers." : "";
   }
   function closeDialog(id) {
@@ -419,9 +425,11 @@
   }
   function answer(accept) {
     if (!dialog || readOnly) { return; }
-    var text = dialog.kind === "prompt" && accept ? dialogInput.value : "";
+    var typed = (dialog.kind === "prompt" || dialog.kind === "auth") && accept;
+    var text = typed ? dialogInput.value : "", password = typed && dialog.kind === "auth" ? dialogPassword.value : "";
+    dialogPassword.value = "";
     // Lost with a dropped socket, the dialog comes back on reconnect.
-    send({t: "answer", dialog: dialog.id, accept: accept, value: text});
+    send({t: "answer", dialog: dialog.id, accept: accept, value: text, password: password});
     closeDialog(dialog.id);
   }
   dialogForm.addEventListener("submit", function (e) { e.preventDefault(); answer(true); });

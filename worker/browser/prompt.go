@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -20,6 +21,10 @@ const (
 	PromptConfirm      PromptKind = "confirm"
 	PromptPrompt       PromptKind = "prompt"
 	PromptBeforeUnload PromptKind = "beforeunload"
+	// PromptAuth is a site's sign-in challenge (HTTP basic or digest
+	// auth): Message is its realm, URL the challenging origin, and the
+	// answer's Text and Password the credentials.
+	PromptAuth PromptKind = "auth"
 )
 
 // Prompt is a dialog the page opened and waits on: its scripts are stopped
@@ -42,11 +47,13 @@ type Prompt struct {
 }
 
 // PromptAnswer is a user's answer to a Prompt: Accept is OK (confirm:
-// true; beforeunload: leave the page), otherwise Cancel (dismiss). Text is
-// a prompt()'s answer.
+// true; beforeunload: leave the page; auth: sign in), otherwise Cancel
+// (dismiss). Text is a prompt()'s answer or a sign-in's user name, Password
+// a sign-in's password.
 type PromptAnswer struct {
-	Accept bool
-	Text   string
+	Accept   bool
+	Text     string
+	Password string
 }
 
 // ErrNoPrompt: the dialog answered is no longer open (someone else
@@ -86,6 +93,9 @@ type Prompts struct {
 	Clock clock.Clock
 	// Log notes dismissals.
 	Log zerolog.Logger
+	// IDs numbers the dialogs when set, so two Prompts of one browser
+	// (its JavaScript dialogs and its sign-ins) never give one id twice.
+	IDs *atomic.Uint64
 
 	mu      sync.Mutex
 	next    uint64
@@ -107,6 +117,9 @@ func (p *Prompts) Opened(kind PromptKind, message, def, url string) {
 		return
 	}
 	p.next++
+	if p.IDs != nil {
+		p.next = p.IDs.Add(1)
+	}
 	pr := Prompt{ID: p.next, Kind: kind, Message: ClipPromptText(message), Default: ClipPromptText(def), URL: url}
 	p.open = &pr
 	if p.timer != nil {
@@ -180,7 +193,7 @@ func (p *Prompts) Answer(ctx context.Context, id uint64, a PromptAnswer) error {
 	}
 	p.open.Closed = true // answering: a second answer is refused
 	p.mu.Unlock()
-	a.Text = ClipPromptText(a.Text)
+	a.Text, a.Password = ClipPromptText(a.Text), ClipPromptText(a.Password)
 	if err := p.Handle(ctx, a); err != nil {
 		p.mu.Lock()
 		if p.open != nil && p.open.ID == id {

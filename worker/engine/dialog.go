@@ -61,7 +61,7 @@ func (d *hubDialogs) answer(c *client, a answerMsg) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), answerTimeout)
 	defer cancel()
-	err := d.b.AnswerPrompt(ctx, a.Dialog, browser.PromptAnswer{Accept: a.Accept, Text: a.Value})
+	err := d.b.AnswerPrompt(ctx, a.Dialog, browser.PromptAnswer{Accept: a.Accept, Text: a.Value, Password: a.Password})
 	switch {
 	case err == nil:
 		d.log.Debug().Uint64("dialog", a.Dialog).Bool("accept", a.Accept).Msg("dialog answered")

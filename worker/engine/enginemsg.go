@@ -111,7 +111,7 @@ type resumeMsg struct{}
 // dialogMsg: the page opened a dialog and waits for its answer.
 type dialogMsg struct {
 	ID      uint64 `json:"id"`
-	Kind    string `json:"kind"` // alert, confirm, prompt, beforeunload
+	Kind    string `json:"kind"` // alert, confirm, prompt, beforeunload, auth (a site's sign-in: Message its realm)
 	Message string `json:"message,omitempty"`
 	Default string `json:"default,omitempty"` // a prompt's default text
 	URL     string `json:"url,omitempty"`     // of the document that asks
@@ -191,12 +191,14 @@ type inputMsg struct {
 // refreshMsg: the engine got no frame for a while.
 type refreshMsg struct{}
 
-// answerMsg answers the page's dialog Dialog: Accept is OK (or Leave),
-// Value a prompt's text.
+// answerMsg answers the page's dialog Dialog: Accept is OK (or Leave, or
+// Sign in), Value a prompt's text or a sign-in's user name, Password a
+// sign-in's password.
 type answerMsg struct {
-	Dialog uint64 `json:"dialog"`
-	Accept bool   `json:"accept"`
-	Value  string `json:"value"`
+	Dialog   uint64 `json:"dialog"`
+	Accept   bool   `json:"accept"`
+	Value    string `json:"value"`
+	Password string `json:"password"`
 }
 
 func (pingMsg) clientKind() msgKind    { return kindPing }
@@ -213,9 +215,10 @@ type clientEnvelope struct {
 	Seq  int64   `json:"seq"`
 	Data string  `json:"data"`
 	// An answer's (names no input event uses).
-	Dialog uint64 `json:"dialog"`
-	Accept bool   `json:"accept"`
-	Value  string `json:"value"`
+	Dialog   uint64 `json:"dialog"`
+	Accept   bool   `json:"accept"`
+	Value    string `json:"value"`
+	Password string `json:"password"`
 	browser.InputEvent
 }
 
@@ -223,7 +226,7 @@ func (e *clientEnvelope) ping() pingMsg   { return pingMsg{Seq: e.Seq, Data: e.D
 func (e *clientEnvelope) ack() ackMsg     { return ackMsg{Seq: e.Seq} }
 func (e *clientEnvelope) input() inputMsg { return inputMsg{e.InputEvent} }
 func (e *clientEnvelope) answer() answerMsg {
-	return answerMsg{Dialog: e.Dialog, Accept: e.Accept, Value: e.Value}
+	return answerMsg{Dialog: e.Dialog, Accept: e.Accept, Value: e.Value, Password: e.Password}
 }
 
 // encode is m as sent: {"t":kind, then m's fields}, as one object.

@@ -97,6 +97,8 @@ func TestDecodeClientMessages(t *testing.T) {
 		{`{"t":"refresh"}`, refreshMsg{}, func(*clientEnvelope) clientMsg { return refreshMsg{} }},
 		{`{"t":"answer","dialog":7,"accept":true,"value":"日本語"}`, answerMsg{Dialog: 7, Accept: true, Value: "日本語"},
 			func(e *clientEnvelope) clientMsg { return e.answer() }},
+		{`{"t":"answer","dialog":8,"accept":true,"value":"ann","password":"s3cret"}`, answerMsg{Dialog: 8, Accept: true, Value: "ann", Password: "s3cret"},
+			func(e *clientEnvelope) clientMsg { return e.answer() }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.raw, func(t *testing.T) {

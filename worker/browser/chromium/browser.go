@@ -292,6 +292,9 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 	if err := b.setupFiles(ctx, b); err != nil {
 		return nil, err
 	}
+	if err := setupAuth(ctx, b); err != nil {
+		return nil, fmt.Errorf("sign-ins: %w", err)
+	}
 	if err := b.resize(ctx, opts.Width, opts.Height, 0, false); err != nil {
 		return nil, err
 	}
@@ -307,6 +310,7 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 // goroutine: it must only record and signal, never call back into CDP.
 func (b *cbrowser) onEvent(ev any) {
 	b.fileEvent(ev)
+	b.signIns.authEvent(ev)
 	if c, ok := ev.(*runtime.EventBindingCalled); ok && c.Name == pagescript.CopyBinding {
 		b.copied(c.Payload) // b.mu not held: the watchers may take theirs
 		return
@@ -481,7 +485,7 @@ func (b *cbrowser) Egress() browser.Egress { return b.egress }
 
 func (b *cbrowser) finish(err error) {
 	b.markDone(err)
-	b.prompts.End()
+	b.endDialogs()
 	b.release()
 }
 
