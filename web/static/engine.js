@@ -245,8 +245,7 @@
     if (imeKey(e)) { return; } // the composition or input events carry it
     if (e.key === "Dead") { return; } // the next key brings the character
     var ev = {type: "keydown", key: e.key, code: e.code, keyCode: e.keyCode, modifiers: mods(e)};
-    if (e.key.length === 1 && !e.ctrlKey && !e.metaKey) { ev.text = e.key; }
-    else if ([...e.key].length === 1 && !e.ctrlKey && !e.metaKey) { ev.text = e.key; } // one character beyond the BMP
+    if ([...e.key].length === 1 && !e.ctrlKey && !e.metaKey) { ev.text = e.key; } // one character, also beyond the BMP
     else if (e.key === "Enter") { ev.text = "\r"; }
     input(ev);
     e.preventDefault();

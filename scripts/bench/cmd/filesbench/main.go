@@ -101,13 +101,8 @@ func run(public, app string, rounds int) error {
 				return
 			}
 			if typ == websocket.BinaryMessage {
-				var n uint32
-				if len(data) >= 4 {
-					n = uint32(data[0])<<24 | uint32(data[1])<<16 | uint32(data[2])<<8 | uint32(data[3])
-				}
-				var hdr struct{ Seq int64 }
-				if int(n)+4 <= len(data) && json.Unmarshal(data[4:4+n], &hdr) == nil {
-					_ = conn.WriteJSON(map[string]any{"t": "ack", "seq": hdr.Seq})
+				if f, err := engineclient.ParseFrame(data, time.Now()); err == nil {
+					_ = conn.WriteJSON(map[string]any{"t": "ack", "seq": f.Seq})
 				}
 				continue
 			}
