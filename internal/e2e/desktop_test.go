@@ -365,10 +365,67 @@ func TestPhoneThroughEngine(t *testing.T) {
 	eventually(t, phone, "the page zoomed", "document.title", "zoomed · CloudBrowser")
 }
 
-// TestSignInThroughEngine: a site's sign-in challenge (basic auth) shows
-// in the user's engine as a dialog with the site's origin and realm; wrong
-// credentials ask again, right ones reach the site.
-func TestSignInThroughEngine(t *testing.T) {
+// TestPhoneKeyboardOnlyForText: on a phone the engine's keyboard (its
+// text area's focus) comes only while the page's focus is in a text
+// field: a tap on a button leaves it closed, a tap on the field opens it,
+// a tap elsewhere closes it again.
+func TestPhoneKeyboardOnlyForText(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("testdata/apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
+	users := userBrowsers(t)
+	phone := open(t, users, "about:blank")
+	input(t, phone, browser.InputEvent{Type: browser.InputResize, Width: 390, Height: 844, Scale: 2, Mobile: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := phone.Navigate(ctx, "http://"+c.public+"/desktop"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, phone, "the phone's engine", "document.body.dataset.status", "live")
+	eventually(t, phone, "the test page", "document.title", "ready · CloudBrowser")
+	sizedToScreen(t, phone)
+	x0, y0 := canvasOrigin(t, phone)
+	keyboard := `String(document.activeElement && document.activeElement.id === "keys")`
+
+	tap(t, phone, x0+120, y0+480) // the probe button
+	eventually(t, phone, "the tap reached the page", "document.title.startsWith('probe')", "true")
+	eventually(t, phone, "no keyboard for a button", keyboard, "false")
+	tap(t, phone, x0+100, y0+235) // the text field
+	eventually(t, phone, "the page's focus is in a text field", "document.body.dataset.editable", "true")
+	eventually(t, phone, "the keyboard opens", keyboard, "true")
+	input(t, phone, browser.InputEvent{Type: browser.InputInsertText, Text: "hi"})
+	eventually(t, phone, "typed into the field", "document.title", "text hi /0 · CloudBrowser")
+	tap(t, phone, x0+120, y0+480)
+	eventually(t, phone, "the focus left the field", "document.body.dataset.editable", "false")
+	eventually(t, phone, "the keyboard closes", keyboard, "false")
+}
+
+// permissionSite serves, on loopback (a secure context, as the https
+// sites that ask for these are), a page whose buttons ask for the user's
+// location (top left) and for a camera (below it); what the page gets
+// becomes its title.
+const permissionSite = `<!doctype html><title>site</title>
+<style>body{margin:0} button{position:absolute;left:20px;width:200px;height:40px}</style>
+<button id=where style="top:20px">where am I</button><button id=camera style="top:80px">camera</button>
+<script>
+let n = 0;
+function said(what) { n++; document.title = n + " " + what; }
+where.onclick = () => navigator.geolocation.getCurrentPosition(p => said("at " + p.coords.latitude.toFixed(2) + "," + p.coords.longitude.toFixed(2)), e => said("geo error " + e.code));
+camera.onclick = () => {
+	const state = () => navigator.permissions.query({name: "camera"}).then(s => said("camera " + s.state));
+	navigator.mediaDevices.getUserMedia({video: true}).then(state, state);
+};
+</script>`
+
+// TestPermissionsThroughEngine: a site asking for the user's location
+// shows a permission dialog in every viewer's engine; the owner allows it
+// and the page gets the position the user's own browser gives; a camera
+// request blocked is denied in the page; a read-only viewer sees the
+// question but cannot answer.
+func TestPermissionsThroughEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and Chromium")
 	}
@@ -377,46 +434,82 @@ func TestSignInThroughEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	site := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, p, ok := r.BasicAuth(); ok && u == "ann" && p == "s3cret" {
-			fmt.Fprintf(w, "<title>welcome %s</title>", u)
-			return
-		}
-		w.Header().Set("WWW-Authenticate", `Basic realm="the intranet"`)
-		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprint(w, "<title>401</title>")
-	}))
+	site := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, permissionSite) }))
 	site.Listener = ln
 	site.Start()
 	defer site.Close()
 	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium"})
-	dir := filepath.Join(c.dir, "signin")
-	writeBundle(t, dir, `{"name":"Sign-in","mountPoint":"signin","entry":"index.html","strategy":"singleInstancePerUser","egress":{"allow":["127.0.0.1"]}}`,
-		`<!doctype html><title>ready</title><style>body{margin:0} button{position:absolute;left:20px;top:20px;width:200px;height:40px}</style>
-<button onclick="location.href = '`+site.URL+`/secret'">intranet</button>`)
+	dir := filepath.Join(c.dir, "site")
+	writeBundle(t, dir, `{"name":"Site","mountPoint":"site","entry":"index.html","strategy":"singleInstancePerUser","egress":{"allow":["127.0.0.1"]}}`,
+		`<!doctype html><title>ready</title><script>location.href = '`+site.URL+`/'</script>`)
 	if out, err := c.cli(t, "deploy", dir); err != nil {
 		t.Fatalf("deploy: %v %s", err, out)
 	}
+	base := "http://" + c.public
 	users := userBrowsers(t)
-	alice := open(t, users, "http://"+c.public+"/signin")
+	alice := open(t, users, base+"/site")
 	eventually(t, alice, "alice's engine", "document.body.dataset.status", "live")
-	eventually(t, alice, "the app's page", "document.title", "ready · CloudBrowser")
+	eventually(t, alice, "the site", "document.title", "site · CloudBrowser")
+	sizedToScreen(t, alice)
+	browserPath := strings.TrimPrefix(alice.Page().URL, base)
+	if out, err := c.cli(t, "share", browserPath, "*", "reader"); err != nil {
+		t.Fatalf("share: %v %s", err, out)
+	}
+	bob := open(t, users, base+browserPath)
+	eventually(t, bob, "bob read-only", "document.body.dataset.status", "live (read-only)")
+	x0, y0 := canvasOrigin(t, alice)
+
+	// Alice's own browser knows where she is (a test has no GPS: its
+	// answer is given here).
+	if err := alice.Evaluate(context.Background(), `navigator.geolocation.getCurrentPosition = (ok) => ok({coords: {latitude: 48.8566, longitude: 2.3522, accuracy: 25}})`, nil); err != nil {
+		t.Fatal(err)
+	}
+	click(t, alice, x0+120, y0+40) // where am I
+	for _, v := range []struct {
+		b   browser.Browser
+		who string
+	}{{alice, "alice"}, {bob, "bob"}} {
+		eventually(t, v.b, v.who+" is asked", "document.body.dataset.dialog", "permission")
+		eventually(t, v.b, v.who+" reads what for", `document.getElementById("dialog-text").textContent`, "know your location")
+		eventually(t, v.b, v.who+" reads who asks", `document.getElementById("dialog-origin").textContent`, strings.TrimPrefix(site.URL, "http://")+" wants to")
+	}
+	eventually(t, bob, "bob may not answer", `document.getElementById("dialog-ok").disabled`, "true")
+	eventually(t, alice, "alice may allow", `document.getElementById("dialog-ok").textContent + " " + document.getElementById("dialog-ok").disabled`, "Allow false")
+	clickElement(t, alice, "dialog-ok")
+	eventually(t, alice, "the page knows where alice is", "document.title", "1 at 48.86,2.35 · CloudBrowser")
+	eventually(t, bob, "bob's question closed", `document.getElementById("dialog").hidden`, "true")
+
+	click(t, alice, x0+120, y0+100) // camera
+	eventually(t, alice, "the camera question", `document.getElementById("dialog-text").textContent.startsWith("use a camera")`, "true")
+	clickElement(t, alice, "dialog-cancel") // Block
+	eventually(t, alice, "the page is denied the camera", "document.title", "2 camera denied · CloudBrowser")
+}
+
+// TestPrintThroughEngine: window.print() offers the page as a PDF in the
+// download bar, and a download over the app's limit is stopped with the
+// reason shown.
+func TestPrintThroughEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("testdata/apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
+	users := userBrowsers(t)
+	alice := open(t, users, "http://"+c.public+"/desktop")
+	eventually(t, alice, "alice's engine", "document.body.dataset.status", "live")
+	eventually(t, alice, "the test page", "document.title", "ready · CloudBrowser")
 	sizedToScreen(t, alice)
 	x0, y0 := canvasOrigin(t, alice)
-	click(t, alice, x0+120, y0+40)
 
-	signIn := func(user, password string) {
-		t.Helper()
-		eventually(t, alice, "the sign-in", "document.body.dataset.dialog", "auth")
-		eventually(t, alice, "its origin", `document.getElementById("dialog-origin").textContent`, "Sign in to "+strings.TrimPrefix(site.URL, "http://"))
-		eventually(t, alice, "its realm", `document.getElementById("dialog-text").textContent`, "The site says: the intranet")
-		if err := alice.Evaluate(context.Background(), `(() => { document.getElementById("dialog-input").value = `+jsString(user)+`;
-			document.getElementById("dialog-password").value = `+jsString(password)+`; })()`, nil); err != nil {
-			t.Fatal(err)
-		}
-		clickElement(t, alice, "dialog-ok")
+	click(t, alice, x0+300, y0+40) // print
+	eventually(t, alice, "the printed page offered", `(window.cloudbrowserEngine.downloads().find(d => d.name === "Invoice 7.pdf") || {}).state`, "completed")
+	href := evalString(t, alice, `window.cloudbrowserEngine.downloads().find(d => d.name === "Invoice 7.pdf").href`)
+	if got := evalString(t, alice, `fetch(`+jsString(href)+`).then(r => r.text()).then(t => t.slice(0, 5))`); got != "%PDF-" {
+		t.Fatalf("the printed page starts %q", got)
 	}
-	signIn("ann", "wrong")
-	signIn("ann", "s3cret")
-	eventually(t, alice, "signed in", "document.title", "welcome ann · CloudBrowser")
+
+	click(t, alice, x0+300, y0+100) // a 2 MiB download, over the 1 MiB limit
+	eventually(t, alice, "the big download stopped", `(window.cloudbrowserEngine.downloads().find(d => d.name === "big.bin") || {}).state`, "refused")
+	eventually(t, alice, "with the reason", `document.querySelector('#downloads-list li[data-state="refused"] .note').textContent`, "The browser's files would pass its limit: this one was not kept.")
 }

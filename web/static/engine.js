@@ -24,7 +24,15 @@
   // keys takes the keyboard: a hidden text area over the screen, so the
   // user's IME composes in it and a phone shows its keyboard for it.
   var keys = document.getElementById("keys");
-  function focusKeys() { keys.focus({preventScroll: true}); }
+  // A phone or tablet (a coarse pointer, no fine one) gets a mobile
+  // viewport, and its keyboard only while the page's focus is in a text
+  // field (the worker's "editable"), not on every tap.
+  var touchScreen = window.matchMedia && matchMedia("(pointer: coarse)").matches && !matchMedia("(any-pointer: fine)").matches;
+  var pageEditable = false;
+  function focusKeys() {
+    if (touchScreen && !pageEditable) { return; }
+    keys.focus({preventScroll: true});
+  }
   var socketPath = body.dataset.socket;
   // A worker given a socket URL (a proxy on its own host) is reached there,
   // with a ticket good for one handshake, rather than relayed from the
@@ -352,9 +360,7 @@
 
   // The viewport follows the owner's window.
   var resizeTimer = null;
-  // A phone or tablet (a coarse pointer, no fine one) gets a mobile
-  // viewport; the screen's pixel ratio makes frames as sharp as it is.
-  var touchScreen = window.matchMedia && matchMedia("(pointer: coarse)").matches && !matchMedia("(any-pointer: fine)").matches;
+  // The screen's pixel ratio makes frames as sharp as it is.
   function sendSize() {
     var w = Math.round(screenEl.clientWidth), h = Math.round(screenEl.clientHeight);
     var scale = Math.min(4, Math.round((window.devicePixelRatio || 1) * 100) / 100);
@@ -390,13 +396,22 @@
   function originOf(url) {
     try { return new URL(url).host; } catch (e) { return ""; }
   }
+  // What a permission request asks, in words; camera and microphone are
+  // not carried, so allowing them gives the page none.
+  var permissionWords = {
+    geolocation: "know your location",
+    notifications: "show notifications",
+    camera: "use a camera (your own camera is not shared: the page will find none)",
+    microphone: "use a microphone (your own microphone is not shared: the page will find none)"
+  };
   function openDialog(m) {
     dialog = m;
-    var leave = m.kind === "beforeunload", auth = m.kind === "auth";
+    var leave = m.kind === "beforeunload", auth = m.kind === "auth", perm = m.kind === "permission";
     var from = originOf(m.url);
-    dialogOrigin.textContent = auth ? "Sign in to " + (from || "this site") : from ? from + " says" : "The page says";
+    dialogOrigin.textContent = auth ? "Sign in to " + (from || "this site") : perm ? (from || "This site") + " wants to" : from ? from + " says" : "The page says";
     dialogText.textContent = leave ? "Leave this page? Changes you made may not be saved." :
-      auth ? (m.message ? "The site says: " + m.message : "The site asks for a user name and password.") : (m.message || "");
+      auth ? (m.message ? "The site says: " + m.message : "The site asks for a user name and password.") :
+      perm ? (permissionWords[m.message] || m.message) : (m.message || "");
     dialogInput.hidden = m.kind !== "prompt" && !auth;
     dialogInput.value = m.default || "";
     dialogInput.placeholder = auth ? "User name" : "";
@@ -404,8 +419,8 @@
     dialogPassword.hidden = !auth;
     dialogPassword.value = "";
     dialogCancel.hidden = m.kind === "alert";
-    dialogOk.textContent = leave ? "Leave" : auth ? "Sign in" : "OK";
-    dialogCancel.textContent = leave ? "Stay" : "Cancel";
+    dialogOk.textContent = leave ? "Leave" : auth ? "Sign in" : perm ? "Allow" : "OK";
+    dialogCancel.textContent = leave ? "Stay" : perm ? "Block" : "Cancel";
     dialogRole();
     dialogEl.hidden = false;
     body.dataset.dialog = m.kind;
@@ -427,9 +442,20 @@
     var typed = (dialog.kind === "prompt" || dialog.kind === "auth") && accept;
     var text = typed ? dialogInput.value : "", password = typed && dialog.kind === "auth" ? dialogPassword.value : "";
     dialogPassword.value = "";
-    // Lost with a dropped socket, the dialog comes back on reconnect.
-    send({t: "answer", dialog: dialog.id, accept: accept, value: text, password: password});
+    var m = {t: "answer", dialog: dialog.id, accept: accept, value: text, password: password};
+    var where = accept && dialog.kind === "permission" && dialog.message === "geolocation" && navigator.geolocation;
     closeDialog(dialog.id);
+    if (where) {
+      // The page learns where this user is if the user's own browser
+      // tells (it may ask them too); otherwise "position unavailable".
+      navigator.geolocation.getCurrentPosition(function (p) {
+        m.position = {latitude: p.coords.latitude, longitude: p.coords.longitude, accuracy: p.coords.accuracy};
+        send(m);
+      }, function () { send(m); }, {timeout: 15000, maximumAge: 60000});
+      return;
+    }
+    // Lost with a dropped socket, the dialog comes back on reconnect.
+    send(m);
   }
   dialogForm.addEventListener("submit", function (e) { e.preventDefault(); answer(true); });
   dialogCancel.addEventListener("click", function () { answer(false); });
@@ -557,6 +583,7 @@
           setStatus("connecting");
         }
         if (m.page) { page(m.page); }
+        pageEditable = false; // the worker says again if it is
         closeDialog(); // the worker sends the open one again
         body.dataset.worker = m.worker || "";
         if (readOnly) {
@@ -589,6 +616,11 @@
         break;
       case "fileChooser": // the page asks this user for files
         openPicker(m);
+        break;
+      case "editable": // the page's focus moved into or out of a text field
+        pageEditable = !!m.on;
+        body.dataset.editable = String(pageEditable);
+        if (touchScreen) { if (pageEditable) { focusKeys(); } else { keys.blur(); } }
         break;
       case "download": // a download of the page began, progressed or ended
         download(m);

@@ -289,6 +289,13 @@ type Browser interface {
 	// OnDownload calls fn as each download begins, progresses and ends;
 	// fn must not block. stop unregisters fn.
 	OnDownload(fn func(Download)) (stop func())
+	// CancelDownload stops download id in progress; its partial file
+	// goes. ErrNoDownload if it is not in progress.
+	CancelDownload(ctx context.Context, id string) error
+	// OnEditable calls fn with whether the page's focused element takes
+	// text (a text field, a textarea, an editable element), each time that
+	// changes: a phone's keyboard is wanted only then. fn must not block.
+	OnEditable(fn func(bool)) (stop func())
 }
 
 // MaxCopyText bounds the text of one copy that leaves the page: longer

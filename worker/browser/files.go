@@ -11,6 +11,10 @@ import "errors"
 // (answered, cancelled, or its page gone).
 var ErrNoChooser = errors.New("browser: no such file chooser")
 
+// ErrNoDownload is returned by CancelDownload for a download not in
+// progress.
+var ErrNoDownload = errors.New("browser: no such download in progress")
+
 // FileChooser is a file picker the page opened (an <input type=file>
 // clicked, or showPicker()); the page waits for ChooseFiles.
 type FileChooser struct {

@@ -129,6 +129,8 @@ func (b *nullBrowser) ChooseFiles(context.Context, uint64, []string) error {
 }
 func (b *nullBrowser) DropFiles(context.Context, float64, float64, []string) error { return b.Err() }
 func (b *nullBrowser) SetDownloads(context.Context, string) error                  { return b.Err() }
+func (b *nullBrowser) CancelDownload(context.Context, string) error                { return ErrNoDownload }
+func (b *nullBrowser) OnEditable(func(bool)) (stop func())                         { return func() {} }
 func (b *nullBrowser) AnswerPrompt(context.Context, uint64, PromptAnswer) error {
 	return ErrNoPrompt
 }

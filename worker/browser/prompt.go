@@ -25,7 +25,29 @@ const (
 	// auth): Message is its realm, URL the challenging origin, and the
 	// answer's Text and Password the credentials.
 	PromptAuth PromptKind = "auth"
+	// PromptPermission is a page asking for a permission: Message is its
+	// name (PermissionGeolocation, …), URL the origin asking. Accepting
+	// grants it to that origin for the browser's life; cancelling, or no
+	// answer, denies it.
+	PromptPermission PromptKind = "permission"
 )
+
+// The permissions a page may ask its user for; others stay denied without
+// asking.
+const (
+	PermissionGeolocation   = "geolocation"
+	PermissionNotifications = "notifications"
+	PermissionCamera        = "camera"
+	PermissionMicrophone    = "microphone"
+)
+
+// Position is where a user is, as their own browser says: what a page
+// granted geolocation sees.
+type Position struct {
+	Latitude, Longitude float64
+	// Accuracy is in metres.
+	Accuracy float64
+}
 
 // Prompt is a dialog the page opened and waits on: its scripts are stopped
 // until it is answered, so someone must answer it (a user, or the timeout).
@@ -49,11 +71,14 @@ type Prompt struct {
 // PromptAnswer is a user's answer to a Prompt: Accept is OK (confirm:
 // true; beforeunload: leave the page; auth: sign in), otherwise Cancel
 // (dismiss). Text is a prompt()'s answer or a sign-in's user name, Password
-// a sign-in's password.
+// a sign-in's password. Position is where the user is, for a geolocation
+// permission accepted (nil: their browser did not say; the page then gets
+// "position unavailable").
 type PromptAnswer struct {
 	Accept   bool
 	Text     string
 	Password string
+	Position *Position
 }
 
 // ErrNoPrompt: the dialog answered is no longer open (someone else

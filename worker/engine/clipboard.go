@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"sync/atomic"
+
 	"github.com/rs/zerolog"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
@@ -29,4 +31,27 @@ func (h *hubClipboard) copied(text string) {
 		return
 	}
 	c.enqueue(encode(clipboardMsg{Text: text}))
+}
+
+// hubEditable tells the viewers who may type whether the page's focused
+// element takes text, so a phone's keyboard opens only for a text field.
+type hubEditable struct {
+	b       browser.Browser
+	on      atomic.Bool
+	writers func([]byte)
+}
+
+// watch follows the page's focus; stop ends it.
+func (h *hubEditable) watch() (stop func()) {
+	return h.b.OnEditable(func(on bool) {
+		h.on.Store(on)
+		h.writers(encode(editableMsg{On: on}))
+	})
+}
+
+// sendState tells a joining viewer who may type where the focus is.
+func (h *hubEditable) sendState(c *client) {
+	if h.on.Load() {
+		c.enqueue(encode(editableMsg{On: true}))
+	}
 }

@@ -87,3 +87,29 @@ func TestCopyGoesToWhoActed(t *testing.T) {
 	f.fb.Copy("after a left")
 	gets("b, after a left", b, "")
 }
+
+// TestEditableToWriters: where the page's focus is goes to the viewers who
+// may type, as it changes and to one who joins while a field is focused;
+// a read-only viewer is not told.
+func TestEditableToWriters(t *testing.T) {
+	f := newHubFixture(t)
+	a, _ := f.dial(t, AccessWrite)
+	ro, _ := f.dial(t, AccessRead)
+	f.fb.Focus(true)
+	if m := nextOf(t, a, "editable"); m["on"] != true {
+		t.Fatalf("focus in a field: %v", m)
+	}
+	getsNone(t, ro, "the read-only viewer", "editable")
+	late, _ := f.dial(t, AccessWrite)
+	if m := nextOf(t, late, "editable"); m["on"] != true {
+		t.Fatalf("a viewer joining: %v", m)
+	}
+	f.fb.Focus(false)
+	for _, conn := range []*websocket.Conn{a, late} {
+		if m := nextOf(t, conn, "editable"); m["on"] != false {
+			t.Fatalf("focus out: %v", m)
+		}
+	}
+	lateRO, _ := f.dial(t, AccessRead)
+	getsNone(t, lateRO, "a read-only viewer joining", "editable")
+}

@@ -10,8 +10,8 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
-// The page's dialogs (alert, confirm, prompt, beforeunload) in the client
-// engines: every viewer is shown the open one (also one who joins while it
+// The page's dialogs (alert, confirm, prompt, beforeunload, a site's
+// sign-in, a permission request) in the client engines: every viewer is shown the open one (also one who joins while it
 // is open); a viewer who may use the browser answers, the first answer
 // wins, and every viewer is told it closed. Read-only viewers see it but
 // their answers are refused.
@@ -53,6 +53,11 @@ func (d *hubDialogs) sendOpen(c *client) {
 	}
 }
 
+// validPosition says whether p is a place on Earth with an accuracy.
+func validPosition(p positionFields) bool {
+	return p.Latitude >= -90 && p.Latitude <= 90 && p.Longitude >= -180 && p.Longitude <= 180 && p.Accuracy >= 0 && p.Accuracy < 1e7
+}
+
 // answer takes a viewer's answer to a dialog.
 func (d *hubDialogs) answer(c *client, a answerMsg) {
 	if c.readOnly.Load() {
@@ -61,7 +66,11 @@ func (d *hubDialogs) answer(c *client, a answerMsg) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), answerTimeout)
 	defer cancel()
-	err := d.b.AnswerPrompt(ctx, a.Dialog, browser.PromptAnswer{Accept: a.Accept, Text: a.Value, Password: a.Password})
+	ans := browser.PromptAnswer{Accept: a.Accept, Text: a.Value, Password: a.Password}
+	if p := a.Position; p != nil && validPosition(*p) {
+		ans.Position = &browser.Position{Latitude: p.Latitude, Longitude: p.Longitude, Accuracy: p.Accuracy}
+	}
+	err := d.b.AnswerPrompt(ctx, a.Dialog, ans)
 	switch {
 	case err == nil:
 		d.log.Debug().Uint64("dialog", a.Dialog).Bool("accept", a.Accept).Msg("dialog answered")

@@ -32,6 +32,7 @@ const (
 	kindClipboard    msgKind = "clipboard"
 	kindFileChooser  msgKind = "fileChooser"
 	kindDownload     msgKind = "download"
+	kindEditable     msgKind = "editable"
 )
 
 // Client engine to worker.
@@ -154,6 +155,12 @@ type downloadMsg struct {
 	Error    string `json:"error,omitempty"`
 }
 
+// editableMsg: whether the page's focused element takes text (On), as it
+// changes and on joining; a phone's keyboard is shown only then.
+type editableMsg struct {
+	On bool `json:"on"`
+}
+
 func (helloMsg) serverKind() msgKind  { return kindHello }
 func (pageMsg) serverKind() msgKind   { return kindPage }
 func (pongMsg) serverKind() msgKind   { return kindPong }
@@ -171,6 +178,7 @@ func (dialogClosedMsg) serverKind() msgKind {
 func (clipboardMsg) serverKind() msgKind   { return kindClipboard }
 func (fileChooserMsg) serverKind() msgKind { return kindFileChooser }
 func (downloadMsg) serverKind() msgKind    { return kindDownload }
+func (editableMsg) serverKind() msgKind    { return kindEditable }
 
 // pingMsg asks for a pongMsg; engines send it when the socket goes quiet.
 type pingMsg struct {
@@ -192,13 +200,22 @@ type inputMsg struct {
 type refreshMsg struct{}
 
 // answerMsg answers the page's dialog Dialog: Accept is OK (or Leave, or
-// Sign in), Value a prompt's text or a sign-in's user name, Password a
-// sign-in's password.
+// Sign in, or Allow), Value a prompt's text or a sign-in's user name,
+// Password a sign-in's password, Position where the user is (a
+// geolocation permission allowed, if the user's browser said).
 type answerMsg struct {
-	Dialog   uint64 `json:"dialog"`
-	Accept   bool   `json:"accept"`
-	Value    string `json:"value"`
-	Password string `json:"password"`
+	Dialog   uint64          `json:"dialog"`
+	Accept   bool            `json:"accept"`
+	Value    string          `json:"value"`
+	Password string          `json:"password"`
+	Position *positionFields `json:"position"`
+}
+
+// positionFields are a position as the engine sends it.
+type positionFields struct {
+	Latitude  float64 `json:"latitude"`
+	Longitude float64 `json:"longitude"`
+	Accuracy  float64 `json:"accuracy"`
 }
 
 func (pingMsg) clientKind() msgKind    { return kindPing }
@@ -215,10 +232,11 @@ type clientEnvelope struct {
 	Seq  int64   `json:"seq"`
 	Data string  `json:"data"`
 	// An answer's (names no input event uses).
-	Dialog   uint64 `json:"dialog"`
-	Accept   bool   `json:"accept"`
-	Value    string `json:"value"`
-	Password string `json:"password"`
+	Dialog   uint64          `json:"dialog"`
+	Accept   bool            `json:"accept"`
+	Value    string          `json:"value"`
+	Password string          `json:"password"`
+	Position *positionFields `json:"position"`
 	browser.InputEvent
 }
 
@@ -226,7 +244,7 @@ func (e *clientEnvelope) ping() pingMsg   { return pingMsg{Seq: e.Seq, Data: e.D
 func (e *clientEnvelope) ack() ackMsg     { return ackMsg{Seq: e.Seq} }
 func (e *clientEnvelope) input() inputMsg { return inputMsg{e.InputEvent} }
 func (e *clientEnvelope) answer() answerMsg {
-	return answerMsg{Dialog: e.Dialog, Accept: e.Accept, Value: e.Value, Password: e.Password}
+	return answerMsg{Dialog: e.Dialog, Accept: e.Accept, Value: e.Value, Password: e.Password, Position: e.Position}
 }
 
 // encode is m as sent: {"t":kind, then m's fields}, as one object.

@@ -24,7 +24,7 @@ import (
 var (
 	serverMsgs = []serverMsg{helloMsg{}, pageMsg{}, pongMsg{}, roleMsg{}, closedMsg{}, movedMsg{},
 		errorMsg{}, holdMsg{}, heldMsg{}, resumeMsg{}, dialogMsg{}, dialogClosedMsg{}, clipboardMsg{},
-		fileChooserMsg{}, downloadMsg{}}
+		fileChooserMsg{}, downloadMsg{}, editableMsg{}}
 	clientMsgs = []clientMsg{pingMsg{}, ackMsg{}, inputMsg{}, refreshMsg{}, answerMsg{}}
 )
 
@@ -46,6 +46,7 @@ func TestEncodeWire(t *testing.T) {
 		{clipboardMsg{Text: "copied <text>"}, `{"t":"clipboard","text":"copied \u003ctext\u003e"}`},
 		{fileChooserMsg{ID: 2, Multiple: true, Accept: "image/*"}, `{"t":"fileChooser","id":2,"multiple":true,"accept":"image/*"}`},
 		{downloadMsg{ID: "g", Name: "a.csv", Total: 9, Received: 4, State: "inProgress"}, `{"t":"download","id":"g","name":"a.csv","total":9,"received":4,"state":"inProgress"}`},
+		{editableMsg{On: true}, `{"t":"editable","on":true}`},
 		{pageMsg{URL: "about:blank", Title: "<b>"}, `{"t":"page","url":"about:blank","title":"\u003cb\u003e"}`},
 		{pageMsg{}, `{"t":"page"}`},
 		{pongMsg{Seq: 7, Data: "abc"}, `{"t":"pong","seq":7,"data":"abc"}`},

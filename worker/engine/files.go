@@ -56,8 +56,9 @@ type Files struct {
 	log     zerolog.Logger
 	writers func([]byte) // to every viewer who may drive
 
-	mu   sync.Mutex
-	sent map[string]time.Time // when each download's progress last went out
+	mu      sync.Mutex
+	sent    map[string]time.Time // when each download's progress last went out
+	refused map[string]bool      // downloads stopped for the limit: their end is told already
 }
 
 // watch starts following the page's pickers and downloads; stop ends it
@@ -115,8 +116,24 @@ func (f *Files) chooser(fc browser.FileChooser) {
 // download shows a download's progress to the viewers who may drive.
 func (f *Files) download(d browser.Download) {
 	m := downloadMsg{ID: d.ID, Name: d.Name, Total: d.Total, Received: d.Received, State: string(d.State)}
+	f.mu.Lock()
+	refused := f.refused[d.ID]
+	if refused && d.State != browser.DownloadInProgress {
+		delete(f.refused, d.ID)
+	}
+	f.mu.Unlock()
+	if refused {
+		return
+	}
 	switch d.State {
 	case browser.DownloadInProgress:
+		if room := f.cfg.Store.MaxBytes() - f.cfg.Store.Used(); d.Received > room || d.Total > room {
+			// Over the limit already (or announced to be): stopped now,
+			// not when its last byte is in.
+			f.stopDownload(d.ID)
+			m.State, m.Error = "refused", refusal(files.ErrTooLarge)
+			break
+		}
 		f.mu.Lock()
 		if f.sent == nil {
 			f.sent = map[string]time.Time{}
@@ -140,6 +157,22 @@ func (f *Files) download(d browser.Download) {
 		f.forget(d.ID)
 	}
 	f.writers(encode(m))
+}
+
+// stopDownload cancels download id, whose end is then told no more.
+func (f *Files) stopDownload(id string) {
+	f.forget(id)
+	f.mu.Lock()
+	if f.refused == nil {
+		f.refused = map[string]bool{}
+	}
+	f.refused[id] = true
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), fileTimeout)
+	defer cancel()
+	if err := f.b.CancelDownload(ctx, id); err != nil {
+		f.log.Info().Err(err).Str("download", id).Msg("download over the limit not cancelled")
+	}
 }
 
 func (f *Files) forget(id string) {

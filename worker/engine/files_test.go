@@ -217,3 +217,36 @@ func TestDownloads(t *testing.T) {
 		t.Fatalf("refused download opens: %v", err)
 	}
 }
+
+// TestDownloadOverLimitStopped: a download that passes the browser's limit
+// while it comes (or announces a size over it) is cancelled then, not
+// when its last byte is in, and its viewers are told why, once.
+func TestDownloadOverLimitStopped(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    browser.Download
+	}{
+		{"announced too large", browser.Download{ID: "big", Name: "big.iso", Total: 101, State: browser.DownloadInProgress}},
+		{"grew too large", browser.Download{ID: "big", Name: "stream.bin", Received: 101, State: browser.DownloadInProgress}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _, _ := newFilesFixture(t, FilesConfig{})
+			a, _ := f.dial(t, AccessWrite)
+			f.fb.Download(browser.Download{ID: "big", Name: tc.d.Name, State: browser.DownloadInProgress})
+			if m := nextOf(t, a, "download"); m["state"] != "inProgress" {
+				t.Fatalf("start %v", m)
+			}
+			f.fb.Download(tc.d)
+			if m := nextOf(t, a, "download"); m["id"] != "big" || m["state"] != "refused" || m["error"] == nil {
+				t.Fatalf("over the limit: %v", m)
+			}
+			testutil.Eventually(t, 10*time.Second, testutil.Cond("the download cancelled", func() bool {
+				c := f.fb.Cancelled()
+				return len(c) == 1 && c[0] == "big"
+			}))
+			// Chromium's own end of it says nothing more.
+			f.fb.Download(browser.Download{ID: "big", Name: tc.d.Name, State: browser.DownloadCanceled})
+			getsNone(t, a, "the viewer", "download")
+		})
+	}
+}

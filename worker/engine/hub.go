@@ -88,6 +88,7 @@ type Hub struct {
 	dialogs   hubDialogs
 	gestures  *gestures    // whose input came last (gesture.go)
 	clipboard hubClipboard // the page's copies to their viewer (clipboard.go)
+	editable  hubEditable  // where the page's focus is (clipboard.go)
 	files     *Files       // pickers, uploads, downloads (files.go)
 	// link grades the frames to the viewers' links (grade.go); mu guards
 	// it.
@@ -146,6 +147,7 @@ func NewHub(cfg Config) *Hub {
 	}
 	h.gestures = &gestures{clk: clk}
 	h.clipboard = hubClipboard{b: h.b, g: h.gestures, log: h.log}
+	h.editable = hubEditable{b: h.b, writers: h.toWriters}
 	h.files = &Files{cfg: cfg.Files, b: h.b, g: h.gestures, clk: clk, log: h.log, writers: h.toWriters}
 	h.input = &hubInput{b: h.b, host: h.host, frames: h.frames, log: h.log, closed: h.Closed, gesture: h.gestures.note}
 	h.dialogs = hubDialogs{b: h.b, log: h.log, broadcast: h.broadcast}
@@ -167,6 +169,7 @@ func (h *Hub) Watch(onEnd func(err error)) {
 	})
 	stopDialogs := h.dialogs.watch()
 	stopCopies := h.clipboard.watch()
+	stopFocus := h.editable.watch()
 	stopFiles := h.files.watch()
 	go func() {
 		select {
@@ -174,12 +177,14 @@ func (h *Hub) Watch(onEnd func(err error)) {
 			stop()
 			stopDialogs()
 			stopCopies()
+			stopFocus()
 			stopFiles(false)
 			onEnd(h.b.Err())
 		case <-h.cfg.Released: // back to its pool: the browser lives on
 			stop()
 			stopDialogs()
 			stopCopies()
+			stopFocus()
 			stopFiles(true)
 		}
 	}()
@@ -404,6 +409,9 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrad
 		c.enqueue(holdJSON) // a migration is under way: keep the input for the new copy
 	}
 	h.dialogs.sendOpen(c)
+	if !readOnly {
+		h.editable.sendState(c)
+	}
 
 	var wg sync.WaitGroup
 	wg.Add(1)

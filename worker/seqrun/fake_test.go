@@ -224,6 +224,8 @@ func (b *fakeBrowser) ChooseFiles(context.Context, uint64, []string) error {
 }
 func (b *fakeBrowser) DropFiles(context.Context, float64, float64, []string) error { return nil }
 func (b *fakeBrowser) SetDownloads(context.Context, string) error                  { return nil }
+func (b *fakeBrowser) CancelDownload(context.Context, string) error                { return browser.ErrNoDownload }
+func (b *fakeBrowser) OnEditable(func(bool)) func()                                { return func() {} }
 
 func (b *fakeBrowser) AnswerPrompt(context.Context, uint64, browser.PromptAnswer) error {
 	return browser.ErrNoPrompt

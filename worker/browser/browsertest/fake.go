@@ -32,6 +32,8 @@ type Fake struct {
 
 	pickers     subs[browser.FileChooser]
 	downloads   subs[browser.Download]
+	editable    subs[bool]
+	cancelled   []string
 	chosen      map[uint64][]string
 	dropped     [][]string
 	downloadDir string
@@ -121,6 +123,27 @@ func (f *Fake) SetDownloads(_ context.Context, dir string) error {
 	f.downloadDir = dir
 	return nil
 }
+
+// CancelDownload implements browser.Browser: it records the id.
+func (f *Fake) CancelDownload(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancelled = append(f.cancelled, id)
+	return nil
+}
+
+// Cancelled is the downloads CancelDownload stopped.
+func (f *Fake) Cancelled() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.cancelled...)
+}
+
+// OnEditable implements browser.Browser.
+func (f *Fake) OnEditable(fn func(bool)) (stop func()) { return f.editable.add(fn) }
+
+// Focus reports a focus move as the page would.
+func (f *Fake) Focus(editable bool) { f.editable.send(editable) }
 
 // DownloadDir is the folder SetDownloads set last.
 func (f *Fake) DownloadDir() string {

@@ -93,6 +93,7 @@ type cbrowser struct {
 
 	dialogs   // the page's open dialog and who watches it (prompt.go)
 	copyWatch // what the page copies (clipboard.go)
+	desk      // print, focus (desk.go)
 
 	fileTransfers // its file pickers, dropped files and downloads (files.go)
 }
@@ -272,6 +273,9 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 	if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: pagescript.Copy}); err != nil {
 		return nil, fmt.Errorf("copy script: %w", err)
 	}
+	if err := b.setupDesk(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := pageCall(ctx, b, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
 		Source: pagescript.SteadyCaret, WorldName: pagescript.SteadyCaretWorld, RunImmediately: new(true),
 	}); err != nil {
@@ -313,6 +317,10 @@ func (b *cbrowser) onEvent(ev any) {
 	b.signIns.authEvent(ev)
 	if c, ok := ev.(*runtime.EventBindingCalled); ok && c.Name == pagescript.CopyBinding {
 		b.copied(c.Payload) // b.mu not held: the watchers may take theirs
+		return
+	}
+	if c, ok := ev.(*runtime.EventBindingCalled); ok && c.Name == pagescript.DeskBinding {
+		b.deskCall(c.Payload)
 		return
 	}
 	b.mu.Lock()

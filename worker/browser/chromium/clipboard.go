@@ -1,10 +1,10 @@
 package chromium
 
 import (
-	"sync"
 	"unicode/utf8"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/feed"
 )
 
 // Clipboard out. Headless Chromium's clipboard is its own, in memory, and
@@ -16,30 +16,14 @@ import (
 
 // copyWatch hands the page's copies to who watches them.
 type copyWatch struct {
-	mu   sync.Mutex
-	subs map[int]func(string)
-	next int
+	copies feed.Feed[string]
 }
 
 // OnCopy implements browser.Browser.
-func (w *copyWatch) OnCopy(fn func(string)) (stop func()) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.subs == nil {
-		w.subs = map[int]func(string){}
-	}
-	id := w.next
-	w.next++
-	w.subs[id] = fn
-	return func() {
-		w.mu.Lock()
-		delete(w.subs, id)
-		w.mu.Unlock()
-	}
-}
+func (w *copyWatch) OnCopy(fn func(string)) (stop func()) { return w.copies.Subscribe(fn) }
 
-// copied delivers one copy; called on the event reader goroutine, so the
-// subscribers' fn must not block.
+// copied delivers one copy; called on the event reader goroutine, it only
+// posts.
 func (w *copyWatch) copied(text string) {
 	if len(text) > browser.MaxCopyText {
 		// The page counts UTF-16 units, we bytes: cut at a character.
@@ -49,13 +33,5 @@ func (w *copyWatch) copied(text string) {
 		}
 		text = text[:n]
 	}
-	w.mu.Lock()
-	fns := make([]func(string), 0, len(w.subs))
-	for _, fn := range w.subs {
-		fns = append(fns, fn)
-	}
-	w.mu.Unlock()
-	for _, fn := range fns {
-		fn(text)
-	}
+	w.copies.Post(text, nil)
 }

@@ -94,7 +94,7 @@ func (f *fileTransfers) SetDownloads(ctx context.Context, dir string) error {
 
 // OnDownload implements browser.Browser.
 func (f *fileTransfers) OnDownload(fn func(browser.Download)) (stop func()) {
-	return f.downloads.subscribe(fn)
+	return f.downloads.Subscribe(fn)
 }
 
 // browserEvent sees the events of the browser session on chromedp's reader
@@ -122,7 +122,7 @@ func (f *fileTransfers) browserEvent(ev any) {
 			ID: ev.GUID, Name: ev.SuggestedFilename, URL: clipURL(ev.URL), State: browser.DownloadInProgress,
 		}, dir: f.downloadDir}
 		f.inFlight[ev.GUID] = d
-		f.downloads.post(d.Download, nil)
+		f.downloads.Post(d.Download, nil)
 	case *cdpbrowser.EventDownloadProgress:
 		f.ftMu.Lock()
 		defer f.ftMu.Unlock()
@@ -141,7 +141,7 @@ func (f *fileTransfers) browserEvent(ev any) {
 			}
 		}
 		// A progress not yet delivered is stale once the next one comes.
-		f.downloads.post(d.Download, func(last browser.Download) bool {
+		f.downloads.Post(d.Download, func(last browser.Download) bool {
 			return last.ID == d.ID && last.State == browser.DownloadInProgress && d.State == browser.DownloadInProgress
 		})
 	}

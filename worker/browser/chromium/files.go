@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/feed"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/pagescript"
 )
 
@@ -46,7 +45,7 @@ type fileTransfers struct {
 	// pickers are the open file pickers by ID: the input's node.
 	pickers    map[uint64]cdp.BackendNodeID
 	lastPicker uint64
-	choosers   feed[browser.FileChooser]
+	choosers   feed.Feed[browser.FileChooser]
 
 	// ownFrames are the frames whose downloads are this browser's besides
 	// its page's main frame: the page's subframes and the other pages
@@ -54,18 +53,18 @@ type fileTransfers struct {
 	ownFrames   map[cdp.FrameID]struct{}
 	downloadDir string               // "" refuses downloads
 	inFlight    map[string]*download // this browser's downloads by guid
-	downloads   feed[browser.Download]
+	downloads   feed.Feed[browser.Download]
 	dirMu       sync.Mutex // one SetDownloads at a time
 }
 
 // setupFiles prepares the page's files when the browser is created.
 func (f *fileTransfers) setupFiles(ctx context.Context, b *cbrowser) error {
 	f.owner = b
-	f.choosers.init(f.showChooser)
-	f.downloads.init(func(d browser.Download, fns []func(browser.Download)) { deliver(b, d, fns) })
+	f.choosers.Init(f.showChooser)
+	f.downloads.Init(func(d browser.Download, fns []func(browser.Download)) { deliver(b, d, fns) })
 	context.AfterFunc(b.ctx, func() {
-		f.choosers.end()
-		f.downloads.end()
+		f.choosers.End()
+		f.downloads.End()
 	})
 	if err := chromedp.ListenBrowser(b.ctx, f.browserEvent); err != nil {
 		return fmt.Errorf("download events: %w", err)
@@ -98,7 +97,7 @@ func (f *fileTransfers) fileEvent(ev any) {
 		f.pickers[id] = ev.BackendNodeID
 		delete(f.pickers, id-maxPickers)
 		f.ftMu.Unlock()
-		f.choosers.post(browser.FileChooser{ID: id, Multiple: ev.Mode == page.FileChooserOpenedModeSelectMultiple}, nil)
+		f.choosers.Post(browser.FileChooser{ID: id, Multiple: ev.Mode == page.FileChooserOpenedModeSelectMultiple}, nil)
 	case *page.EventFrameNavigated:
 		if ev.Frame.ParentID == "" {
 			f.ftMu.Lock()
@@ -146,7 +145,7 @@ func (f *fileTransfers) showChooser(fc browser.FileChooser, fns []func(browser.F
 
 // OnFileChooser implements browser.Browser.
 func (f *fileTransfers) OnFileChooser(fn func(browser.FileChooser)) (stop func()) {
-	return f.choosers.subscribe(fn)
+	return f.choosers.Subscribe(fn)
 }
 
 // ChooseFiles implements browser.Browser.
@@ -263,83 +262,4 @@ func deliver[T any](b *cbrowser, v T, fns []func(T)) {
 		}
 		fn(v)
 	}
-}
-
-// feed hands values to subscribers, in order, on a goroutine of its own
-// that runs while there is something to hand: who posts (an event reader)
-// never waits.
-type feed[T any] struct {
-	mu sync.Mutex
-	// handle gets each value with the subscribers of the moment.
-	handle  func(v T, fns []func(T))
-	subs    map[int]func(T)
-	next    int
-	queue   []T
-	running bool
-	ended   bool
-}
-
-func (f *feed[T]) init(handle func(T, []func(T))) {
-	f.mu.Lock()
-	f.handle = handle
-	f.mu.Unlock()
-}
-
-func (f *feed[T]) subscribe(fn func(T)) (stop func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.subs == nil {
-		f.subs = map[int]func(T){}
-	}
-	id := f.next
-	f.next++
-	f.subs[id] = fn
-	return func() {
-		f.mu.Lock()
-		delete(f.subs, id)
-		f.mu.Unlock()
-	}
-}
-
-// post queues v, or puts it in place of the last value queued if replaces
-// says v makes that one stale.
-func (f *feed[T]) post(v T, replaces func(last T) bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.ended || f.handle == nil {
-		return
-	}
-	if n := len(f.queue); n > 0 && replaces != nil && replaces(f.queue[n-1]) {
-		f.queue[n-1] = v
-		return
-	}
-	f.queue = append(f.queue, v)
-	if !f.running {
-		f.running = true
-		go f.drain()
-	}
-}
-
-func (f *feed[T]) drain() {
-	for {
-		f.mu.Lock()
-		if len(f.queue) == 0 || f.ended {
-			f.queue, f.running = nil, false
-			f.mu.Unlock()
-			return
-		}
-		v := f.queue[0]
-		f.queue = f.queue[1:]
-		fns := slices.Collect(maps.Values(f.subs))
-		handle := f.handle
-		f.mu.Unlock()
-		handle(v, fns)
-	}
-}
-
-// end stops the deliveries: the browser is gone.
-func (f *feed[T]) end() {
-	f.mu.Lock()
-	f.ended, f.queue = true, nil
-	f.mu.Unlock()
 }

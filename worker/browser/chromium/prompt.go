@@ -10,14 +10,16 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
-// dialogs shows the page's dialogs (Page.javascriptDialogOpening) and its
-// sites' sign-in challenges (auth.go) to whoever watches and hands back
+// dialogs shows the page's dialogs (Page.javascriptDialogOpening), its
+// sites' sign-in challenges (auth.go) and its permission requests
+// (desk.go) to whoever watches and hands back
 // their answer: without an answer a page that calls alert() would stop for
 // good, and so would every command that needs its renderer.
 type dialogs struct {
 	b       *cbrowser
 	prompts browser.Prompts
 	signIns signIns
+	perms   permAsks
 	ids     atomic.Uint64 // numbers both kinds
 }
 
@@ -31,21 +33,26 @@ func (d *dialogs) init(b *cbrowser, timeout time.Duration) {
 		return err
 	}
 	d.signIns.init(b, timeout, &d.ids)
+	d.perms.b = b
+	d.perms.prompts = browser.Prompts{Timeout: timeout, Log: b.log, IDs: &d.ids, Handle: d.perms.answer}
 }
 
 // OnPrompt implements browser.Browser.
 func (d *dialogs) OnPrompt(fn func(browser.Prompt)) (stop func()) {
-	stop1, stop2 := d.prompts.Subscribe(fn), d.signIns.prompts.Subscribe(fn)
-	return func() { stop1(); stop2() }
+	stop1, stop2, stop3 := d.prompts.Subscribe(fn), d.signIns.prompts.Subscribe(fn), d.perms.prompts.Subscribe(fn)
+	return func() { stop1(); stop2(); stop3() }
 }
 
 // OpenPrompt implements browser.Browser: a JavaScript dialog first (it
-// stops the page's scripts), else a sign-in.
+// stops the page's scripts), else a sign-in, else a permission request.
 func (d *dialogs) OpenPrompt() (browser.Prompt, bool) {
 	if p, ok := d.prompts.Open(); ok {
 		return p, true
 	}
-	return d.signIns.prompts.Open()
+	if p, ok := d.signIns.prompts.Open(); ok {
+		return p, true
+	}
+	return d.perms.prompts.Open()
 }
 
 // AnswerPrompt implements browser.Browser.
@@ -56,6 +63,9 @@ func (d *dialogs) AnswerPrompt(ctx context.Context, id uint64, a browser.PromptA
 	if p, ok := d.signIns.prompts.Open(); ok && p.ID == id {
 		return d.signIns.prompts.Answer(ctx, id, a)
 	}
+	if p, ok := d.perms.prompts.Open(); ok && p.ID == id {
+		return d.perms.prompts.Answer(ctx, id, a)
+	}
 	return d.prompts.Answer(ctx, id, a)
 }
 
@@ -63,4 +73,5 @@ func (d *dialogs) AnswerPrompt(ctx context.Context, id uint64, a browser.PromptA
 func (d *dialogs) endDialogs() {
 	d.prompts.End()
 	d.signIns.prompts.End()
+	d.perms.prompts.End()
 }

@@ -1,6 +1,6 @@
 // Package pagescript holds the scripts the Chromium runtime puts in pages
 // and the names of the bindings they report through: the title watcher,
-// the clipboard's copies, the steady caret, the file picker's helpers and
+// the clipboard's copies, the desk (print, permissions, focus), the steady caret, the file picker's helpers and
 // Load's selector query. They are the runtime's own; a page's bindings
 // may not take their names (BindingName).
 package pagescript
@@ -117,6 +117,98 @@ var Copy = `(() => {
 	};
 })();`
 
+// DeskBinding is the page function Desk reports through; like Copy's, the
+// script takes it off the page's global object.
+const DeskBinding = "__cloudbrowserDesk"
+
+// Desk runs in every new document before the page's scripts and reports,
+// as JSON, what a person's own browser would handle at its desk:
+//   - {"print": title}: window.print(), which a headless browser ignores;
+//   - {"ask": name}: the page asks for a permission (geolocation,
+//     notifications, camera, microphone) that is neither granted nor
+//     denied yet. The page's call waits until the worker sets the
+//     permission (Browser.setPermission fires the PermissionStatus change
+//     event it waits for), then goes to the browser's own API, which
+//     grants or refuses by that setting. Asks that cannot wait (no
+//     Permissions API) go straight through, and headless Chromium denies
+//     them;
+//   - {"editable": bool}: whether the focused element takes text, as focus
+//     moves, so a phone's keyboard opens only for a text field.
+var Desk = `(() => {
+	const report = window.` + DeskBinding + `;
+	if (typeof report !== "function") return;
+	try { delete window.` + DeskBinding + `; } catch (e) {}
+	const send = (m) => { try { report(JSON.stringify(m)); } catch (e) {} };
+	window.print = function () { send({print: String(document.title || "").slice(0, 200)}); };
+
+	const perms = navigator.permissions;
+	const settled = (name) => {
+		// Not a secure context: the API refuses by itself, nothing to ask.
+		if (!perms || !window.isSecureContext) return Promise.resolve();
+		return perms.query({name}).then((st) => {
+			if (st.state !== "prompt") return;
+			return new Promise((done) => {
+				const on = () => { if (st.state !== "prompt") { st.removeEventListener("change", on); done(); } };
+				st.addEventListener("change", on);
+				send({ask: name});
+			});
+		}, () => undefined);
+	};
+	const geo = navigator.geolocation;
+	if (geo) {
+		const get = geo.getCurrentPosition, watch = geo.watchPosition, clear = geo.clearWatch;
+		geo.getCurrentPosition = function (...args) { settled("geolocation").then(() => get.apply(geo, args)); };
+		// watchPosition answers its id at once; the real one comes later.
+		let next = 0;
+		const ids = new Map();
+		geo.watchPosition = function (...args) {
+			const id = ++next;
+			ids.set(id, null);
+			settled("geolocation").then(() => { if (ids.has(id)) ids.set(id, watch.apply(geo, args)); });
+			return id;
+		};
+		geo.clearWatch = function (id) {
+			const real = ids.get(id);
+			ids.delete(id);
+			if (real !== null && real !== undefined) clear.call(geo, real);
+		};
+	}
+	if (window.Notification && Notification.requestPermission) {
+		const request = Notification.requestPermission;
+		Notification.requestPermission = function (cb) {
+			return settled("notifications").then(() => request.call(Notification)).then((r) => {
+				if (typeof cb === "function") cb(r);
+				return r;
+			});
+		};
+	}
+	const media = navigator.mediaDevices;
+	if (media && media.getUserMedia) {
+		const gum = media.getUserMedia;
+		media.getUserMedia = function (c) {
+			let wait = Promise.resolve();
+			if (c && c.video) wait = wait.then(() => settled("camera"));
+			if (c && c.audio) wait = wait.then(() => settled("microphone"));
+			return wait.then(() => gum.call(media, c));
+		};
+	}
+
+	const textInput = /^(text|search|url|tel|email|number|password|date|datetime-local|month|time|week)$/i;
+	const editable = (el) => {
+		if (!el || el.readOnly || el.disabled) return false;
+		return el.isContentEditable || el.tagName === "TEXTAREA" || (el.tagName === "INPUT" && textInput.test(el.type || "text"));
+	};
+	let was = false;
+	const focusMoved = () => {
+		const el = document.activeElement;
+		if (el && (el.tagName === "IFRAME" || el.tagName === "FRAME")) return; // its document reports
+		const now = editable(el);
+		if (now !== was) { was = now; send({editable: now}); }
+	};
+	window.addEventListener("focusin", focusMoved, true);
+	window.addEventListener("focusout", () => setTimeout(focusMoved, 0), true);
+})();`
+
 // SteadyCaret stops the text caret's blinking (CSS caret-animation:
 // manual, Chromium 139+) in every document of a browser. Each blink is a
 // repaint, and each repaint a whole screencast frame (~100 KiB at
@@ -152,7 +244,7 @@ var jsIdent = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
 // BindingName reports whether name may be a page's binding: a JavaScript
 // identifier that is none of the runtime's own.
 func BindingName(name string) bool {
-	return jsIdent.MatchString(name) && name != TitleBinding && name != CopyBinding
+	return jsIdent.MatchString(name) && name != TitleBinding && name != CopyBinding && name != DeskBinding
 }
 
 // Selector is an expression that is true when sel matches an element, and
