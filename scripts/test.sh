@@ -20,10 +20,12 @@ FUZZTIME=${FUZZTIME:-}
 # elsewhere those tests are skipped.
 case "$(printf '%s' "${CI:-}" | tr '[:upper:]' '[:lower:]')" in
 "" | false | 0 | no)
-	scripts/install-chromium.sh || echo "continuing without Chromium: its tests will be skipped" >&2 ;;
+	scripts/install-chromium.sh || echo "continuing without Chromium: its tests will be skipped" >&2
+	scripts/install-clients.sh || echo "continuing without Playwright and Puppeteer: their tests will be skipped" >&2 ;;
 *)
 	scripts/install-chromium.sh
-	export CB_REQUIRE_CHROMIUM=1 ;;
+	scripts/install-clients.sh
+	export CB_REQUIRE_CHROMIUM=1 CB_REQUIRE_CLIENTS=1 ;;
 esac
 
 step() { printf '\n== %s\n' "$*"; }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/engine"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
@@ -138,6 +139,15 @@ func (h hostedBrowser) Owner() string    { return h.vb.owner }
 func (h hostedBrowser) URL() string      { return h.vb.url() }
 func (h hostedBrowser) Hub() *engine.Hub { return h.vb.hub }
 func (h hostedBrowser) Made() string     { return h.vb.made }
+
+func (h hostedBrowser) DevTools() (browser.DevToolsEndpoint, <-chan struct{}, bool) {
+	d, ok := h.vb.b.(browser.DevTools)
+	if !ok {
+		return browser.DevToolsEndpoint{}, nil, false
+	}
+	e, ok := d.DevTools()
+	return e, h.vb.b.Done(), ok
+}
 
 func (h hostedBrowser) Info() httpserve.BrowserInfo {
 	vb := h.vb

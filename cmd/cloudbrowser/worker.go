@@ -61,6 +61,8 @@ end users' requests to its --listen address.`,
 				Usage: "how long a page shown by a smaller frame rests before a full-size frame shows it sharp"},
 			&cli.FloatFlag{Name: "render-scale", Value: 1, Sources: cli.EnvVars("CB_RENDER_SCALE"),
 				Usage: "fraction of a page's pixels Chromium draws, in [0.25, 1]: at 0.5 a 1280×720 page is sent as 640×360 frames, always, for about 0.7× the CPU per frame (more typing users per worker, less bandwidth, less sharp); captures stay full size"},
+			&cli.BoolFlag{Name: "automation", Value: true, Sources: cli.EnvVars("CB_AUTOMATION"),
+				Usage: "take automation clients (CDP: Playwright, Puppeteer, chromedp) on the master's sessions, through a DevTools port each Chromium opens on 127.0.0.1 (any local process can reach it: turn off on shared hosts)"},
 			&cli.StringFlag{Name: "chromium", Sources: cli.EnvVars("CB_CHROMIUM"),
 				Usage: "Chromium binary (default: the headless shell, chromium-headless-shell, else chromium, chromium-browser or google-chrome on PATH)"},
 			&cli.IntFlag{Name: "chromium-processes", Value: 1, Sources: cli.EnvVars("CB_CHROMIUM_PROCESSES"),
@@ -134,6 +136,7 @@ func newRuntime(ctx context.Context, cmd *cli.Command, log zerolog.Logger, extra
 			Path: cmd.String("chromium"), Processes: int(cmd.Int("chromium-processes")),
 			RendererProcessLimit: int(cmd.Int("renderer-process-limit")),
 			RenderScale:          cmd.Float("render-scale"),
+			DevTools:             cmd.Bool("automation"),
 			ExtraFlags:           append(cmd.StringSlice("chromium-flag"), extraFlags...), Logger: log,
 		})
 		if err != nil {

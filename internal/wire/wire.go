@@ -377,6 +377,7 @@ type ClusterKeys struct {
 	Session      []byte `codec:"session,omitempty"`       // users' login sessions
 	AdminSession []byte `codec:"admin_session,omitempty"` // the master's dashboard sessions
 	Anonymous    []byte `codec:"anonymous,omitempty"`     // anonymous visitors' identities
+	Automation   []byte `codec:"automation,omitempty"`    // automation sessions' CDP tickets (internal/cdpticket)
 }
 
 // InstanceInfo describes an app instance a worker hosts.

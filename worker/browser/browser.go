@@ -434,3 +434,22 @@ func exemptURL(url string) bool {
 	}
 	return false
 }
+
+// DevToolsEndpoint is where a CDP client of its own reaches a browser:
+// its Chromium's browser endpoint and its browser context there.
+type DevToolsEndpoint struct {
+	// URL is the browser endpoint (ws://127.0.0.1:…/devtools/browser/…).
+	URL string
+	// Context is the browser's context id, Page its page's target id.
+	Context, Page string
+	// ProxyURL is the egress proxy the browser's requests go through
+	// ("" = none); contexts the client creates must use it too.
+	ProxyURL string
+}
+
+// DevTools is implemented by browsers an automation client may drive over
+// CDP (Chromium with its DevTools port open); ok false when this one
+// cannot be (no port, or the browser ended).
+type DevTools interface {
+	DevTools() (DevToolsEndpoint, bool)
+}

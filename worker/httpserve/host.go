@@ -7,6 +7,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/engine"
 )
 
@@ -91,6 +92,10 @@ type Browser interface {
 	Close(reason string)
 	// Grant sets principal's role on the browser, if by owns it.
 	Grant(ctx context.Context, by, principal string, role Role) error
+	// DevTools is where an automation client reaches it over CDP (ok
+	// false: its runtime has no DevTools port, or it ended), and a channel
+	// closed when it ends.
+	DevTools() (e browser.DevToolsEndpoint, done <-chan struct{}, ok bool)
 }
 
 // BrowserInfo is a browser as the instance's page lists it.

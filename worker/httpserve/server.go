@@ -165,6 +165,10 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			s.serveSocketInfo(rw, r, id, t)
 			return
 		}
+		if t.BrowserID != "" && t.Rest == "cdp" {
+			serveCDP(s, rw, r, id, t)
+			return
+		}
 		if rest, ok := strings.CutPrefix(t.Rest, "files/"); ok && t.BrowserID != "" {
 			s.serveFiles(rw, r, id, t, rest)
 			return

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/cdpticket"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/httpsec"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
@@ -34,6 +35,8 @@ type Users struct {
 	admins     atomic.Pointer[session.Codec]
 	// scheme says whether a request came over HTTPS (from the master).
 	scheme atomic.Pointer[httpsec.Scheme]
+	// cdpKey checks automation sessions' tickets (internal/cdpticket).
+	cdpKey atomic.Pointer[[]byte]
 
 	mu sync.Mutex
 	// revoked: a user's sessions issued at or before this (Unix s) are
@@ -144,8 +147,11 @@ const anonTTL = 365 * 24 * time.Hour
 func newUsers(clusterSecret string) *Users {
 	anons := session.NewFor(clusterSecret, "anonymous-identity")
 	anons.TTL = anonTTL
-	return &Users{anons: anons, sessions: session.New(clusterSecret), adminsBase: session.NewFor(clusterSecret, "admin-session"),
+	u := &Users{anons: anons, sessions: session.New(clusterSecret), adminsBase: session.NewFor(clusterSecret, "admin-session"),
 		revoked: map[string]int64{}, ended: map[string]int64{}}
+	key := session.Key(clusterSecret, cdpticket.Purpose)
+	u.cdpKey.Store(&key)
+	return u
 }
 
 // session returns the request's valid login session: signed, unexpired,
@@ -173,6 +179,10 @@ func (u *Users) SetKeys(k wire.ClusterKeys) {
 		if len(x.key) > 0 {
 			x.c.SetKey(x.key)
 		}
+	}
+	if len(k.Automation) > 0 {
+		key := append([]byte(nil), k.Automation...)
+		u.cdpKey.Store(&key)
 	}
 }
 

@@ -75,6 +75,11 @@ type Config struct {
 	// full-size frame scaled down to the same size (docs/chromium.md,
 	// "Render scale"). Captures stay full size. 0 or 1: off.
 	RenderScale float64
+	// DevTools opens each Chromium's DevTools port on loopback (port 0:
+	// Chromium picks), where the automation endpoint's gate opens a CDP
+	// connection of its own per session (browser.DevTools). The runtime
+	// itself keeps speaking over its pipe. Off: no port, no automation.
+	DevTools bool
 
 	// Health check timing; tests shorten it.
 	healthInterval, healthTimeout time.Duration
@@ -156,6 +161,9 @@ type process struct {
 	// filters is the request filter hub of this process's browsers that
 	// have a navigation policy.
 	filters *policy.Hub
+	// devtools is the DevTools port's browser endpoint (ws://…; "" with
+	// Config.DevTools off).
+	devtools string
 }
 
 // New starts cfg.Processes Chromium processes and returns when all are up.
@@ -401,11 +409,15 @@ func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
 		return nil, fmt.Errorf("chromium: profile dir: %w", err)
 	}
 	log := r.log.With().Int("slot", s.idx).Logger()
+	out := &lineLogger{log: log, found: make(chan struct{})}
 	opts := append(append([]chromedp.ExecAllocatorOption{}, r.flags...),
 		chromedp.UserDataDir(profiledir.Profile(dir)),
 		chromedp.Env(profiledir.Env(dir)...),
-		chromedp.CombinedOutput(&lineLogger{log: log}),
+		chromedp.CombinedOutput(out),
 	)
+	if r.cfg.DevTools {
+		opts = append(opts, chromedp.ModifyCmdFunc(withDevToolsPort))
+	}
 	// The process must outlive ctx, so it hangs off Background and ctx
 	// only aborts the start.
 	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -451,6 +463,16 @@ func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
 		browser:     b,
 		browsers:    map[*cbrowser]struct{}{},
 		filters:     policy.NewHub(rootCtx, b, log),
+	}
+	if r.cfg.DevTools {
+		// Chromium prints it as it starts; its output is copied on a
+		// goroutine of chromedp's, maybe not yet.
+		select {
+		case <-out.found:
+			p.devtools = out.devToolsURL()
+		case <-time.After(5 * time.Second):
+			log.Warn().Msg("chromium printed no DevTools address: no automation on this process")
+		}
 	}
 	log.Info().Int("pid", p.pid).Dur("took", time.Since(t0)).Msg("chromium started")
 	return p, nil
@@ -698,12 +720,32 @@ func (r *Runtime) track(fn func()) {
 	}()
 }
 
+// withDevToolsPort adds a loopback DevTools port to the pipe chromedp
+// speaks over, and does what chromedp does to a command it is not asked to
+// change: its Chromium dies with the worker.
+func withDevToolsPort(cmd *exec.Cmd) {
+	cmd.Args = append(cmd.Args, "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1")
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = new(syscall.SysProcAttr)
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+}
+
 // lineLogger forwards Chromium's stdout/stderr to the debug log a line at
-// a time.
+// a time, and notes the DevTools port's address.
 type lineLogger struct {
-	log zerolog.Logger
-	mu  sync.Mutex
-	buf []byte
+	log      zerolog.Logger
+	mu       sync.Mutex
+	buf      []byte
+	devtools string
+	found    chan struct{} // closed once devtools is set (nil: not looked for)
+}
+
+// devToolsURL is the browser endpoint Chromium printed ("" if none).
+func (w *lineLogger) devToolsURL() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.devtools
 }
 
 func (w *lineLogger) Write(p []byte) (int, error) {
@@ -716,6 +758,10 @@ func (w *lineLogger) Write(p []byte) (int, error) {
 			break
 		}
 		if line := strings.TrimSpace(string(w.buf[:i])); line != "" {
+			if u, ok := strings.CutPrefix(line, "DevTools listening on "); ok && strings.HasPrefix(u, "ws://127.0.0.1:") && w.devtools == "" && w.found != nil {
+				w.devtools = u
+				close(w.found)
+			}
 			w.log.Debug().Str("source", "chromium").Msg(line)
 		}
 		w.buf = w.buf[i+1:]

@@ -20,8 +20,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/feed"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/pagescript"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/feed"
 )
 
 // The desk: what a person's own browser does for a page besides showing

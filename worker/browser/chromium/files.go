@@ -19,8 +19,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
-	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/feed"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/pagescript"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/feed"
 )
 
 // Files crossing the page's door. File pickers: Page.setInterceptFileChooserDialog

@@ -1,0 +1,92 @@
+package httpserve
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/cdpticket"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/cdpgate"
+)
+
+// The automation endpoint (docs/automation.md): <Browser URL>/cdp, a CDP
+// browser endpoint confined to the browser's context (worker/cdpgate). The
+// master opens the session and signs its ticket (internal/cdpticket); the
+// ticket, not a cookie, says who may speak CDP here: automation clients
+// send no cookies and many cannot set headers.
+
+// cdpMaxContexts is how many more browser contexts a session's client may
+// create (each is a whole browser's worth of memory).
+const cdpMaxContexts = 3
+
+// cdpUpgrader accepts automation clients from any origin: the ticket in
+// the URL is the credential, and CDP frames are large (screenshots).
+var cdpUpgrader = websocket.Upgrader{
+	ReadBufferSize: 64 << 10, WriteBufferSize: 64 << 10,
+	CheckOrigin: func(*http.Request) bool { return true },
+}
+
+// serveCDP upgrades a ticketed request to the browser's CDP gate and runs
+// it until the client leaves or the browser ends. (A function, not a
+// method: Server is at its size.)
+func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
+	refuse := func(status int, title, msg string) { s.page(rw, r, id, status, title, msg) }
+	if !websocket.IsWebSocketUpgrade(r) {
+		refuse(http.StatusBadRequest, "Bad request", "This is a CDP WebSocket endpoint: connect with an automation client (Playwright's connectOverCDP, Puppeteer's connect, chromedp).")
+		return
+	}
+	key := s.users.cdpKey.Load()
+	cl, ok := cdpticket.Check(*key, t.InstanceID, t.BrowserID, r.URL.Query().Get("ticket"), time.Now())
+	if !ok {
+		s.log.Info().Str("request_id", id).Str("browser", t.BrowserID).Msg("automation refused: no valid ticket")
+		refuse(http.StatusForbidden, "No access", "This automation session's ticket is missing, expired or for another browser: open a session with POST /api/v1/sessions.")
+		return
+	}
+	_, b, ok := s.findBrowser(rw, r, id, t, func(Instance) {
+		refuse(http.StatusGone, "Session ended", "This automation session's browser was released.")
+	})
+	if !ok {
+		return
+	}
+	ep, done, ok := b.DevTools()
+	if !ok {
+		refuse(http.StatusServiceUnavailable, "No automation here", "This worker's browsers take no automation clients (its runtime has no DevTools port).")
+		return
+	}
+	conn, err := cdpUpgrader.Upgrade(rw, r, nil)
+	if err != nil {
+		return // the upgrader answered
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-done:
+			cancel(errBrowserEnded)
+		case <-ctx.Done():
+		}
+	}()
+	log := s.log.With().Str("request_id", id).Str("browser", t.BrowserID).Str("session", cl.Session).Str("owner", cl.Owner).Logger()
+	log.Info().Msg("automation client connected")
+	res, err := cdpgate.Serve(ctx, conn, cdpgate.Config{
+		Upstream: ep.URL, Context: ep.Context, MaxContexts: cdpMaxContexts,
+		ContextParams: func(p map[string]any) {
+			if ep.ProxyURL != "" {
+				p["proxyServer"] = ep.ProxyURL
+			}
+		},
+		Log: log,
+	})
+	ev := log.Info()
+	if err != nil {
+		ev = log.Warn().Err(err)
+	}
+	ev.Str("reason", res.Reason.String()).Int64("forwarded", res.Forwarded).Int64("refused", res.Refused).Msg("automation client left")
+}
+
+// errBrowserEnded closes an automation client whose browser ended.
+var errBrowserEnded = errors.New("the session's browser ended")
