@@ -21,6 +21,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobsapi"
 	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
+	"github.com/cloudbrowser-go/cloudbrowser/master/sessions"
 )
 
 // adminAPI is the master's HTTP side: the admin API, the dashboard,
@@ -38,12 +39,13 @@ type adminAPI struct {
 	// status is the cluster status (Master.Status).
 	status func() wire.ClusterStatus
 
-	apps    *AppManager
-	access  *auth.Auth
-	workers *registry.Registry
-	istate  *instanceStates
-	jobs    *jobsapi.Service
-	history *history
+	apps     *AppManager
+	access   *auth.Auth
+	workers  *registry.Registry
+	istate   *instanceStates
+	jobs     *jobsapi.Service
+	sessions *sessions.Service
+	history  *history
 
 	// srv serves ln, Config.AdminAddr (both nil: no admin listener).
 	srv *http.Server
@@ -136,6 +138,7 @@ func (api *adminAPI) handler(public bool) http.Handler {
 	api.userRoutes(mux)
 	api.authorRoutes(mux)
 	api.jobs.Routes(mux)
+	api.sessions.Routes(mux, public)
 	api.dashboardRoutes(mux)
 	mux.Handle("POST /api/v1/grants", api.auth(auth.RoleAdmin, api.grant))
 	mux.Handle("GET /api/v1/instances/{id}/state", api.auth(auth.RoleAdmin, api.instanceState))

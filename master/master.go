@@ -33,6 +33,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobsapi"
 	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
 	"github.com/cloudbrowser-go/cloudbrowser/master/rendercache"
+	"github.com/cloudbrowser-go/cloudbrowser/master/sessions"
 	"github.com/cloudbrowser-go/cloudbrowser/master/state"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
@@ -107,6 +108,12 @@ type Config struct {
 	// JobsToken may submit and read jobs, renders and monitors, nothing
 	// else ("" = only admin and author tokens may).
 	JobsToken string
+	// AutomationToken may open, read and close automation sessions,
+	// nothing else ("" = only admin and author tokens may);
+	// AutomationMaxSessions bounds one principal's open sessions (0 =
+	// sessions.DefaultMaxPerPrincipal). docs/automation.md.
+	AutomationToken       string
+	AutomationMaxSessions int
 
 	Apps   []wire.App
 	Logger zerolog.Logger
@@ -124,6 +131,7 @@ func DefaultConfig() Config {
 		RMIAddr: "127.0.0.1:7070", GossipAddr: "127.0.0.1:7946", AdminAddr: "127.0.0.1:9090", PublicAddr: ":8080",
 		Balancer: balance.LeastLoad, ReportPeriod: time.Second, DeadAfter: 10 * time.Second,
 		Login: auth.DefaultLoginLimits(), Quotas: &q, Jobs: jobs.DefaultConfig(), RenderCache: rendercache.DefaultConfig(),
+		AutomationMaxSessions: sessions.DefaultMaxPerPrincipal,
 	}
 }
 
@@ -133,7 +141,8 @@ func DefaultConfig() Config {
 // membership (gossip), the HTTP side (adminAPI), apps (AppManager), the
 // worker and instance tables (registry.Registry), the proxies' records
 // and subscriptions (ProxyTable, proxySet), the instances' stored state
-// (instanceStates) and jobs (jobsapi.Service).
+// (instanceStates), jobs (jobsapi.Service) and automation sessions
+// (sessions.Service).
 type Master struct {
 	cfg Config
 	id  string
@@ -173,6 +182,8 @@ type Master struct {
 	hopKey []byte
 	// jobs: queue, render cache and API (master/jobsapi, jobapi.go).
 	jobs *jobsapi.Service
+	// sessions: automation sessions (master/sessions, sessionapi.go).
+	sessions *sessions.Service
 	// portKey proves to processes about to share the public port that its
 	// proxies are of this cluster (proxy.ListenShared).
 	portKey []byte
@@ -201,6 +212,9 @@ func New(cfg Config) (*Master, error) {
 	}
 	if cfg.Proxies < 0 {
 		return nil, fmt.Errorf("master: %w", config.Errorf("Proxies", "must be >= 0, got %d", cfg.Proxies))
+	}
+	if cfg.AutomationMaxSessions < 0 {
+		return nil, fmt.Errorf("master: %w", config.Errorf("AutomationMaxSessions", "must be >= 0, got %d", cfg.AutomationMaxSessions))
 	}
 	if cfg.Proxies > 0 && len(cfg.ProxyCommand) == 0 {
 		return nil, fmt.Errorf("master: %w", config.Errorf("ProxyCommand", "is needed to start proxy processes"))
@@ -292,7 +306,7 @@ func New(cfg Config) (*Master, error) {
 		accPath = filepath.Join(cfg.DataDir, "users.json")
 	}
 	m.access, err = auth.New(auth.Config{State: st, AccountsFile: accPath, Now: cfg.Clock.Now, Login: cfg.Login,
-		Secret: cfg.Secret, Tokens: auth.Tokens{Admin: cfg.AdminToken, Author: cfg.AuthorToken, Jobs: cfg.JobsToken},
+		Secret: cfg.Secret, Tokens: auth.Tokens{Admin: cfg.AdminToken, Author: cfg.AuthorToken, Jobs: cfg.JobsToken, Automation: cfg.AutomationToken},
 		Log: m.log,
 		OnRevoke: func(rev wire.Revocation) {
 			ctx, cancel := context.WithTimeout(m.ctx, 15*time.Second)
@@ -346,9 +360,12 @@ func New(cfg Config) (*Master, error) {
 			return nil, fmt.Errorf("master: app %q: %w", a.MountPoint, err)
 		}
 	}
+	if err := m.startSessions(); err != nil {
+		return nil, err
+	}
 	m.admin = &adminAPI{id: m.id, log: m.log, clock: cfg.Clock, scheme: m.scheme, metrics: m.metrics.reg,
 		stopping: m.ctx, status: m.Status, apps: m.apps, access: m.access, workers: m.workers, istate: m.istate,
-		jobs: m.jobs, history: m.history}
+		jobs: m.jobs, sessions: m.sessions, history: m.history}
 	ok = true
 	return m, nil
 }
@@ -407,6 +424,8 @@ func (m *Master) Start(ctx context.Context) error {
 	if n > 0 {
 		m.log.Info().Int("instances", n).Msg("instance table loaded from the store; waiting for their workers")
 	}
+	// After the table: a session whose instance is not in it is ended.
+	m.wg.Go(func() { m.sessions.Run(m.ctx) })
 	if m.rmi, err = listenRMI(ctx, m.cfg, m.id, m.log, m.workers.Gate.Identify, serviceRoles(m)); err != nil {
 		return err
 	}

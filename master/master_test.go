@@ -103,6 +103,7 @@ type fakeWorker struct {
 	// snapshots counts SnapshotInstance calls.
 	snapshots atomic.Int64
 	resumes   atomic.Int64 // ResumeInstance calls
+	closeAsks []string     // instances CloseInstance was asked for, under mu
 }
 
 func (f *fakeWorker) Ping(ctx context.Context) error {
@@ -157,7 +158,12 @@ func (f *fakeWorker) epoch(iid string) uint64 {
 	return f.epochs[iid]
 }
 
-func (f *fakeWorker) CloseInstance(ctx context.Context, c wire.ClosedInstance) error { return nil }
+func (f *fakeWorker) CloseInstance(ctx context.Context, c wire.ClosedInstance) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closeAsks = append(f.closeAsks, c.ID)
+	return nil
+}
 
 // SnapshotInstance counts the snapshots a migration asked for (a real
 // worker holds the browsers' input from then until the move).

@@ -99,6 +99,7 @@ func (a *AppManager) view(app wire.App) wire.AppView {
 // name it. The grant is kept per mount point with the owner who made it,
 // so a mount point removed and deployed again by another author does not
 // carry the old owner's grants.
+// Automation sessions on an app follow the same rule (sessionapi.go).
 
 // jobUsersRecord is the job users of one app.
 type jobUsersRecord struct {
@@ -275,7 +276,8 @@ type principalField struct {
 func (e *principalField) Error() string { return e.msg }
 
 // checkJobUser checks the principal of a grant: an existing author, the
-// shared author or the jobs token; the admin needs none. A revocation
+// shared author, the jobs token or the automation token; the admin needs
+// none. A revocation
 // takes any name, so a removed principal can still be cleaned up.
 func (api *adminAPI) checkJobUser(user string, grant bool) error {
 	if !grant {
@@ -284,12 +286,12 @@ func (api *adminAPI) checkJobUser(user string, grant bool) error {
 	switch {
 	case user == auth.AdminPrincipal.Name:
 		return &principalField{http.StatusBadRequest, `principal: "admin" may always use every app's pool`}
-	case user == auth.SharedAuthor || user == auth.JobsPrincipal:
+	case user == auth.SharedAuthor || user == auth.JobsPrincipal || user == auth.AutomationPrincipal:
 		return nil
 	case !auth.ValidAuthorName(user):
 		return &principalField{http.StatusBadRequest, fmt.Sprintf("principal: %q is not a principal name", user)}
 	case !api.access.Authors().Exists(user):
-		return &principalField{http.StatusNotFound, fmt.Sprintf("principal: no author named %q (principals: authors, %q, %q)", user, auth.SharedAuthor, auth.JobsPrincipal)}
+		return &principalField{http.StatusNotFound, fmt.Sprintf("principal: no author named %q (principals: authors, %q, %q, %q)", user, auth.SharedAuthor, auth.JobsPrincipal, auth.AutomationPrincipal)}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/cdpticket"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/quota"
@@ -53,6 +54,7 @@ func keysFor(clusterSecret, role string) wire.ClusterKeys {
 		k.Session = session.Key(clusterSecret, "session")
 		k.AdminSession = session.Key(clusterSecret, "admin-session")
 		k.Anonymous = session.Key(clusterSecret, "anonymous-identity")
+		k.Automation = session.Key(clusterSecret, cdpticket.Purpose)
 	}
 	return k
 }
@@ -216,10 +218,12 @@ func (s workerService) InstanceClosed(ctx context.Context, c wire.ClosedInstance
 	if err := s.m.workers.InstanceClosed(wid, c); err != nil {
 		return err
 	}
-	// Closed for good: its shared state goes too.
+	// Closed for good: its shared state goes too, and its automation
+	// session ends.
 	if err := s.m.istate.drop(c.ID); err != nil {
 		s.m.log.Error().Str("instance", c.ID).Err(err).Msg("could not delete a closed instance's shared state")
 	}
+	s.m.sessions.InstanceClosed(c.ID)
 	return nil
 }
 

@@ -218,7 +218,7 @@ func appsCmd() *cli.Command {
 			action("disable", http.MethodPost, "/disable"),
 			action("enable", http.MethodPost, "/enable"),
 			jobUsers("job-users", http.MethodGet, "show who may name an application in a job (--app)", 1),
-			jobUsers("grant-jobs", http.MethodPut, "let a principal (an author, author or jobs) name an application in its jobs", 2),
+			jobUsers("grant-jobs", http.MethodPut, "let a principal (an author, author, jobs or automation) name an application in its jobs (and automation sessions)", 2),
 			jobUsers("revoke-jobs", http.MethodDelete, "take that back: the principal's next jobs naming the application are refused", 2),
 		},
 	}

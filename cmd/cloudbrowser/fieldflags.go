@@ -14,7 +14,7 @@ func fieldFlags() map[string]string {
 	m := map[string]string{
 		// master.Config
 		"RMIAddr": "--rmi", "AdminAddr": "--admin", "PublicAddr": "--listen", "GossipAddr": "--gossip",
-		"Proxies": "--proxies", "PublicURL": "--public-url",
+		"Proxies": "--proxies", "PublicURL": "--public-url", "AutomationMaxSessions": "--automation-max-sessions",
 		"Login.MaxFailures": "--login-max-failures", "Login.MaxFailuresPerIP": "--login-max-failures-per-ip",
 		"Login.Window": "--login-window", "Login.Lockout": "--login-lockout", "Login.MaxLockout": "--login-max-lockout",
 		// worker.Config and proxy.ProcessConfig

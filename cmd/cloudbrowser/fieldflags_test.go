@@ -72,6 +72,7 @@ func TestBadConfigNamesTheFlag(t *testing.T) {
 		{"login window", []string{"master", "--data-dir", data, "--login-window", "-1s"}, "--login-window must be positive"},
 		{"quota", []string{"master", "--data-dir", data, "--quota-browsers-per-user", "-2"}, "--quota-browsers-per-user must be 0 (no limit) or more, got -2"},
 		{"public url", []string{"master", "--data-dir", data, "--public-url", "ftp://x"}, "--public-url "},
+		{"automation sessions", []string{"master", "--data-dir", data, "--automation-max-sessions", "0"}, "--automation-max-sessions: must be at least 1, got 0"},
 		{"general pool", []string{"worker", "--secret-file", "", "--general-pool-min", "99", "--runtime", "none"}, "--general-pool-min must be -1 (sized from memory) or between 0 and the browser limit (64), got 99"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -64,7 +64,7 @@ Every flag can also be set with the environment variable shown in its help.`,
 			return ctx, err
 		},
 		Commands: []*cli.Command{masterCmd(), workerCmd(), proxyCmd(), upCmd(), statusCmd(), deployCmd(), appsCmd(), authorsCmd(), usersCmd(), shareCmd(),
-			renderCmd(), jobsCmd(), monitorCmd(), cacheCmd(), workerKeyCmd()},
+			renderCmd(), jobsCmd(), monitorCmd(), cacheCmd(), sessionsCmd(), workerKeyCmd()},
 	}
 }
 

@@ -60,6 +60,8 @@ func masterFlags() []cli.Flag {
 			Usage: "first lockout after too many failed logins; it doubles with every further failure"},
 		&cli.DurationFlag{Name: "login-max-lockout", Value: loginDefaults.MaxLockout, Sources: cli.EnvVars("CB_LOGIN_MAX_LOCKOUT"),
 			Usage: "longest lockout"},
+		&cli.IntFlag{Name: "automation-max-sessions", Value: d.AutomationMaxSessions, Sources: cli.EnvVars("CB_AUTOMATION_MAX_SESSIONS"),
+			Usage: "automation sessions one principal (token) may have open at once; over it, 429 with Retry-After"},
 	}, append(quotaFlags(), jobFlags()...)...)
 }
 
@@ -133,8 +135,10 @@ func masterCmd() *cli.Command {
 		Description: `The master keeps the applications and the instance table, places new app instances
 on workers, answers the proxies' route lookups and runs the reverse proxies.
 On first start it creates <data-dir>/cluster.secret, admin.token, author.token,
-jobs.token (may only use the jobs API) and metrics.token (mode 0600; workers' /metrics
-need the last one as a bearer token). Deployed applications are kept in <data-dir>/apps and survive restarts.`,
+jobs.token (may only use the jobs API), automation.token (may only open, read and close
+automation sessions: /api/v1/sessions, cloudbrowser sessions) and metrics.token (mode 0600;
+workers' /metrics need the last one as a bearer token). Deployed applications are kept in
+<data-dir>/apps and survive restarts.`,
 		Flags: masterFlags(),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			log, err := logger(cmd)
@@ -195,6 +199,14 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 	if err != nil {
 		return nil, fmt.Errorf("jobs token: %w", err)
 	}
+	automationToken, err := secret.LoadOrCreate(filepath.Join(dir, "automation.token"))
+	if err != nil {
+		return nil, fmt.Errorf("automation token: %w", err)
+	}
+	maxSessions := int(cmd.Int("automation-max-sessions"))
+	if maxSessions < 1 {
+		return nil, fmt.Errorf("--automation-max-sessions: must be at least 1, got %d", maxSessions)
+	}
 	jobCfg, cacheCfg, err := jobConfig(cmd)
 	if err != nil {
 		return nil, err
@@ -243,6 +255,7 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 	}
 	m, err := master.New(master.Config{
 		Jobs: jobCfg, RenderCache: cacheCfg, JobsToken: jobsToken,
+		AutomationToken: automationToken, AutomationMaxSessions: maxSessions,
 		Secret: sec, AdminToken: token, AuthorToken: authorToken, MetricsToken: metricsToken, SecretFile: secretPath, DataDir: dir,
 		RMIAddr: pick(o.rmi, "rmi"), GossipAddr: pick(o.gossip, "gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
 		AdminAddr: pick(o.admin, "admin"), PublicAddr: cmd.String("listen"), Proxies: int(cmd.Int("proxies")),

@@ -4,7 +4,7 @@
 //   - the local user accounts and their revocations (<data-dir>/users.json
 //     and revoked.json, as they always were);
 //   - the per-author deploy tokens (bucket "authors" of the state store)
-//     and the master's own tokens (admin, shared author, jobs), with the
+//     and the master's own tokens (admin, shared author, jobs, automation), with the
 //     principals and roles they stand for;
 //   - the logged-out sessions (bucket "ended-sessions"), the dashboard's
 //     session cookie and the limits on failed logins;
@@ -32,8 +32,9 @@ import (
 // Tokens are the master's own bearer tokens ("" = none).
 type Tokens struct {
 	// Admin authorizes everything; Author deploys and changes the shared
-	// author's applications; Jobs only the jobs API.
-	Admin, Author, Jobs string
+	// author's applications; Jobs only the jobs API; Automation only the
+	// sessions API.
+	Admin, Author, Jobs, Automation string
 }
 
 // Config configures New.
@@ -117,10 +118,11 @@ type Refusal struct {
 	Challenge string
 }
 
-// Check authenticates r and requires at least the role need: a Bearer
-// token (the admin token passes everywhere, author tokens, the shared one
-// and per-author ones, only where RoleAuthor suffices), or, without one,
-// the dashboard's cookie, which acts as the admin.
+// Check authenticates r and requires the role need: a Bearer token (the
+// admin token passes everywhere; author tokens, the shared one and
+// per-author ones, everywhere but RoleAdmin; the jobs token only at
+// RoleJobs and the automation token only at RoleAutomation), or, without
+// one, the dashboard's cookie, which acts as the admin.
 func (a *Auth) Check(r *http.Request, need Role) (Principal, *Refusal) {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok && a.dashboard.Valid(r) {
@@ -142,20 +144,39 @@ func (a *Auth) Check(r *http.Request, need Role) (Principal, *Refusal) {
 		p = Principal{Name: SharedAuthor}
 	} else if tokenIs(got, a.tokens.Jobs) {
 		p = Principal{Name: JobsPrincipal, JobsOnly: true}
+	} else if tokenIs(got, a.tokens.Automation) {
+		p = Principal{Name: AutomationPrincipal, AutomationOnly: true}
 	} else if name, ok := a.authors.ByToken(got); ok {
 		p = Principal{Name: name}
 	} else {
 		return Principal{}, &Refusal{Status: http.StatusUnauthorized, Msg: "invalid token",
 			Challenge: `Bearer realm="cloudbrowser", error="invalid_token"`}
 	}
-	if p.JobsOnly && need > RoleJobs {
-		return Principal{}, &Refusal{Status: http.StatusForbidden, Msg: "the jobs token may only submit and read jobs, renders and monitors"}
-	}
-	if !p.Admin && need > RoleAuthor {
-		return Principal{}, &Refusal{Status: http.StatusForbidden,
-			Msg: "an author token may only deploy, list and change its own applications; this needs the admin token"}
+	if r := p.refusal(need); r != nil {
+		return Principal{}, r
 	}
 	return p, nil
+}
+
+// refusal says why p may not act at role need (nil: it may). The two
+// token-only principals pass their own role only, so neither token opens
+// the other's API.
+func (p Principal) refusal(need Role) *Refusal {
+	switch {
+	case p.JobsOnly && need != RoleJobs:
+		msg := "the jobs token may only submit and read jobs, renders and monitors"
+		if need == RoleAutomation {
+			msg += "; automation sessions need the automation token (automation.token), an author token or the admin token"
+		}
+		return &Refusal{Status: http.StatusForbidden, Msg: msg}
+	case p.AutomationOnly && need != RoleAutomation:
+		return &Refusal{Status: http.StatusForbidden,
+			Msg: "the automation token may only open, read and close automation sessions (/api/v1/sessions)"}
+	case !p.Admin && need == RoleAdmin:
+		return &Refusal{Status: http.StatusForbidden,
+			Msg: "an author token may only deploy, list and change its own applications; this needs the admin token"}
+	}
+	return nil
 }
 
 func tokenIs(got, want string) bool {

@@ -25,6 +25,7 @@ var reservedNames = map[string]string{
 	AdminPrincipal.Name: "the admin token",
 	SharedAuthor:        "the shared author token (author.token)",
 	JobsPrincipal:       "the jobs token (jobs.token)",
+	AutomationPrincipal: "the automation token (automation.token)",
 }
 
 // authorRecord is an author; only a hash of the token is kept.

@@ -11,10 +11,16 @@ type Principal struct {
 	Admin bool
 	// JobsOnly: the jobs token, which may only use the jobs API.
 	JobsOnly bool
+	// AutomationOnly: the automation token, which may only use the
+	// sessions API (docs/automation.md).
+	AutomationOnly bool
 }
 
 // JobsPrincipal is who the jobs token acts as.
 const JobsPrincipal = "jobs"
+
+// AutomationPrincipal is who the automation token acts as.
+const AutomationPrincipal = "automation"
 
 // SharedAuthor is the author the shared author token (author.token) acts
 // as; apps deployed before owners existed belong to it.
@@ -34,11 +40,14 @@ func (p Principal) Sees(user string) bool {
 // Role is what a request needs of its principal.
 type Role int
 
-// Roles, each allowing what the one before allows and more.
+// Roles. RoleJobs and RoleAutomation are side by side, not in order: the
+// jobs token passes only the one, the automation token only the other;
+// authors pass both and RoleAuthor, the admin everything (Auth.Check).
 const (
-	RoleJobs   Role = iota // submits and reads jobs, renders and monitors
-	RoleAuthor             // deploys, lists and changes their own applications (and jobs)
-	RoleAdmin              // everything
+	RoleJobs       Role = iota // submits and reads jobs, renders and monitors
+	RoleAuthor                 // deploys, lists and changes their own applications (and jobs, sessions)
+	RoleAdmin                  // everything
+	RoleAutomation             // opens, reads and closes automation sessions
 )
 
 type principalKey struct{}

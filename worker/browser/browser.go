@@ -445,6 +445,10 @@ type DevToolsEndpoint struct {
 	// ProxyURL is the egress proxy the browser's requests go through
 	// ("" = none); contexts the client creates must use it too.
 	ProxyURL string
+	// Policy says a navigation policy filters the browser's requests
+	// (Options.Allow): it covers the pages of its context, not contexts a
+	// client creates.
+	Policy bool
 }
 
 // DevTools is implemented by browsers an automation client may drive over

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 
 	"github.com/gorilla/websocket"
 )
@@ -180,6 +182,9 @@ func getBrowserContexts(_ context.Context, g *gate, c *command) error {
 }
 
 func createTarget(ctx context.Context, g *gate, c *command) error {
+	if err := webURL(ctx, g, c); err != nil {
+		return err
+	}
 	if err := inContext(ctx, g, c); err != nil {
 		return err
 	}
@@ -349,4 +354,26 @@ func (g *gate) windowOf(ctx context.Context, targetID string) (json.RawMessage, 
 		return nil, upstreamError(m.Error)
 	}
 	return m.Result, nil
+}
+
+// webURL refuses a url param whose scheme no web page could open itself:
+// file:, chrome:, devtools:, chrome-extension:, view-source:, …
+func webURL(_ context.Context, _ *gate, c *command) error {
+	raw, _ := c.params["url"].(string)
+	if raw == "" {
+		return nil // createTarget's default: about:blank
+	}
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return &cdpError{Code: -32602, Message: "Invalid URL"}
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https", "data", "blob":
+		return nil
+	case "about": // about:version and the like are chrome:// pages
+		if strings.EqualFold(u.Opaque, "blank") {
+			return nil
+		}
+	}
+	return &cdpError{Code: -32602, Message: fmt.Sprintf("%s: %s: URLs are not allowed by the automation gate", c.method, u.Scheme)}
 }

@@ -401,6 +401,28 @@ func TestSessionLevel(t *testing.T) {
 	must[json.RawMessage](c, "", "Target.closeTarget", map[string]any{"targetId": target})
 }
 
+// TestWebURLsOnly: the client opens web pages, never the worker's files or
+// Chromium's own pages, by navigation or with a new target.
+func TestWebURLsOnly(t *testing.T) {
+	f := newFixture(t, nil)
+	c := f.client()
+	_, s := ownPage(t, c, `data:text/html,<title>mine</title>`)
+	for _, u := range []string{"file:///etc/passwd", "FILE:///etc/hostname", "chrome://version", "devtools://devtools/bundled/inspector.html",
+		"about:version", "view-source:http://example.test/", "chrome-extension://x/y"} {
+		if code, msg := cdpErr(t, c, s, "Page.navigate", map[string]any{"url": u}); code != -32602 {
+			t.Errorf("Page.navigate %s: %d %s", u, code, msg)
+		}
+		if code, msg := cdpErr(t, c, "", "Target.createTarget", map[string]any{"url": u}); code != -32602 {
+			t.Errorf("Target.createTarget %s: %d %s", u, code, msg)
+		}
+	}
+	if code, _ := cdpErr(t, c, s, "Network.loadNetworkResource", map[string]any{"url": "file:///etc/passwd", "options": map[string]any{"disableCache": true, "includeCredentials": false}}); code != -32601 {
+		t.Errorf("Network.loadNetworkResource: %d", code)
+	}
+	must[json.RawMessage](c, s, "Page.navigate", map[string]any{"url": "about:blank"})
+	must[json.RawMessage](c, s, "Page.navigate", map[string]any{"url": "data:text/html,<title>data</title>"})
+}
+
 // TestInvalidFrames: anything but a command object closes the client
 // with 1007.
 func TestInvalidFrames(t *testing.T) {

@@ -136,6 +136,8 @@ var rules = []rule{
 	deny("Security.handleCertificateError", sessionLevel, "as setOverrideCertificateErrors"),
 	deny("Network.clearBrowserCache", sessionLevel, "named and documented as browser-wide: default deny (Network.setCacheDisabled covers the need)"),
 	deny("Network.setCookieControls", sessionLevel, "third-party cookie controls; whether Chromium scopes them to the context is not verified"),
+	checked("Page.navigate", sessionLevel, webURL, "http(s), data:, blob: and about: URLs only: a navigation the client asks for is browser-initiated, so it could open file: (the worker's disk), chrome:// or devtools:// pages that no page may open itself"),
+	deny("Network.loadNetworkResource", sessionLevel, "the browser fetches a URL for the client, file: included, outside the page"),
 	deny("Page.crash", sessionLevel, "crashes a renderer, which the worker would take for a browser crash"),
 	deny("Page.setDownloadBehavior", sessionLevel, "deprecated; its downloadPath is a path on the worker's disk, and it cannot be pointed at Config.DownloadPath per context (use Browser.setDownloadBehavior)"),
 	deny("Page.setRPHRegistrationMode", sessionLevel, "test-only auto-accept of protocol handlers; scope not verified"),

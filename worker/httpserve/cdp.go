@@ -70,10 +70,16 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 		case <-ctx.Done():
 		}
 	}()
+	// The app's navigation policy covers the pages of the browser's own
+	// context; a context the client made would escape it.
+	maxContexts := cdpMaxContexts
+	if ep.Policy {
+		maxContexts = 0
+	}
 	log := s.log.With().Str("request_id", id).Str("browser", t.BrowserID).Str("session", cl.Session).Str("owner", cl.Owner).Logger()
 	log.Info().Msg("automation client connected")
 	res, err := cdpgate.Serve(ctx, conn, cdpgate.Config{
-		Upstream: ep.URL, Context: ep.Context, MaxContexts: cdpMaxContexts,
+		Upstream: ep.URL, Context: ep.Context, MaxContexts: maxContexts,
 		ContextParams: func(p map[string]any) {
 			if ep.ProxyURL != "" {
 				p["proxyServer"] = ep.ProxyURL

@@ -1,0 +1,234 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/remote"
+
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+)
+
+// automationSite serves the pages the automation clients drive: /one has
+// a message and a text field, /two and /three only a title; /intercepted
+// is what a client's own interception replaces.
+func automationSite(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/one":
+			fmt.Fprint(w, `<!doctype html><title>page one</title><p id=msg>hello automation</p><input id=field>`)
+		case "/intercepted":
+			fmt.Fprint(w, `<!doctype html><title>from the site</title>`)
+		default:
+			fmt.Fprintf(w, `<!doctype html><title>page %s</title>`, strings.TrimPrefix(r.URL.Path, "/"))
+		}
+	}))
+	site.Listener = ln
+	site.Start()
+	t.Cleanup(site.Close)
+	return site.URL
+}
+
+// apiSession is a session as POST /api/v1/sessions answers it.
+type apiSession struct {
+	ID, App, InstanceID, BrowserID, CDPURL, LiveURL string
+}
+
+func (s *apiSession) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		ID         string `json:"id"`
+		App        string `json:"app"`
+		InstanceID string `json:"instanceId"`
+		BrowserID  string `json:"browserId"`
+		CDPURL     string `json:"cdpUrl"`
+		LiveURL    string `json:"liveUrl"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*s = apiSession{raw.ID, raw.App, raw.InstanceID, raw.BrowserID, raw.CDPURL, raw.LiveURL}
+	return nil
+}
+
+func (c *cluster) automationToken() string {
+	c.t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.dir, "data", "automation.token"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// openSession opens an automation session of app.
+func (c *cluster) openSession(t *testing.T, app string) apiSession {
+	t.Helper()
+	st, _, body := c.api("POST", "/api/v1/sessions", c.automationToken(), map[string]any{"app": app})
+	if st != http.StatusCreated {
+		t.Fatalf("POST /api/v1/sessions: %d %s", st, strings.Join(strings.Fields(string(body)), " "))
+	}
+	var s apiSession
+	if err := json.Unmarshal(body, &s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(s.CDPURL, "ws://"+c.public+"/"+app+"/a/") {
+		t.Fatalf("cdpUrl %q is not on the public address %s", s.CDPURL, c.public)
+	}
+	return s
+}
+
+// automationCluster starts one proxy and one Chromium worker with an app
+// "auto" that may reach loopback sites, and a user's browser of another
+// app open on the same worker (whose page the sessions must never see).
+func automationCluster(t *testing.T) (c *cluster, site string, victim browser.Browser) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	site = automationSite(t)
+	apps, _ := filepath.Abs("testdata/apps")
+	c = startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
+	dir := filepath.Join(c.dir, "auto")
+	writeBundle(t, dir, `{"name":"Automation","mountPoint":"auto","entry":"index.html","strategy":"singleInstancePerUser","egress":{"allow":["127.0.0.1"]}}`,
+		`<!doctype html><title>automation start</title>`)
+	if out, err := c.cli(t, "deploy", dir); err != nil {
+		t.Fatalf("deploy: %v %s", err, out)
+	}
+	// Its owner lets the automation token open sessions on it.
+	if st, _, body := c.api("PUT", "/api/v1/apps/auto/job-users/automation", c.token, nil); st/100 != 2 {
+		t.Fatalf("grant automation: %d %s", st, body)
+	}
+	users := userBrowsers(t)
+	victim = open(t, users, "http://"+c.public+"/desktop")
+	eventually(t, victim, "another user's browser", "document.title", "ready · CloudBrowser")
+	return c, site, victim
+}
+
+// TestAutomationChromedp: the chromedp library drives a session's browser
+// through the public address: a new tab lands in the session's context,
+// navigates (through the app's egress), and sees only its own targets, not
+// the other user's browser on the same Chromium.
+func TestAutomationChromedp(t *testing.T) {
+	c, site, _ := automationCluster(t)
+	s := c.openSession(t, "auto")
+	alloc, cancelAlloc := remote.NewAllocator(context.Background(), s.CDPURL, remote.NoModifyURL)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	tctx, tcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer tcancel()
+	if err := chromedp.Do(tctx, chromedp.Navigate(site+"/one")); err != nil {
+		t.Fatal(err)
+	}
+	text, err := chromedp.Run(tctx, chromedp.Text(chromedp.ID("msg")))
+	if err != nil || text != "hello automation" {
+		t.Fatalf("text %q, %v", text, err)
+	}
+	targets, err := chromedp.Targets(tctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range targets {
+		if strings.Contains(ti.URL, "desktop") || strings.Contains(ti.Title, "ready") {
+			t.Errorf("the session sees another user's target %+v", ti)
+		}
+	}
+	cancel()
+	cancelAlloc()
+
+	if st, _, body := c.api("DELETE", "/api/v1/sessions/"+s.ID, c.automationToken(), nil); st != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", st, body)
+	}
+	// Its URL opens nothing any more.
+	alloc2, cancel2 := remote.NewAllocator(context.Background(), s.CDPURL, remote.NoModifyURL)
+	defer cancel2()
+	ctx2, cancel3 := chromedp.NewContext(alloc2)
+	defer cancel3()
+	dctx, dcancel := context.WithTimeout(ctx2, 20*time.Second)
+	defer dcancel()
+	if err := chromedp.Do(dctx); err == nil {
+		t.Fatal("a deleted session's CDP URL still connects")
+	}
+}
+
+// nodeClient runs one of the pinned npm clients (internal/e2e/clients)
+// against endpoint and returns what it printed.
+func nodeClient(t *testing.T, script, endpoint, site string) map[string]any {
+	t.Helper()
+	dir, _ := filepath.Abs("clients")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
+		if os.Getenv("CB_REQUIRE_CLIENTS") != "" {
+			t.Fatalf("the npm clients are not installed (scripts/install-clients.sh): %v", err)
+		}
+		t.Skipf("the npm clients are not installed: cd %s && npm ci", dir)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script, endpoint, site)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var got map[string]any
+	if jerr := json.Unmarshal(bytes.TrimSpace(out), &got); jerr != nil || err != nil {
+		t.Fatalf("node %s: %v\nstdout: %s\nstderr: %s", script, err, out, stderr.String())
+	}
+	return got
+}
+
+// TestAutomationPlaywright: Playwright's connectOverCDP drives a session:
+// the default context's page, typing, a screenshot, its own request
+// interception (page.route) working alongside the worker's policy, a second
+// page, a context of its own, and Browser.close ending only the session.
+func TestAutomationPlaywright(t *testing.T) {
+	c, site, victim := automationCluster(t)
+	s := c.openSession(t, "auto")
+	got := nodeClient(t, "playwright.cjs", s.CDPURL, site)
+	for k, want := range map[string]any{
+		"contexts": 1.0, "title": "page one", "text": "hello automation", "field": "typed by playwright",
+		"routed": "fulfilled by the client", "secondTitle": "page two", "ownContextTitle": "page three", "contextsWithOwn": 2.0,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], want, got)
+		}
+	}
+	if n, _ := got["screenshotBytes"].(float64); n < 1000 {
+		t.Errorf("screenshot of %v bytes", got["screenshotBytes"])
+	}
+	// The other user's browser lives on.
+	eventually(t, victim, "the other user's browser", "document.body.dataset.status", "live")
+}
+
+// TestAutomationPuppeteer: Puppeteer's connect drives a session the same
+// way.
+func TestAutomationPuppeteer(t *testing.T) {
+	c, site, victim := automationCluster(t)
+	s := c.openSession(t, "auto")
+	got := nodeClient(t, "puppeteer.cjs", s.CDPURL, site)
+	for k, want := range map[string]any{
+		"title": "page one", "text": "hello automation", "field": "typed by puppeteer",
+		"secondTitle": "page two", "ownContextTitle": "page three",
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], want, got)
+		}
+	}
+	eventually(t, victim, "the other user's browser", "document.body.dataset.status", "live")
+}
