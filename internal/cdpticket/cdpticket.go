@@ -7,6 +7,8 @@
 package cdpticket
 
 import (
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/session"
@@ -20,6 +22,34 @@ const Purpose = "automation-ticket"
 type Claims struct {
 	// Owner is the principal that opened the session; Session its id.
 	Owner, Session string
+	// Idle ends the session after this long with no CDP traffic and no
+	// viewer (0: never); KeepAlive keeps it this long after its last
+	// client left, for a reconnect (0: it ends when the client leaves).
+	Idle, KeepAlive time.Duration
+}
+
+// subject packs the claims a session.Codec value carries as its user.
+func (c Claims) subject() string {
+	v := url.Values{"o": {c.Owner}}
+	if c.Idle > 0 {
+		v.Set("i", strconv.FormatInt(c.Idle.Milliseconds(), 10))
+	}
+	if c.KeepAlive > 0 {
+		v.Set("k", strconv.FormatInt(c.KeepAlive.Milliseconds(), 10))
+	}
+	return v.Encode()
+}
+
+func parseSubject(s, id string) (Claims, bool) {
+	v, err := url.ParseQuery(s)
+	if err != nil || v.Get("o") == "" {
+		return Claims{}, false
+	}
+	ms := func(k string) time.Duration {
+		n, _ := strconv.ParseInt(v.Get(k), 10, 64)
+		return time.Duration(max(n, 0)) * time.Millisecond
+	}
+	return Claims{Owner: v.Get("o"), Session: id, Idle: ms("i"), KeepAlive: ms("k")}, true
 }
 
 func codec(key []byte, instance, browser string, ttl time.Duration) *session.Codec {
@@ -28,10 +58,10 @@ func codec(key []byte, instance, browser string, ttl time.Duration) *session.Cod
 	return c
 }
 
-// Issue returns a ticket to browser (of instance) for the session id of
-// owner, valid until expires. id must be a session.NewID.
-func Issue(key []byte, instance, browser, owner, id string, now, expires time.Time) string {
-	return codec(key, instance, browser, expires.Sub(now)).IssueID(owner, id, now)
+// Issue returns a ticket to browser (of instance) saying cl, valid until
+// expires. cl.Session must be a session.NewID.
+func Issue(key []byte, instance, browser string, cl Claims, now, expires time.Time) string {
+	return codec(key, instance, browser, expires.Sub(now)).IssueID(cl.subject(), cl.Session, now)
 }
 
 // Check returns the claims of a valid, unexpired ticket to browser.
@@ -43,5 +73,5 @@ func Check(key []byte, instance, browser, ticket string, now time.Time) (Claims,
 	if !ok {
 		return Claims{}, false
 	}
-	return Claims{Owner: cl.User, Session: cl.ID}, true
+	return parseSubject(cl.User, cl.ID)
 }

@@ -14,7 +14,8 @@ func TestTickets(t *testing.T) {
 	other := session.Key("another cluster secret, long enough", Purpose)
 	now := time.Unix(1e9, 0)
 	id := session.NewID()
-	tk := Issue(key, "w1.abc", "b1", "automation", id, now, now.Add(time.Hour))
+	want := Claims{Owner: "automation", Session: id, Idle: 90 * time.Second, KeepAlive: 1500 * time.Millisecond}
+	tk := Issue(key, "w1.abc", "b1", want, now, now.Add(time.Hour))
 	for _, tc := range []struct {
 		name              string
 		key               []byte
@@ -37,7 +38,7 @@ func TestTickets(t *testing.T) {
 			if ok != tc.ok {
 				t.Fatalf("ok %v, want %v", ok, tc.ok)
 			}
-			if ok && (cl.Owner != "automation" || cl.Session != id) {
+			if ok && cl != want {
 				t.Fatalf("claims %+v", cl)
 			}
 		})

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/remote"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
 
@@ -76,10 +77,17 @@ func (c *cluster) automationToken() string {
 	return strings.TrimSpace(string(b))
 }
 
-// openSession opens an automation session of app.
-func (c *cluster) openSession(t *testing.T, app string) apiSession {
+// openSession opens an automation session of app, with the request's
+// other fields from more.
+func (c *cluster) openSession(t *testing.T, app string, more ...map[string]any) apiSession {
 	t.Helper()
-	st, _, body := c.api("POST", "/api/v1/sessions", c.automationToken(), map[string]any{"app": app})
+	req := map[string]any{"app": app}
+	for _, m := range more {
+		for k, v := range m {
+			req[k] = v
+		}
+	}
+	st, _, body := c.api("POST", "/api/v1/sessions", c.automationToken(), req)
 	if st != http.StatusCreated {
 		t.Fatalf("POST /api/v1/sessions: %d %s", st, strings.Join(strings.Fields(string(body)), " "))
 	}
@@ -121,17 +129,36 @@ func automationCluster(t *testing.T) (c *cluster, site string, victim browser.Br
 	return c, site, victim
 }
 
+// chromedpSession connects chromedp to a session's cdpUrl and returns
+// its context (cancel: disconnect).
+func chromedpSession(t *testing.T, cdpURL string) (context.Context, context.CancelFunc) {
+	t.Helper()
+	alloc, cancelAlloc := remote.NewAllocator(context.Background(), cdpURL, remote.NoModifyURL)
+	ctx, cancel := chromedp.NewContext(alloc)
+	return ctx, func() { cancel(); cancelAlloc() }
+}
+
+// sessionGone waits until the session is no longer listed (404).
+func (c *cluster) sessionGone(t *testing.T, id, why string) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if st, _, body := c.api("GET", "/api/v1/sessions/"+id, c.automationToken(), nil); st != http.StatusNotFound {
+			return fmt.Errorf("%s: GET %d %s", why, st, body)
+		}
+		return nil
+	})
+}
+
 // TestAutomationChromedp: the chromedp library drives a session's browser
 // through the public address: a new tab lands in the session's context,
 // navigates (through the app's egress), and sees only its own targets, not
-// the other user's browser on the same Chromium.
+// the other user's browser on the same Chromium. A session kept alive
+// outlives its client until deleted; one without keep-alive ends when its
+// client leaves; an idle one ends with its client told why.
 func TestAutomationChromedp(t *testing.T) {
-	c, site, _ := automationCluster(t)
-	s := c.openSession(t, "auto")
-	alloc, cancelAlloc := remote.NewAllocator(context.Background(), s.CDPURL, remote.NoModifyURL)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
+	c, site, victim := automationCluster(t)
+	s := c.openSession(t, "auto", map[string]any{"keepAlive": "5m"})
+	ctx, disconnect := chromedpSession(t, s.CDPURL)
 	tctx, tcancel := context.WithTimeout(ctx, 60*time.Second)
 	defer tcancel()
 	if err := chromedp.Do(tctx, chromedp.Navigate(site+"/one")); err != nil {
@@ -150,22 +177,45 @@ func TestAutomationChromedp(t *testing.T) {
 			t.Errorf("the session sees another user's target %+v", ti)
 		}
 	}
-	cancel()
-	cancelAlloc()
-
+	disconnect()
+	// Kept alive: still there, and deleted on request.
+	if st, _, body := c.api("GET", "/api/v1/sessions/"+s.ID, c.automationToken(), nil); st != http.StatusOK {
+		t.Fatalf("a kept-alive session after its client left: %d %s", st, body)
+	}
 	if st, _, body := c.api("DELETE", "/api/v1/sessions/"+s.ID, c.automationToken(), nil); st != http.StatusNoContent {
 		t.Fatalf("DELETE: %d %s", st, body)
 	}
 	// Its URL opens nothing any more.
-	alloc2, cancel2 := remote.NewAllocator(context.Background(), s.CDPURL, remote.NoModifyURL)
-	defer cancel2()
-	ctx2, cancel3 := chromedp.NewContext(alloc2)
-	defer cancel3()
-	dctx, dcancel := context.WithTimeout(ctx2, 20*time.Second)
+	dctx, ddisconnect := chromedpSession(t, s.CDPURL)
+	defer ddisconnect()
+	dctx, dcancel := context.WithTimeout(dctx, 20*time.Second)
 	defer dcancel()
 	if err := chromedp.Do(dctx); err == nil {
 		t.Fatal("a deleted session's CDP URL still connects")
 	}
+
+	// No keep-alive: the session ends with its client.
+	s2 := c.openSession(t, "auto")
+	ctx2, disconnect2 := chromedpSession(t, s2.CDPURL)
+	t2, cancel2 := context.WithTimeout(ctx2, 60*time.Second)
+	defer cancel2()
+	if err := chromedp.Do(t2, chromedp.Navigate(site+"/two")); err != nil {
+		t.Fatal(err)
+	}
+	disconnect2()
+	c.sessionGone(t, s2.ID, "a session whose client left")
+
+	// Idle: no command for 2 s and nobody watching ends it.
+	s3 := c.openSession(t, "auto", map[string]any{"idleTimeout": "2s", "keepAlive": "5m"})
+	ctx3, disconnect3 := chromedpSession(t, s3.CDPURL)
+	defer disconnect3()
+	t3, cancel3 := context.WithTimeout(ctx3, 60*time.Second)
+	defer cancel3()
+	if err := chromedp.Do(t3, chromedp.Navigate(site+"/three")); err != nil {
+		t.Fatal(err)
+	}
+	c.sessionGone(t, s3.ID, "an idle session")
+	eventually(t, victim, "the other user's browser", "document.body.dataset.status", "live")
 }
 
 // nodeClient runs one of the pinned npm clients (internal/e2e/clients)
@@ -193,14 +243,15 @@ func nodeClient(t *testing.T, script, endpoint, site string) map[string]any {
 	return got
 }
 
-// TestAutomationPlaywright: Playwright's connectOverCDP drives a session:
-// the default context's page, typing, a screenshot, its own request
-// interception (page.route) working alongside the worker's policy, a second
-// page, a context of its own, and Browser.close ending only the session.
+// TestAutomationPlaywright: Playwright's connectOverCDP, given the
+// cluster's http:// address (it asks /json/version, which opens the
+// session), drives a session: the default context's page, typing, a
+// screenshot, its own request interception (page.route), a second page, a
+// context of its own, and Browser.close ending only the session.
 func TestAutomationPlaywright(t *testing.T) {
 	c, site, victim := automationCluster(t)
-	s := c.openSession(t, "auto")
-	got := nodeClient(t, "playwright.cjs", s.CDPURL, site)
+	endpoint := "http://" + c.admin + "/?app=auto&token=" + c.automationToken()
+	got := nodeClient(t, "playwright.cjs", endpoint, site)
 	for k, want := range map[string]any{
 		"contexts": 1.0, "title": "page one", "text": "hello automation", "field": "typed by playwright",
 		"routed": "fulfilled by the client", "secondTitle": "page two", "ownContextTitle": "page three", "contextsWithOwn": 2.0,

@@ -77,6 +77,7 @@ var reserved = map[string]bool{
 	"admin": true, "api": true, "metrics": true, "healthz": true, "readyz": true,
 	"livez": true, "static": true, "_cb": true, "debug": true, "ws": true,
 	"favicon.ico": true, "robots.txt": true, ".well-known": true,
+	"json": true, // CDP's discovery endpoint (/json/version), for automation clients
 }
 
 // Reserved reports whether name cannot be used as an application mount

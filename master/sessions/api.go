@@ -37,6 +37,48 @@ func (s *Service) Routes(mux *http.ServeMux, public bool) {
 	mux.Handle("GET /api/v1/sessions", s.guard(func(w http.ResponseWriter, r *http.Request) { s.list(w, r, public) }))
 	mux.Handle("GET /api/v1/sessions/{id}", s.guard(func(w http.ResponseWriter, r *http.Request) { s.show(w, r, public) }))
 	mux.Handle("DELETE /api/v1/sessions/{id}", s.guard(s.remove))
+	version := tokenFromQuery(s.guard(func(w http.ResponseWriter, r *http.Request) { s.jsonVersion(w, r, public) }))
+	mux.Handle("GET /json/version", version)
+	mux.Handle("GET /json/version/", version)
+}
+
+// tokenFromQuery takes the token from the query's "token" when the request
+// has no Authorization header: CDP clients given an http:// endpoint
+// (Playwright's connectOverCDP) fetch /json/version with the endpoint's
+// query and no headers of the caller's.
+func tokenFromQuery(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok := r.URL.Query().Get("token"); tok != "" && r.Header.Get("Authorization") == "" {
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer "+tok)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// versionInfo is CDP's /json/version answer as clients read it.
+type versionInfo struct {
+	Browser              string `json:"Browser"`
+	ProtocolVersion      string `json:"Protocol-Version"`
+	WebSocketDebuggerURL string `json:"webSocketDebuggerUrl"`
+}
+
+// jsonVersion is CDP's discovery endpoint: GET /json/version?app=NAME
+// opens a session of app with the default settings and answers its
+// cdpUrl as the webSocketDebuggerUrl, so connectOverCDP("http://…") works
+// unchanged. Each call opens a session (clients call it once per
+// connection); it ends at its timeout or when deleted.
+func (s *Service) jsonVersion(w http.ResponseWriter, r *http.Request, public bool) {
+	app := strings.TrimPrefix(r.URL.Query().Get("app"), "/")
+	if app == "" {
+		fieldError(w, http.StatusBadRequest, "app", "app: required in the query (/json/version?app=NAME&token=…): the application whose browser to open")
+		return
+	}
+	view, ok := s.open(w, r, Request{App: app, Timeout: DefaultTimeout, IdleTimeout: DefaultIdleTimeout}, public)
+	if !ok {
+		return
+	}
+	apijson.Write(w, http.StatusOK, versionInfo{Browser: "CloudBrowser/" + app, ProtocolVersion: "1.3", WebSocketDebuggerURL: view.CDPURL})
 }
 
 // guard lets through principals with the automation role: the automation
@@ -212,21 +254,28 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request, public bool) {
 		fieldError(w, http.StatusBadRequest, field, err.Error())
 		return
 	}
+	if view, ok := s.open(w, r, req, public); ok {
+		apijson.Write(w, http.StatusCreated, view)
+	}
+}
+
+// open opens the session req asks for, or answers why not.
+func (s *Service) open(w http.ResponseWriter, r *http.Request, req Request, public bool) (View, bool) {
 	p := auth.PrincipalOf(r)
 	if !s.host.AppExists(req.App) {
 		fieldError(w, http.StatusNotFound, "app", "app: no application is mounted at /"+req.App)
-		return
+		return View{}, false
 	}
 	if !s.host.MayUseApp(p, req.App) {
 		fieldError(w, http.StatusForbidden, "app", fmt.Sprintf("app: %q may not open sessions on /%s: only its owner, the admin and the principals its owner granted (PUT /api/v1/apps/%s/job-users/%s) may", p.Name, req.App, req.App, p.Name))
-		return
+		return View{}, false
 	}
 	rec, err := s.Create(r.Context(), p.Name, req, clientIP(r))
 	if err != nil {
 		s.createError(w, req.App, err)
-		return
+		return View{}, false
 	}
-	apijson.Write(w, http.StatusCreated, s.View(rec, s.host.PublicBase(r, public)))
+	return s.View(rec, s.host.PublicBase(r, public)), true
 }
 
 // createError answers a refused or failed creation with its status.

@@ -747,3 +747,42 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// TestJSONVersion: CDP's discovery endpoint opens a session of the app
+// named in the query, authenticated by the query's token (or the header),
+// and answers its cdpUrl as the webSocketDebuggerUrl; without an app, a
+// token or a known app it refuses as the API does.
+func TestJSONVersion(t *testing.T) {
+	f := newFixture(t, "", 0, nil, nil)
+	for _, path := range []string{"/json/version?app=hello&token=" + botTok, "/json/version/?token=" + botTok + "&app=hello"} {
+		st, _, raw := f.call("", "GET", path, "")
+		var v struct {
+			Browser string `json:"Browser"`
+			WS      string `json:"webSocketDebuggerUrl"`
+		}
+		if st != http.StatusOK || json.Unmarshal([]byte(raw), &v) != nil {
+			t.Fatalf("%s: %d %s", path, st, raw)
+		}
+		u, err := url.Parse(v.WS)
+		if err != nil || u.Scheme != "ws" || !strings.HasSuffix(u.Path, "/cdp") || u.Query().Get("ticket") == "" {
+			t.Errorf("%s: webSocketDebuggerUrl %q", path, v.WS)
+		}
+	}
+	if n := len(f.list(botTok, "")); n != 2 {
+		t.Errorf("%d sessions after two discoveries, want 2", n)
+	}
+	for _, tc := range []struct {
+		name, token, path string
+		status            int
+	}{
+		{"no app", botTok, "/json/version", http.StatusBadRequest},
+		{"no token", "", "/json/version?app=hello", http.StatusUnauthorized},
+		{"a wrong token", "", "/json/version?app=hello&token=nope", http.StatusUnauthorized},
+		{"the jobs token", "", "/json/version?app=hello&token=" + jobsTok, http.StatusForbidden},
+		{"an unknown app", botTok, "/json/version?app=nowhere", http.StatusNotFound},
+	} {
+		if st, _, raw := f.call(tc.token, "GET", tc.path, ""); st != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.name, st, raw, tc.status)
+		}
+	}
+}

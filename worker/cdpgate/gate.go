@@ -69,6 +69,9 @@ type Config struct {
 	// MaxMessage bounds a client message in bytes (default
 	// DefaultMaxMessage); a bigger one closes the client with 1009.
 	MaxMessage int64
+	// Activity, if set, is called for every client command (the worker's
+	// idle timeout); it must be cheap.
+	Activity func()
 	// Log receives the gate's structured logs.
 	Log zerolog.Logger
 }
@@ -246,6 +249,9 @@ func (g *gate) readClient(run context.Context) outcome {
 		}
 		if run.Err() != nil {
 			continue // ending: read only to see the client's close frame
+		}
+		if g.cfg.Activity != nil {
+			g.cfg.Activity()
 		}
 		c, err := parseCommand(data)
 		if err != nil {

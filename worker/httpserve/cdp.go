@@ -46,7 +46,7 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 		refuse(http.StatusForbidden, "No access", "This automation session's ticket is missing, expired or for another browser: open a session with POST /api/v1/sessions.")
 		return
 	}
-	_, b, ok := s.findBrowser(rw, r, id, t, func(Instance) {
+	in, b, ok := s.findBrowser(rw, r, id, t, func(Instance) {
 		refuse(http.StatusGone, "Session ended", "This automation session's browser was released.")
 	})
 	if !ok {
@@ -78,6 +78,16 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 	}
 	log := s.log.With().Str("request_id", id).Str("browser", t.BrowserID).Str("session", cl.Session).Str("owner", cl.Owner).Logger()
 	log.Info().Msg("automation client connected")
+	activity, leave := s.auto.join(t.BrowserID, cl, autoHost{
+		close: func(reason string) {
+			cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer ccancel()
+			in.Close(cctx, reason)
+		},
+		viewers: func() int { return b.Hub().Count() },
+		log:     log,
+	}, cancel)
+	defer leave()
 	res, err := cdpgate.Serve(ctx, conn, cdpgate.Config{
 		Upstream: ep.URL, Context: ep.Context, MaxContexts: maxContexts,
 		ContextParams: func(p map[string]any) {
@@ -85,7 +95,8 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 				p["proxyServer"] = ep.ProxyURL
 			}
 		},
-		Log: log,
+		Activity: activity,
+		Log:      log,
 	})
 	ev := log.Info()
 	if err != nil {
@@ -94,5 +105,10 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 	ev.Str("reason", res.Reason.String()).Int64("forwarded", res.Forwarded).Int64("refused", res.Refused).Msg("automation client left")
 }
 
-// errBrowserEnded closes an automation client whose browser ended.
-var errBrowserEnded = errors.New("the session's browser ended")
+// errBrowserEnded closes an automation client whose browser ended (the
+// session was deleted or timed out); errSessionIdle one whose session went
+// idle.
+var (
+	errBrowserEnded = errors.New("the session's browser ended")
+	errSessionIdle  = errors.New("the session was idle too long")
+)

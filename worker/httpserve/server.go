@@ -74,6 +74,8 @@ type Server struct {
 	hopKey       hop.Key
 	hopWait      time.Duration // how long a request waits for the first key
 	metricsToken atomic.Pointer[string]
+	// auto follows the automation sessions with clients here (cdp.go).
+	auto autoSessions
 }
 
 // New makes the worker's HTTP side.
