@@ -140,6 +140,10 @@ func (h hostedBrowser) URL() string      { return h.vb.url() }
 func (h hostedBrowser) Hub() *engine.Hub { return h.vb.hub }
 func (h hostedBrowser) Made() string     { return h.vb.made }
 
+func (h hostedBrowser) Resize(ctx context.Context, width, height int) error {
+	return h.vb.b.Input(ctx, browser.InputEvent{Type: browser.InputResize, Width: width, Height: height})
+}
+
 func (h hostedBrowser) DevTools() (browser.DevToolsEndpoint, <-chan struct{}, bool) {
 	d, ok := h.vb.b.(browser.DevTools)
 	if !ok {

@@ -26,6 +26,9 @@ type Claims struct {
 	// viewer (0: never); KeepAlive keeps it this long after its last
 	// client left, for a reconnect (0: it ends when the client leaves).
 	Idle, KeepAlive time.Duration
+	// Width and Height are the viewport the session asked for (0: the
+	// browser's own).
+	Width, Height int
 }
 
 // subject packs the claims a session.Codec value carries as its user.
@@ -36,6 +39,10 @@ func (c Claims) subject() string {
 	}
 	if c.KeepAlive > 0 {
 		v.Set("k", strconv.FormatInt(c.KeepAlive.Milliseconds(), 10))
+	}
+	if c.Width > 0 && c.Height > 0 {
+		v.Set("w", strconv.Itoa(c.Width))
+		v.Set("h", strconv.Itoa(c.Height))
 	}
 	return v.Encode()
 }
@@ -49,7 +56,12 @@ func parseSubject(s, id string) (Claims, bool) {
 		n, _ := strconv.ParseInt(v.Get(k), 10, 64)
 		return time.Duration(max(n, 0)) * time.Millisecond
 	}
-	return Claims{Owner: v.Get("o"), Session: id, Idle: ms("i"), KeepAlive: ms("k")}, true
+	w, _ := strconv.Atoi(v.Get("w"))
+	h, _ := strconv.Atoi(v.Get("h"))
+	if w <= 0 || h <= 0 {
+		w, h = 0, 0
+	}
+	return Claims{Owner: v.Get("o"), Session: id, Idle: ms("i"), KeepAlive: ms("k"), Width: w, Height: h}, true
 }
 
 func codec(key []byte, instance, browser string, ttl time.Duration) *session.Codec {

@@ -14,7 +14,7 @@ func TestTickets(t *testing.T) {
 	other := session.Key("another cluster secret, long enough", Purpose)
 	now := time.Unix(1e9, 0)
 	id := session.NewID()
-	want := Claims{Owner: "automation", Session: id, Idle: 90 * time.Second, KeepAlive: 1500 * time.Millisecond}
+	want := Claims{Owner: "automation", Session: id, Idle: 90 * time.Second, KeepAlive: 1500 * time.Millisecond, Width: 390, Height: 844}
 	tk := Issue(key, "w1.abc", "b1", want, now, now.Add(time.Hour))
 	for _, tc := range []struct {
 		name              string

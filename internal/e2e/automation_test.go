@@ -268,13 +268,13 @@ func TestAutomationPlaywright(t *testing.T) {
 }
 
 // TestAutomationPuppeteer: Puppeteer's connect drives a session the same
-// way.
+// way, in the viewport the session asked for.
 func TestAutomationPuppeteer(t *testing.T) {
 	c, site, victim := automationCluster(t)
-	s := c.openSession(t, "auto")
+	s := c.openSession(t, "auto", map[string]any{"viewport": map[string]any{"width": 600, "height": 400}})
 	got := nodeClient(t, "puppeteer.cjs", s.CDPURL, site)
 	for k, want := range map[string]any{
-		"title": "page one", "text": "hello automation", "field": "typed by puppeteer",
+		"viewport": "600x400", "title": "page one", "text": "hello automation", "field": "typed by puppeteer",
 		"secondTitle": "page two", "ownContextTitle": "page three",
 	} {
 		if got[k] != want {

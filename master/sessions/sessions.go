@@ -142,7 +142,12 @@ type Record struct {
 
 // Ticket is the CDP ticket of the session's browser, valid until it ends.
 func (r Record) Ticket(key []byte) string {
-	return cdpticket.Issue(key, r.InstanceID, r.BrowserID, cdpticket.Claims{Owner: r.Owner, Session: r.ID, Idle: time.Duration(r.IdleTimeoutMs) * time.Millisecond, KeepAlive: time.Duration(r.KeepAliveMs) * time.Millisecond}, r.CreatedAt, r.ExpiresAt)
+	cl := cdpticket.Claims{Owner: r.Owner, Session: r.ID,
+		Idle: time.Duration(r.IdleTimeoutMs) * time.Millisecond, KeepAlive: time.Duration(r.KeepAliveMs) * time.Millisecond}
+	if r.Viewport != nil {
+		cl.Width, cl.Height = r.Viewport.Width, r.Viewport.Height
+	}
+	return cdpticket.Issue(key, r.InstanceID, r.BrowserID, cl, r.CreatedAt, r.ExpiresAt)
 }
 
 // LimitError refuses a session over the principal's maximum.

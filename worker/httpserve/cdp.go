@@ -57,6 +57,15 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 		refuse(http.StatusServiceUnavailable, "No automation here", "This worker's browsers take no automation clients (its runtime has no DevTools port).")
 		return
 	}
+	if cl.Width > 0 {
+		// The session's viewport, before its client sees the page.
+		rctx, rcancel := context.WithTimeout(r.Context(), 10*time.Second)
+		err := b.Resize(rctx, cl.Width, cl.Height)
+		rcancel()
+		if err != nil {
+			s.log.Warn().Err(err).Str("request_id", id).Msg("automation session's viewport not set")
+		}
+	}
 	conn, err := cdpUpgrader.Upgrade(rw, r, nil)
 	if err != nil {
 		return // the upgrader answered

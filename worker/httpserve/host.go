@@ -96,6 +96,8 @@ type Browser interface {
 	// false: its runtime has no DevTools port, or it ended), and a channel
 	// closed when it ends.
 	DevTools() (e browser.DevToolsEndpoint, done <-chan struct{}, ok bool)
+	// Resize sets its viewport (CSS pixels), as its owner's window does.
+	Resize(ctx context.Context, width, height int) error
 }
 
 // BrowserInfo is a browser as the instance's page lists it.

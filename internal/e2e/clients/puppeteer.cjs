@@ -8,7 +8,8 @@ const puppeteer = require("puppeteer-core");
   const [endpoint, site] = process.argv.slice(2);
   const out = {};
   const opts = endpoint.startsWith("http") ? { browserURL: endpoint } : { browserWSEndpoint: endpoint };
-  const browser = await puppeteer.connect({ ...opts, protocolTimeout: 30000 });
+  // defaultViewport null: the session's own viewport, not Puppeteer's 800x600.
+  const browser = await puppeteer.connect({ ...opts, protocolTimeout: 30000, defaultViewport: null });
   out.version = await browser.version();
   const pages = await browser.pages();
   out.pagesAtStart = pages.length;
@@ -16,6 +17,7 @@ const puppeteer = require("puppeteer-core");
   await page.goto(site + "/one");
   out.title = await page.title();
   out.text = await page.$eval("#msg", (e) => e.textContent);
+  out.viewport = await page.evaluate(() => innerWidth + "x" + innerHeight);
   await page.type("#field", "typed by puppeteer");
   out.field = await page.$eval("#field", (e) => e.value);
   out.screenshotBytes = (await page.screenshot()).length;
