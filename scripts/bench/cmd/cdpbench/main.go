@@ -292,4 +292,3 @@ func quantile(d []time.Duration, q float64) time.Duration {
 	slices.Sort(s)
 	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
-
