@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/remote"
 
@@ -104,7 +105,7 @@ func (c *cluster) openSession(t *testing.T, app string, more ...map[string]any) 
 // automationCluster starts one proxy and one Chromium worker with an app
 // "auto" that may reach loopback sites, and a user's browser of another
 // app open on the same worker (whose page the sessions must never see).
-func automationCluster(t *testing.T) (c *cluster, site string, victim browser.Browser) {
+func automationCluster(t *testing.T, workers ...int) (c *cluster, site string, victim browser.Browser) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts processes and Chromium")
@@ -112,7 +113,11 @@ func automationCluster(t *testing.T) (c *cluster, site string, victim browser.Br
 	needChromium(t)
 	site = automationSite(t)
 	apps, _ := filepath.Abs("testdata/apps")
-	c = startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
+	n := 1
+	if len(workers) > 0 {
+		n = workers[0]
+	}
+	c = startCluster(t, clusterOpts{proxies: 1, workers: n, runtime: "chromium", extra: []string{"--apps", apps}})
 	dir := filepath.Join(c.dir, "auto")
 	writeBundle(t, dir, `{"name":"Automation","mountPoint":"auto","entry":"index.html","strategy":"singleInstancePerUser","egress":{"allow":["127.0.0.1"]}}`,
 		`<!doctype html><title>automation start</title>`)
@@ -282,4 +287,78 @@ func TestAutomationPuppeteer(t *testing.T) {
 		}
 	}
 	eventually(t, victim, "the other user's browser", "document.body.dataset.status", "live")
+}
+
+// TestAutomationSurvivesWorker: the worker hosting a session dies
+// (kill -9); the session's instance is placed on the other worker with its
+// browser's state, and the client reconnects to the same cdpUrl and finds
+// its page where it left it.
+func TestAutomationSurvivesWorker(t *testing.T) {
+	c, site, _ := automationCluster(t, 2)
+	s := c.openSession(t, "auto", map[string]any{"keepAlive": "5m"})
+	ctx, disconnect := chromedpSession(t, s.CDPURL)
+	tctx, tcancel := context.WithTimeout(ctx, 60*time.Second)
+	if err := chromedp.Do(tctx); err != nil {
+		t.Fatal(err)
+	}
+	// The session's own page (chromedp opened a tab of its own besides).
+	targets, err := chromedp.Targets(tctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page target.ID
+	for _, ti := range targets {
+		if ti.Type == "page" && strings.Contains(ti.URL, "auto.app.cloudbrowser.internal") {
+			page = ti.TargetID
+		}
+	}
+	if page == "" {
+		t.Fatalf("no session page among %+v", targets)
+	}
+	pctx, pcancel := chromedp.NewContext(ctx, chromedp.WithTargetID(page))
+	if err := chromedp.Do(pctx, chromedp.Navigate(site+"/one")); err != nil {
+		t.Fatal(err)
+	}
+	// chromedp closes its target when its context ends: refused for the
+	// session's own page, which stays.
+	if _, err := chromedp.CallBrowser(pctx, target.CloseTarget, target.CloseTargetParams{TargetID: page}); err == nil || !strings.Contains(err.Error(), "own page stays open") {
+		t.Fatalf("closing the session's own page: %v", err)
+	}
+	pcancel()
+	tcancel()
+	from := instanceWorker(c.mustStatus(), s.InstanceID)
+	// The worker's snapshot of the browser (its page) reaches the master.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		st, _, body := c.api("GET", "/api/v1/instances/"+s.InstanceID+"/state", c.token, nil)
+		if st != http.StatusOK || !strings.Contains(string(body), "/one") {
+			return fmt.Errorf("instance state %d %s", st, body)
+		}
+		return nil
+	})
+	c.workers[from].kill()
+	disconnect()
+	to := c.movedOff(s.InstanceID, from)
+	t.Logf("session's instance moved %s -> %s", from, to)
+	testutil.Eventually(t, 60*time.Second, func() error {
+		ctx, disconnect := chromedpSession(t, s.CDPURL)
+		defer disconnect()
+		tctx, tcancel := context.WithTimeout(ctx, 20*time.Second)
+		defer tcancel()
+		if err := chromedp.Do(tctx); err != nil { // connects (and opens a tab of chromedp's own)
+			return err
+		}
+		targets, err := chromedp.Targets(tctx)
+		if err != nil {
+			return err
+		}
+		for _, ti := range targets {
+			if ti.Type == "page" && ti.URL == site+"/one" {
+				return nil
+			}
+		}
+		return fmt.Errorf("the session's pages after the move: %+v", targets)
+	})
+	if st, _, body := c.api("GET", "/api/v1/sessions/"+s.ID, c.automationToken(), nil); st != http.StatusOK {
+		t.Fatalf("the session after its worker died: %d %s", st, body)
+	}
 }

@@ -94,6 +94,16 @@ func needTarget(ctx context.Context, g *gate, c *command) error {
 
 func ownedTarget(ctx context.Context, g *gate, c *command) error { return needTarget(ctx, g, c) }
 
+// errOwnPage refuses closing the session's own page.
+var errOwnPage = &cdpError{Code: -32000, Message: "the session's own page stays open (it is the session's browser); close the pages you opened"}
+
+func closeTarget(ctx context.Context, g *gate, c *command) error {
+	if g.cfg.Page != "" && str(c.params, "targetId") == g.cfg.Page {
+		return errOwnPage
+	}
+	return needTarget(ctx, g, c)
+}
+
 func getTargetInfo(ctx context.Context, g *gate, c *command) error {
 	if _, named := c.params["targetId"]; !named {
 		return nil

@@ -47,6 +47,9 @@ type Config struct {
 	// worker: commands that name no context are put in it. The gate
 	// never disposes it, nor closes what the client left in it.
 	Context string
+	// Page, if set, is the session's own page in Context: it cannot be
+	// closed (Target.closeTarget is refused for it).
+	Page string
 	// MaxContexts is how many more contexts the client may have at once
 	// through Target.createBrowserContext (0: none).
 	MaxContexts int

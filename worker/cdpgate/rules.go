@@ -61,7 +61,7 @@ var rules = []rule{
 	checked("Target.setAutoAttach", bothLevels, setAutoAttach, "flatten: true only (non-flat sessions would bypass the sessionId checks); attachments to other users' targets are undone (see Events)"),
 	checked("Target.attachToTarget", bothLevels, attachToTarget, "an owned targetId, flatten: true only; the session is recorded"),
 	checked("Target.autoAttachRelated", browserLevel, ownedTarget, "an owned targetId only"),
-	checked("Target.closeTarget", browserLevel, ownedTarget, "an owned targetId only"),
+	checked("Target.closeTarget", browserLevel, closeTarget, "an owned targetId only, and not the session's own page (Config.Page): it is the session's browser, which its viewers, snapshots and failover follow"),
 	checked("Target.activateTarget", browserLevel, ownedTarget, "an owned targetId only"),
 	checked("Target.detachFromTarget", bothLevels, detachFromTarget, "the session's own sessionIds (and owned targetIds) only"),
 	checked("Target.createTarget", browserLevel, createTarget, "no browserContextId: the primary context (else Chromium's default context); an owned one; another user's is refused"),

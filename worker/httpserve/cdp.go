@@ -98,7 +98,7 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 	}, cancel)
 	defer leave()
 	res, err := cdpgate.Serve(ctx, conn, cdpgate.Config{
-		Upstream: ep.URL, Context: ep.Context, MaxContexts: maxContexts,
+		Upstream: ep.URL, Context: ep.Context, Page: ep.Page, MaxContexts: maxContexts,
 		ContextParams: func(p map[string]any) {
 			if ep.ProxyURL != "" {
 				p["proxyServer"] = ep.ProxyURL
