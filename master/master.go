@@ -114,6 +114,11 @@ type Config struct {
 	// sessions.DefaultMaxPerPrincipal). docs/automation.md.
 	AutomationToken       string
 	AutomationMaxSessions int
+	// AutomationQueueWait is how long a session request waits for a
+	// browser when none is free (0 = sessions.DefaultQueueWait, negative:
+	// answer at once); AutomationQueueMax bounds the waiting requests.
+	AutomationQueueWait time.Duration
+	AutomationQueueMax  int
 
 	Apps   []wire.App
 	Logger zerolog.Logger

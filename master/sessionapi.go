@@ -25,6 +25,7 @@ import (
 func (m *Master) startSessions() error {
 	svc, err := sessions.New(sessions.Config{Store: m.state, Host: sessionsHost{m},
 		Key: session.Key(m.cfg.Secret, cdpticket.Purpose), Clock: m.cfg.Clock, MaxPerPrincipal: m.cfg.AutomationMaxSessions,
+		QueueWait: m.cfg.AutomationQueueWait, QueueMax: m.cfg.AutomationQueueMax,
 		Logger: m.log.With().Str("component", "sessions").Logger()})
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/master"
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
+	"github.com/cloudbrowser-go/cloudbrowser/master/sessions"
 )
 
 // masterDefaults are the master flags' defaults.
@@ -62,6 +63,10 @@ func masterFlags() []cli.Flag {
 			Usage: "longest lockout"},
 		&cli.IntFlag{Name: "automation-max-sessions", Value: d.AutomationMaxSessions, Sources: cli.EnvVars("CB_AUTOMATION_MAX_SESSIONS"),
 			Usage: "automation sessions one principal (token) may have open at once; over it, 429 with Retry-After"},
+		&cli.DurationFlag{Name: "automation-queue-wait", Value: sessions.DefaultQueueWait, Sources: cli.EnvVars("CB_AUTOMATION_QUEUE_WAIT"),
+			Usage: "how long a session request waits for a browser when none is free (the pools full, no worker yet); then 429 with Retry-After; 0: answer at once"},
+		&cli.IntFlag{Name: "automation-queue-max", Value: sessions.DefaultQueueMax, Sources: cli.EnvVars("CB_AUTOMATION_QUEUE_MAX"),
+			Usage: "session requests that may wait for a browser at once; beyond, 429 with Retry-After"},
 	}, append(quotaFlags(), jobFlags()...)...)
 }
 
@@ -203,6 +208,16 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 	if err != nil {
 		return nil, fmt.Errorf("automation token: %w", err)
 	}
+	queueWait, queueMax := cmd.Duration("automation-queue-wait"), int(cmd.Int("automation-queue-max"))
+	if queueWait < 0 {
+		return nil, fmt.Errorf("--automation-queue-wait: must not be negative, got %v", queueWait)
+	}
+	if queueWait == 0 {
+		queueWait = -1 // no waiting (0 means the default to the master)
+	}
+	if queueMax < 1 {
+		return nil, fmt.Errorf("--automation-queue-max: must be at least 1, got %d", queueMax)
+	}
 	maxSessions := int(cmd.Int("automation-max-sessions"))
 	if maxSessions < 1 {
 		return nil, fmt.Errorf("--automation-max-sessions: must be at least 1, got %d", maxSessions)
@@ -256,6 +271,7 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 	m, err := master.New(master.Config{
 		Jobs: jobCfg, RenderCache: cacheCfg, JobsToken: jobsToken,
 		AutomationToken: automationToken, AutomationMaxSessions: maxSessions,
+		AutomationQueueWait: queueWait, AutomationQueueMax: queueMax,
 		Secret: sec, AdminToken: token, AuthorToken: authorToken, MetricsToken: metricsToken, SecretFile: secretPath, DataDir: dir,
 		RMIAddr: pick(o.rmi, "rmi"), GossipAddr: pick(o.gossip, "gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
 		AdminAddr: pick(o.admin, "admin"), PublicAddr: cmd.String("listen"), Proxies: int(cmd.Int("proxies")),

@@ -270,7 +270,7 @@ func (s *Service) open(w http.ResponseWriter, r *http.Request, req Request, publ
 		fieldError(w, http.StatusForbidden, "app", fmt.Sprintf("app: %q may not open sessions on /%s: only its owner, the admin and the principals its owner granted (PUT /api/v1/apps/%s/job-users/%s) may", p.Name, req.App, req.App, p.Name))
 		return View{}, false
 	}
-	rec, err := s.Create(r.Context(), p.Name, req, clientIP(r))
+	rec, err := s.CreateWaiting(r.Context(), p.Name, req, clientIP(r))
 	if err != nil {
 		s.createError(w, req.App, err)
 		return View{}, false
@@ -283,6 +283,12 @@ func (s *Service) createError(w http.ResponseWriter, app string, err error) {
 	var le *LimitError
 	if errors.As(err, &le) {
 		retryAfter(w, le.RetryAfter)
+		apijson.Error(w, http.StatusTooManyRequests, err.Error())
+		return
+	}
+	var qe *QueueError
+	if errors.As(err, &qe) {
+		retryAfter(w, qe.RetryAfter)
 		apijson.Error(w, http.StatusTooManyRequests, err.Error())
 		return
 	}

@@ -105,7 +105,12 @@ type Config struct {
 	Clock clock.Clock
 	// MaxPerPrincipal bounds one principal's open sessions (0 = the default).
 	MaxPerPrincipal int
-	Logger          zerolog.Logger
+	// QueueMax bounds the session requests waiting for a browser (0 =
+	// DefaultQueueMax); QueueWait is how long one waits (0 =
+	// DefaultQueueWait, negative: no waiting).
+	QueueMax  int
+	QueueWait time.Duration
+	Logger    zerolog.Logger
 }
 
 // Viewport is the size a session's browser is asked for (recorded; the
@@ -171,6 +176,8 @@ type Service struct {
 	log  zerolog.Logger
 	m    *serviceMetrics
 
+	queue waitQueue // requests waiting for a browser (queue.go)
+
 	mu       sync.Mutex
 	sessions map[string]*entry
 	pending  map[string]int // owner -> creations under way, counted against the maximum
@@ -200,6 +207,13 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{st: cfg.Store, host: cfg.Host, key: cfg.Key, clk: cfg.Clock, max: cfg.MaxPerPrincipal, log: cfg.Logger,
 		sessions: map[string]*entry{}, pending: map[string]int{}}
+	s.queue.max, s.queue.wait = cfg.QueueMax, cfg.QueueWait
+	if s.queue.max <= 0 {
+		s.queue.max = DefaultQueueMax
+	}
+	if s.queue.wait == 0 {
+		s.queue.wait = DefaultQueueWait
+	}
 	err := state.Each(cfg.Store, Bucket, func(id string, rec Record) {
 		if rec.ID != id || rec.InstanceID == "" || rec.BrowserID == "" {
 			s.log.Warn().Str("session", id).Msg("a recorded automation session is incomplete: ignored")
@@ -307,6 +321,7 @@ func (s *Service) end(id, reason string) bool {
 		s.log.Error().Err(err).Str("session", id).Msg("an ended automation session's record could not be deleted")
 	}
 	s.m.ended.WithLabelValues(reason).Inc()
+	s.queue.wakeAll() // its browser may be free for a waiting request
 	s.log.Info().Str("session", id).Str("owner", e.rec.Owner).Str("app", e.rec.App).Str("instance", e.rec.InstanceID).
 		Str("reason", reason).Msg("automation session ended")
 	return true
@@ -500,14 +515,14 @@ func newServiceMetrics(s *Service) *serviceMetrics {
 		}, []string{"reason"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cloudbrowser_master_automation_sessions_refused_total",
-			Help: "Automation sessions refused, by limit (max-sessions, quota, unavailable).",
+			Help: "Automation sessions refused, by limit (max-sessions, quota, unavailable, queue-full, queue-timeout).",
 		}, []string{"limit"}),
 	}
 	// Known label values start at 0, so rate() and alerts see them at once.
 	for _, r := range []string{ReasonTimeout, ReasonDeleted, ReasonInstanceClosed, ReasonInstanceGone} {
 		m.ended.WithLabelValues(r)
 	}
-	for _, l := range []string{"max-sessions", "quota", "unavailable"} {
+	for _, l := range []string{"max-sessions", "quota", "unavailable", "queue-full", "queue-timeout"} {
 		m.refused.WithLabelValues(l)
 	}
 	return m

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +62,11 @@ type fakeHost struct {
 	placeErr  error // the next Place fails with it
 	closeErr  error // every CloseInstance fails with it
 	n         int
+	// busy Places fail next as a full pool would.
+	busy int
+	// The queue's settings for newFixture (0: no waiting).
+	queueMax  int
+	queueWait time.Duration
 }
 
 type fakeApp struct {
@@ -99,6 +106,10 @@ func (h *fakeHost) Place(ctx context.Context, req wire.PlaceRequest) (wire.Place
 	if err := h.placeErr; err != nil {
 		h.placeErr = nil
 		return wire.Placement{}, err
+	}
+	if h.busy > 0 {
+		h.busy--
+		return wire.Placement{}, wire.Err(wire.CodePoolLimit, "every browser of the pool is in use")
 	}
 	if h.apps[req.App].disabled {
 		return wire.Placement{}, wire.Err(wire.CodeAppDisabled, "application /"+req.App+" is disabled")
@@ -219,7 +230,12 @@ func newFixture(t *testing.T, dir string, maxSessions int, host *fakeHost, clk *
 	}
 	host.auth = a
 	f.host = host
-	svc, err := New(Config{Store: st, Host: host, Key: testKey, Clock: clk, MaxPerPrincipal: maxSessions, Logger: zerolog.Nop()})
+	// No waiting unless a test asks (TestQueue): refusals answer at once.
+	queueWait := time.Duration(-1)
+	if host.queueWait != 0 {
+		queueWait = host.queueWait
+	}
+	svc, err := New(Config{Store: st, Host: host, Key: testKey, Clock: clk, MaxPerPrincipal: maxSessions, QueueMax: host.queueMax, QueueWait: queueWait, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -785,4 +801,85 @@ func TestJSONVersion(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", tc.name, st, raw, tc.status)
 		}
 	}
+}
+
+// TestQueue: a session nobody can take waits for a browser: it is opened
+// once one comes free (tried again every second, or at once when a session
+// ends); a full queue and a wait too long answer 429 with Retry-After.
+func TestQueue(t *testing.T) {
+	host := &fakeHost{instances: map[string]bool{}, apps: map[string]fakeApp{"hello": {users: []string{auth.AutomationPrincipal}}},
+		queueMax: 1, queueWait: 10 * time.Second}
+	f := newFixture(t, "", 0, host, nil)
+	type answer struct {
+		status int
+		hdr    http.Header
+		body   string
+	}
+	post := func() <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			st, h, b := f.call(botTok, "POST", "/api/v1/sessions", `{"app":"hello"}`)
+			ch <- answer{st, h, b}
+		}()
+		return ch
+	}
+	busy := func(n int) { host.mu.Lock(); host.busy = n; host.mu.Unlock() }
+	waiting := func(n int) {
+		t.Helper()
+		testutil.Eventually(t, 10*time.Second, testutil.Cond(fmt.Sprintf("%d waiting", n), func() bool { return f.svc.Waiting() == n }))
+	}
+
+	// Two tries find the pool full; the third, a second later each, opens it.
+	busy(2)
+	timers := f.clk.Active()
+	a := post()
+	var got answer
+	for done := false; !done; {
+		select {
+		case got = <-a:
+			done = true
+		default:
+			if f.svc.Waiting() == 1 && f.clk.Active() > timers { // the request waits on its timer
+				f.clk.Advance(retryEvery)
+			}
+			runtime.Gosched()
+		}
+	}
+	if got.status != http.StatusCreated {
+		t.Fatalf("after waiting: %d %s", got.status, got.body)
+	}
+	var first View
+	if err := json.Unmarshal([]byte(got.body), &first); err != nil {
+		t.Fatal(err)
+	}
+
+	// The queue holds one: a second request is refused at once.
+	busy(1 << 20)
+	b := post()
+	waiting(1)
+	st, hdr, body := f.call(botTok, "POST", "/api/v1/sessions", `{"app":"hello"}`)
+	if st != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" || !strings.Contains(body, "already wait") {
+		t.Fatalf("a request beyond the queue: %d %q %s", st, hdr.Get("Retry-After"), body)
+	}
+	// A session ending wakes the waiting one, which then finds a browser.
+	busy(0)
+	if st, _, body := f.call(botTok, "DELETE", "/api/v1/sessions/"+first.ID, ""); st != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", st, body)
+	}
+	if got := <-b; got.status != http.StatusCreated {
+		t.Fatalf("woken by the session's end: %d %s", got.status, got.body)
+	}
+
+	// Nothing comes free within the wait: 429.
+	busy(1 << 20)
+	c := post()
+	waiting(1)
+	f.clk.Advance(11 * time.Second)
+	for got = range c {
+		break
+	}
+	if got.status != http.StatusTooManyRequests || got.hdr.Get("Retry-After") == "" || !strings.Contains(got.body, "within 10s") {
+		t.Fatalf("after the wait: %d %q %s", got.status, got.hdr.Get("Retry-After"), got.body)
+	}
+	waiting(0)
 }
