@@ -362,3 +362,33 @@ func TestAutomationSurvivesWorker(t *testing.T) {
 		t.Fatalf("the session after its worker died: %d %s", st, body)
 	}
 }
+
+// TestAutomationPolicyHolds: an app's navigation policy holds for an
+// automation client, with and without its own request interception
+// (page.route continuing every request alongside the worker's), for
+// navigations and the page's own fetches; such an app's sessions get no
+// contexts of the client's own (the policy covers the session's).
+func TestAutomationPolicyHolds(t *testing.T) {
+	c, site, _ := automationCluster(t)
+	dir := filepath.Join(c.dir, "guarded")
+	writeBundle(t, dir, `{"name":"Guarded","mountPoint":"guarded","entry":"index.html","strategy":"singleInstancePerUser",
+		"egress":{"allow":["127.0.0.1"]},"navigation":{"deny":["http://127.0.0.1:*/denied*"]}}`, `<!doctype html><title>guarded start</title>`)
+	if out, err := c.cli(t, "deploy", dir); err != nil {
+		t.Fatalf("deploy: %v %s", err, out)
+	}
+	if st, _, body := c.api("PUT", "/api/v1/apps/guarded/job-users/automation", c.token, nil); st/100 != 2 {
+		t.Fatalf("grant automation: %d %s", st, body)
+	}
+	s := c.openSession(t, "guarded")
+	got := nodeClient(t, "policy.cjs", s.CDPURL, site)
+	for k, want := range map[string]any{"allowed": "page one", "allowedRouted": "page one", "fetchDenied": "failed", "newContext": "refused"} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], want, got)
+		}
+	}
+	for _, k := range []string{"denied", "deniedRouted"} {
+		if v, _ := got[k].(string); !strings.HasPrefix(v, "failed") {
+			t.Errorf("%s = %v: a denied address loaded (all: %v)", k, got[k], got)
+		}
+	}
+}
