@@ -29,6 +29,9 @@ type Claims struct {
 	// Width and Height are the viewport the session asked for (0: the
 	// browser's own).
 	Width, Height int
+	// Expires is when the session ends (the ticket's own end), to the
+	// second.
+	Expires time.Time
 }
 
 // subject packs the claims a session.Codec value carries as its user.
@@ -39,6 +42,9 @@ func (c Claims) subject() string {
 	}
 	if c.KeepAlive > 0 {
 		v.Set("k", strconv.FormatInt(c.KeepAlive.Milliseconds(), 10))
+	}
+	if !c.Expires.IsZero() {
+		v.Set("e", strconv.FormatInt(c.Expires.Unix(), 10))
 	}
 	if c.Width > 0 && c.Height > 0 {
 		v.Set("w", strconv.Itoa(c.Width))
@@ -61,7 +67,11 @@ func parseSubject(s, id string) (Claims, bool) {
 	if w <= 0 || h <= 0 {
 		w, h = 0, 0
 	}
-	return Claims{Owner: v.Get("o"), Session: id, Idle: ms("i"), KeepAlive: ms("k"), Width: w, Height: h}, true
+	cl := Claims{Owner: v.Get("o"), Session: id, Idle: ms("i"), KeepAlive: ms("k"), Width: w, Height: h}
+	if e, err := strconv.ParseInt(v.Get("e"), 10, 64); err == nil && e > 0 {
+		cl.Expires = time.Unix(e, 0)
+	}
+	return cl, true
 }
 
 func codec(key []byte, instance, browser string, ttl time.Duration) *session.Codec {
@@ -73,6 +83,7 @@ func codec(key []byte, instance, browser string, ttl time.Duration) *session.Cod
 // Issue returns a ticket to browser (of instance) saying cl, valid until
 // expires. cl.Session must be a session.NewID.
 func Issue(key []byte, instance, browser string, cl Claims, now, expires time.Time) string {
+	cl.Expires = expires
 	return codec(key, instance, browser, expires.Sub(now)).IssueID(cl.subject(), cl.Session, now)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/remote"
+	"github.com/gorilla/websocket"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
@@ -220,6 +222,25 @@ func TestAutomationChromedp(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.sessionGone(t, s3.ID, "an idle session")
+
+	// Its time is up: the client is told why, and the session ends.
+	s4 := c.openSession(t, "auto", map[string]any{"timeout": "3s", "keepAlive": "5m"})
+	ws, _, err := websocket.DefaultDialer.Dial(s4.CDPURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	_ = ws.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for {
+		if _, _, err = ws.ReadMessage(); err != nil {
+			break
+		}
+	}
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.CloseGoingAway || !strings.Contains(ce.Text, "time limit") {
+		t.Fatalf("a session at its time: %v", err)
+	}
+	c.sessionGone(t, s4.ID, "a session at its time")
 	eventually(t, victim, "the other user's browser", "document.body.dataset.status", "live")
 }
 

@@ -72,10 +72,19 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
+	var expired <-chan time.Time
+	if !cl.Expires.IsZero() {
+		// The master closes the session then; the client hears why first.
+		t := time.NewTimer(time.Until(cl.Expires))
+		defer t.Stop()
+		expired = t.C
+	}
 	go func() {
 		select {
 		case <-done:
 			cancel(errBrowserEnded)
+		case <-expired:
+			cancel(errSessionTimeout)
 		case <-ctx.Done():
 		}
 	}()
@@ -118,6 +127,7 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 // session was deleted or timed out); errSessionIdle one whose session went
 // idle.
 var (
-	errBrowserEnded = errors.New("the session's browser ended")
-	errSessionIdle  = errors.New("the session was idle too long")
+	errBrowserEnded   = errors.New("the session's browser ended")
+	errSessionIdle    = errors.New("the session was idle too long")
+	errSessionTimeout = errors.New("the session reached its time limit")
 )
