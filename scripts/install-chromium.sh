@@ -8,11 +8,7 @@ if ! command -v apt-get >/dev/null 2>&1; then
 	echo "Chromium is missing and this is not a Debian-like system: install Chromium or set CB_CHROMIUM" >&2
 	exit 1
 fi
-as_root() {
-	if [ "$(id -u)" = 0 ]; then "$@"
-	elif [ -t 0 ]; then sudo "$@"
-	else sudo -n "$@"; fi
-}
+source "$(dirname "$0")/as-root.sh"
 echo "installing chromium (Debian package)" >&2
 export DEBIAN_FRONTEND=noninteractive
 as_root apt-get update -qq

@@ -4,17 +4,14 @@
 # internal/e2e/clients/package-lock.json), and Node if it is missing (as
 # root, or with sudo, from Debian).
 set -euo pipefail
-cd "$(dirname "$0")/../internal/e2e/clients"
+root=$(cd "$(dirname "$0")" && pwd)
+cd "$root/../internal/e2e/clients"
 if ! command -v npm >/dev/null 2>&1; then
 	if ! command -v apt-get >/dev/null 2>&1; then
 		echo "Node/npm is missing and this is not a Debian-like system: install Node 18 or later" >&2
 		exit 1
 	fi
-	as_root() {
-		if [ "$(id -u)" = 0 ]; then "$@"
-		elif [ -t 0 ]; then sudo "$@"
-		else sudo -n "$@"; fi
-	}
+	source "$root/as-root.sh"
 	echo "installing nodejs and npm (Debian packages)" >&2
 	export DEBIAN_FRONTEND=noninteractive
 	as_root apt-get update -qq

@@ -219,15 +219,7 @@ func sessionsShowCmd() *cli.Command {
 		Flags: append(apiFlags(automationToken),
 			&cli.BoolFlag{Name: "cdp-url", Usage: "print only the CDP URL (for scripts)"}, jsonFlag()),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			id, err := oneID(cmd, "session")
-			if err != nil {
-				return err
-			}
-			c, err := newAPIClient(cmd, automationToken)
-			if err != nil {
-				return err
-			}
-			raw, _, err := c.send(ctx, http.MethodGet, "/api/v1/sessions/"+url.PathEscape(id), nil, "")
+			_, raw, err := oneSession(ctx, cmd, http.MethodGet)
 			if err != nil {
 				return err
 			}
@@ -241,19 +233,26 @@ func sessionsDeleteCmd() *cli.Command {
 		Name: "delete", Usage: "end a session: its instance is closed on its worker", ArgsUsage: "ID",
 		Flags: apiFlags(automationToken),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			id, err := oneID(cmd, "session")
+			id, _, err := oneSession(ctx, cmd, http.MethodDelete)
 			if err != nil {
-				return err
-			}
-			c, err := newAPIClient(cmd, automationToken)
-			if err != nil {
-				return err
-			}
-			if _, _, err := c.send(ctx, http.MethodDelete, "/api/v1/sessions/"+url.PathEscape(id), nil, ""); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout(cmd), "session %s: deleted\n", id)
 			return nil
 		},
 	}
+}
+
+// oneSession sends method to the session the command's one argument names
+// and returns its id and the answer.
+func oneSession(ctx context.Context, cmd *cli.Command, method string) (id string, raw []byte, err error) {
+	if id, err = oneID(cmd, "session"); err != nil {
+		return "", nil, err
+	}
+	c, err := newAPIClient(cmd, automationToken)
+	if err != nil {
+		return "", nil, err
+	}
+	raw, _, err = c.send(ctx, method, "/api/v1/sessions/"+url.PathEscape(id), nil, "")
+	return id, raw, err
 }

@@ -13,7 +13,62 @@ import (
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
+
+// desktopUser starts one proxy and one Chromium worker with the test apps
+// and opens alice's client engine on the desktop test app, its page ready
+// and sized to her screen.
+func desktopUser(t *testing.T) (*cluster, *chromium.Runtime, browser.Browser) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("testdata/apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
+	users := userBrowsers(t)
+	alice := open(t, users, "http://"+c.public+"/desktop")
+	eventually(t, alice, "alice's engine", "document.body.dataset.status", "live")
+	eventually(t, alice, "the test page", "document.title", "ready · CloudBrowser")
+	sizedToScreen(t, alice)
+	return c, users, alice
+}
+
+// phoneUser starts the same cluster and opens a phone's client engine
+// (390x844 CSS pixels at DPR 2, a touch screen) on the desktop test app.
+func phoneUser(t *testing.T) browser.Browser {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	apps, _ := filepath.Abs("testdata/apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
+	phone := open(t, userBrowsers(t), "about:blank")
+	input(t, phone, browser.InputEvent{Type: browser.InputResize, Width: 390, Height: 844, Scale: 2, Mobile: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := phone.Navigate(ctx, "http://"+c.public+"/desktop"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, phone, "the phone's engine", "document.body.dataset.status", "live")
+	eventually(t, phone, "the test page", "document.title", "ready · CloudBrowser")
+	sizedToScreen(t, phone)
+	return phone
+}
+
+// readOnlyViewer shares the browser at url with everyone as readers and
+// opens bob's client engine on it.
+func readOnlyViewer(t *testing.T, c *cluster, users *chromium.Runtime, url string) browser.Browser {
+	t.Helper()
+	if out, err := c.cli(t, "share", strings.TrimPrefix(url, "http://"+c.public), "*", "reader"); err != nil {
+		t.Fatalf("share: %v %s", err, out)
+	}
+	bob := open(t, users, url)
+	eventually(t, bob, "bob read-only", "document.body.dataset.status", "live (read-only)")
+	return bob
+}
 
 // clickElement clicks the middle of the element with id in the user's
 // page, with the mouse, as the user would.
@@ -49,16 +104,8 @@ func TestDialogsThroughEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and Chromium")
 	}
-	needChromium(t)
-	apps, _ := filepath.Abs("testdata/apps")
-	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
+	c, users, alice := desktopUser(t)
 	base := "http://" + c.public
-	users := userBrowsers(t)
-
-	alice := open(t, users, base+"/desktop")
-	eventually(t, alice, "alice's engine", "document.body.dataset.status", "live")
-	eventually(t, alice, "the test page", "document.title", "ready · CloudBrowser")
-	sizedToScreen(t, alice)
 	browserPath := strings.TrimPrefix(alice.Page().URL, base)
 	// Alice in a second tab (her cookies: both may answer) and bob,
 	// read-only.
@@ -76,11 +123,7 @@ func TestDialogsThroughEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, alice2, "alice's second tab", "document.body.dataset.status", "live")
-	if out, err := c.cli(t, "share", browserPath, "*", "reader"); err != nil {
-		t.Fatalf("share: %v %s", err, out)
-	}
-	bob := open(t, users, base+browserPath)
-	eventually(t, bob, "bob read-only", "document.body.dataset.status", "live (read-only)")
+	bob := readOnlyViewer(t, c, users, base+browserPath)
 
 	x0, y0 := canvasOrigin(t, alice)
 	dialogShown := func(b browser.Browser, who, kind string) {
@@ -147,16 +190,8 @@ func TestTextAndClipboardThroughEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and Chromium")
 	}
-	needChromium(t)
-	apps, _ := filepath.Abs("testdata/apps")
-	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
+	c, users, alice := desktopUser(t)
 	base := "http://" + c.public
-	users := userBrowsers(t)
-
-	alice := open(t, users, base+"/desktop")
-	eventually(t, alice, "alice's engine", "document.body.dataset.status", "live")
-	eventually(t, alice, "the test page", "document.title", "ready · CloudBrowser")
-	sizedToScreen(t, alice)
 	browserPath := strings.TrimPrefix(alice.Page().URL, base)
 	if out, err := c.cli(t, "share", browserPath, "*", "reader-writer"); err != nil {
 		t.Fatalf("share: %v %s", err, out)
@@ -228,16 +263,8 @@ func TestFilesThroughEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and Chromium")
 	}
-	needChromium(t)
-	apps, _ := filepath.Abs("testdata/apps")
-	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
+	c, users, alice := desktopUser(t)
 	base := "http://" + c.public
-	users := userBrowsers(t)
-
-	alice := open(t, users, base+"/desktop")
-	eventually(t, alice, "alice's engine", "document.body.dataset.status", "live")
-	eventually(t, alice, "the test page", "document.title", "ready · CloudBrowser")
-	sizedToScreen(t, alice)
 	browserPath := strings.TrimPrefix(alice.Page().URL, base)
 	x0, y0 := canvasOrigin(t, alice)
 	disk := t.TempDir()
@@ -297,11 +324,7 @@ func TestFilesThroughEngine(t *testing.T) {
 	}
 
 	// Bob may only watch: neither the download nor an upload.
-	if out, err := c.cli(t, "share", browserPath, "*", "reader"); err != nil {
-		t.Fatalf("share: %v %s", err, out)
-	}
-	bob := open(t, users, base+browserPath)
-	eventually(t, bob, "bob read-only", "document.body.dataset.status", "live (read-only)")
+	bob := readOnlyViewer(t, c, users, base+browserPath)
 	if got := evalString(t, bob, `fetch(`+jsString(href)+`).then(r => String(r.status))`); got != "403" {
 		t.Fatalf("read-only download: %s, want 403", got)
 	}
@@ -327,22 +350,7 @@ func TestPhoneThroughEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and Chromium")
 	}
-	needChromium(t)
-	apps, _ := filepath.Abs("testdata/apps")
-	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
-	base := "http://" + c.public
-	users := userBrowsers(t)
-
-	phone := open(t, users, "about:blank")
-	input(t, phone, browser.InputEvent{Type: browser.InputResize, Width: 390, Height: 844, Scale: 2, Mobile: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := phone.Navigate(ctx, base+"/desktop"); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, phone, "the phone's engine", "document.body.dataset.status", "live")
-	eventually(t, phone, "the test page", "document.title", "ready · CloudBrowser")
-	sizedToScreen(t, phone)
+	phone := phoneUser(t)
 	x0, y0 := canvasOrigin(t, phone)
 	width := evalString(t, phone, `String(document.getElementById("screen").clientWidth)`)
 
@@ -373,20 +381,7 @@ func TestPhoneKeyboardOnlyForText(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and Chromium")
 	}
-	needChromium(t)
-	apps, _ := filepath.Abs("testdata/apps")
-	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
-	users := userBrowsers(t)
-	phone := open(t, users, "about:blank")
-	input(t, phone, browser.InputEvent{Type: browser.InputResize, Width: 390, Height: 844, Scale: 2, Mobile: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := phone.Navigate(ctx, "http://"+c.public+"/desktop"); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, phone, "the phone's engine", "document.body.dataset.status", "live")
-	eventually(t, phone, "the test page", "document.title", "ready · CloudBrowser")
-	sizedToScreen(t, phone)
+	phone := phoneUser(t)
 	x0, y0 := canvasOrigin(t, phone)
 	keyboard := `String(document.activeElement && document.activeElement.id === "keys")`
 
@@ -452,11 +447,7 @@ func TestPermissionsThroughEngine(t *testing.T) {
 	eventually(t, alice, "the site", "document.title", "site · CloudBrowser")
 	sizedToScreen(t, alice)
 	browserPath := strings.TrimPrefix(alice.Page().URL, base)
-	if out, err := c.cli(t, "share", browserPath, "*", "reader"); err != nil {
-		t.Fatalf("share: %v %s", err, out)
-	}
-	bob := open(t, users, base+browserPath)
-	eventually(t, bob, "bob read-only", "document.body.dataset.status", "live (read-only)")
+	bob := readOnlyViewer(t, c, users, base+browserPath)
 	x0, y0 := canvasOrigin(t, alice)
 
 	// Alice's own browser knows where she is (a test has no GPS: its
@@ -492,14 +483,7 @@ func TestPrintThroughEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and Chromium")
 	}
-	needChromium(t)
-	apps, _ := filepath.Abs("testdata/apps")
-	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
-	users := userBrowsers(t)
-	alice := open(t, users, "http://"+c.public+"/desktop")
-	eventually(t, alice, "alice's engine", "document.body.dataset.status", "live")
-	eventually(t, alice, "the test page", "document.title", "ready · CloudBrowser")
-	sizedToScreen(t, alice)
+	_, _, alice := desktopUser(t)
 	x0, y0 := canvasOrigin(t, alice)
 
 	click(t, alice, x0+300, y0+40) // print
