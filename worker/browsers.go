@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -39,6 +40,9 @@ type vbrowser struct {
 	notice string
 	// lease is the pool lease the browser came from; closing returns it.
 	lease *pool.Lease
+	// holds counts the automation sessions driving the browser: it is not
+	// idle while any does, viewer or not (HoldIdle).
+	holds atomic.Int32
 	// unquota gives back the browser's places in the quotas (idempotent).
 	unquota  func()
 	released chan struct{}
@@ -258,7 +262,7 @@ func (bm *browserMaker) startBrowser(ctx context.Context, in *instance, vb *vbro
 	in.mu.Unlock()
 	vb.hub.Watch(func(err error) { bm.browserEnded(in, vb, err) })
 	bm.w.snaps.Started(vb)
-	vb.hub.StartIdle(in.idle, bm.w.clock, releasedReason(in.idle), reloadURL(in.app, in.info.ID), func() { bm.browserIdle(in, vb) })
+	vb.hub.StartIdle(in.idle, bm.w.clock, releasedReason(in.idle), reloadURL(in.app, in.info.ID), func() { bm.browserIdle(in, vb) }, vb.automated)
 	vb.hub.StartRest(bm.w.cfg.RestAfter, bm.w.clock)
 	vb.hub.SetPrecast(engine.PrecastWindow, bm.w.clock)
 	bm.log.Info().Str("instance", in.info.ID).Str("browser", vb.id).Str("user", user).Msg("browser created")
@@ -271,6 +275,10 @@ func (bm *browserMaker) startBrowser(ctx context.Context, in *instance, vb *vbro
 // is the second line, should Chromium ever ignore a context's proxy. Such a
 // browser is never handed to a user.
 var errEgressBypassed = errors.New("browser bypassed its egress guard")
+
+// automated says an automation session drives vb (its hub's idle
+// countdown starts over).
+func (vb *vbrowser) automated() bool { return vb.holds.Load() > 0 }
 
 // leaseBrowser leases vb's browser from the app's pool (or the general
 // pool) and prepares it: app API, and for a blank general-pool browser the

@@ -117,7 +117,7 @@ func TestIdleRelease(t *testing.T) {
 	}
 	// The fixture created the browser with the default idle; start over
 	// with the instance's value.
-	vb.hub.StartIdle(in.idle, fa, releasedReason(in.idle), reloadURL(in.app, f.iid), func() { f.w.browsers.browserIdle(in, vb) })
+	vb.hub.StartIdle(in.idle, fa, releasedReason(in.idle), reloadURL(in.app, f.iid), func() { f.w.browsers.browserIdle(in, vb) }, nil)
 
 	// A connected client keeps the browser: its countdown is stopped, and
 	// a countdown that fires anyway (stale) changes nothing.
@@ -187,6 +187,37 @@ func TestIdleRelease(t *testing.T) {
 }
 
 func browserPath(p string) bool { return strings.Contains(p, "/b/") }
+
+// TestIdleHeldByAutomation: a browser an automation session drives is not
+// released for having no viewer: its countdown starts over while the
+// session holds it, and releases it once the hold is gone.
+func TestIdleHeldByAutomation(t *testing.T) {
+	fa := &fakeAfter{}
+	f := newHubFixture(t, httpserve.RoleReader, func(w *Worker) { w.clock = fa })
+	in, _ := f.w.instances.get(f.iid)
+	in.idle = time.Minute
+	id := strings.TrimPrefix(f.loc, "/app/a/"+f.iid+"/b/")
+	vb, ok := in.browser(id)
+	if !ok {
+		t.Fatal("no browser")
+	}
+	vb.hub.StartIdle(in.idle, fa, releasedReason(in.idle), reloadURL(in.app, f.iid), func() { f.w.browsers.browserIdle(in, vb) }, vb.automated)
+	release := hostedBrowser{w: f.w, vb: vb}.HoldIdle()
+	for range 3 {
+		testutil.Eventually(t, 10*time.Second, testutil.Cond("a countdown", func() bool { return fa.pending() == 1 }))
+		fa.fire(false)
+		if _, ok := in.browser(id); !ok {
+			t.Fatal("released while an automation session drives it")
+		}
+	}
+	release()
+	release() // twice: counted once
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("a countdown", func() bool { return fa.pending() == 1 }))
+	fa.fire(false)
+	if _, ok := in.browser(id); ok {
+		t.Fatal("not released once the session let go")
+	}
+}
 
 // Issue 12: a client connecting while the countdown fires is either
 // served (the browser stays) or told the browser was released (it is

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"sync"
 	"maps"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
@@ -139,6 +140,11 @@ func (h hostedBrowser) Owner() string    { return h.vb.owner }
 func (h hostedBrowser) URL() string      { return h.vb.url() }
 func (h hostedBrowser) Hub() *engine.Hub { return h.vb.hub }
 func (h hostedBrowser) Made() string     { return h.vb.made }
+
+func (h hostedBrowser) HoldIdle() (release func()) {
+	h.vb.holds.Add(1)
+	return sync.OnceFunc(func() { h.vb.holds.Add(-1) })
+}
 
 func (h hostedBrowser) Resize(ctx context.Context, width, height int) error {
 	return h.vb.b.Input(ctx, browser.InputEvent{Type: browser.InputResize, Width: width, Height: height})

@@ -340,6 +340,9 @@ func TestAutomationSurvivesWorker(t *testing.T) {
 	if err := chromedp.Do(pctx, chromedp.Navigate(site+"/one")); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := chromedp.Run(pctx, chromedp.Evaluate[string](`document.cookie = "signed=in-before-the-crash; max-age=3600"`)); err != nil {
+		t.Fatal(err)
+	}
 	// chromedp closes its target when its context ends: refused for the
 	// session's own page, which stays.
 	if _, err := chromedp.CallBrowser(pctx, target.CloseTarget, target.CloseTargetParams{TargetID: page}); err == nil || !strings.Contains(err.Error(), "own page stays open") {
@@ -351,7 +354,7 @@ func TestAutomationSurvivesWorker(t *testing.T) {
 	// The worker's snapshot of the browser (its page) reaches the master.
 	testutil.Eventually(t, 30*time.Second, func() error {
 		st, _, body := c.api("GET", "/api/v1/instances/"+s.InstanceID+"/state", c.token, nil)
-		if st != http.StatusOK || !strings.Contains(string(body), "/one") {
+		if st != http.StatusOK || !strings.Contains(string(body), "/one") || strings.Contains(string(body), `"cookies": 0`) {
 			return fmt.Errorf("instance state %d %s", st, body)
 		}
 		return nil
@@ -373,9 +376,20 @@ func TestAutomationSurvivesWorker(t *testing.T) {
 			return err
 		}
 		for _, ti := range targets {
-			if ti.Type == "page" && ti.URL == site+"/one" {
-				return nil
+			if ti.Type != "page" || ti.URL != site+"/one" {
+				continue
 			}
+			// Its page, with the cookie it had.
+			pctx, pcancel := chromedp.NewContext(ctx, chromedp.WithTargetID(ti.TargetID), chromedp.WithDetachOnCancel())
+			defer pcancel()
+			cookie, err := chromedp.Run(pctx, chromedp.Evaluate[string](`document.cookie`))
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(cookie, "signed=in-before-the-crash") {
+				t.Fatalf("the page's cookies after the move: %q", cookie)
+			}
+			return nil
 		}
 		return fmt.Errorf("the session's pages after the move: %+v", targets)
 	})
@@ -412,4 +426,48 @@ func TestAutomationPolicyHolds(t *testing.T) {
 			t.Errorf("%s = %v: a denied address loaded (all: %v)", k, got[k], got)
 		}
 	}
+}
+
+// TestAutomationPooledSignedIn: Playwright through a proxy on a session of
+// the pooldemo sample, whose pool signs its browsers in before anyone
+// comes: the client finds its page signed in (cookie and all), goes on,
+// takes a screenshot and intercepts a request of its own, while the egress
+// guard still refuses a loopback address.
+func TestAutomationPooledSignedIn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and Chromium")
+	}
+	needChromium(t)
+	site := automationSite(t)
+	apps, _ := filepath.Abs("../../apps")
+	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--apps", apps}})
+	s := c.openSession(t, "pooldemo")
+	got := nodeClient(t, "pooled.cjs", s.CDPURL, site+"/one")
+	for k, want := range map[string]any{
+		"title": "Search · signed in as demo", "cookie": true, "who": "Signed in as demo (by the pool, before you arrived).",
+		"routed": "fulfilled",
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], want, got)
+		}
+	}
+	if n, _ := got["screenshotBytes"].(float64); n < 1000 {
+		t.Errorf("screenshot of %v bytes", got["screenshotBytes"])
+	}
+	if v, _ := got["loopback"].(string); !strings.HasPrefix(v, "refused") {
+		t.Errorf("a loopback address through the egress guard: %v", got["loopback"])
+	}
+	// browser.close() ended the session: its browser went back to its
+	// pool (through the pool's back sequence), and the session is gone.
+	c.sessionGone(t, s.ID, "a session its client closed")
+	testutil.Eventually(t, 30*time.Second, func() error {
+		fams := scrape(t, "http://"+c.mustStatus().Workers[0].HTTPAddr+"/metrics", c.metricsToken())
+		if n := value(fams, "cloudbrowser_pool_returns_total", map[string]string{"pool": "pooldemo"}); n < 1 {
+			return fmt.Errorf("pooldemo's pool got %v browsers back", n)
+		}
+		if n := value(fams, "cloudbrowser_pool_leased_browsers", map[string]string{"pool": "pooldemo"}); n != 0 {
+			return fmt.Errorf("%v pooldemo browsers still leased", n)
+		}
+		return nil
+	})
 }

@@ -72,6 +72,7 @@ type Hub struct {
 	idleReason string
 	idleReload string
 	onIdle     func()
+	idleBusy   func() bool
 
 	// rest is the resting state (rest.go).
 	rest hubRest
@@ -192,15 +193,17 @@ func (h *Hub) Watch(onEnd func(err error)) {
 
 // StartIdle turns idle release on (idle > 0) and starts the countdown:
 // a browser nobody ever connected to is released too. The hub then closes
-// itself, telling late clients reason and reload, and calls onIdle.
-func (h *Hub) StartIdle(idle time.Duration, clk clock.Clock, reason, reload string, onIdle func()) {
+// itself, telling late clients reason and reload, and calls onIdle. While
+// busy (if set) says the browser is used otherwise (an automation client
+// drives it), the countdown starts over instead.
+func (h *Hub) StartIdle(idle time.Duration, clk clock.Clock, reason, reload string, onIdle func(), busy func() bool) {
 	if idle <= 0 {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.idle.set(idle, clk)
-	h.idleReason, h.idleReload, h.onIdle = reason, reload, onIdle
+	h.idleReason, h.idleReload, h.onIdle, h.idleBusy = reason, reload, onIdle, busy
 	if len(h.clients) == 0 && !h.closed {
 		h.idle.arm(h.idleFired)
 	}
@@ -265,6 +268,11 @@ func (h *Hub) precastEnded(gen uint64) {
 func (h *Hub) idleFired(gen uint64) {
 	h.mu.Lock()
 	if !h.idle.current(gen) || h.closed || len(h.clients) > 0 {
+		h.mu.Unlock()
+		return
+	}
+	if h.idleBusy != nil && h.idleBusy() {
+		h.idle.arm(h.idleFired) // used without a viewer: not idle
 		h.mu.Unlock()
 		return
 	}

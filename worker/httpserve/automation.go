@@ -31,6 +31,7 @@ type autoSessions struct {
 type autoSession struct {
 	clients int
 	leave   clock.Timer // KeepAlive after the last client left
+	release func()      // the browser's idle hold, for the session's life here
 }
 
 // autoHost is what ending a session needs: closing its instance, and
@@ -38,7 +39,10 @@ type autoSession struct {
 type autoHost struct {
 	close   func(reason string)
 	viewers func() int
-	log     zerolog.Logger
+	// hold keeps the browser from its app's idle release while the session
+	// lasts here (nil: nothing to hold).
+	hold func() (release func())
+	log  zerolog.Logger
 }
 
 func (a *autoSessions) clock() clock.Clock {
@@ -59,7 +63,10 @@ func (a *autoSessions) join(browser string, cl cdpticket.Claims, h autoHost, can
 	}
 	s := a.by[browser]
 	if s == nil {
-		s = &autoSession{}
+		s = &autoSession{release: func() {}}
+		if h.hold != nil {
+			s.release = h.hold()
+		}
 		a.by[browser] = s
 	}
 	s.clients++
@@ -112,6 +119,7 @@ func (a *autoSessions) join(browser string, cl cdpticket.Claims, h autoHost, can
 		}
 		if cl.KeepAlive <= 0 {
 			delete(a.by, browser)
+			s.release()
 			go h.close("automation session ended: its client left")
 			return
 		}
@@ -123,6 +131,7 @@ func (a *autoSessions) join(browser string, cl cdpticket.Claims, h autoHost, can
 			}
 			delete(a.by, browser)
 			a.mu.Unlock()
+			s.release()
 			h.close("automation session ended: no client for " + cl.KeepAlive.String())
 		})
 	}

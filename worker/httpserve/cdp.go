@@ -103,6 +103,7 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 			in.Close(cctx, reason)
 		},
 		viewers: func() int { return b.Hub().Count() },
+		hold:    b.HoldIdle,
 		log:     log,
 	}, cancel)
 	defer leave()

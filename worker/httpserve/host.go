@@ -98,6 +98,9 @@ type Browser interface {
 	DevTools() (e browser.DevToolsEndpoint, done <-chan struct{}, ok bool)
 	// Resize sets its viewport (CSS pixels), as its owner's window does.
 	Resize(ctx context.Context, width, height int) error
+	// HoldIdle keeps it from being released as idle (no viewer) until
+	// release: an automation session drives it.
+	HoldIdle() (release func())
 }
 
 // BrowserInfo is a browser as the instance's page lists it.
