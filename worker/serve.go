@@ -2,8 +2,8 @@ package worker
 
 import (
 	"context"
-	"sync"
 	"maps"
+	"sync"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
