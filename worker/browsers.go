@@ -14,6 +14,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/ids"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/feed"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/engine"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/failover"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
@@ -43,6 +44,9 @@ type vbrowser struct {
 	// holds counts the automation sessions driving the browser: it is not
 	// idle while any does, viewer or not (HoldIdle).
 	holds atomic.Int32
+	// people are the gestures of the viewers who drive it, by user: an
+	// automation session hears a person take over.
+	people feed.Feed[string]
 	// unquota gives back the browser's places in the quotas (idempotent).
 	unquota  func()
 	released chan struct{}

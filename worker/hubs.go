@@ -17,7 +17,8 @@ func (bm *browserMaker) newHub(in *instance, vb *vbrowser) *engine.Hub {
 		Released: vb.released, Host: browserHost{&vb.snap, vb}, Grade: w.grade, Admit: w.quota.admitSocket,
 		OnPage:   func(p browser.Page) { w.snaps.PageChanged(vb, p) },
 		Counters: &w.counters, Log: w.log, NoFrames: w.runtime.Name() == "none",
-		Files: bm.filesOf(in, vb),
+		Files:     bm.filesOf(in, vb),
+		OnGesture: func(user string) { vb.people.Post(user, func(last string) bool { return last == user }) },
 	})
 }
 

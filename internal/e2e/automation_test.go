@@ -471,3 +471,71 @@ func TestAutomationPooledSignedIn(t *testing.T) {
 		return nil
 	})
 }
+
+// TestAutomationTakeover: a person given a writer's grant opens the
+// session's liveUrl in the client engine and clicks in it: the automation
+// client hears CloudBrowser.takeover with the person's user, and
+// CloudBrowser.handback once the person has been quiet for a while.
+func TestAutomationTakeover(t *testing.T) {
+	c, _, _ := automationCluster(t)
+	s := c.openSession(t, "auto", map[string]any{"keepAlive": "5m"})
+	ws, _, err := websocket.DefaultDialer.Dial(s.CDPURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	type msg struct {
+		ID     int             `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	msgs := make(chan msg, 64)
+	go func() {
+		defer close(msgs)
+		for {
+			var m msg
+			if err := ws.ReadJSON(&m); err != nil {
+				return
+			}
+			msgs <- m
+		}
+	}()
+	next := func(what string, match func(msg) bool) msg {
+		t.Helper()
+		timeout := time.After(60 * time.Second)
+		for {
+			select {
+			case m, ok := <-msgs:
+				if !ok {
+					t.Fatalf("waiting for %s: connection closed", what)
+				}
+				if match(m) {
+					return m
+				}
+			case <-timeout:
+				t.Fatalf("no %s", what)
+			}
+		}
+	}
+	if err := ws.WriteJSON(map[string]any{"id": 1, "method": "Browser.getVersion"}); err != nil {
+		t.Fatal(err)
+	}
+	next("the client's first answer", func(m msg) bool { return m.ID == 1 })
+
+	if out, err := c.cli(t, "share", strings.TrimPrefix(s.LiveURL, "http://"+c.public), "*", "reader-writer"); err != nil {
+		t.Fatalf("share: %v %s", err, out)
+	}
+	ann := open(t, userBrowsers(t), s.LiveURL)
+	eventually(t, ann, "the person's engine", "document.body.dataset.status", "live")
+	x0, y0 := canvasOrigin(t, ann)
+	click(t, ann, x0+50, y0+50)
+	took := next("CloudBrowser.takeover", func(m msg) bool { return m.Method == "CloudBrowser.takeover" })
+	var who struct{ User string }
+	if err := json.Unmarshal(took.Params, &who); err != nil || who.User == "" {
+		t.Fatalf("takeover %s: %v", took.Params, err)
+	}
+	back := next("CloudBrowser.handback", func(m msg) bool { return m.Method == "CloudBrowser.handback" })
+	if !strings.Contains(string(back.Params), who.User) {
+		t.Fatalf("handback %s, want the user %s", back.Params, who.User)
+	}
+}

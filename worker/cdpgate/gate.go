@@ -75,8 +75,18 @@ type Config struct {
 	// Activity, if set, is called for every client command (the worker's
 	// idle timeout); it must be cheap.
 	Activity func()
+	// Notices, if set, are events of the worker's own sent to the client
+	// as CDP events (a person taking over the browser, handing it back).
+	Notices <-chan Notice
 	// Log receives the gate's structured logs.
 	Log zerolog.Logger
+}
+
+// Notice is an event the gate sends its client: {"method": Method,
+// "params": Params}, at browser level (no sessionId).
+type Notice struct {
+	Method string
+	Params any
 }
 
 // Reason is why a session ended.
@@ -189,6 +199,9 @@ func Serve(ctx context.Context, client *websocket.Conn, cfg Config) (Result, err
 	run, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	go g.readUpstream()
+	if cfg.Notices != nil {
+		go g.notify(run, cfg.Notices)
+	}
 	clientDone := make(chan outcome, 1)
 	go func() { clientDone <- g.readClient(run) }()
 
@@ -356,6 +369,23 @@ func (g *gate) sendUp(id int64, method, session string, params any) error {
 	defer g.upMu.Unlock()
 	g.up.SetWriteDeadline(time.Now().Add(writeTimeout))
 	return g.up.WriteMessage(websocket.TextMessage, data)
+}
+
+// notify sends the worker's notices to the client until run ends.
+func (g *gate) notify(run context.Context, notices <-chan Notice) {
+	for {
+		select {
+		case <-run.Done():
+			return
+		case n := <-notices:
+			data, err := json.Marshal(map[string]any{"method": n.Method, "params": n.Params})
+			if err != nil {
+				g.log.Warn().Err(err).Str("method", n.Method).Msg("notice not sent")
+				continue
+			}
+			g.writeClient(data)
+		}
+	}
 }
 
 // writeClient sends a frame to the client. A failed write (a client that

@@ -482,6 +482,18 @@ func TestContextDone(t *testing.T) {
 	}
 }
 
+// TestNotices: the worker's notices reach the client as CDP events
+// between its answers.
+func TestNotices(t *testing.T) {
+	notices := make(chan Notice, 1)
+	f := newFixture(t, func(c *Config) { c.Notices = notices })
+	c := f.client()
+	must[json.RawMessage](c, "", "Browser.getVersion", nil)
+	notices <- Notice{Method: "CloudBrowser.takeover", Params: map[string]string{"user": "ann"}}
+	c.waitEvent("CloudBrowser.takeover", func(e event) bool { return strings.Contains(string(e.Params), `"ann"`) })
+	must[json.RawMessage](c, "", "Browser.getVersion", nil)
+}
+
 // TestUpstreamUnavailable: no Chromium, the client gets 1011.
 func TestUpstreamUnavailable(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.Upstream = "ws://" + testutil.RefusedAddr(t) + "/devtools/browser/x" })

@@ -71,7 +71,11 @@ type Config struct {
 	// picker) is taken as the doing of the viewer who acted last (nil =
 	// the real clock).
 	Clock clock.Clock
-	Log   zerolog.Logger
+	// OnGesture, if set, is told of each gesture (a key, a click, a touch,
+	// a paste) of a viewer who may drive, by user: a person acting on the
+	// browser (an automation session's takeover). It must not block.
+	OnGesture func(user string)
+	Log       zerolog.Logger
 }
 
 // Host is what a hub needs of its browser's side in package worker.

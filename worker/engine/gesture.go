@@ -17,7 +17,9 @@ const gestureWindow = 5 * time.Second
 // gestures keeps whose gesture (a key, a click, a touch, a paste; not a
 // mouse move, a wheel or a resize) came last, and when.
 type gestures struct {
-	clk  clock.Clock
+	clk clock.Clock
+	// on, if set, is told of each gesture's viewer (Config.OnGesture).
+	on   func(user string)
 	mu   sync.Mutex
 	last *client
 	at   time.Time
@@ -32,6 +34,9 @@ func (g *gestures) note(c *client, t browser.InputType) {
 	g.mu.Lock()
 	g.last, g.at = c, g.clk.Now()
 	g.mu.Unlock()
+	if g.on != nil {
+		g.on(c.user)
+	}
 }
 
 // forget drops a client that left.

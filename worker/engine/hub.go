@@ -146,7 +146,7 @@ func NewHub(cfg Config) *Hub {
 	if clk == nil {
 		clk = clock.Real
 	}
-	h.gestures = &gestures{clk: clk}
+	h.gestures = &gestures{clk: clk, on: cfg.OnGesture}
 	h.clipboard = hubClipboard{b: h.b, g: h.gestures, log: h.log}
 	h.editable = hubEditable{b: h.b, writers: h.toWriters}
 	h.files = &Files{cfg: cfg.Files, b: h.b, g: h.gestures, clk: clk, log: h.log, writers: h.toWriters}

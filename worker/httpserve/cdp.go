@@ -107,6 +107,12 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 		log:     log,
 	}, cancel)
 	defer leave()
+	people := newTakeover()
+	defer people.stop()
+	defer b.OnGesture(func(user string) {
+		activity() // a person at work: the session is not idle
+		people.gesture(user)
+	})()
 	res, err := cdpgate.Serve(ctx, conn, cdpgate.Config{
 		Upstream: ep.URL, Context: ep.Context, Page: ep.Page, MaxContexts: maxContexts,
 		ContextParams: func(p map[string]any) {
@@ -115,6 +121,7 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 			}
 		},
 		Activity: activity,
+		Notices:  people.notices,
 		Log:      log,
 	})
 	ev := log.Info()

@@ -101,6 +101,9 @@ type Browser interface {
 	// HoldIdle keeps it from being released as idle (no viewer) until
 	// release: an automation session drives it.
 	HoldIdle() (release func())
+	// OnGesture calls fn with the user of each gesture (a key, a click, a
+	// touch) of a viewer who drives it in the client engine.
+	OnGesture(fn func(user string)) (stop func())
 }
 
 // BrowserInfo is a browser as the instance's page lists it.

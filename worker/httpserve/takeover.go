@@ -1,0 +1,79 @@
+package httpserve
+
+import (
+	"sync"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/worker/cdpgate"
+)
+
+// Takeover: a person who may drive a session's browser (its liveUrl, with
+// a writer's grant) acts on it in the client engine. Its automation client
+// is told with CDP events of CloudBrowser's own, at browser level:
+//
+//	{"method": "CloudBrowser.takeover", "params": {"user": "ann"}}
+//	{"method": "CloudBrowser.handback", "params": {"user": "ann"}}
+//
+// the second once the person has made no gesture for handBackAfter, so an
+// automation can pause at the first and wait for the second.
+
+// handBackAfter is how long a person's quiet hands the browser back.
+const handBackAfter = 10 * time.Second
+
+// takeover follows the people acting on one session's browser for one
+// client connection.
+type takeover struct {
+	notices chan cdpgate.Notice
+	mu      sync.Mutex
+	user    string // taking over now ("": nobody)
+	timer   *time.Timer
+	stopped bool
+}
+
+func newTakeover() *takeover { return &takeover{notices: make(chan cdpgate.Notice, 8)} }
+
+// gesture notes a person's gesture on the browser.
+func (t *takeover) gesture(user string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return
+	}
+	if t.user == "" {
+		t.user = user
+		t.send(cdpgate.Notice{Method: "CloudBrowser.takeover", Params: map[string]string{"user": user}})
+	}
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	t.timer = time.AfterFunc(handBackAfter, t.handBack)
+}
+
+func (t *takeover) handBack() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped || t.user == "" {
+		return
+	}
+	t.send(cdpgate.Notice{Method: "CloudBrowser.handback", Params: map[string]string{"user": t.user}})
+	t.user = ""
+}
+
+// send queues n; t.mu held. A client that does not read its events misses
+// some rather than holding up the person.
+func (t *takeover) send(n cdpgate.Notice) {
+	select {
+	case t.notices <- n:
+	default:
+	}
+}
+
+// stop ends it with the connection.
+func (t *takeover) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopped = true
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+}
