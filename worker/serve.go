@@ -141,7 +141,9 @@ func (h hostedBrowser) URL() string      { return h.vb.url() }
 func (h hostedBrowser) Hub() *engine.Hub { return h.vb.hub }
 func (h hostedBrowser) Made() string     { return h.vb.made }
 
-func (h hostedBrowser) OnGesture(fn func(user string)) (stop func()) { return h.vb.people.Subscribe(fn) }
+func (h hostedBrowser) OnGesture(fn func(user string)) (stop func()) {
+	return h.vb.people.Subscribe(fn)
+}
 
 func (h hostedBrowser) HoldIdle() (release func()) {
 	h.vb.holds.Add(1)
