@@ -1,16 +1,19 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,6 +43,11 @@ func automationSite(t *testing.T) string {
 			fmt.Fprint(w, `<!doctype html><title>page one</title><p id=msg>hello automation</p><input id=field>`)
 		case "/intercepted":
 			fmt.Fprint(w, `<!doctype html><title>from the site</title>`)
+		case "/download":
+			fmt.Fprint(w, `<!doctype html><title>downloads</title><a id=dl href="/report.txt">report</a>`)
+		case "/report.txt":
+			w.Header().Set("Content-Disposition", `attachment; filename="report.txt"`)
+			fmt.Fprint(w, "the quarterly report, by automation")
 		default:
 			fmt.Fprintf(w, `<!doctype html><title>page %s</title>`, strings.TrimPrefix(r.URL.Path, "/"))
 		}
@@ -248,6 +256,21 @@ func TestAutomationChromedp(t *testing.T) {
 // against endpoint and returns what it printed.
 func nodeClient(t *testing.T, script, endpoint, site string) map[string]any {
 	t.Helper()
+	return startNode(t, script, endpoint, site).result(t)
+}
+
+// nodeRun is a pinned npm client running: it prints JSON lines, the last
+// one its result.
+type nodeRun struct {
+	script string
+	lines  chan string // closed at the end of its output
+	done   chan error
+	stderr bytes.Buffer
+	last   string
+}
+
+func startNode(t *testing.T, script, endpoint, site string) *nodeRun {
+	t.Helper()
 	dir, _ := filepath.Abs("clients")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
 		if os.Getenv("CB_REQUIRE_CLIENTS") != "" {
@@ -256,15 +279,57 @@ func nodeClient(t *testing.T, script, endpoint, site string) map[string]any {
 		t.Skipf("the npm clients are not installed: cd %s && npm ci", dir)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, "node", script, endpoint, site)
 	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	n := &nodeRun{script: script, lines: make(chan string, 16), done: make(chan error, 1)}
+	cmd.Stderr = &n.stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("node %s: %v", script, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			n.lines <- sc.Text()
+		}
+		close(n.lines)
+		n.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		for range n.lines {
+		}
+	})
+	return n
+}
+
+// waitLine waits for an output line containing want.
+func (n *nodeRun) waitLine(t *testing.T, want string) {
+	t.Helper()
+	for line := range n.lines {
+		n.last = line
+		if strings.Contains(line, want) {
+			return
+		}
+	}
+	t.Fatalf("node %s ended without %s: %v\nlast: %s\nstderr: %s", n.script, want, <-n.done, n.last, n.stderr.String())
+}
+
+// result waits for the end and decodes the last line.
+func (n *nodeRun) result(t *testing.T) map[string]any {
+	t.Helper()
+	for line := range n.lines {
+		n.last = line
+	}
+	err := <-n.done
 	var got map[string]any
-	if jerr := json.Unmarshal(bytes.TrimSpace(out), &got); jerr != nil || err != nil {
-		t.Fatalf("node %s: %v\nstdout: %s\nstderr: %s", script, err, out, stderr.String())
+	if jerr := json.Unmarshal([]byte(strings.TrimSpace(n.last)), &got); jerr != nil || err != nil {
+		t.Fatalf("node %s: %v\nstdout: %s\nstderr: %s", n.script, err, n.last, n.stderr.String())
 	}
 	return got
 }
@@ -479,48 +544,8 @@ func TestAutomationPooledSignedIn(t *testing.T) {
 func TestAutomationTakeover(t *testing.T) {
 	c, _, _ := automationCluster(t)
 	s := c.openSession(t, "auto", map[string]any{"keepAlive": "5m"})
-	ws, _, err := websocket.DefaultDialer.Dial(s.CDPURL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
-	type msg struct {
-		ID     int             `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-	}
-	msgs := make(chan msg, 64)
-	go func() {
-		defer close(msgs)
-		for {
-			var m msg
-			if err := ws.ReadJSON(&m); err != nil {
-				return
-			}
-			msgs <- m
-		}
-	}()
-	next := func(what string, match func(msg) bool) msg {
-		t.Helper()
-		timeout := time.After(60 * time.Second)
-		for {
-			select {
-			case m, ok := <-msgs:
-				if !ok {
-					t.Fatalf("waiting for %s: connection closed", what)
-				}
-				if match(m) {
-					return m
-				}
-			case <-timeout:
-				t.Fatalf("no %s", what)
-			}
-		}
-	}
-	if err := ws.WriteJSON(map[string]any{"id": 1, "method": "Browser.getVersion"}); err != nil {
-		t.Fatal(err)
-	}
-	next("the client's first answer", func(m msg) bool { return m.ID == 1 })
+	client := startNode(t, "takeover.cjs", s.CDPURL, "")
+	client.waitLine(t, `"ready":true`)
 
 	if out, err := c.cli(t, "share", strings.TrimPrefix(s.LiveURL, "http://"+c.public), "*", "reader-writer"); err != nil {
 		t.Fatalf("share: %v %s", err, out)
@@ -529,13 +554,42 @@ func TestAutomationTakeover(t *testing.T) {
 	eventually(t, ann, "the person's engine", "document.body.dataset.status", "live")
 	x0, y0 := canvasOrigin(t, ann)
 	click(t, ann, x0+50, y0+50)
-	took := next("CloudBrowser.takeover", func(m msg) bool { return m.Method == "CloudBrowser.takeover" })
-	var who struct{ User string }
-	if err := json.Unmarshal(took.Params, &who); err != nil || who.User == "" {
-		t.Fatalf("takeover %s: %v", took.Params, err)
+	got := client.result(t)
+	took, _ := got["takeover"].(map[string]any)
+	back, _ := got["handback"].(map[string]any)
+	if took["user"] == nil || took["user"] == "" || back["user"] != took["user"] {
+		t.Fatalf("Playwright saw takeover %v and handback %v", took, back)
 	}
-	back := next("CloudBrowser.handback", func(m msg) bool { return m.Method == "CloudBrowser.handback" })
-	if !strings.Contains(string(back.Params), who.User) {
-		t.Fatalf("handback %s, want the user %s", back.Params, who.User)
+	if got["titleAfter"] != got["titleBefore"] {
+		t.Errorf("the page after the handback: %v, before: %v", got["titleAfter"], got["titleBefore"])
+	}
+}
+
+// TestAutomationDownloads: a file the automated page downloads is saved
+// on the worker in the session's browser's files, listed and fetched with
+// the session's ticket by the client (Playwright), and no other session's
+// ticket reads it.
+func TestAutomationDownloads(t *testing.T) {
+	c, site, _ := automationCluster(t)
+	s := c.openSession(t, "auto", map[string]any{"keepAlive": "5m"})
+	got := startNode(t, "downloads.cjs", s.CDPURL, site).result(t)
+	const want = "the quarterly report, by automation"
+	if got["suggested"] != "report.txt" || got["body"] != want || got["fileStatus"] != float64(200) ||
+		got["size"] != float64(len(want)) || !strings.Contains(fmt.Sprint(got["disposition"]), "report.txt") {
+		t.Fatalf("Playwright's download: %v", got)
+	}
+	other := c.openSession(t, "auto", nil)
+	otherTicket := other.CDPURL[strings.Index(other.CDPURL, "?"):]
+	file := fmt.Sprint(got["path"])
+	for _, p := range []string{file, strings.TrimSuffix(file, "/"+path.Base(file))} {
+		resp, err := http.Get("http://" + c.public + p + otherTicket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), want) {
+			t.Errorf("another session's ticket on %s: %d %s", p, resp.StatusCode, body)
+		}
 	}
 }

@@ -44,10 +44,14 @@ func downloadBehavior(ctx context.Context, g *gate, c *command) error {
 	case "deny":
 		delete(c.params, "downloadPath")
 	case "allow", "allowAndName":
-		if g.cfg.DownloadPath == "" {
+		// Only the session's own context saves: the worker keeps, limits
+		// and serves the files of its browser (named by their guid), and
+		// knows nothing of the client's other contexts.
+		if g.cfg.DownloadPath == "" || str(c.params, "browserContextId") != g.cfg.Context {
 			c.params["behavior"] = "deny"
 			delete(c.params, "downloadPath")
 		} else {
+			c.params["behavior"] = "allowAndName"
 			c.params["downloadPath"] = g.cfg.DownloadPath
 		}
 	default:
@@ -140,9 +144,26 @@ func attachToTarget(ctx context.Context, g *gate, c *command) error {
 	return nil
 }
 
+// attachToBrowserTarget answers with a browser session of the gate's own:
+// the client's commands in it are taken at browser level under the same
+// rules, Chromium's browser-level events are copied into it, and so are
+// the gate's notices (Config.Notices), so that Playwright's
+// newBrowserCDPSession and Puppeteer's browser CDP sessions see them. A
+// real session on the browser target would be the whole browser.
+func attachToBrowserTarget(_ context.Context, g *gate, c *command) error {
+	c.local, _ = json.Marshal(map[string]string{"sessionId": g.own.addBrowserSession()})
+	return nil
+}
+
 func detachFromTarget(ctx context.Context, g *gate, c *command) error {
 	s, bySession := c.params["sessionId"]
 	_, byTarget := c.params["targetId"]
+	if id, _ := s.(string); bySession && !byTarget && g.own.removeBrowserSession(id) {
+		ev, _ := json.Marshal(map[string]any{"method": "Target.detachedFromTarget", "params": map[string]string{"sessionId": id}})
+		g.writeClient(ev)
+		c.local = []byte("{}")
+		return nil
+	}
 	if bySession {
 		if id, _ := s.(string); !g.own.session(id) {
 			return errNoSession

@@ -22,7 +22,10 @@ func TestRewrites(t *testing.T) {
 			`{"behavior":"allowAndName","browserContextId":"P","downloadPath":"/srv/dl","eventsEnabled":true}`, ""},
 		{"download path set", Config{DownloadPath: "/srv/dl"}, "Browser.setDownloadBehavior",
 			`{"behavior":"allow","browserContextId":"P"}`,
-			`{"behavior":"allow","browserContextId":"P","downloadPath":"/srv/dl"}`, ""},
+			`{"behavior":"allowAndName","browserContextId":"P","downloadPath":"/srv/dl"}`, ""},
+		{"client's own context downloads nothing", Config{DownloadPath: "/srv/dl"}, "Browser.setDownloadBehavior",
+			`{"behavior":"allow","browserContextId":"C","downloadPath":"/tmp"}`,
+			`{"behavior":"deny","browserContextId":"C"}`, ""},
 		{"downloads denied without a path", Config{}, "Browser.setDownloadBehavior",
 			`{"behavior":"allow","downloadPath":"/etc"}`,
 			`{"behavior":"deny","browserContextId":"P"}`, ""},
@@ -62,6 +65,7 @@ func TestRewrites(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.Context = "P"
 			g := &gate{cfg: tt.cfg, own: newOwned("P")}
+			g.own.addContext("C")
 			session := ""
 			if lookup(browserLevel, tt.method) == nil { // a session method
 				session = `,"sessionId":"S"`

@@ -64,10 +64,12 @@ type Config struct {
 	// disposed (created false, also at the end of the session; the error
 	// is only logged).
 	OnContext func(ctx context.Context, id string, created bool) error
-	// DownloadPath is where the client's downloads go: it replaces the
-	// downloadPath of Browser.setDownloadBehavior (a path on the client's
-	// machine, or anywhere on the worker's disk). Empty: downloads are
-	// denied ("allow" and "allowAndName" become "deny").
+	// DownloadPath is where the client's downloads in Context go: it
+	// replaces the downloadPath of Browser.setDownloadBehavior (a path on
+	// the client's machine, or anywhere on the worker's disk), and the
+	// behavior becomes "allowAndName" (files named by their guid). Empty,
+	// and for the client's other contexts: downloads are denied ("allow"
+	// and "allowAndName" become "deny").
 	DownloadPath string
 	// MaxMessage bounds a client message in bytes (default
 	// DefaultMaxMessage); a bigger one closes the client with 1009.
@@ -83,7 +85,9 @@ type Config struct {
 }
 
 // Notice is an event the gate sends its client: {"method": Method,
-// "params": Params}, at browser level (no sessionId).
+// "params": Params}, at browser level (no sessionId) and in each of the
+// client's browser sessions (Target.attachToBrowserTarget), where the
+// client libraries surface it.
 type Notice struct {
 	Method string
 	Params any
@@ -275,6 +279,10 @@ func (g *gate) readClient(run context.Context) outcome {
 			g.closeClient(websocket.CloseInvalidFramePayloadData, truncate("invalid CDP command: "+err.Error(), 123))
 			return outcome{ReasonClientError, fmt.Errorf("cdpgate: client sent an invalid command: %w", err)}
 		}
+		c.reply = c.session
+		if g.own.browserSession(c.session) {
+			c.session = "" // the gate's browser session: at browser level, under the same rules
+		}
 		if err := g.handle(run, c); errors.Is(err, errBrowserClose) {
 			return outcome{reason: ReasonBrowserClose}
 		}
@@ -288,19 +296,19 @@ func (g *gate) handle(run context.Context, c *command) error {
 	var ce *cdpError
 	switch {
 	case err == nil && c.local != nil:
-		g.writeClient(response(c.id, c.session, c.local, nil))
+		g.writeClient(response(c.id, c.reply, c.local, nil))
 	case err == nil:
 		if err := g.forward(c); err != nil {
 			return err
 		}
 		g.forwarded++
 	case errors.Is(err, errBrowserClose):
-		g.writeClient(response(c.id, c.session, nil, nil))
+		g.writeClient(response(c.id, c.reply, nil, nil))
 		return err
 	case errors.As(err, &ce):
 		g.refused++
 		g.log.Debug().Str("method", c.method).Str("session", c.session).Str("error", ce.Message).Msg("refused")
-		g.writeClient(response(c.id, c.session, nil, ce))
+		g.writeClient(response(c.id, c.reply, nil, ce))
 	default: // the session is ending or Chromium is gone
 		g.log.Debug().Err(err).Str("method", c.method).Msg("command dropped")
 	}
@@ -310,7 +318,7 @@ func (g *gate) handle(run context.Context, c *command) error {
 // forward sends a client command upstream under a gate id.
 func (g *gate) forward(c *command) error {
 	id := g.nextID.Add(1)
-	g.addPending(id, &pending{clientID: c.id, session: c.session, after: c.after})
+	g.addPending(id, &pending{clientID: c.id, session: c.reply, after: c.after})
 	return g.sendUp(id, c.method, c.session, c.params)
 }
 
@@ -384,6 +392,9 @@ func (g *gate) notify(run context.Context, notices <-chan Notice) {
 				continue
 			}
 			g.writeClient(data)
+			for _, s := range g.own.browserSessions() {
+				g.writeClient(withSession(data, s))
+			}
 		}
 	}
 }
@@ -436,6 +447,13 @@ func (g *gate) readUpstream() {
 			g.onReply(&m)
 		} else if g.onEvent(&m) {
 			g.writeClient(data)
+			if m.SessionID == "" {
+				// Commands in the gate's browser sessions run at browser
+				// level, so their events arrive there: copy them.
+				for _, s := range g.own.browserSessions() {
+					g.writeClient(withSession(data, s))
+				}
+			}
 		}
 	}
 }

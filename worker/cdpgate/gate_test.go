@@ -533,3 +533,53 @@ func TestTruncate(t *testing.T) {
 		t.Error("short string changed")
 	}
 }
+
+// TestBrowserSession: Target.attachToBrowserTarget gives a session of the
+// gate's own, where commands are browser-level ones under the same rules,
+// the client's browser-level events and the worker's notices arrive, and
+// which a detach ends.
+func TestBrowserSession(t *testing.T) {
+	notices := make(chan Notice, 1)
+	f := newFixture(t, func(c *Config) { c.Notices = notices })
+	c := f.client()
+	mine, _ := ownPage(t, c, "about:blank")
+	bs := must[struct {
+		SessionID string `json:"sessionId"`
+	}](c, "", "Target.attachToBrowserTarget", nil).SessionID
+	if bs == "" {
+		t.Fatal("no sessionId")
+	}
+	var ids []string
+	for _, ti := range must[struct {
+		TargetInfos []targetInfo `json:"targetInfos"`
+	}](c, bs, "Target.getTargets", nil).TargetInfos {
+		if ti.BrowserContextID != f.primary {
+			t.Errorf("getTargets in the browser session lists %+v", ti)
+		}
+		ids = append(ids, ti.TargetID)
+	}
+	if !slices.Contains(ids, mine) {
+		t.Errorf("getTargets in the browser session misses %s: %v", mine, ids)
+	}
+	for _, m := range []string{"SystemInfo.getInfo", "Browser.crash", "Target.exposeDevToolsProtocol"} {
+		if code, msg := cdpErr(t, c, bs, m, nil); code != codeNotFound || msg != m+" is not allowed by the automation gate" {
+			t.Errorf("%s in the browser session: %d %s", m, code, msg)
+		}
+	}
+	// The victim's targets stay hidden from discovery asked for there.
+	must[json.RawMessage](c, bs, "Target.setDiscoverTargets", map[string]any{"discover": true})
+	c.waitEvent("Target.targetCreated", func(e event) bool { return e.SessionID == bs && strings.Contains(string(e.Params), mine) })
+	if got := c.mentions(f.victimT); len(got) != 0 {
+		t.Errorf("the victim's target reached the client: %+v", got)
+	}
+	notices <- Notice{Method: "CloudBrowser.takeover", Params: map[string]string{"user": "ann"}}
+	c.waitEvent("CloudBrowser.takeover", func(e event) bool { return e.SessionID == bs })
+	c.waitEvent("CloudBrowser.takeover", func(e event) bool { return e.SessionID == "" })
+
+	must[json.RawMessage](c, "", "Target.detachFromTarget", map[string]any{"sessionId": bs})
+	c.waitEvent("Target.detachedFromTarget", func(e event) bool { return strings.Contains(string(e.Params), bs) })
+	if r := c.raw(bs, "Browser.getVersion", nil); r.Error == nil || r.Error.Message != errNoSession.Message {
+		t.Errorf("a command in the detached browser session: %+v", r.Error)
+	}
+	f.alive(f.victimT, 7)
+}

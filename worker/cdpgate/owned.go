@@ -1,6 +1,7 @@
 package cdpgate
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 )
@@ -17,6 +18,8 @@ type owned struct {
 	waiting   map[string]bool // of those, paused until Runtime.runIfWaitingForDebugger
 	windows   map[int64]bool  // from Browser.getWindowForTarget on owned targets
 	downloads map[string]bool // guids of downloads begun in owned pages
+	browsers  []string        // the gate's browser sessions (Target.attachToBrowserTarget), in order
+	nextID    int
 }
 
 func newOwned(primary string) *owned {
@@ -149,4 +152,41 @@ func (o *owned) download(guid string, begin, finished bool) bool {
 		delete(o.downloads, guid)
 	}
 	return ok
+}
+
+// addBrowserSession makes a browser session of the gate's own.
+func (o *owned) addBrowserSession() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.nextID++
+	id := fmt.Sprintf("CLOUDBROWSER-BROWSER-%d", o.nextID)
+	o.browsers = append(o.browsers, id)
+	return id
+}
+
+func (o *owned) browserSession(id string) bool {
+	if id == "" {
+		return false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Contains(o.browsers, id)
+}
+
+// removeBrowserSession reports whether id was one.
+func (o *owned) removeBrowserSession(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i := slices.Index(o.browsers, id)
+	if i < 0 {
+		return false
+	}
+	o.browsers = slices.Delete(o.browsers, i, i+1)
+	return true
+}
+
+func (o *owned) browserSessions() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.browsers)
 }

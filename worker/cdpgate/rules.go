@@ -34,7 +34,7 @@ var rules = []rule{
 	// Browser domain.
 	allow("Browser.getVersion", bothLevels, "product and user agent; nothing about other users"),
 	checked("Browser.close", browserLevel, closeBrowser, "not forwarded (it would end every user's browser): answered {} and the session ends"),
-	checked("Browser.setDownloadBehavior", browserLevel, downloadBehavior, "per context: no browserContextId means the primary context, another user's is refused; downloadPath is the worker's (Config.DownloadPath), never the client's; behavior \"default\" is refused (Chromium's default directory is the worker's, not the session's)"),
+	checked("Browser.setDownloadBehavior", browserLevel, downloadBehavior, "per context: no browserContextId means the primary context, another user's is refused; in the primary context downloadPath is the worker's (Config.DownloadPath, files named by guid: allowAndName), never the client's; in the client's own contexts allow becomes deny; behavior \"default\" is refused (Chromium's default directory is the worker's, not the session's)"),
 	checked("Browser.grantPermissions", browserLevel, inContext, "per context: no browserContextId means the primary context (else Chromium's default context, shared), another user's is refused"),
 	checked("Browser.resetPermissions", browserLevel, inContext, "as grantPermissions"),
 	checked("Browser.setPermission", browserLevel, inContext, "as grantPermissions"),
@@ -67,7 +67,8 @@ var rules = []rule{
 	checked("Target.createTarget", browserLevel, createTarget, "no browserContextId: the primary context (else Chromium's default context); an owned one; another user's is refused"),
 	checked("Target.createBrowserContext", browserLevel, createBrowserContext, "up to Config.MaxContexts at once; client proxyServer/proxyBypassList refused; disposeOnDetach forced; Config.ContextParams applied; Config.OnContext told; disposed at the end"),
 	checked("Target.disposeBrowserContext", browserLevel, disposeBrowserContext, "contexts the client created only (not the primary)"),
-	deny("Target.attachToBrowserTarget", bothLevels, "a session on the browser target is the whole browser"),
+	checked("Target.attachToBrowserTarget", browserLevel, attachToBrowserTarget, "answered by the gate with a browser session of its own (a real one would be the whole browser): commands in it are taken at browser level under this table, browser-level events and CloudBrowser's own (takeover) are copied into it"),
+	deny("Target.attachToBrowserTarget", sessionLevel, "only at browser level"),
 	deny("Target.exposeDevToolsProtocol", bothLevels, "gives a page a browser-level protocol binding"),
 	deny("Target.sendMessageToTarget", bothLevels, "non-flat sessions: their messages would bypass the sessionId checks"),
 	deny("Target.setRemoteLocations", bothLevels, "makes Chromium discover targets on other hosts"),

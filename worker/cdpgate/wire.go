@@ -17,6 +17,7 @@ type command struct {
 	id      string // the client's id, canonical decimal, echoed in the reply
 	method  string
 	session string         // "" at browser level
+	reply   string         // the sessionId of the reply: session, or the gate's browser session it came in
 	params  map[string]any // never nil; numbers are json.Number
 
 	// Set by a rule's check:
@@ -175,6 +176,21 @@ func response(id, session string, result []byte, e *cdpError) []byte {
 	}
 	b.WriteByte('}')
 	return b.Bytes()
+}
+
+// withSession is an event frame of Chromium's (a JSON object without a
+// sessionId) as sent in session s.
+func withSession(event []byte, s string) []byte {
+	e := bytes.TrimRight(event, " \t\r\n")
+	if len(e) < 2 || e[len(e)-1] != '}' {
+		return event
+	}
+	id, _ := json.Marshal(s)
+	out := make([]byte, 0, len(e)+len(id)+14)
+	out = append(out, e[:len(e)-1]...)
+	out = append(out, `,"sessionId":`...)
+	out = append(out, id...)
+	return append(out, '}')
 }
 
 // str is the string param name ("" when absent or not a string).

@@ -237,6 +237,22 @@ func (f *Files) Limit() int64 {
 	return f.cfg.Store.MaxBytes()
 }
 
+// DownloadDir is where the browser's downloads are saved ("": none are).
+func (f *Files) DownloadDir() string {
+	if f == nil || f.cfg.Store == nil || f.cfg.NoDownloads {
+		return ""
+	}
+	return f.cfg.Store.DownloadDir()
+}
+
+// Downloads lists the finished downloads kept now, oldest first.
+func (f *Files) Downloads() []files.Kept {
+	if f.DownloadDir() == "" {
+		return nil
+	}
+	return f.cfg.Store.Downloads()
+}
+
 // Open opens the finished download id.
 func (f *Files) Open(id string) (*os.File, browser.Download, error) {
 	switch {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 )
@@ -35,7 +37,7 @@ func (s *Store) Downloaded(d browser.Download) error {
 		return fmt.Errorf("%w (%d MiB): %s", ErrTooLarge, s.cfg.MaxBytes>>20, d.Name)
 	}
 	s.used += fi.Size()
-	dl := &download{d: d, size: fi.Size()}
+	dl := &download{d: d, size: fi.Size(), expires: s.cfg.Clock.Now().Add(s.cfg.KeepFor)}
 	dl.timer = s.cfg.Clock.AfterFunc(s.cfg.KeepFor, func() { s.expire(d.ID, dl) })
 	s.downloads[d.ID] = dl
 	return nil
@@ -59,6 +61,27 @@ func (s *Store) expire(id string, dl *download) {
 	delete(s.downloads, id)
 	s.used -= dl.size
 	_ = os.Remove(dl.d.Path)
+}
+
+// Kept is a finished download the Store keeps.
+type Kept struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	Size    int64     `json:"size"`
+	URL     string    `json:"url,omitempty"` // where the page got it (clipped)
+	Expires time.Time `json:"expires"`
+}
+
+// Downloads lists the kept downloads, oldest first.
+func (s *Store) Downloads() []Kept {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Kept, 0, len(s.downloads))
+	for id, dl := range s.downloads {
+		out = append(out, Kept{ID: id, Name: dl.d.Name, Size: dl.size, URL: dl.d.URL, Expires: dl.expires})
+	}
+	slices.SortFunc(out, func(a, b Kept) int { return a.Expires.Compare(b.Expires) })
+	return out
 }
 
 // Open opens the finished download id for reading.

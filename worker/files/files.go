@@ -73,9 +73,10 @@ type Store struct {
 }
 
 type download struct {
-	d     browser.Download
-	size  int64
-	timer clock.Timer // expiry
+	d       browser.Download
+	size    int64
+	expires time.Time
+	timer   clock.Timer // expiry
 }
 
 // Upload is one file saved from a user's upload.

@@ -2,8 +2,10 @@ package httpserve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -11,6 +13,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/cdpticket"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/cdpgate"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/engine"
 )
 
 // The automation endpoint (docs/automation.md): <Browser URL>/cdp, a CDP
@@ -35,7 +38,8 @@ var cdpUpgrader = websocket.Upgrader{
 // method: Server is at its size.)
 func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t urlkind.Target) {
 	refuse := func(status int, title, msg string) { s.page(rw, r, id, status, title, msg) }
-	if !websocket.IsWebSocketUpgrade(r) {
+	downloads := strings.HasPrefix(t.Rest, "cdp/")
+	if !downloads && !websocket.IsWebSocketUpgrade(r) {
 		refuse(http.StatusBadRequest, "Bad request", "This is a CDP WebSocket endpoint: connect with an automation client (Playwright's connectOverCDP, Puppeteer's connect, chromedp).")
 		return
 	}
@@ -50,6 +54,10 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 		refuse(http.StatusGone, "Session ended", "This automation session's browser was released.")
 	})
 	if !ok {
+		return
+	}
+	if downloads {
+		serveCDPDownloads(s, rw, r, id, b.Hub().Files(), strings.TrimPrefix(t.Rest, "cdp/"))
 		return
 	}
 	ep, done, ok := b.DevTools()
@@ -120,9 +128,10 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 				p["proxyServer"] = ep.ProxyURL
 			}
 		},
-		Activity: activity,
-		Notices:  people.notices,
-		Log:      log,
+		DownloadPath: b.Hub().Files().DownloadDir(),
+		Activity:     activity,
+		Notices:      people.notices,
+		Log:          log,
 	})
 	ev := log.Info()
 	if err != nil {
@@ -139,3 +148,30 @@ var (
 	errSessionIdle    = errors.New("the session was idle too long")
 	errSessionTimeout = errors.New("the session reached its time limit")
 )
+
+// serveCDPDownloads answers a session's downloads under its ticket:
+// GET <Browser URL>/cdp/downloads lists the finished downloads of the
+// session's browser (JSON), GET …/cdp/downloads/<guid> fetches one (the
+// guid of Browser.downloadWillBegin). They are the browser's files door's
+// downloads: the same limit, the same hour, gone with the browser.
+func serveCDPDownloads(s *Server, rw http.ResponseWriter, r *http.Request, id string, door *engine.Files, rest string) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		rw.Header().Set("Allow", "GET, HEAD")
+		s.fileError(rw, r, id, http.StatusMethodNotAllowed, "Downloads are read with GET.")
+		return
+	}
+	switch dl, one := strings.CutPrefix(rest, "downloads/"); {
+	case rest == "downloads":
+		if door.DownloadDir() == "" {
+			s.fileError(rw, r, id, http.StatusForbidden, "This app does not let its users download files.")
+			return
+		}
+		rw.Header().Set("Content-Type", "application/json")
+		rw.Header().Set("Cache-Control", "private, no-store")
+		_ = json.NewEncoder(rw).Encode(map[string]any{"downloads": door.Downloads()})
+	case one && dl != "" && !strings.Contains(dl, "/"):
+		s.serveDownload(rw, r, id, door, dl)
+	default:
+		s.fileError(rw, r, id, http.StatusNotFound, "There is nothing at this address.")
+	}
+}

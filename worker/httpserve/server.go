@@ -167,7 +167,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			s.serveSocketInfo(rw, r, id, t)
 			return
 		}
-		if t.BrowserID != "" && t.Rest == "cdp" {
+		if t.BrowserID != "" && (t.Rest == "cdp" || strings.HasPrefix(t.Rest, "cdp/")) {
 			serveCDP(s, rw, r, id, t)
 			return
 		}
