@@ -578,10 +578,29 @@ func TestAutomationDownloads(t *testing.T) {
 		got["size"] != float64(len(want)) || !strings.Contains(fmt.Sprint(got["disposition"]), "report.txt") {
 		t.Fatalf("Playwright's download: %v", got)
 	}
+	ownTicket := s.CDPURL[strings.Index(s.CDPURL, "?"):]
+	dir := strings.TrimSuffix(fmt.Sprint(got["path"]), "/"+path.Base(fmt.Sprint(got["path"])))
+	for _, tt := range []struct {
+		method, path string
+		want         int
+	}{
+		{"POST", dir, http.StatusMethodNotAllowed},
+		{"GET", dir + "/no-such-download", http.StatusNotFound},
+		{"GET", dir + "/a/b", http.StatusNotFound},
+	} {
+		req, _ := http.NewRequest(tt.method, "http://"+c.public+tt.path+ownTicket, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("%s %s: %d, want %d", tt.method, tt.path, resp.StatusCode, tt.want)
+		}
+	}
 	other := c.openSession(t, "auto", nil)
 	otherTicket := other.CDPURL[strings.Index(other.CDPURL, "?"):]
-	file := fmt.Sprint(got["path"])
-	for _, p := range []string{file, strings.TrimSuffix(file, "/"+path.Base(file))} {
+	for _, p := range []string{fmt.Sprint(got["path"]), dir} {
 		resp, err := http.Get("http://" + c.public + p + otherTicket)
 		if err != nil {
 			t.Fatal(err)

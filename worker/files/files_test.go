@@ -152,6 +152,10 @@ func TestDownloads(t *testing.T) {
 	if string(data) != "a,b\n" || d.Name != "report.csv" || s.Used() != 4 {
 		t.Fatalf("download %q %+v, used %d", data, d, s.Used())
 	}
+	if got := s.Downloads(); len(got) != 1 || got[0].ID != "g1" || got[0].Name != "report.csv" || got[0].Size != 4 ||
+		!got[0].Expires.Equal(clk.Now().Add(time.Hour)) {
+		t.Fatalf("listed %+v", got)
+	}
 	// Over the limit: the file goes.
 	big := completed(t, s, "g2", "big", "0123456789")
 	if err := s.Downloaded(big); !errors.Is(err, ErrTooLarge) {
@@ -175,6 +179,9 @@ func TestDownloads(t *testing.T) {
 	}
 	if got := filesIn(t, s.DownloadDir()); len(got) != 0 {
 		t.Fatalf("expired download stays: %v", got)
+	}
+	if got := s.Downloads(); len(got) != 0 {
+		t.Fatalf("expired download listed: %+v", got)
 	}
 }
 
