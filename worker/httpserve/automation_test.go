@@ -12,6 +12,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/cdpticket"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/clock/clocktest"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/cdpgate"
 )
 
 // closes records the sessions ended.
@@ -102,4 +103,51 @@ func TestAutoSessionLifetime(t *testing.T) {
 			t.Errorf("client told %v", context.Cause(ctx))
 		}
 	})
+}
+
+// TestTakeover: the first gesture tells the client who took over, more
+// gestures by anyone keep it theirs, and quiet for handBackAfter hands it
+// back; after stop nothing more is sent.
+func TestTakeover(t *testing.T) {
+	clk := clocktest.New(time.Unix(1e9, 0))
+	tk := newTakeover(clk)
+	next := func() cdpgate.Notice {
+		t.Helper()
+		select {
+		case n := <-tk.notices:
+			return n
+		default:
+			t.Fatal("no notice")
+			return cdpgate.Notice{}
+		}
+	}
+	none := func() {
+		t.Helper()
+		select {
+		case n := <-tk.notices:
+			t.Fatalf("unexpected notice %+v", n)
+		default:
+		}
+	}
+	tk.gesture("ann")
+	if n := next(); n.Method != "CloudBrowser.takeover" || n.Params.(map[string]string)["user"] != "ann" {
+		t.Fatalf("first gesture: %+v", n)
+	}
+	clk.Advance(handBackAfter - time.Second)
+	tk.gesture("bob") // still ann's turn; the quiet starts again
+	none()
+	clk.Advance(handBackAfter - time.Second)
+	none()
+	clk.Advance(time.Second)
+	if n := next(); n.Method != "CloudBrowser.handback" || n.Params.(map[string]string)["user"] != "ann" {
+		t.Fatalf("after the quiet: %+v", n)
+	}
+	tk.gesture("bob")
+	if n := next(); n.Params.(map[string]string)["user"] != "bob" {
+		t.Fatalf("the next person: %+v", n)
+	}
+	tk.stop()
+	clk.Advance(time.Hour)
+	tk.gesture("carol")
+	none()
 }

@@ -115,7 +115,7 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 		log:     log,
 	}, cancel)
 	defer leave()
-	people := newTakeover()
+	people := newTakeover(s.auto.clock())
 	defer people.stop()
 	defer b.OnGesture(func(user string) {
 		activity() // a person at work: the session is not idle

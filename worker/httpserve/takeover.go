@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/clock"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/cdpgate"
 )
 
@@ -23,14 +24,17 @@ const handBackAfter = 10 * time.Second
 // takeover follows the people acting on one session's browser for one
 // client connection.
 type takeover struct {
+	clk     clock.Clock
 	notices chan cdpgate.Notice
 	mu      sync.Mutex
 	user    string // taking over now ("": nobody)
-	timer   *time.Timer
+	timer   clock.Timer
 	stopped bool
 }
 
-func newTakeover() *takeover { return &takeover{notices: make(chan cdpgate.Notice, 8)} }
+func newTakeover(clk clock.Clock) *takeover {
+	return &takeover{clk: clk, notices: make(chan cdpgate.Notice, 8)}
+}
 
 // gesture notes a person's gesture on the browser.
 func (t *takeover) gesture(user string) {
@@ -46,7 +50,7 @@ func (t *takeover) gesture(user string) {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
-	t.timer = time.AfterFunc(handBackAfter, t.handBack)
+	t.timer = t.clk.AfterFunc(handBackAfter, t.handBack)
 }
 
 func (t *takeover) handBack() {
