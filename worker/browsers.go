@@ -44,9 +44,9 @@ type vbrowser struct {
 	// holds counts the automation sessions driving the browser: it is not
 	// idle while any does, viewer or not (HoldIdle).
 	holds atomic.Int32
-	// people are the gestures of the viewers who drive it, by user: an
-	// automation session hears a person take over.
-	people feed.Feed[string]
+	// people are the gestures (and Hand backs) of the viewers who drive
+	// it, by user: an automation session hears a person take over.
+	people feed.Feed[httpserve.PersonAct]
 	// unquota gives back the browser's places in the quotas (idempotent).
 	unquota  func()
 	released chan struct{}

@@ -4,6 +4,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/engine"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/failover"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/httpserve"
 )
 
 // The worker's side of its browsers' hubs (package engine): what a hub
@@ -17,8 +18,12 @@ func (bm *browserMaker) newHub(in *instance, vb *vbrowser) *engine.Hub {
 		Released: vb.released, Host: browserHost{&vb.snap, vb}, Grade: w.grade, Admit: w.quota.admitSocket,
 		OnPage:   func(p browser.Page) { w.snaps.PageChanged(vb, p) },
 		Counters: &w.counters, Log: w.log, NoFrames: w.runtime.Name() == "none",
-		Files:     bm.filesOf(in, vb),
-		OnGesture: func(user string) { vb.people.Post(user, func(last string) bool { return last == user }) },
+		Files: bm.filesOf(in, vb),
+		OnGesture: func(user string) {
+			act := httpserve.PersonAct{User: user}
+			vb.people.Post(act, func(last httpserve.PersonAct) bool { return last == act })
+		},
+		OnHandBack: func(user string) { vb.people.Post(httpserve.PersonAct{User: user, HandBack: true}, nil) },
 	})
 }
 

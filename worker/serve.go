@@ -141,7 +141,7 @@ func (h hostedBrowser) URL() string      { return h.vb.url() }
 func (h hostedBrowser) Hub() *engine.Hub { return h.vb.hub }
 func (h hostedBrowser) Made() string     { return h.vb.made }
 
-func (h hostedBrowser) OnGesture(fn func(user string)) (stop func()) {
+func (h hostedBrowser) OnPeople(fn func(httpserve.PersonAct)) (stop func()) {
 	return h.vb.people.Subscribe(fn)
 }
 

@@ -554,6 +554,18 @@ func TestAutomationTakeover(t *testing.T) {
 	eventually(t, ann, "the person's engine", "document.body.dataset.status", "live")
 	x0, y0 := canvasOrigin(t, ann)
 	click(t, ann, x0+50, y0+50)
+	// The person sees that they drive, and hands back with the button.
+	eventually(t, ann, "the takeover bar", "!document.getElementById('takeover').hidden && document.body.dataset.takeover !== ''", "true")
+	eventually(t, ann, "the Hand back button", "!document.getElementById('hand-back').hidden", "true")
+	var at struct{ X, Y float64 }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := ann.Evaluate(ctx, `(() => { const r = document.getElementById('hand-back').getBoundingClientRect(); return {X: r.x + r.width/2, Y: r.y + r.height/2}; })()`, &at)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	click(t, ann, at.X, at.Y)
+	eventually(t, ann, "the takeover bar after the hand back", "document.getElementById('takeover').hidden", "true")
 	got := client.result(t)
 	took, _ := got["takeover"].(map[string]any)
 	back, _ := got["handback"].(map[string]any)

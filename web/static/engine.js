@@ -343,6 +343,24 @@
     body.dataset.copies = String(copies);
     writeClipboard(text).then(function () { offerCopy(true); }, function () { offerCopy(false); });
   }
+  // An automation session's browser (docs/automation.md): while a person
+  // drives it ({"t":"takeover"}, user "" when handed back) its automation
+  // waits; the bar says who, and those who may drive hand it back.
+  var takeoverEl = document.getElementById("takeover");
+  var takeoverText = document.getElementById("takeover-text");
+  var handBackBtn = document.getElementById("hand-back");
+  function showTakeover(user) {
+    body.dataset.takeover = user;
+    takeoverEl.hidden = !user;
+    if (!user) { return; }
+    takeoverText.textContent = user + " is driving: the automation waits.";
+    handBackBtn.hidden = readOnly;
+  }
+  handBackBtn.addEventListener("click", function () {
+    send({t: "handBack"});
+    focusKeys();
+  });
+
   copiedBtn.addEventListener("click", function () {
     writeClipboard(lastCopy).then(function () { offerCopy(true); }, function () {
       // An older or stricter browser: copy a selection, in this click.
@@ -585,6 +603,7 @@
         if (m.page) { page(m.page); }
         pageEditable = false; // the worker says again if it is
         closeDialog(); // the worker sends the open one again
+        showTakeover(""); // and who drives, if anybody
         body.dataset.worker = m.worker || "";
         if (readOnly) {
           queue = [];
@@ -604,6 +623,7 @@
         body.dataset.readOnly = String(readOnly);
         if (!holding && framed) { setStatus(liveStatus()); }
         dialogRole();
+        showTakeover(body.dataset.takeover || "");
         break;
       case "dialog": // the page asks its user
         openDialog(m);
@@ -621,6 +641,9 @@
         pageEditable = !!m.on;
         body.dataset.editable = String(pageEditable);
         if (touchScreen) { if (pageEditable) { focusKeys(); } else { keys.blur(); } }
+        break;
+      case "takeover": // a person drives this automation session's browser, or handed it back
+        showTakeover(m.user || "");
         break;
       case "download": // a download of the page began, progressed or ended
         download(m);

@@ -75,7 +75,11 @@ type Config struct {
 	// a paste) of a viewer who may drive, by user: a person acting on the
 	// browser (an automation session's takeover). It must not block.
 	OnGesture func(user string)
-	Log       zerolog.Logger
+	// OnHandBack, if set, is told when a viewer who may drive hands the
+	// browser back to its automation (the engine's Hand back button). It
+	// must not block.
+	OnHandBack func(user string)
+	Log        zerolog.Logger
 }
 
 // Host is what a hub needs of its browser's side in package worker.

@@ -33,6 +33,7 @@ const (
 	kindFileChooser  msgKind = "fileChooser"
 	kindDownload     msgKind = "download"
 	kindEditable     msgKind = "editable"
+	kindTakeover     msgKind = "takeover"
 )
 
 // Client engine to worker.
@@ -42,6 +43,8 @@ const (
 	kindInput   msgKind = "input"
 	kindRefresh msgKind = "refresh"
 	kindAnswer  msgKind = "answer"
+	// kindHandBack: a person hands an automation session's browser back.
+	kindHandBack msgKind = "handBack"
 )
 
 // serverMsg is a message the worker sends to client engines (encode).
@@ -160,6 +163,18 @@ type downloadMsg struct {
 type editableMsg struct {
 	On bool `json:"on"`
 }
+
+// takeoverMsg: a person (User) drives an automation session's browser and
+// its automation waits; User "" when it is handed back.
+type takeoverMsg struct {
+	User string `json:"user"`
+}
+
+// handBackMsg: the viewer hands the browser back to its automation.
+type handBackMsg struct{}
+
+func (takeoverMsg) serverKind() msgKind { return kindTakeover }
+func (handBackMsg) clientKind() msgKind { return kindHandBack }
 
 func (helloMsg) serverKind() msgKind  { return kindHello }
 func (pageMsg) serverKind() msgKind   { return kindPage }

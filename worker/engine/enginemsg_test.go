@@ -24,8 +24,8 @@ import (
 var (
 	serverMsgs = []serverMsg{helloMsg{}, pageMsg{}, pongMsg{}, roleMsg{}, closedMsg{}, movedMsg{},
 		errorMsg{}, holdMsg{}, heldMsg{}, resumeMsg{}, dialogMsg{}, dialogClosedMsg{}, clipboardMsg{},
-		fileChooserMsg{}, downloadMsg{}, editableMsg{}}
-	clientMsgs = []clientMsg{pingMsg{}, ackMsg{}, inputMsg{}, refreshMsg{}, answerMsg{}}
+		fileChooserMsg{}, downloadMsg{}, editableMsg{}, takeoverMsg{}}
+	clientMsgs = []clientMsg{pingMsg{}, ackMsg{}, inputMsg{}, refreshMsg{}, answerMsg{}, handBackMsg{}}
 )
 
 // The messages' bytes are those engines have always been sent: "t" first,
@@ -47,6 +47,8 @@ func TestEncodeWire(t *testing.T) {
 		{fileChooserMsg{ID: 2, Multiple: true, Accept: "image/*"}, `{"t":"fileChooser","id":2,"multiple":true,"accept":"image/*"}`},
 		{downloadMsg{ID: "g", Name: "a.csv", Total: 9, Received: 4, State: "inProgress"}, `{"t":"download","id":"g","name":"a.csv","total":9,"received":4,"state":"inProgress"}`},
 		{editableMsg{On: true}, `{"t":"editable","on":true}`},
+		{takeoverMsg{User: "ann"}, `{"t":"takeover","user":"ann"}`},
+		{takeoverMsg{}, `{"t":"takeover","user":""}`},
 		{pageMsg{URL: "about:blank", Title: "<b>"}, `{"t":"page","url":"about:blank","title":"\u003cb\u003e"}`},
 		{pageMsg{}, `{"t":"page"}`},
 		{pongMsg{Seq: 7, Data: "abc"}, `{"t":"pong","seq":7,"data":"abc"}`},

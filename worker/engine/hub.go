@@ -87,10 +87,11 @@ type Hub struct {
 	// shows them the page's dialogs and takes their answers (dialog.go).
 	input     *hubInput
 	dialogs   hubDialogs
-	gestures  *gestures    // whose input came last (gesture.go)
-	clipboard hubClipboard // the page's copies to their viewer (clipboard.go)
-	editable  hubEditable  // where the page's focus is (clipboard.go)
-	files     *Files       // pickers, uploads, downloads (files.go)
+	gestures  *gestures              // whose input came last (gesture.go)
+	clipboard hubClipboard           // the page's copies to their viewer (clipboard.go)
+	editable  hubEditable            // where the page's focus is (clipboard.go)
+	takenBy   atomic.Pointer[string] // who drives an automation session's browser (takeover.go)
+	files     *Files                 // pickers, uploads, downloads (files.go)
 	// link grades the frames to the viewers' links (grade.go); mu guards
 	// it.
 	link linkGrade
@@ -420,6 +421,9 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrad
 	if !readOnly {
 		h.editable.sendState(c)
 	}
+	if by := h.takenBy.Load(); by != nil && *by != "" {
+		c.enqueue(encode(takeoverMsg{User: *by}))
+	}
 
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -696,6 +700,9 @@ var clientHandlers = map[msgKind]func(h *Hub, c *client, m *clientEnvelope, raw 
 	},
 	kindAnswer: func(h *Hub, c *client, m *clientEnvelope, _ []byte) {
 		h.dialogs.answer(c, m.answer())
+	},
+	kindHandBack: func(h *Hub, c *client, _ *clientEnvelope, _ []byte) {
+		handBack(h, c)
 	},
 }
 

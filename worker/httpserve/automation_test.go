@@ -3,6 +3,7 @@ package httpserve
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -105,12 +106,13 @@ func TestAutoSessionLifetime(t *testing.T) {
 	})
 }
 
-// TestTakeover: the first gesture tells the client who took over, more
-// gestures by anyone keep it theirs, and quiet for handBackAfter hands it
-// back; after stop nothing more is sent.
+// TestTakeover: the first gesture tells the client and the viewers who
+// took over, more gestures by anyone keep it theirs; Hand back, or quiet
+// for handBackAfter, hands it back; after stop nothing more is sent.
 func TestTakeover(t *testing.T) {
 	clk := clocktest.New(time.Unix(1e9, 0))
-	tk := newTakeover(clk)
+	var shown []string
+	tk := newTakeover(clk, func(user string) { shown = append(shown, user) })
 	next := func() cdpgate.Notice {
 		t.Helper()
 		select {
@@ -129,25 +131,37 @@ func TestTakeover(t *testing.T) {
 		default:
 		}
 	}
-	tk.gesture("ann")
-	if n := next(); n.Method != "CloudBrowser.takeover" || n.Params.(map[string]string)["user"] != "ann" {
-		t.Fatalf("first gesture: %+v", n)
+	is := func(n cdpgate.Notice, method, user string) {
+		t.Helper()
+		if n.Method != method || n.Params.(map[string]string)["user"] != user {
+			t.Fatalf("got %+v, want %s by %s", n, method, user)
+		}
 	}
+	tk.gesture("ann")
+	is(next(), "CloudBrowser.takeover", "ann")
 	clk.Advance(handBackAfter - time.Second)
 	tk.gesture("bob") // still ann's turn; the quiet starts again
 	none()
 	clk.Advance(handBackAfter - time.Second)
 	none()
 	clk.Advance(time.Second)
-	if n := next(); n.Method != "CloudBrowser.handback" || n.Params.(map[string]string)["user"] != "ann" {
-		t.Fatalf("after the quiet: %+v", n)
-	}
+	is(next(), "CloudBrowser.handback", "ann")
+
 	tk.gesture("bob")
-	if n := next(); n.Params.(map[string]string)["user"] != "bob" {
-		t.Fatalf("the next person: %+v", n)
-	}
+	is(next(), "CloudBrowser.takeover", "bob")
+	tk.handBack() // the engine's button
+	is(next(), "CloudBrowser.handback", "bob")
+	tk.handBack() // nobody has it: nothing
+	clk.Advance(time.Hour)
+	none()
+
+	tk.gesture("carol")
+	is(next(), "CloudBrowser.takeover", "carol")
 	tk.stop()
 	clk.Advance(time.Hour)
-	tk.gesture("carol")
+	tk.gesture("dave")
 	none()
+	if want := []string{"ann", "", "bob", "", "carol", ""}; !slices.Equal(shown, want) {
+		t.Fatalf("the viewers were shown %q, want %q", shown, want)
+	}
 }

@@ -115,11 +115,15 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 		log:     log,
 	}, cancel)
 	defer leave()
-	people := newTakeover(s.auto.clock())
+	people := newTakeover(s.auto.clock(), func(user string) { engine.AnnounceTakeover(b.Hub(), user) })
 	defer people.stop()
-	defer b.OnGesture(func(user string) {
+	defer b.OnPeople(func(p PersonAct) {
 		activity() // a person at work: the session is not idle
-		people.gesture(user)
+		if p.HandBack {
+			people.handBack()
+		} else {
+			people.gesture(p.User)
+		}
 	})()
 	res, err := cdpgate.Serve(ctx, conn, cdpgate.Config{
 		Upstream: ep.URL, Context: ep.Context, Page: ep.Page, MaxContexts: maxContexts,

@@ -101,9 +101,17 @@ type Browser interface {
 	// HoldIdle keeps it from being released as idle (no viewer) until
 	// release: an automation session drives it.
 	HoldIdle() (release func())
-	// OnGesture calls fn with the user of each gesture (a key, a click, a
-	// touch) of a viewer who drives it in the client engine.
-	OnGesture(fn func(user string)) (stop func())
+	// OnPeople calls fn with what the viewers who drive it do in the
+	// client engine: each gesture (a key, a click, a touch) and each Hand
+	// back.
+	OnPeople(fn func(PersonAct)) (stop func())
+}
+
+// PersonAct is what a viewer who drives a browser did in the client
+// engine: a gesture, or handing it back to its automation.
+type PersonAct struct {
+	User     string
+	HandBack bool
 }
 
 // BrowserInfo is a browser as the instance's page lists it.
