@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path"
@@ -33,11 +31,7 @@ import (
 // is what a client's own interception replaces.
 func automationSite(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	site := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return loopbackSite(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/one":
 			fmt.Fprint(w, `<!doctype html><title>page one</title><p id=msg>hello automation</p><input id=field>`)
@@ -51,11 +45,7 @@ func automationSite(t *testing.T) string {
 		default:
 			fmt.Fprintf(w, `<!doctype html><title>page %s</title>`, strings.TrimPrefix(r.URL.Path, "/"))
 		}
-	}))
-	site.Listener = ln
-	site.Start()
-	t.Cleanup(site.Close)
-	return site.URL
+	})).URL
 }
 
 // apiSession is a session as POST /api/v1/sessions answers it.

@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -425,14 +423,7 @@ func TestPermissionsThroughEngine(t *testing.T) {
 		t.Skip("starts processes and Chromium")
 	}
 	needChromium(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	site := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, permissionSite) }))
-	site.Listener = ln
-	site.Start()
-	defer site.Close()
+	site := loopbackSite(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, permissionSite) }))
 	c := startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium"})
 	dir := filepath.Join(c.dir, "site")
 	writeBundle(t, dir, `{"name":"Site","mountPoint":"site","entry":"index.html","strategy":"singleInstancePerUser","egress":{"allow":["127.0.0.1"]}}`,

@@ -24,21 +24,35 @@ import (
 // what reaches it.
 func countingSite(t *testing.T, addr string) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("listen %s: %v", addr, err)
-	}
 	var hits atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := siteAt(t, addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		w.Header().Set("Access-Control-Allow-Origin", "*")
 		w.Header().Set("Content-Type", "text/html")
 		_, _ = w.Write([]byte("<title>reached</title>Y"))
 	}))
+	return srv, &hits
+}
+
+// loopbackSite serves h on 127.0.0.1 (never [::1], which httptest may
+// pick: the apps' egress allows 127.0.0.1) until the test ends.
+func loopbackSite(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	return siteAt(t, "127.0.0.1:0", h)
+}
+
+// siteAt serves h on addr until the test ends.
+func siteAt(t *testing.T, addr string, h http.Handler) *httptest.Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen %s: %v", addr, err)
+	}
+	srv := httptest.NewUnstartedServer(h)
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return srv, &hits
+	return srv
 }
 
 // probePage fetches each URL (CORS mode, so a refusal is an error the page
