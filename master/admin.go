@@ -109,7 +109,7 @@ func (api *adminAPI) handler(public bool) http.Handler {
 		apijson.Write(w, http.StatusOK, map[string]any{"status": "ready", "master": api.id})
 	})
 	mux.Handle("GET /api/v1/cluster", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
-		apijson.Write(w, http.StatusOK, api.status())
+		apijson.Write(w, http.StatusOK, api.clusterStatus(r, public))
 	}))
 	mux.Handle("POST /api/v1/workers/{id}/drain", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		api.drain(w, r, true)
@@ -139,7 +139,7 @@ func (api *adminAPI) handler(public bool) http.Handler {
 	api.authorRoutes(mux)
 	api.jobs.Routes(mux)
 	api.sessions.Routes(mux, public)
-	api.dashboardRoutes(mux)
+	api.dashboardRoutes(mux, public)
 	mux.Handle("POST /api/v1/grants", api.auth(auth.RoleAdmin, api.grant))
 	mux.Handle("GET /api/v1/instances/{id}/state", api.auth(auth.RoleAdmin, api.instanceState))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {

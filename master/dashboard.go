@@ -13,15 +13,18 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/apijson"
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
+	"github.com/cloudbrowser-go/cloudbrowser/master/sessions"
 	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 	"github.com/cloudbrowser-go/cloudbrowser/web"
 )
 
 // The admin dashboard: /admin (a page of web/ that updates itself from
 // /api/v1/events), signed in with the admin token, which is exchanged for
-// an HttpOnly cookie so scripts never hold it.
+// an HttpOnly cookie so scripts never hold it. The cookie acts as the
+// admin on the whole admin API, the sessions API included (auth.Check):
+// the dashboard ends a session with DELETE /api/v1/sessions/{id}.
 
-func (api *adminAPI) dashboardRoutes(mux *http.ServeMux) {
+func (api *adminAPI) dashboardRoutes(mux *http.ServeMux, public bool) {
 	mux.HandleFunc("GET /admin", func(w http.ResponseWriter, r *http.Request) {
 		if !api.access.Dashboard().Valid(r) {
 			api.loginPage(w, r, "")
@@ -69,7 +72,9 @@ func (api *adminAPI) dashboardRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/history", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		apijson.Write(w, http.StatusOK, api.history.snapshot())
 	}))
-	mux.Handle("GET /api/v1/events", api.auth(auth.RoleAdmin, api.events))
+	mux.Handle("GET /api/v1/events", api.auth(auth.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+		api.events(w, r, public)
+	}))
 	mux.Handle("POST /api/v1/instances/{id}/close", api.auth(auth.RoleAdmin, api.closeInstance))
 	mux.Handle("GET /api/v1/instances/{id}/browsers", api.auth(auth.RoleAdmin, api.instanceBrowsers))
 }
@@ -87,8 +92,17 @@ func (api *adminAPI) loginPage(w http.ResponseWriter, r *http.Request, msg strin
 	pages.WriteHTML(w, r, buf.Bytes(), "no-store")
 }
 
+// clusterStatus is the cluster status as the admin API answers r: with
+// the automation sessions, their live URLs on the public address (public:
+// r came to the public port).
+func (api *adminAPI) clusterStatus(r *http.Request, public bool) wire.ClusterStatus {
+	st := api.status()
+	st.Sessions = sessions.Dashboard(api.sessions, &st, r, public)
+	return st
+}
+
 // events streams the cluster status as server-sent events every 2 s.
-func (api *adminAPI) events(w http.ResponseWriter, r *http.Request) {
+func (api *adminAPI) events(w http.ResponseWriter, r *http.Request, public bool) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		apijson.Error(w, http.StatusInternalServerError, "streaming unsupported")
@@ -102,7 +116,7 @@ func (api *adminAPI) events(w http.ResponseWriter, r *http.Request) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for {
-		b, _ := json.Marshal(api.status())
+		b, _ := json.Marshal(api.clusterStatus(r, public))
 		if _, err := fmt.Fprintf(w, "event: status\ndata: %s\n\n", b); err != nil {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -203,6 +204,15 @@ func TestIdleHeldByAutomation(t *testing.T) {
 	}
 	vb.hub.StartIdle(in.idle, fa, releasedReason(in.idle), reloadURL(in.app, f.iid), func() { f.w.browsers.browserIdle(in, vb) }, vb.automated)
 	release := hostedBrowser{w: f.w, vb: vb}.HoldIdle()
+	// The load report names it held (the dashboard's session state).
+	automated := func() []string {
+		var l wire.Load
+		f.w.instances.counts(&l)
+		return l.Automated
+	}
+	if got := automated(); !slices.Equal(got, []string{f.iid + "/" + id}) {
+		t.Fatalf("held browsers in the load report: %v", got)
+	}
 	for range 3 {
 		testutil.Eventually(t, 10*time.Second, testutil.Cond("a countdown", func() bool { return fa.pending() == 1 }))
 		fa.fire(false)
@@ -212,6 +222,9 @@ func TestIdleHeldByAutomation(t *testing.T) {
 	}
 	release()
 	release() // twice: counted once
+	if got := automated(); len(got) != 0 {
+		t.Fatalf("held browsers after the hold ended: %v", got)
+	}
 	testutil.Eventually(t, 10*time.Second, testutil.Cond("a countdown", func() bool { return fa.pending() == 1 }))
 	fa.fire(false)
 	if _, ok := in.browser(id); ok {

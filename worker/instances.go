@@ -240,7 +240,8 @@ func (t *instanceTable) list() []wire.InstanceInfo {
 }
 
 // counts fills the instance, browser, client and frame counts of a load
-// report. Frames of closed browsers stay counted.
+// report, and the browsers automation sessions hold. Frames of closed
+// browsers stay counted.
 func (t *instanceTable) counts(l *wire.Load) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -250,6 +251,9 @@ func (t *instanceTable) counts(l *wire.Load) {
 		l.Browsers += len(in.browsers)
 		for _, b := range in.browsers {
 			l.Clients += b.hub.Count()
+			if b.automated() {
+				l.Automated = append(l.Automated, in.info.ID+"/"+b.id)
+			}
 		}
 		in.mu.Unlock()
 	}

@@ -206,6 +206,10 @@ type Load struct {
 	// FrameScale is the scale of the worker's screencast frames now, graded
 	// down while it is short of CPU (worker/grade): 1, 0.75 or 0.5; 0 = 1.
 	FrameScale float64 `codec:"fscale,omitempty" json:"frameScale,omitempty"`
+	// Automated are the browsers an automation session holds here (a
+	// client connected, or within its keep-alive), as
+	// "<instance>/<browser>": the dashboard's session states.
+	Automated []string `codec:"auto,omitempty" json:"automated,omitempty"`
 }
 
 // FencedInstance is an instance a registering worker must drop: the master
@@ -484,9 +488,12 @@ type ClusterStatus struct {
 	Placements   uint64         `json:"placements"`
 	Proxies      []ProxyStatus  `json:"proxies"`
 	// Jobs: slots, queues, outcomes, monitors and the render cache.
-	Jobs  *JobsStatus    `json:"jobs,omitempty"`
-	Extra map[string]any `json:"extra,omitempty"`
-	At    time.Time      `json:"at"`
+	Jobs *JobsStatus `json:"jobs,omitempty"`
+	// Sessions: the automation sessions, their queue and limits (the admin
+	// API's answers; nil in Master.Status).
+	Sessions *SessionsStatus `json:"sessions,omitempty"`
+	Extra    map[string]any  `json:"extra,omitempty"`
+	At       time.Time       `json:"at"`
 }
 
 // WorkerStatus is one worker in ClusterStatus.
@@ -502,6 +509,12 @@ type WorkerStatus struct {
 	// periods (stalled or cut off?), so Application URLs pass it over.
 	Reported time.Time `json:"reported"`
 	Silent   bool      `json:"silent,omitempty"`
+	// Reach is whether the master reached the worker at HTTPAddr, the
+	// address the proxies dial: "reachable", "unreachable" (ReachError
+	// says why) or "" (not probed yet); ReachChecked is when (master/reach).
+	Reach        string    `json:"reach,omitempty"`
+	ReachError   string    `json:"reachError,omitempty"`
+	ReachChecked time.Time `json:"reachChecked,omitzero"`
 	// Pools is the worker's pool statistics (see worker/pool.ManagerStats).
 	Pools json.RawMessage `json:"pools,omitempty"`
 }
@@ -523,6 +536,46 @@ type ProxyStatus struct {
 	Requests       uint64  `json:"requests"`
 	RequestsPerSec float64 `json:"requestsPerSec"`
 	WebSocketsOpen int64   `json:"websocketsOpen"`
+}
+
+// SessionOpen asks the master for an automation session on behalf of a
+// one-step CDP connection (GET /cdp?app=NAME&token=… upgraded at a proxy;
+// docs/automation.md, "One step"). The proxy passes what the client sent
+// and the master reads it, so the parameters, their checks and defaults
+// live in one place.
+type SessionOpen struct {
+	// Query is the request's raw query (app, token, settings); it may
+	// hold the token: never log it.
+	Query string `codec:"q"`
+	// Authorization is the request's Authorization header, if any.
+	Authorization string `codec:"auth,omitempty"`
+	// ClientIP is the client's address as the proxy saw it (the
+	// per-address instance quota).
+	ClientIP  string `codec:"ip"`
+	RequestID string `codec:"rid"` // for the master's logs
+}
+
+// SessionOpened answers a SessionOpen: a session, or (Status != 0) the
+// HTTP answer the proxy gives instead of upgrading.
+type SessionOpened struct {
+	ID         string `codec:"id,omitempty"`
+	App        string `codec:"app,omitempty"`
+	InstanceID string `codec:"iid,omitempty"`
+	BrowserID  string `codec:"bid,omitempty"`
+	// Path is the session's CDP endpoint as path and query
+	// ("/app/a/<iid>/b/<bid>/cdp?ticket=…"): the proxy routes the upgrade
+	// there like any Browser URL.
+	Path string `codec:"path,omitempty"`
+
+	// Status is the refusal's HTTP status (0: opened), Error its
+	// message, Field the query parameter it is about ("" if none),
+	// RetryAfter its Retry-After in seconds (0: none) and Challenge its
+	// WWW-Authenticate.
+	Status     int    `codec:"status,omitempty"`
+	Error      string `codec:"err,omitempty"`
+	Field      string `codec:"field,omitempty"`
+	RetryAfter int64  `codec:"retry,omitempty"`
+	Challenge  string `codec:"challenge,omitempty"`
 }
 
 // ProxyReport is what a proxy tells the master every few seconds.

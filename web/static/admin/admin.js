@@ -1,18 +1,21 @@
 // CloudBrowser admin dashboard: live cluster status from /api/v1/events
 // (server-sent events, every 2 s), load history for the sparklines, and the
-// drain / undrain / close actions. No build step, no library.
+// drain / undrain / close / end-session actions. No build step, no library;
+// data goes into the page as text (textContent, attributes), never as HTML.
 (function () {
   "use strict";
   var history = {};
   var live = document.getElementById("live");
 
   function mib(b) { return (b / 1048576).toFixed(1) + " MiB"; }
-  function age(t) {
-    var s = Math.max(0, Math.round((Date.now() - new Date(t).getTime()) / 1000));
+  function span(ms) {
+    var s = Math.max(0, Math.round(ms / 1000));
     if (s < 120) { return s + " s"; }
     if (s < 7200) { return Math.round(s / 60) + " min"; }
     return Math.round(s / 3600) + " h";
   }
+  function age(t) { return span(Date.now() - new Date(t).getTime()); }
+  function until(t) { return span(new Date(t).getTime() - Date.now()); }
   function el(tag, attrs, text) {
     var e = document.createElement(tag);
     for (var k in attrs || {}) { e.setAttribute(k, attrs[k]); }
@@ -37,7 +40,10 @@
 
   function api(method, path) {
     return fetch(path, {method: method, headers: {"X-CloudBrowser-Dashboard": "1"}, credentials: "same-origin"})
-      .then(function (r) { if (!r.ok) { return r.json().then(function (e) { throw new Error(e.error || r.statusText); }); } return r.json(); });
+      .then(function (r) {
+        if (!r.ok) { return r.json().then(function (e) { throw new Error(e.error || r.statusText); }); }
+        return r.status === 204 ? null : r.json();
+      });
   }
   function button(label, cls, onClick) {
     var b = el("button", {"class": cls}, label);
@@ -145,6 +151,7 @@
       tr.dataset.instance = i.id;
       return tr;
     }));
+    renderSessions(st.sessions);
     renderJobs(st.jobs);
     fill("proxies", (st.proxies || []).map(function (p) {
       return row([p.name, p.addr, num(p.requests), num(p.requestsPerSec.toFixed(1)), num(p.websocketsOpen)]);
@@ -152,6 +159,59 @@
     fill("members", (st.members || []).map(function (m) { return row([m.name, m.role, m.addr, m.state]); }));
     document.body.dataset.updated = String(now);
     document.body.dataset.workers = String(st.workers.length);
+  }
+
+  // Session states (wire.Session*), as the worker hosting the session's
+  // browser reports its automation client: label and explanation.
+  var sessionStates = {
+    "connected": ["connected", "Its automation client is connected."],
+    "connected-or-keep-alive": ["connected or in keep-alive",
+      "Its client is connected, or left less than its keep-alive ago and may reconnect with the same cdpUrl."],
+    "no-client": ["no client yet", "No automation client has connected on its worker yet (after a failover: reconnected)."],
+    "worker-down": ["worker unreachable", "The worker of its instance is not connected to the master."]
+  };
+
+  // renderSessions fills the automation sessions panel: every principal's
+  // open sessions, each with its live view (the admin's dashboard session
+  // watches any browser) and an End button, then the wait queue and the
+  // limits.
+  function renderSessions(ss) {
+    ss = ss || {sessions: []};
+    var sessions = ss.sessions || [];
+    document.body.dataset.sessions = String(sessions.length);
+    fill("session-limits", [
+      ["Open sessions", num(sessions.length), "open"],
+      ["Waiting for a browser", num(ss.waiting || 0), "waiting"],
+      ["Queue max (requests waiting at once)", num(ss.queueMax || 0), "queue-max"],
+      ["Queue wait", !ss.queueWait || ss.queueWait === "0s" ? "none: answered at once" : "at most " + ss.queueWait, "queue-wait"],
+      ["Open sessions per principal", num(ss.maxPerPrincipal || 0), "max-per-principal"]
+    ].map(function (f) {
+      var tr = row([f[0], f[1]]);
+      tr.dataset.figure = f[2];
+      return tr;
+    }));
+    if (!sessions.length) {
+      fill("sessions", [row([{text: "No automation sessions are open.", attrs: {"class": "muted empty", colspan: "11"}}])]);
+      return;
+    }
+    fill("sessions", sessions.map(function (s) {
+      var st = sessionStates[s.state] || [s.state, ""];
+      var state = el("span", {"class": "session-" + s.state, title: st[1]}, st[0]);
+      // Only an http(s) URL becomes a link (never javascript: or data:).
+      var live = /^https?:\/\//.test(s.liveUrl || "")
+        ? el("a", {href: s.liveUrl, target: "_blank", rel: "noopener", "class": "live-view"}, "watch") : "-";
+      var tr;
+      var end = button("End", "end", function () {
+        return api("DELETE", "/api/v1/sessions/" + encodeURIComponent(s.id)).then(function () { tr.remove(); });
+      });
+      // The id shortened (the whole one in its title and data-session).
+      tr = row([{text: s.id.length > 12 ? s.id.slice(0, 12) + "…" : s.id, attrs: {"class": "id", title: s.id}}, "/" + s.app, s.owner, s.worker, {text: age(s.createdAt) + " ago", attrs: {title: s.createdAt}},
+        {text: "in " + until(s.expiresAt), attrs: {title: s.expiresAt}}, s.idleTimeout, s.keepAlive, state, live, end]);
+      tr.dataset.session = s.id;
+      tr.dataset.state = s.state;
+      tr.dataset.app = s.app;
+      return tr;
+    }));
   }
 
   // renderJobs fills the Jobs panel (shown only when the master runs jobs).
