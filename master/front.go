@@ -127,6 +127,16 @@ func (r LocalRoutes) Apps(ctx context.Context) ([]wire.App, error) {
 	return routerService(r).Apps(ctx)
 }
 
+// OpenSession and CloseSession are the Router's, for the embedded proxy's
+// one-step CDP connections.
+func (r LocalRoutes) OpenSession(ctx context.Context, req wire.SessionOpen) (wire.SessionOpened, error) {
+	return routerService(r).OpenSession(ctx, req)
+}
+
+func (r LocalRoutes) CloseSession(ctx context.Context, id string) error {
+	return routerService(r).CloseSession(ctx, id)
+}
+
 // The Reverse Proxy Manager's processes outlive the master: a master that
 // crashes (kill -9) leaves its proxies serving open sockets and cached
 // routes, and the next master on the same data directory adopts them

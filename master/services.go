@@ -263,6 +263,17 @@ func (s routerService) ProxyReport(ctx context.Context, r wire.ProxyReport) erro
 	return nil
 }
 
+// OpenSession opens an automation session for a proxy's one-step CDP
+// connection (master/sessions, cdp.go).
+func (s routerService) OpenSession(ctx context.Context, req wire.SessionOpen) (wire.SessionOpened, error) {
+	return s.m.sessions.OpenCDP(ctx, req), nil
+}
+
+// CloseSession ends a one-step session the proxy could not connect.
+func (s routerService) CloseSession(ctx context.Context, id string) error {
+	return s.m.sessions.Unconnected(ctx, id)
+}
+
 // clusterService is registered as wire.ObjCluster.
 type clusterService struct{ m *Master }
 

@@ -20,12 +20,12 @@ import (
 // (signed as usual): the worker answers the handshake on it and serves it
 // from then on, so no byte of the WebSocket passes through the proxy. If
 // the worker does not take it, the connection is relayed as it is.
-func (p *Proxy) handOff(w http.ResponseWriter, r *http.Request, id string, route Route, hopKey []byte, log zerolog.Logger) {
+func (p *Proxy) handOff(w http.ResponseWriter, r *http.Request, id string, route Route, hopKey []byte, log zerolog.Logger) (reached bool) {
 	cc, cbr, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		log.Error().Err(err).Msg("cannot hijack client connection")
 		p.page(w, r, id, http.StatusInternalServerError, "Internal error", "The WebSocket could not be established.")
-		return
+		return false
 	}
 	_ = cc.SetDeadline(time.Time{})
 	var head bytes.Buffer
@@ -51,11 +51,11 @@ func (p *Proxy) handOff(w http.ResponseWriter, r *http.Request, id string, route
 			}
 			p.st.wsHandedOff.Add(1)
 			log.Debug().Msg("websocket handed to the worker")
-			return
+			return true
 		}
 		if r.Context().Err() != nil {
 			cc.Close() // the client left
-			return
+			return false
 		}
 		p.handoffs.failed(route.Handoff)
 		if errors.Is(err, handoff.ErrSent) {
@@ -65,16 +65,17 @@ func (p *Proxy) handOff(w http.ResponseWriter, r *http.Request, id string, route
 			shutdown([]net.Conn{unwrapConn(cc)})
 			cc.Close()
 			log.Warn().Err(err).Str("socket", route.Handoff).Msg("websocket handoff not acknowledged: connection ended")
-			return
+			return true // perhaps: the worker may have it
 		}
 		log.Warn().Err(err).Str("socket", route.Handoff).Msg("websocket handoff failed: relaying")
 	}
-	p.relayRaw(r.Context(), cc, head.Bytes(), route, log)
+	return p.relayRaw(r.Context(), cc, head.Bytes(), route, log)
 }
 
 // relayRaw relays a hijacked upgrade whose head is built: the worker's
-// answer, 101 or not, and everything after pass through as bytes.
-func (p *Proxy) relayRaw(ctx context.Context, cc net.Conn, head []byte, route Route, log zerolog.Logger) {
+// answer, 101 or not, and everything after pass through as bytes. reached
+// reports that the worker answered 101.
+func (p *Proxy) relayRaw(ctx context.Context, cc net.Conn, head []byte, route Route, log zerolog.Logger) (reached bool) {
 	wc, err := p.dialer.DialContext(ctx, "tcp", route.Addr)
 	if err != nil {
 		p.st.upstreamErrors.Add(1)
@@ -84,22 +85,22 @@ func (p *Proxy) relayRaw(ctx context.Context, cc net.Conn, head []byte, route Ro
 		_, _ = cc.Write([]byte("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
 		cc.Close()
 		log.Debug().Err(err).Msg("worker unreachable for a websocket")
-		return
+		return false
 	}
 	rl := &relay{worker: wc, workerID: route.WorkerID}
 	if !p.flight.track(rl) {
 		wc.Close()
 		cc.Close()
-		return
+		return false
 	}
 	defer p.flight.untrack(rl)
 	if !rl.setClient(cc) { // Shutdown closed the relay meanwhile
 		cc.Close()
-		return
+		return false
 	}
 	if _, err := wc.Write(head); err != nil {
 		rl.close()
-		return
+		return false
 	}
 	// A stopped worker takes the connection (the kernel does) but never
 	// answers: its answer is bounded as a relayed handshake's is, and the
@@ -114,15 +115,17 @@ func (p *Proxy) relayRaw(ctx context.Context, cc net.Conn, head []byte, route Ro
 		}
 		rl.close()
 		log.Debug().Err(err).Msg("worker did not answer a relayed websocket upgrade")
-		return
+		return false
 	}
 	_ = wc.SetReadDeadline(time.Time{})
+	reached = bytes.HasPrefix(first[:n], []byte("HTTP/1.1 101"))
 	if _, err := cc.Write(first[:n]); err != nil {
 		rl.close()
-		return
+		return reached
 	}
 	p.st.wsTotal.Add(1)
 	p.pump.run(unwrapConn(cc), wc)
+	return reached
 }
 
 // shutdown ends each socket for both of its holders, in one shutdown(2)

@@ -83,6 +83,9 @@ type Config struct {
 	// connection before answering, so the caller can tell the master. It
 	// runs on the request goroutine and must not block.
 	OnWorkerUnreachable func(Route)
+	// Sessions opens the automation sessions of one-step CDP connections
+	// (/cdp?app=…, cdp.go); nil: /cdp is not served.
+	Sessions SessionOpener
 	// Clock decides the handoff backoff and when a pooled connection is too
 	// old to reuse (nil = clock.Real). Socket deadlines and the hop's
 	// signed time stay on the system clock: the kernel and the workers
@@ -199,6 +202,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.serveHome(w, r, id)
 		return
 	case urlkind.KindReserved:
+		if isCDP(t) {
+			p.serveCDP(w, r, id, t, upgrade)
+			return
+		}
 		if p.cfg.Fallback != nil {
 			p.cfg.Fallback.ServeHTTP(w, r)
 			return

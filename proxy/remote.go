@@ -142,6 +142,31 @@ func (r *RemoteRouter) Apps(ctx context.Context) ([]AppLink, error) {
 	return AppLinksOf(apps), nil
 }
 
+// OpenSession implements SessionOpener: the master opens the session.
+func (r *RemoteRouter) OpenSession(ctx context.Context, req wire.SessionOpen) (wire.SessionOpened, error) {
+	master, err := r.router(ctx)
+	if err != nil {
+		return wire.SessionOpened{}, MasterError(err)
+	}
+	res, err := master.OpenSession(ctx, req)
+	if err != nil {
+		return wire.SessionOpened{}, fmt.Errorf("opening a session: %w", MasterError(err))
+	}
+	return res, nil
+}
+
+// CloseSession implements SessionOpener.
+func (r *RemoteRouter) CloseSession(ctx context.Context, id string) error {
+	master, err := r.router(ctx)
+	if err != nil {
+		return MasterError(err)
+	}
+	if err := master.CloseSession(ctx, id); err != nil {
+		return fmt.Errorf("ending session %s: %w", id, MasterError(err))
+	}
+	return nil
+}
+
 // ProcessConfig configures a standalone proxy process.
 type ProcessConfig struct {
 	Name   string // unique among proxies, e.g. proxy-1
@@ -285,7 +310,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	if err != nil {
 		return fmt.Errorf("proxy: %w", config.Errorf("Listen", "%s: %w", cfg.Listen, err))
 	}
-	p := New(Config{Router: cache, Logger: log, HopKey: hopKey.Get, PortKey: portKey.Get,
+	p := New(Config{Router: cache, Sessions: remote, Logger: log, HopKey: hopKey.Get, PortKey: portKey.Get,
 		PublicHTTPS: cfg.PublicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto, Clock: cfg.Clock})
 	served.Store(p)
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}

@@ -67,29 +67,30 @@ func (p *Proxy) CloseWorker(wid string) int {
 
 // serveWebSocket forwards an upgrade to the routed worker and, once the
 // worker agreed (101), relays raw bytes until both sides are done. The
-// Router is never consulted again for this connection.
-func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string, t urlkind.Target, route Route, hopKey []byte) {
+// Router is never consulted again for this connection. reached reports
+// that the client's socket got to the worker (101 relayed, or handed
+// over): false when the worker never took it.
+func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string, t urlkind.Target, route Route, hopKey []byte) (reached bool) {
 	log := p.log.With().Str("request_id", id).Str("instance", t.InstanceID).Str("worker", route.WorkerID).Logger()
 	if p.flight.isClosing() {
 		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable", "The proxy is shutting down, retry shortly.")
-		return
+		return false
 	}
 	if p.handoffs.allows(route) {
-		p.handOff(w, r, id, route, hopKey, log)
-		return
+		return p.handOff(w, r, id, route, hopKey, log)
 	}
 	wc, err := p.dialer.DialContext(r.Context(), "tcp", route.Addr)
 	if err != nil {
 		if r.Context().Err() == nil {
 			p.upstreamFailed(w, r, id, t, route, err)
 		}
-		return
+		return false
 	}
 	rl := &relay{worker: wc, workerID: route.WorkerID}
 	if !p.flight.track(rl) {
 		wc.Close()
 		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable", "The proxy is shutting down, retry shortly.")
-		return
+		return false
 	}
 	defer p.flight.untrack(rl)
 
@@ -104,14 +105,14 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string
 		default:
 			p.upstreamFailed(w, r, id, t, route, err)
 		}
-		return
+		return false
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		p.misdirected(t, resp.StatusCode)
 		p.relayRefusal(w, resp, wc, id)
 		rl.close()
 		log.Debug().Int("status", resp.StatusCode).Msg("worker refused websocket")
-		return
+		return false
 	}
 
 	cc, cbr, err := http.NewResponseController(w).Hijack()
@@ -119,22 +120,23 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string
 		rl.close()
 		log.Error().Err(err).Msg("cannot hijack client connection")
 		p.page(w, r, id, http.StatusInternalServerError, "Internal error", "The WebSocket could not be established.")
-		return
+		return false
 	}
 	if !rl.setClient(cc) {
-		cc.Close() // Shutdown raced us
-		return
+		cc.Close()  // Shutdown raced us
+		return true // after its 101: the worker hears the client leave
 	}
 	_ = cc.SetDeadline(time.Time{}) // the server's deadlines are not ours to keep
 	if err := p.finishHandshake(cc, cbr, wc, wbr, resp, id); err != nil {
 		rl.close()
 		log.Debug().Err(err).Msg("websocket handshake relay failed")
-		return
+		return true // the worker took it, and hears the client leave
 	}
 	p.st.wsTotal.Add(1)
 	log.Debug().Msg("websocket relay open")
 	p.pump.run(unwrapConn(cc), wc)
 	log.Debug().Msg("websocket relay closed")
+	return true
 }
 
 // handshake sends the upgrade request to the worker and reads its answer.

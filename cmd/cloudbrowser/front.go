@@ -71,7 +71,7 @@ func (e *embeddedProxy) Start(ctx context.Context) (string, error) {
 	e.addr = proxy.BoundAddr(addr, ln)
 	hopKey, portKey := e.set.HopKey, e.set.PortKey
 	e.p = proxy.New(proxy.Config{
-		Router: localRouter{e.m.LocalRoutes()}, Fallback: e.m.PublicHandler(),
+		Router: localRouter{e.m.LocalRoutes()}, Sessions: e.m.LocalRoutes(), Fallback: e.m.PublicHandler(),
 		PublicHTTPS: e.set.PublicHTTPS, TrustForwardedProto: e.set.TrustForwardedProto,
 		Logger: e.set.Logger.With().Str("proxy", "embedded").Logger(),
 		HopKey: func() []byte { return hopKey }, PortKey: func() []byte { return portKey },

@@ -307,3 +307,30 @@ func TestIdleTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestReservedMountPoints: the cluster's own first path segments (the
+// automation endpoints json and cdp among them) cannot be an app's mount
+// point, so /cdp?app=… always reaches the proxies' one-step CDP URL.
+func TestReservedMountPoints(t *testing.T) {
+	for _, tc := range []struct {
+		mount    string
+		reserved bool
+	}{
+		{"cdp", true}, {"json", true}, {"api", true}, {"login", true},
+		{"cdpx", false}, {"my-cdp", false}, {"shop", false},
+	} {
+		t.Run(tc.mount, func(t *testing.T) {
+			if got := Reserved(tc.mount); got != tc.reserved {
+				t.Errorf("Reserved(%q) = %v", tc.mount, got)
+			}
+			m, err := ParseManifest([]byte(`{"name":"A","mountPoint":"` + tc.mount + `","entry":"https://x.example/"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = m.Validate(nil)
+			if refused := err != nil && strings.Contains(err.Error(), "reserved by the cluster"); refused != tc.reserved {
+				t.Errorf("Validate of mountPoint %q: %v", tc.mount, err)
+			}
+		})
+	}
+}

@@ -232,13 +232,22 @@ type Router interface {
 	// whose node must have registered a Proxy as wire.ObjProxy.
 	Subscribe(ctx context.Context, name string) (wire.SubscribeReply, error)
 	ProxyReport(ctx context.Context, r wire.ProxyReport) error
+	// OpenSession opens an automation session for a one-step CDP
+	// connection (GET /cdp?app=…); a refusal is an answer (Status), not
+	// an error. It may wait for a browser (the sessions' queue).
+	OpenSession(ctx context.Context, req wire.SessionOpen) (wire.SessionOpened, error)
+	// CloseSession ends a session OpenSession opened whose client the
+	// proxy could not connect to its browser.
+	CloseSession(ctx context.Context, id string) error
 }
 
 const (
-	mRoute       = "Route"
-	mApps        = "Apps"
-	mSubscribe   = "Subscribe"
-	mProxyReport = "ProxyReport"
+	mRoute        = "Route"
+	mApps         = "Apps"
+	mSubscribe    = "Subscribe"
+	mProxyReport  = "ProxyReport"
+	mOpenSession  = "OpenSession"
+	mCloseSession = "CloseSession"
 )
 
 // RouterClient calls a master's Router.
@@ -260,6 +269,14 @@ func (c RouterClient) Subscribe(ctx context.Context, name string) (wire.Subscrib
 
 func (c RouterClient) ProxyReport(ctx context.Context, r wire.ProxyReport) error {
 	return c.C.Call(ctx, wire.ObjRouter, mProxyReport, nil, r)
+}
+
+func (c RouterClient) OpenSession(ctx context.Context, req wire.SessionOpen) (wire.SessionOpened, error) {
+	return call[wire.SessionOpened](ctx, c.C, wire.ObjRouter, mOpenSession, req)
+}
+
+func (c RouterClient) CloseSession(ctx context.Context, id string) error {
+	return c.C.Call(ctx, wire.ObjRouter, mCloseSession, nil, id)
 }
 
 // ---- master: Cluster (workers and proxies)

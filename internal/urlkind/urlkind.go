@@ -78,6 +78,7 @@ var reserved = map[string]bool{
 	"livez": true, "static": true, "_cb": true, "debug": true, "ws": true,
 	"favicon.ico": true, "robots.txt": true, ".well-known": true,
 	"json": true, // CDP's discovery endpoint (/json/version), for automation clients
+	"cdp":  true, // the one-step CDP URL (/cdp?app=…), which opens an automation session
 }
 
 // Reserved reports whether name cannot be used as an application mount

@@ -48,6 +48,11 @@ func TestClassify(t *testing.T) {
 		{"reserved _cb", "GET", "/_cb/engine.js", false, Target{Kind: KindReserved, App: "_cb", Rest: "engine.js"}},
 		{"reserved favicon", "GET", "/favicon.ico", false, Target{Kind: KindReserved, App: "favicon.ico"}},
 		{"reserved upgrade", "GET", "/admin/ws", true, Target{Kind: KindReserved, App: "admin", Rest: "ws"}},
+		{"reserved json (CDP discovery)", "GET", "/json/version", false, Target{Kind: KindReserved, App: "json", Rest: "version"}},
+		{"reserved cdp (one-step CDP URL)", "GET", "/cdp", true, Target{Kind: KindReserved, App: "cdp"}},
+		{"reserved cdp without upgrade", "GET", "/cdp", false, Target{Kind: KindReserved, App: "cdp"}},
+		{"reserved cdp case-insensitive", "GET", "/CDP/", true, Target{Kind: KindReserved, App: "CDP"}},
+		{"cdp under a browser is its resource", "GET", brow + "/cdp", true, Target{Kind: KindResource, App: "chat", InstanceID: iid, BrowserID: bid, Rest: "cdp"}},
 
 		{"a without id", "GET", "/chat/a", false, Target{}},
 		{"a slash without id", "GET", "/chat/a/", false, Target{}},

@@ -2,13 +2,13 @@ package sessions
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -111,7 +111,7 @@ func (s *Service) View(rec Record, base string) View {
 	path := "/" + rec.App + "/a/" + rec.InstanceID + "/b/" + rec.BrowserID
 	ws := "ws" + strings.TrimPrefix(base, "http") // http → ws, https → wss
 	return View{ID: rec.ID, App: rec.App, InstanceID: rec.InstanceID, BrowserID: rec.BrowserID,
-		CDPURL:  ws + path + "/cdp?ticket=" + url.QueryEscape(rec.Ticket(s.key)),
+		CDPURL:  ws + rec.CDPPath(s.key),
 		LiveURL: base + path, CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt, Owner: rec.Owner,
 		Timeout:     rec.ExpiresAt.Sub(rec.CreatedAt).String(),
 		IdleTimeout: (time.Duration(rec.IdleTimeoutMs) * time.Millisecond).String(),
@@ -261,58 +261,87 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request, public bool) {
 
 // open opens the session req asks for, or answers why not.
 func (s *Service) open(w http.ResponseWriter, r *http.Request, req Request, public bool) (View, bool) {
-	p := auth.PrincipalOf(r)
-	if !s.host.AppExists(req.App) {
-		fieldError(w, http.StatusNotFound, "app", "app: no application is mounted at /"+req.App)
-		return View{}, false
-	}
-	if !s.host.MayUseApp(p, req.App) {
-		fieldError(w, http.StatusForbidden, "app", fmt.Sprintf("app: %q may not open sessions on /%s: only its owner, the admin and the principals its owner granted (PUT /api/v1/apps/%s/job-users/%s) may", p.Name, req.App, req.App, p.Name))
-		return View{}, false
-	}
-	rec, err := s.CreateWaiting(r.Context(), p.Name, req, clientIP(r))
-	if err != nil {
-		s.createError(w, req.App, err)
+	rec, rf := s.openFor(r.Context(), auth.PrincipalOf(r), req, clientIP(r))
+	if rf != nil {
+		rf.write(w)
 		return View{}, false
 	}
 	return s.View(rec, s.host.PublicBase(r, public)), true
 }
 
-// createError answers a refused or failed creation with its status.
-func (s *Service) createError(w http.ResponseWriter, app string, err error) {
+// openFor opens the session req asks for p, or says why not: the API and
+// the one-step CDP URL (cdp.go) refuse alike.
+func (s *Service) openFor(ctx context.Context, p auth.Principal, req Request, clientIP string) (Record, *refusal) {
+	if !s.host.AppExists(req.App) {
+		return Record{}, &refusal{status: http.StatusNotFound, field: "app", msg: "app: no application is mounted at /" + req.App}
+	}
+	if !s.host.MayUseApp(p, req.App) {
+		return Record{}, &refusal{status: http.StatusForbidden, field: "app", msg: fmt.Sprintf("app: %q may not open sessions on /%s: only its owner, the admin and the principals its owner granted (PUT /api/v1/apps/%s/job-users/%s) may", p.Name, req.App, req.App, p.Name)}
+	}
+	rec, err := s.CreateWaiting(ctx, p.Name, req, clientIP)
+	if err != nil {
+		return Record{}, s.createError(req.App, err)
+	}
+	return rec, nil
+}
+
+// refusal is a session request answered with an error: its HTTP status,
+// message, the field it is about ("" if none), and Retry-After (0: none).
+type refusal struct {
+	status     int
+	msg, field string
+	retryAfter time.Duration
+	challenge  string // WWW-Authenticate
+}
+
+func (rf *refusal) write(w http.ResponseWriter) {
+	if rf.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(rf.retrySeconds(), 10))
+	}
+	if rf.challenge != "" {
+		w.Header().Set("WWW-Authenticate", rf.challenge)
+	}
+	if rf.field != "" {
+		fieldError(w, rf.status, rf.field, rf.msg)
+		return
+	}
+	apijson.Error(w, rf.status, rf.msg)
+}
+
+// retrySeconds is Retry-After in whole seconds, rounded up, at least 1.
+func (rf *refusal) retrySeconds() int64 {
+	return max(1, int64((rf.retryAfter+time.Second-1)/time.Second))
+}
+
+// createError is the answer to a refused or failed creation.
+func (s *Service) createError(app string, err error) *refusal {
 	var le *LimitError
 	if errors.As(err, &le) {
-		retryAfter(w, le.RetryAfter)
-		apijson.Error(w, http.StatusTooManyRequests, err.Error())
-		return
+		return &refusal{status: http.StatusTooManyRequests, msg: err.Error(), retryAfter: le.RetryAfter}
 	}
 	var qe *QueueError
 	if errors.As(err, &qe) {
-		retryAfter(w, qe.RetryAfter)
-		apijson.Error(w, http.StatusTooManyRequests, err.Error())
-		return
+		return &refusal{status: http.StatusTooManyRequests, msg: err.Error(), retryAfter: qe.RetryAfter}
 	}
 	code, msg := codeOf(err)
 	switch code {
 	case wire.CodeQuota:
 		s.m.refused.WithLabelValues("quota").Inc()
-		apijson.Error(w, http.StatusTooManyRequests, msg)
+		return &refusal{status: http.StatusTooManyRequests, msg: msg}
 	case wire.CodeUnknownApp:
-		fieldError(w, http.StatusNotFound, "app", "app: "+msg)
+		return &refusal{status: http.StatusNotFound, field: "app", msg: "app: " + msg}
 	case wire.CodeAppDisabled:
-		fieldError(w, http.StatusConflict, "app", "app: "+msg)
+		return &refusal{status: http.StatusConflict, field: "app", msg: "app: " + msg}
 	case wire.CodeNoWorkers, wire.CodeStarting, wire.CodeInstanceMoving, wire.CodePoolLimit:
 		s.m.refused.WithLabelValues("unavailable").Inc()
-		retryAfter(w, retryUnavailable)
-		apijson.Error(w, http.StatusServiceUnavailable, msg)
-	default:
-		s.log.Warn().Err(err).Str("app", app).Msg("automation session not opened")
-		apijson.Error(w, http.StatusBadGateway, err.Error())
+		return &refusal{status: http.StatusServiceUnavailable, msg: msg, retryAfter: retryUnavailable}
 	}
+	s.log.Warn().Err(err).Str("app", app).Msg("automation session not opened")
+	return &refusal{status: http.StatusBadGateway, msg: err.Error()}
 }
 
 func retryAfter(w http.ResponseWriter, d time.Duration) {
-	w.Header().Set("Retry-After", strconv.Itoa(max(1, int((d+time.Second-1)/time.Second))))
+	w.Header().Set("Retry-After", strconv.FormatInt((&refusal{retryAfter: d}).retrySeconds(), 10))
 }
 
 // codeOf is the wire code of a placement error and its message without

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -153,6 +154,12 @@ func (r Record) Ticket(key []byte) string {
 		cl.Width, cl.Height = r.Viewport.Width, r.Viewport.Height
 	}
 	return cdpticket.Issue(key, r.InstanceID, r.BrowserID, cl, r.CreatedAt, r.ExpiresAt)
+}
+
+// CDPPath is the session's CDP endpoint without scheme and host:
+// "/<app>/a/<iid>/b/<bid>/cdp?ticket=…".
+func (r Record) CDPPath(key []byte) string {
+	return "/" + r.App + "/a/" + r.InstanceID + "/b/" + r.BrowserID + "/cdp?ticket=" + url.QueryEscape(r.Ticket(key))
 }
 
 // LimitError refuses a session over the principal's maximum.
@@ -471,6 +478,11 @@ func (s *Service) List(p auth.Principal, app string) []Record {
 // Delete closes session id's instance and ends it. An instance already
 // gone ends it too; a worker that cannot be reached keeps it (the error).
 func (s *Service) Delete(ctx context.Context, p auth.Principal, id string) error {
+	return s.close(ctx, p, id, ReasonDeleted)
+}
+
+// close is Delete, ending the session for reason.
+func (s *Service) close(ctx context.Context, p auth.Principal, id, reason string) error {
 	rec, ok := s.lookup(p, id)
 	if !ok {
 		return ErrNotFound
@@ -478,7 +490,7 @@ func (s *Service) Delete(ctx context.Context, p auth.Principal, id string) error
 	if err := s.host.CloseInstance(ctx, rec.InstanceID); err != nil && !errors.Is(err, ErrInstanceGone) {
 		return fmt.Errorf("closing the instance %s of session %s: %w", rec.InstanceID, id, err)
 	}
-	s.end(id, ReasonDeleted)
+	s.end(id, reason)
 	return nil
 }
 
@@ -499,6 +511,8 @@ type serviceMetrics struct {
 	created prometheus.Counter
 	ended   *prometheus.CounterVec
 	refused *prometheus.CounterVec
+	// cdpOpens counts the one-step CDP URL's requests (cdp.go), by result.
+	cdpOpens *prometheus.CounterVec
 }
 
 func newServiceMetrics(s *Service) *serviceMetrics {
@@ -511,24 +525,31 @@ func newServiceMetrics(s *Service) *serviceMetrics {
 		}),
 		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cloudbrowser_master_automation_sessions_ended_total",
-			Help: "Automation sessions ended, by reason (timeout, deleted, instance-closed, instance-gone).",
+			Help: "Automation sessions ended, by reason (timeout, deleted, instance-closed, instance-gone, unconnected).",
 		}, []string{"reason"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cloudbrowser_master_automation_sessions_refused_total",
 			Help: "Automation sessions refused, by limit (max-sessions, quota, unavailable, queue-full, queue-timeout).",
 		}, []string{"limit"}),
+		cdpOpens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cloudbrowser_master_automation_cdp_opens_total",
+			Help: "One-step CDP connections (/cdp?app=…) asking for a session, by result (opened, refused).",
+		}, []string{"result"}),
 	}
 	// Known label values start at 0, so rate() and alerts see them at once.
-	for _, r := range []string{ReasonTimeout, ReasonDeleted, ReasonInstanceClosed, ReasonInstanceGone} {
+	for _, r := range []string{ReasonTimeout, ReasonDeleted, ReasonInstanceClosed, ReasonInstanceGone, ReasonUnconnected} {
 		m.ended.WithLabelValues(r)
 	}
 	for _, l := range []string{"max-sessions", "quota", "unavailable", "queue-full", "queue-timeout"} {
 		m.refused.WithLabelValues(l)
+	}
+	for _, r := range []string{"opened", "refused"} {
+		m.cdpOpens.WithLabelValues(r)
 	}
 	return m
 }
 
 // Collectors are the sessions' metrics, for the master's /metrics.
 func (s *Service) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.m.open, s.m.created, s.m.ended, s.m.refused}
+	return []prometheus.Collector{s.m.open, s.m.created, s.m.ended, s.m.refused, s.m.cdpOpens}
 }
