@@ -161,16 +161,18 @@ func TestDashboardSessions(t *testing.T) {
 		t.Fatalf("states before any client: %s, %s", b.State, a.State)
 	}
 
-	// The worker reports both browsers held by their sessions.
+	// The worker reports both browsers held by their sessions, one with
+	// its client connected, the other's gone within its keep-alive.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	l := wire.Load{Automated: []string{bot.InstanceID + "/" + bot.BrowserID, mine.InstanceID + "/" + mine.BrowserID}}
+	l := wire.Load{Automated: []string{bot.InstanceID + "/" + bot.BrowserID, mine.InstanceID + "/" + mine.BrowserID},
+		AutomationClients: []string{mine.InstanceID + "/" + mine.BrowserID}}
 	if err := (contract.WorkerManagerClient{C: w.conn}).Report(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	got = byID(status())
-	if got[bot.ID].State != wire.SessionHeld || got[mine.ID].State != wire.SessionConnected {
-		t.Fatalf("states once held: %s (keep-alive), %s (none)", got[bot.ID].State, got[mine.ID].State)
+	if got[bot.ID].State != wire.SessionKeepAlive || got[mine.ID].State != wire.SessionConnected {
+		t.Fatalf("states once held: %s (client gone, keep-alive), %s (client connected)", got[bot.ID].State, got[mine.ID].State)
 	}
 
 	// The dashboard's event stream carries them, live URLs and all.

@@ -44,6 +44,8 @@ type vbrowser struct {
 	// holds counts the automation sessions driving the browser: it is not
 	// idle while any does, viewer or not (HoldIdle).
 	holds atomic.Int32
+	// cdpClients counts the automation clients connected to it now.
+	cdpClients atomic.Int32
 	// people are the gestures (and Hand backs) of the viewers who drive
 	// it, by user: an automation session hears a person take over.
 	people feed.Feed[httpserve.PersonAct]

@@ -210,8 +210,25 @@ func TestIdleHeldByAutomation(t *testing.T) {
 		f.w.instances.counts(&l)
 		return l.Automated
 	}
+	clients := func() []string {
+		var l wire.Load
+		f.w.instances.counts(&l)
+		return l.AutomationClients
+	}
 	if got := automated(); !slices.Equal(got, []string{f.iid + "/" + id}) {
 		t.Fatalf("held browsers in the load report: %v", got)
+	}
+	if got := clients(); len(got) != 0 {
+		t.Fatalf("browsers with a client before any: %v", got)
+	}
+	left := hostedBrowser{w: f.w, vb: vb}.ClientConnected()
+	if got := clients(); !slices.Equal(got, []string{f.iid + "/" + id}) {
+		t.Fatalf("browsers with a client in the load report: %v", got)
+	}
+	left()
+	left() // twice: counted once
+	if got := clients(); len(got) != 0 {
+		t.Fatalf("browsers with a client after it left: %v", got)
 	}
 	for range 3 {
 		testutil.Eventually(t, 10*time.Second, testutil.Cond("a countdown", func() bool { return fa.pending() == 1 }))

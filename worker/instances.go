@@ -254,6 +254,9 @@ func (t *instanceTable) counts(l *wire.Load) {
 			if b.automated() {
 				l.Automated = append(l.Automated, in.info.ID+"/"+b.id)
 			}
+			if b.cdpClients.Load() > 0 {
+				l.AutomationClients = append(l.AutomationClients, in.info.ID+"/"+b.id)
+			}
 		}
 		in.mu.Unlock()
 	}

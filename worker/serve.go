@@ -145,6 +145,11 @@ func (h hostedBrowser) OnPeople(fn func(httpserve.PersonAct)) (stop func()) {
 	return h.vb.people.Subscribe(fn)
 }
 
+func (h hostedBrowser) ClientConnected() (left func()) {
+	h.vb.cdpClients.Add(1)
+	return sync.OnceFunc(func() { h.vb.cdpClients.Add(-1) })
+}
+
 func (h hostedBrowser) HoldIdle() (release func()) {
 	h.vb.holds.Add(1)
 	return sync.OnceFunc(func() { h.vb.holds.Add(-1) })

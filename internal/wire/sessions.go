@@ -46,10 +46,9 @@ const (
 	// SessionConnected: its client is connected (a session without
 	// keep-alive is held only while it has a client).
 	SessionConnected = "connected"
-	// SessionHeld: its client is connected, or left less than its
-	// keep-alive ago and may reconnect; the worker does not yet tell the
-	// two apart.
-	SessionHeld = "connected-or-keep-alive"
+	// SessionKeepAlive: its client left less than its keep-alive ago and
+	// may reconnect with the same cdpUrl.
+	SessionKeepAlive = "keep-alive"
 	// SessionNoClient: no client has connected to it on its worker yet
 	// (also after a failover, until its client reconnects).
 	SessionNoClient = "no-client"

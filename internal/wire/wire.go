@@ -210,6 +210,9 @@ type Load struct {
 	// client connected, or within its keep-alive), as
 	// "<instance>/<browser>": the dashboard's session states.
 	Automated []string `codec:"auto,omitempty" json:"automated,omitempty"`
+	// AutomationClients are those of Automated with a client connected
+	// now (the others wait for theirs within its keep-alive).
+	AutomationClients []string `codec:"autoc,omitempty" json:"automationClients,omitempty"`
 }
 
 // FencedInstance is an instance a registering worker must drop: the master

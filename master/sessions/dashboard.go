@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/auth"
@@ -24,12 +23,16 @@ func Dashboard(s *Service, st *wire.ClusterStatus, r *http.Request, public bool)
 		where[in.ID] = in.Worker
 	}
 	workers := make(map[string]*wire.WorkerStatus, len(st.Workers))
-	held := map[string]bool{} // "<instance>/<browser>" an automation session holds
+	held := map[string]bool{}      // "<instance>/<browser>" an automation session holds
+	connected := map[string]bool{} // of those, with a client now
 	for i := range st.Workers {
 		w := &st.Workers[i]
 		workers[w.ID] = w
 		for _, b := range w.Load.Automated {
 			held[b] = true
+		}
+		for _, b := range w.Load.AutomationClients {
+			connected[b] = true
 		}
 	}
 	out := &wire.SessionsStatus{Sessions: []wire.SessionStatus{}, Waiting: s.Waiting(), QueueMax: s.queue.max,
@@ -39,15 +42,14 @@ func Dashboard(s *Service, st *wire.ClusterStatus, r *http.Request, public bool)
 		if wid == "" {
 			wid = rec.WorkerID // where it was placed
 		}
-		keepAlive := time.Duration(rec.KeepAliveMs) * time.Millisecond
 		state := wire.SessionNoClient
-		switch w := workers[wid]; {
+		switch w, b := workers[wid], rec.InstanceID+"/"+rec.BrowserID; {
 		case w == nil || w.State != "connected":
 			state = wire.SessionWorkerDown
-		case held[rec.InstanceID+"/"+rec.BrowserID] && keepAlive > 0:
-			state = wire.SessionHeld
-		case held[rec.InstanceID+"/"+rec.BrowserID]:
+		case connected[b]:
 			state = wire.SessionConnected
+		case held[b]:
+			state = wire.SessionKeepAlive
 		}
 		v := s.View(rec, base)
 		out.Sessions = append(out.Sessions, wire.SessionStatus{ID: rec.ID, App: rec.App, Owner: rec.Owner,

@@ -104,6 +104,7 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 	}
 	log := s.log.With().Str("request_id", id).Str("browser", t.BrowserID).Str("session", cl.Session).Str("owner", cl.Owner).Logger()
 	log.Info().Msg("automation client connected")
+	defer b.ClientConnected()()
 	activity, leave := s.auto.join(t.BrowserID, cl, autoHost{
 		close: func(reason string) {
 			cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)

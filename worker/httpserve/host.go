@@ -101,6 +101,9 @@ type Browser interface {
 	// HoldIdle keeps it from being released as idle (no viewer) until
 	// release: an automation session drives it.
 	HoldIdle() (release func())
+	// ClientConnected counts an automation client connected to it until
+	// left (the dashboard's session states).
+	ClientConnected() (left func())
 	// OnPeople calls fn with what the viewers who drive it do in the
 	// client engine: each gesture (a key, a click, a touch) and each Hand
 	// back.

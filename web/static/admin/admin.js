@@ -165,8 +165,8 @@
   // browser reports its automation client: label and explanation.
   var sessionStates = {
     "connected": ["connected", "Its automation client is connected."],
-    "connected-or-keep-alive": ["connected or in keep-alive",
-      "Its client is connected, or left less than its keep-alive ago and may reconnect with the same cdpUrl."],
+    "keep-alive": ["in keep-alive",
+      "Its client left less than its keep-alive ago and may reconnect with the same cdpUrl."],
     "no-client": ["no client yet", "No automation client has connected on its worker yet (after a failover: reconnected)."],
     "worker-down": ["worker unreachable", "The worker of its instance is not connected to the master."]
   };
