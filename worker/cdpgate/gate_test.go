@@ -583,3 +583,66 @@ func TestBrowserSession(t *testing.T) {
 	}
 	f.alive(f.victimT, 7)
 }
+
+// TestTwoClientsConfined: two automation sessions on one Chromium cannot
+// list, attach to, close or read each other's targets, cookies or
+// downloads, nor their browser sessions' events.
+func TestTwoClientsConfined(t *testing.T) {
+	notices := make(chan Notice, 1)
+	fa := newFixture(t, func(c *Config) { c.DownloadPath = t.TempDir(); c.Notices = notices })
+	fb := newFixture(t, func(c *Config) { c.DownloadPath = t.TempDir() })
+	a, b := fa.client(), fb.client()
+	pageA, _ := ownPage(t, a, "data:text/html,<title>a</title><script>window.alive = 7</script>")
+	must[json.RawMessage](a, "", "Storage.setCookies", map[string]any{"cookies": []any{
+		map[string]any{"name": "secret", "value": "of-a", "domain": "a.example", "path": "/"}}})
+	bsA := must[struct {
+		SessionID string `json:"sessionId"`
+	}](a, "", "Target.attachToBrowserTarget", nil).SessionID
+	must[json.RawMessage](b, "", "Target.setDiscoverTargets", map[string]any{"discover": true})
+
+	for _, tt := range []struct {
+		session, method string
+		params          map[string]any
+	}{
+		{"", "Target.attachToTarget", map[string]any{"targetId": pageA, "flatten": true}},
+		{"", "Target.closeTarget", map[string]any{"targetId": pageA}},
+		{"", "Target.activateTarget", map[string]any{"targetId": pageA}},
+		{"", "Target.getTargetInfo", map[string]any{"targetId": pageA}},
+		{"", "Target.createTarget", map[string]any{"url": "about:blank", "browserContextId": fa.primary}},
+		{"", "Target.disposeBrowserContext", map[string]any{"browserContextId": fa.primary}},
+		{"", "Storage.getCookies", map[string]any{"browserContextId": fa.primary}},
+		{"", "Storage.clearCookies", map[string]any{"browserContextId": fa.primary}},
+		{"", "Browser.setDownloadBehavior", map[string]any{"behavior": "allow", "browserContextId": fa.primary}},
+		{"", "Browser.cancelDownload", map[string]any{"guid": "x", "browserContextId": fa.primary}},
+		{bsA, "Browser.getVersion", nil},
+	} {
+		if r := b.raw(tt.session, tt.method, tt.params); r.Error == nil {
+			t.Errorf("B's %s %v succeeded: %s", tt.method, tt.params, r.Result)
+		}
+	}
+	for _, ti := range must[struct {
+		TargetInfos []targetInfo `json:"targetInfos"`
+	}](b, "", "Target.getTargets", nil).TargetInfos {
+		if ti.BrowserContextID != fb.primary {
+			t.Errorf("B lists %+v", ti)
+		}
+	}
+	notices <- Notice{Method: "CloudBrowser.takeover", Params: map[string]string{"user": "ann"}}
+	a.waitEvent("CloudBrowser.takeover", nil)
+	if got := b.mentions(pageA); len(got) != 0 {
+		t.Errorf("A's page reached B: %+v", got)
+	}
+	for _, e := range b.Events() {
+		if e.Method == "CloudBrowser.takeover" || strings.Contains(string(e.Params), "of-a") {
+			t.Errorf("A's event reached B: %+v", e)
+		}
+	}
+	// A's page and cookie are untouched.
+	fa.alive(pageA, 7)
+	cookies := must[struct {
+		Cookies []struct{ Name, Value string } `json:"cookies"`
+	}](a, "", "Storage.getCookies", nil).Cookies
+	if len(cookies) != 1 || cookies[0].Value != "of-a" {
+		t.Errorf("A's cookies after B tried: %+v", cookies)
+	}
+}
