@@ -533,3 +533,46 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestRenderMonitorWarmsCache: a scheduled render (monitor add --kind
+// render) fills the render cache under the signature an on-demand render
+// of the same page has: the next GET /api/v1/render is a HIT, and the site
+// was fetched once, by the monitor.
+func TestRenderMonitorWarmsCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	needChromium(t)
+	site := newJobSite(t, 1, 0)
+	c := startCluster(t, clusterOpts{proxies: 0, workers: 1, runtime: "chromium",
+		extra: []string{"--jobs-allow", "127.0.0.1/8"}, worker: site.egressArgs()})
+	tok := c.jobsToken()
+	page := site.hosts[0].url("/page/scheduled")
+	st, _, b := c.api("POST", "/api/v1/monitors", tok, map[string]any{"url": page, "interval": "1h", "kind": "render", "format": "text"})
+	if st != 201 {
+		t.Fatalf("add render monitor: %d %s", st, b)
+	}
+	var mon struct {
+		ID     string
+		Checks int
+	}
+	_ = json.Unmarshal(b, &mon)
+	testutil.Eventually(t, 90*time.Second, func() error {
+		st, _, b := c.api("GET", "/api/v1/monitors/"+mon.ID, tok, nil)
+		if st != 200 {
+			return fmt.Errorf("monitor: %d %s", st, b)
+		}
+		_ = json.Unmarshal(b, &mon)
+		if mon.Checks < 1 {
+			return fmt.Errorf("no scheduled render yet: %s", b)
+		}
+		return nil
+	})
+	st, hdr, body := c.api("GET", "/api/v1/render?format=text&url="+url.QueryEscape(page), tok, nil)
+	if st != 200 || hdr.Get("X-Cache") != "HIT" || !strings.Contains(string(body), "Page scheduled") {
+		t.Fatalf("render after the scheduled one: %d X-Cache=%q %.200s", st, hdr.Get("X-Cache"), body)
+	}
+	if n := site.hosts[0].count("/page/scheduled"); n != 1 {
+		t.Fatalf("the site saw the page %d times, want 1 (the monitor's render)", n)
+	}
+}

@@ -58,10 +58,10 @@ type admission struct {
 // normalized spec, so it is computed once. Checks have none.
 func CacheKey(k Keyer) AdmitOption { return func(a *admission) { a.key = k } }
 
-// AsMonitor admits a monitor's spec: robots.txt is always obeyed, a render
-// is made with NoCache (so it runs on schedule whatever is cached) and
-// there is no signature, even with CacheKey: monitors' renders do not fill
-// the cache (yet; the API never keyed them).
+// AsMonitor admits a monitor's spec: robots.txt is always obeyed and a
+// render is made with NoCache (so it runs on schedule whatever is cached).
+// With CacheKey a render monitor's spec gets the signature an on-demand
+// render of it has, so its result can warm the cache (Config.MonitorCache).
 func AsMonitor() AdmitOption { return func(a *admission) { a.monitor = true } }
 
 // Admit is the one place a job spec is validated and normalized, and its
@@ -87,7 +87,7 @@ func Admit(spec wire.JobSpec, opts ...AdmitOption) (Spec, error) {
 	if a.monitor && spec.Kind == wire.JobRender {
 		spec.NoCache = true
 	}
-	if a.key != nil && !a.monitor && spec.Kind == wire.JobRender {
+	if a.key != nil && spec.Kind == wire.JobRender {
 		sig, canon, err := a.key(spec)
 		if err != nil {
 			// The key's errors start with the field's name

@@ -83,8 +83,10 @@ func TestAdmitSignature(t *testing.T) {
 		{"render with CacheKey", render, []AdmitOption{key}, want},
 		{"render without", render, nil, ""},
 		{"check", wire.JobSpec{Kind: wire.JobCheck, URL: "http://a/"}, []AdmitOption{key}, ""},
-		// Monitors' renders do not fill the cache (yet).
-		{"monitor", render, []AdmitOption{key, AsMonitor()}, ""},
+		// A render monitor's job is keyed as an on-demand render (it warms
+		// the cache), and still runs whatever is cached.
+		{"monitor", render, []AdmitOption{key, AsMonitor()}, want},
+		{"monitor without CacheKey", render, []AdmitOption{AsMonitor()}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := admit(t, tc.spec, tc.opts...)

@@ -130,9 +130,25 @@ type Config struct {
 	// changed (old and new records), so cached renders of its URL can be
 	// marked stale.
 	OnMonitorChange func(old, new Monitor)
+	// MonitorCache, if set, lets render monitors warm the render cache:
+	// each scheduled render is keyed as an on-demand one is, and its job
+	// holds that signature's reservation, so its result is cached.
+	MonitorCache *MonitorCache
 	// MasterID is this master's incarnation, passed in every JobRun.
 	MasterID string
 	Logger   zerolog.Logger
+}
+
+// MonitorCache is what render monitors need of the render cache.
+type MonitorCache struct {
+	// Key computes a render's signature (as CacheKey's).
+	Key Keyer
+	// Reserve takes the signature's reservation for a monitor's job
+	// (s.Signature() is set); "" when it cannot (another render of it is
+	// being made: the job then runs without filling the cache).
+	Reserve func(s Spec) (holder string)
+	// Release ends a reservation whose job was not submitted.
+	Release func(s Spec, holder string, cause error)
 }
 
 // DefaultConfig returns the defaults.

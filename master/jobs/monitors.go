@@ -135,9 +135,12 @@ func (ms *Monitors) run(ctx context.Context) {
 	for i, m := range due {
 		// Each job is admitted once, as it is made: the monitor's spec
 		// comes from the store, perhaps written by an older master.
-		spec, err := Admit(specs[i], AsMonitor())
+		spec, holder, err := ms.admit(specs[i])
 		if err == nil {
 			_, err = q.submit(ctx, []Spec{spec}, m)
+			if err != nil && holder != "" {
+				q.cfg.MonitorCache.Release(spec, holder, err)
+			}
 		}
 		if err != nil {
 			q.mu.Lock()
@@ -152,6 +155,25 @@ func (ms *Monitors) run(ctx context.Context) {
 			q.log.Warn().Err(err).Str("monitor", m.ID).Msg("monitor job not submitted")
 		}
 	}
+}
+
+// admit admits a due monitor's job; a render's holds the cache
+// reservation of its signature when it can (MonitorCache).
+func (ms *Monitors) admit(raw wire.JobSpec) (Spec, string, error) {
+	mc := ms.q.cfg.MonitorCache
+	if mc == nil || raw.Kind != wire.JobRender {
+		s, err := Admit(raw, AsMonitor())
+		return s, "", err
+	}
+	s, err := Admit(raw, AsMonitor(), CacheKey(mc.Key))
+	if err != nil || s.Signature() == "" {
+		return s, "", err
+	}
+	holder := mc.Reserve(s)
+	if holder == "" {
+		return s, "", nil
+	}
+	return s.WithHolder(holder), holder, nil
 }
 
 // finishedLocked records a monitor's job's end: LastCheck and Reason

@@ -127,3 +127,58 @@ func TestScheduledRender(t *testing.T) {
 		t.Fatalf("disallowed monitor = %+v", got)
 	}
 }
+
+// TestRenderMonitorHoldsCache: a render monitor's job is keyed as an
+// on-demand render and holds the reservation MonitorCache gives, so its
+// result warms the cache; without a reservation it runs all the same.
+func TestRenderMonitorHoldsCache(t *testing.T) {
+	var reserved []string
+	holder := "h1"
+	e := newEnv(t, func(c *Config) {
+		c.ReportEvery = time.Hour
+		c.MonitorCache = &MonitorCache{
+			Key: func(s wire.JobSpec) (string, string, error) { return "sig:" + s.URL, s.URL, nil },
+			Reserve: func(s Spec) string {
+				reserved = append(reserved, s.Signature())
+				return holder
+			},
+			Release: func(Spec, string, error) { t.Error("released a reservation of a submitted job") },
+		}
+	})
+	e.q.Workers().Set("w", 5)
+	if _, err := e.q.Monitors().Add(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobRender, URL: "http://a.test/", Format: wire.FormatText}), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	l := e.tick()
+	if len(l) != 1 {
+		t.Fatalf("monitor started %d jobs", len(l))
+	}
+	if s := l[0].run.Spec; s.CacheSig != "sig:http://a.test/" || s.CacheHolder != "h1" || !s.NoCache {
+		t.Fatalf("the render monitor's job: sig %q holder %q noCache %v", s.CacheSig, s.CacheHolder, s.NoCache)
+	}
+	if err := e.done(l[0], wire.JobOutcome{Hash: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	// Another render of it is being made: the job runs without filling.
+	holder = ""
+	e.clock.Advance(time.Minute)
+	l = e.tick()
+	if len(l) != 1 || l[0].run.Spec.CacheHolder != "" || l[0].run.Spec.CacheSig != "" {
+		t.Fatalf("without a reservation: %+v", l)
+	}
+	if len(reserved) != 2 || reserved[0] != "sig:http://a.test/" {
+		t.Fatalf("reservations asked: %v", reserved)
+	}
+	// A check monitor is never keyed.
+	if _, err := e.q.Monitors().Add(context.Background(), monitorSpec(t, wire.JobSpec{Kind: wire.JobCheck, URL: "http://b.test/"}), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range e.tick() {
+		if x.run.Spec.CacheSig != "" {
+			t.Fatalf("a check monitor's job is keyed: %+v", x.run.Spec)
+		}
+	}
+	if len(reserved) != 2 {
+		t.Fatalf("a check asked for a reservation: %v", reserved)
+	}
+}

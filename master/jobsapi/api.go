@@ -83,10 +83,11 @@ func cleanSpec(r *http.Request, s wire.JobSpec) wire.JobSpec {
 
 // cacheKey has jobs.Admit compute a render's cache signature (which needs
 // to know whether the app's pool logs in).
-func (s *Service) cacheKey() jobs.AdmitOption {
-	return jobs.CacheKey(func(spec wire.JobSpec) (string, string, error) {
-		return s.cache.Key(spec, s.host.PooledLogin(spec.App))
-	})
+func (s *Service) cacheKey() jobs.AdmitOption { return jobs.CacheKey(s.key) }
+
+// key is a render's cache signature and canonical URL.
+func (s *Service) key(spec wire.JobSpec) (string, string, error) {
+	return s.cache.Key(spec, s.host.PooledLogin(spec.App))
 }
 
 // AppRefusal says why user may not name app in a job; the master's job

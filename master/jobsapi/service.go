@@ -75,6 +75,11 @@ func New(cfg Config) (*Service, error) {
 	jcfg := cfg.Jobs
 	jcfg.OnFinish = s.finished
 	jcfg.OnMonitorChange = s.monitorChanged
+	jcfg.MonitorCache = &jobs.MonitorCache{
+		Key:     s.key,
+		Reserve: s.reserveForMonitor,
+		Release: func(spec jobs.Spec, holder string, cause error) { _ = s.cache.Fail(spec.Signature(), holder, cause) },
+	}
 	q, err := jobs.New(jcfg, cfg.Store)
 	if err != nil {
 		return nil, fmt.Errorf("master: jobs: %w", err)
@@ -130,6 +135,22 @@ func (s *Service) reconcileReservations() {
 	}
 }
 
+// reserveForMonitor takes a scheduled render's cache reservation whatever
+// is cached (the monitor runs on schedule), unless another render of the
+// same signature is being made.
+func (s *Service) reserveForMonitor(spec jobs.Spec) string {
+	holder := rendercache.NewHolder()
+	res, err := s.cache.ReserveFor(spec.Wire().User, spec.Signature(), spec.CanonicalURL(), holder, rendercache.NoCache)
+	if err != nil {
+		s.log.Warn().Err(err).Str("url", spec.Wire().URL).Msg("scheduled render not reserved in the cache")
+		return ""
+	}
+	if res.Status != rendercache.Reserved {
+		return ""
+	}
+	return holder
+}
+
 // finished fills (or fails) the cache reservation a render job held.
 func (s *Service) finished(j jobs.Job, body []byte) {
 	sig, holder := j.Spec.CacheSig, j.Spec.CacheHolder
@@ -170,8 +191,13 @@ func (s *Service) monitorChanged(old, cur jobs.Monitor) {
 		return
 	}
 	// Only the monitor's owner's renders: what one principal's monitor saw
-	// (perhaps logged in) says nothing about another's partition.
-	if n, err := s.cache.MarkStaleFor(cur.Spec.URL, cur.Spec.User); err != nil {
+	// (perhaps logged in) says nothing about another's partition. A render
+	// monitor's own render, just cached, is the new content: it stays.
+	var keep []string
+	if j, err := s.q.Get(cur.LastJob); err == nil && j.State == wire.JobDone && j.Spec.CacheSig != "" {
+		keep = append(keep, j.Spec.CacheSig)
+	}
+	if n, err := s.cache.MarkStaleFor(cur.Spec.URL, cur.Spec.User, keep...); err != nil {
 		s.log.Warn().Err(err).Str("url", cur.Spec.URL).Msg("marking cached renders stale")
 	} else if n > 0 {
 		s.log.Info().Str("url", cur.Spec.URL).Int("renders", n).Msg("monitor saw a change: cached renders marked stale")

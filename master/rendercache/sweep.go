@@ -156,12 +156,14 @@ func (c *Cache) MarkStale(urlOrSig string) (int, error) {
 	return c.invalidate(urlOrSig, false, "")
 }
 
-// MarkStaleFor is MarkStale limited to owner's partition ("" = all).
-func (c *Cache) MarkStaleFor(urlOrSig, owner string) (int, error) {
-	return c.invalidate(urlOrSig, false, owner)
+// MarkStaleFor is MarkStale limited to owner's partition ("" = all),
+// leaving the signatures in keep alone (a render monitor's own render,
+// which saw the change).
+func (c *Cache) MarkStaleFor(urlOrSig, owner string, keep ...string) (int, error) {
+	return c.invalidate(urlOrSig, false, owner, keep...)
 }
 
-func (c *Cache) invalidate(urlOrSig string, purge bool, owner string) (int, error) {
+func (c *Cache) invalidate(urlOrSig string, purge bool, owner string, keep ...string) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sigs, err := c.sigsFor(urlOrSig)
@@ -186,6 +188,9 @@ func (c *Cache) invalidate(urlOrSig string, purge bool, owner string) (int, erro
 			}
 			if owner != "" && !(ok && ix.Owner == owner) && !(!ok && hasRes && r.Owner == owner) {
 				continue // another principal's partition
+			}
+			if slices.Contains(keep, sig) {
+				continue
 			}
 			done = append(done, sig)
 			if hasRes && !r.Stale {
