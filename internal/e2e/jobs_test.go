@@ -32,8 +32,9 @@ type apiJob struct {
 		Worker string `json:"worker"`
 		Err    string `json:"err"`
 	} `json:"attempts"`
-	Spec   wire.JobSpec `json:"spec"`
-	Result *struct {
+	Spec       wire.JobSpec        `json:"spec"`
+	Politeness *wire.JobPoliteness `json:"politeness"`
+	Result     *struct {
 		Status   int
 		FinalURL string
 		Title    string

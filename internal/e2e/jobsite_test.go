@@ -31,7 +31,9 @@ type siteHost struct {
 	peak     int
 	starts   []time.Time
 	served   map[string]int // path -> requests
-	status   map[string]int // path -> forced status
+	status   map[string]int    // path -> forced status
+	retry    map[string]string // path -> Retry-After sent with it
+	startsBy map[string][]time.Time
 	robots   string
 }
 
@@ -42,7 +44,8 @@ func newJobSite(t *testing.T, hosts int, delay time.Duration) *jobSite {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := &siteHost{addr: ln.Addr().String(), delay: delay, served: map[string]int{}, status: map[string]int{}}
+		h := &siteHost{addr: ln.Addr().String(), delay: delay, served: map[string]int{}, status: map[string]int{},
+			retry: map[string]string{}, startsBy: map[string][]time.Time{}}
 		srv := &http.Server{Handler: h}
 		go func() { _ = srv.Serve(ln) }()
 		t.Cleanup(func() { _ = srv.Close() })
@@ -66,6 +69,29 @@ func (h *siteHost) setStatus(path string, code int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.status[path] = code
+}
+
+// setRetryAfter answers path with status and a Retry-After header.
+func (h *siteHost) setRetryAfter(path string, status int, retryAfter string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.status[path], h.retry[path] = status, retryAfter
+}
+
+// startsOf are the times path's requests started.
+func (h *siteHost) startsOf(path string) []time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.startsBy[path])
+}
+
+// allStarts are the times every page request started, in order.
+func (h *siteHost) allStarts() []time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := slices.Clone(h.starts)
+	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+	return out
 }
 
 func (h *siteHost) setRobots(body string) {
@@ -101,9 +127,11 @@ func (h *siteHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	h.inFlight++
 	h.peak = max(h.peak, h.inFlight)
-	h.starts = append(h.starts, time.Now())
+	now := time.Now()
+	h.starts = append(h.starts, now)
+	h.startsBy[r.URL.Path] = append(h.startsBy[r.URL.Path], now)
 	h.served[r.URL.Path]++
-	code := h.status[r.URL.Path]
+	code, retry := h.status[r.URL.Path], h.retry[r.URL.Path]
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
@@ -116,6 +144,9 @@ func (h *siteHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	name := strings.TrimPrefix(r.URL.Path, "/page/")
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if retry != "" {
+		w.Header().Set("Retry-After", retry)
+	}
 	w.WriteHeader(code)
 	fmt.Fprintf(w, "<!doctype html><title>Page %s</title><body><h1 id=\"h\">Page %s on %s</h1><p style=\"height:1500px\">tall</p></body>", name, name, h.addr)
 }

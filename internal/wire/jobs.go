@@ -1,6 +1,9 @@
 package wire
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // Jobs: browser work done by the cluster without a person watching
 // (docs/jobs.md). The master owns the queue (master/jobs) and pushes one
@@ -163,6 +166,28 @@ type JobOutcome struct {
 	Body        []byte     `codec:"body,omitempty"`
 	ContentType string     `codec:"ctype,omitempty"`
 	Timings     JobTimings `codec:"timings"`
+	// RetryAfter is the main document's Retry-After header, as sent (the
+	// master's back-off on 429 and 503).
+	RetryAfter string `codec:"retryAfter,omitempty"`
+}
+
+// BudgetPoliteness is a politeness budget its site holds back now
+// (JobsStatus.Polite): paused after a 429 or 503 until PausedUntil, or
+// spaced by a robots.txt Crawl-delay.
+type BudgetPoliteness struct {
+	Budget       string    `json:"budget"`
+	PausedUntil  time.Time `json:"pausedUntil,omitzero"`
+	Reason       string    `json:"reason,omitempty"`
+	CrawlDelayMs int64     `json:"crawlDelayMs,omitempty"`
+}
+
+// JobPoliteness is what the job's site asked of it while it was queued
+// (master/jobs back-off): how long it waited for the site's back-off
+// after a 429 or 503 and why, and the site's robots.txt Crawl-delay.
+type JobPoliteness struct {
+	BackoffMs     int64  `json:"backoffMs,omitempty"`
+	BackoffReason string `json:"backoffReason,omitempty"`
+	CrawlDelayMs  int64  `json:"crawlDelayMs,omitempty"`
 }
 
 // JobsStatus is the jobs side of ClusterStatus (status CLI, dashboard).
@@ -178,6 +203,9 @@ type JobsStatus struct {
 	Monitors map[string]int `json:"monitors"`
 	// Changes are the latest monitor state changes, newest first.
 	Changes []MonitorChange `json:"changes"`
+	// Polite lists the budgets their sites hold back now: paused by a
+	// back-off (429/503) or spaced by a robots.txt Crawl-delay.
+	Polite []BudgetPoliteness `json:"polite,omitempty"`
 	Cache   CacheStatus     `json:"cache"`
 	// Wait is the time from submission to an attempt's start, Run the
 	// duration of attempts (seconds).

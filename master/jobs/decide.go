@@ -128,6 +128,7 @@ func (d *decider) prepare(ctx context.Context, spec wire.JobSpec, monitor bool, 
 			}
 			return refuse(DisallowRobots, reason)
 		}
+		p.crawlDelay = d.robots.crawlDelay(scheme, hostport)
 	}
 	return p
 }

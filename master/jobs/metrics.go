@@ -9,12 +9,13 @@ import (
 
 // metrics are the queue's Prometheus collectors (Collectors).
 type metrics struct {
-	q     *Queue
-	total *prometheus.CounterVec
-	wait  prometheus.Histogram
-	run   prometheus.Histogram
+	q        *Queue
+	total    *prometheus.CounterVec
+	backoffs *prometheus.CounterVec
+	wait     prometheus.Histogram
+	run      prometheus.Histogram
 
-	queuedDesc, slotsDesc *prometheus.Desc
+	queuedDesc, slotsDesc, pausedDesc, crawlDesc *prometheus.Desc
 }
 
 func newMetrics() *metrics {
@@ -22,6 +23,12 @@ func newMetrics() *metrics {
 	return &metrics{
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloudbrowser_jobs_total",
 			Help: "Jobs that reached an end state, by kind and outcome (done, failed, disallowed, cancelled)."}, []string{"kind", "outcome"}),
+		backoffs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloudbrowser_jobs_backoffs_total",
+			Help: "Times a site's answer (429 or 503) paused its politeness budget, by status."}, []string{"status"}),
+		pausedDesc: prometheus.NewDesc("cloudbrowser_jobs_budgets_paused",
+			"Politeness budgets paused now by their site's back-off (429/503).", nil, nil),
+		crawlDesc: prometheus.NewDesc("cloudbrowser_jobs_budgets_crawl_delayed",
+			"Politeness budgets whose interval a robots.txt Crawl-delay raised.", nil, nil),
 		wait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cloudbrowser_job_wait_seconds",
 			Help: "Time from a job's submission to its first attempt's start.", Buckets: buckets}),
 		run: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cloudbrowser_job_run_seconds",
@@ -38,7 +45,7 @@ func newMetrics() *metrics {
 // cloudbrowser_jobs_queued{class}, cloudbrowser_job_slots{worker,state},
 // cloudbrowser_job_wait_seconds and cloudbrowser_job_run_seconds.
 func (q *Queue) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{q.m.total, q.m.wait, q.m.run, gauges{q.m}}
+	return []prometheus.Collector{q.m.total, q.m.backoffs, q.m.wait, q.m.run, gauges{q.m}}
 }
 
 // gauges reads the queue's current figures at scrape time. Their label
@@ -49,6 +56,8 @@ type gauges struct{ m *metrics }
 func (g gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- g.m.queuedDesc
 	ch <- g.m.slotsDesc
+	ch <- g.m.pausedDesc
+	ch <- g.m.crawlDesc
 }
 
 func (g gauges) Collect(ch chan<- prometheus.Metric) {
@@ -60,6 +69,17 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(g.m.slotsDesc, prometheus.GaugeValue, float64(w.Used), w.ID, "used")
 		ch <- prometheus.MustNewConstMetric(g.m.slotsDesc, prometheus.GaugeValue, float64(w.Free), w.ID, "free")
 	}
+	var paused, delayed int
+	for _, p := range s.Polite {
+		if !p.PausedUntil.IsZero() {
+			paused++
+		}
+		if p.CrawlDelayMs > 0 {
+			delayed++
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(g.m.pausedDesc, prometheus.GaugeValue, float64(paused))
+	ch <- prometheus.MustNewConstMetric(g.m.crawlDesc, prometheus.GaugeValue, float64(delayed))
 }
 
 // Histograms returns the wait and run time histograms (status, dashboard).

@@ -19,6 +19,10 @@ type budget struct {
 	// at most confirmWait after goAt.
 	pending string
 	goAt    time.Time
+	// pause is the site's back-off (429/503); crawlDelay its robots.txt
+	// Crawl-delay (backoff.go).
+	pause      pause
+	crawlDelay time.Duration
 }
 
 // idle: nothing runs and neither the hand-overs' limits nor the start
@@ -27,8 +31,9 @@ type budget struct {
 // the next page load go at once (CI: two requests 0.96 s apart at a 1/s
 // host once browsers leased in ~0.2 s).
 func (b *budget) idle(now time.Time, maxInterval time.Duration) bool {
-	return b.running <= 0 && b.pending == "" &&
-		!b.tat.After(now) && !b.goTat.After(now) &&
+	maxInterval = max(maxInterval, b.crawlDelay)
+	return b.running <= 0 && b.pending == "" && b.pause.strikes == 0 &&
+		!b.tat.After(now) && !b.goTat.After(now) && !b.pause.until.After(now) &&
 		now.Sub(b.last) > maxInterval && now.Sub(b.goLast) > maxInterval
 }
 
@@ -36,6 +41,10 @@ func (b *budget) idle(now time.Time, maxInterval time.Duration) bool {
 // budget b at now, or the time it may (zero when only a running attempt's
 // end frees it).
 func (b *budget) allows(l Limits, now time.Time) (time.Time, bool) {
+	if until := b.paused(now); !until.IsZero() {
+		return until, false
+	}
+	l = b.limits(l)
 	if l.Concurrent > 0 && b.running >= l.Concurrent {
 		return time.Time{}, false
 	}
@@ -66,6 +75,7 @@ func emitInterval(rate float64) time.Duration {
 }
 
 func (b *budget) take(l Limits, now time.Time) {
+	l = b.limits(l)
 	b.running++
 	b.last = now
 	if l.StartsPerSec > 0 {
@@ -95,6 +105,10 @@ const (
 // asking again. Hand-overs are already paced (allows), but a browser lease
 // takes a varying time, so the page loads themselves are paced here too.
 func (b *budget) gate(l Limits, key string, now time.Time) time.Duration {
+	if until := b.paused(now); !until.IsZero() {
+		return until.Sub(now)
+	}
+	l = b.limits(l)
 	if b.pending != "" && b.pending != key && (l.StartsPerSec > 0 || l.Interval > 0) {
 		// The previous go's request time is not known yet: spacing from
 		// its go alone would let a late request crowd the next one.
@@ -140,6 +154,7 @@ func (b *budget) started(l Limits, key string, notSent bool, delay time.Duration
 	if b.pending != key {
 		return
 	}
+	l = b.limits(l)
 	b.pending = ""
 	if notSent {
 		return

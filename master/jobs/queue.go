@@ -311,7 +311,8 @@ func (q *Queue) SubmitBatch(ctx context.Context, specs []Spec) ([]Job, error) {
 
 // prepared is a job decided outside the lock.
 type prepared struct {
-	job *Job
+	job        *Job
+	crawlDelay time.Duration // its site's robots.txt Crawl-delay
 }
 
 func (q *Queue) submit(ctx context.Context, specs []Spec, mon *Monitor) ([]Job, error) {
@@ -367,6 +368,9 @@ func (q *Queue) submit(ctx context.Context, specs []Spec, mon *Monitor) ([]Job, 
 		if j.State == wire.JobDisallowed {
 			q.finishLocked(j, wire.JobDisallowed, j.Reason, nil, ch2)
 		} else {
+			if p.crawlDelay > 0 {
+				q.sched.setCrawlDelay(j.Budget, p.crawlDelay, now)
+			}
 			q.active[j.ID] = j
 			q.sched.place(j, false)
 		}

@@ -35,6 +35,9 @@ type Robots struct {
 	// all is the verdict for every path (a 4xx allows all, an unreachable
 	// host disallows all); used when rules is nil.
 	all bool
+	// CrawlDelay is the group's Crawl-delay (not in RFC 9309, but widely
+	// sent): the least time between two requests (0: none).
+	CrawlDelay time.Duration
 }
 
 // ParseRobots parses body (RFC 9309) for the agent token: the groups
@@ -45,6 +48,7 @@ func ParseRobots(body []byte, agent string) *Robots {
 	type group struct {
 		agents []string
 		rules  []robotsRule
+		delay  time.Duration
 	}
 	var groups []*group
 	var cur *group
@@ -75,11 +79,20 @@ func ParseRobots(body []byte, agent string) *Robots {
 				continue
 			}
 			cur.rules = append(cur.rules, robotsRule{allow: k == "allow", pattern: v})
+		case "crawl-delay":
+			// Not in RFC 9309, but sent as a member of the group it is in
+			// (seconds, maybe fractional), so like a rule it ends the
+			// group's user-agent lines.
+			inAgents = false
+			if s, err := strconv.ParseFloat(v, 64); cur != nil && err == nil && s > 0 && s < 1e6 {
+				cur.delay = max(cur.delay, time.Duration(s*float64(time.Second)))
+			}
 		default:
-			// sitemap, crawl-delay...: not group members; they do not end
-			// the user-agent lines either (RFC 9309 2.2.4).
+			// sitemap...: not group members; they do not end the
+			// user-agent lines either (RFC 9309 2.2.4).
 		}
 	}
+	var delay time.Duration
 	pick := func(match func(a string) bool) []robotsRule {
 		var rules []robotsRule
 		found := false
@@ -88,6 +101,7 @@ func ParseRobots(body []byte, agent string) *Robots {
 				if match(a) {
 					found = true
 					rules = append(rules, g.rules...)
+					delay = max(delay, g.delay)
 					break
 				}
 			}
@@ -107,7 +121,7 @@ func ParseRobots(body []byte, agent string) *Robots {
 	if rules == nil {
 		return &Robots{all: true}
 	}
-	return &Robots{rules: rules, all: true}
+	return &Robots{rules: rules, all: true, CrawlDelay: delay}
 }
 
 // Allowed reports whether pathQuery (the URL's escaped path and query) may
@@ -183,6 +197,25 @@ type robotsCache struct {
 
 	mu      sync.Mutex
 	entries map[string]*robotsEntry
+}
+
+// crawlDelay is the Crawl-delay of the robots.txt check last read for
+// scheme://hostport (0: none, or not read).
+func (c *robotsCache) crawlDelay(scheme, hostport string) time.Duration {
+	c.mu.Lock()
+	e := c.entries[scheme+"://"+hostport]
+	c.mu.Unlock()
+	if e == nil {
+		return 0
+	}
+	select {
+	case <-e.ready:
+		if e.robots != nil {
+			return e.robots.CrawlDelay
+		}
+	default:
+	}
+	return 0
 }
 
 // check reports whether u's pathQuery may be fetched, or why not.

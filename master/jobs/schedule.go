@@ -55,6 +55,11 @@ func (q *Queue) startLocked() ([]launch, *change) {
 		if j.Started.IsZero() {
 			j.Started = now
 		}
+		queued := j.Created
+		if n := len(j.Attempts); n > 0 {
+			queued = j.Attempts[n-1].Started // a retry waited since its last attempt
+		}
+		j.Politeness = q.sched.budget(j.Budget).politeness(queued, now)
 		j.Attempts = append(j.Attempts, Attempt{N: j.Tries, Worker: wid, Started: now})
 		ch.put(j)
 		out = append(out, launch{worker: wid, run: wire.JobRun{ID: j.ID, Attempt: j.Tries, Spec: j.Spec,
@@ -360,5 +365,6 @@ func (q *Queue) Stats() Stats {
 	for k, v := range q.outcomes {
 		s.Outcomes[k] = v
 	}
+	s.Polite = q.sched.polite(q.now())
 	return s
 }

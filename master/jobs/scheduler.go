@@ -3,6 +3,7 @@ package jobs
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
@@ -34,14 +35,20 @@ type scheduler struct {
 	leftoverBy map[string]int
 	shrunk     bool // a host queue lost a job since the last refill
 	budgets    map[string]*budget
-	wake       time.Time // earliest time a class blocked by its limits may start
-	workers    workerSlots
+	// crawl keeps the budgets' Crawl-delays for as long as their
+	// robots.txt is (robotsTTL), so a budget forgotten while idle comes
+	// back with its delay.
+	crawl     map[string]crawlDelay
+	robotsTTL time.Duration
+	wake      time.Time // earliest time a class blocked by its limits may start
+	workers   workerSlots
 }
 
 func newScheduler(cfg *Config, cl *classes) *scheduler {
 	s := &scheduler{classes: cl, queueCount: cfg.QueueCount, queueLen: cfg.QueueLen, leftoverMax: cfg.LeftoverMax,
 		maxInterval: cfg.Defaults.Interval,
 		hosts:       map[string]*hostQueue{}, leftoverBy: map[string]int{}, budgets: map[string]*budget{},
+		crawl: map[string]crawlDelay{}, robotsTTL: cfg.RobotsTTL,
 		workers: workerSlots{byID: map[string]*worker{}}}
 	for _, r := range cfg.Classes {
 		if r.Limits != nil {
@@ -214,10 +221,28 @@ func (s *scheduler) queued() map[string]int {
 func (s *scheduler) budget(key string) *budget {
 	b := s.budgets[key]
 	if b == nil {
-		b = &budget{}
+		b = &budget{crawlDelay: s.crawl[key].d}
 		s.budgets[key] = b
 	}
 	return b
+}
+
+// crawlDelay is a budget's robots.txt Crawl-delay and until when it holds.
+type crawlDelay struct {
+	d       time.Duration
+	expires time.Time
+}
+
+// setCrawlDelay takes a Crawl-delay for budget key (robots.txt read for
+// one of its jobs): the largest one seen within robotsTTL, capped.
+func (s *scheduler) setCrawlDelay(key string, d time.Duration, now time.Time) {
+	c := s.crawl[key]
+	if now.After(c.expires) {
+		c = crawlDelay{}
+	}
+	c.d, c.expires = max(c.d, min(d, crawlDelayMax)), now.Add(s.robotsTTL)
+	s.crawl[key] = c
+	s.budget(key).crawlDelay = c.d
 }
 
 // start takes off their queues the jobs that may start now: FIFO within a
@@ -287,12 +312,33 @@ func (s *scheduler) confirm(j *Job, st wire.JobStarted, now time.Time) {
 	s.budget(j.Budget).started(s.classes.limitsOf(j), attemptKey(st.ID, st.Attempt), st.NotSent, time.Duration(st.DelayNs), now)
 }
 
+// polite lists the budgets their sites hold back now, by name.
+func (s *scheduler) polite(now time.Time) []wire.BudgetPoliteness {
+	var out []wire.BudgetPoliteness
+	for k, b := range s.budgets {
+		p := wire.BudgetPoliteness{Budget: k, CrawlDelayMs: b.crawlDelay.Milliseconds()}
+		if until := b.paused(now); !until.IsZero() {
+			p.PausedUntil, p.Reason = until, b.pause.reason
+		}
+		if !p.PausedUntil.IsZero() || p.CrawlDelayMs > 0 {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b wire.BudgetPoliteness) int { return strings.Compare(a.Budget, b.Budget) })
+	return out
+}
+
 // forgetIdle forgets the budgets nobody uses and whose limits no longer
 // hold anything back, so the map stays as small as the active sites.
 func (s *scheduler) forgetIdle(now time.Time) {
 	for k, b := range s.budgets {
 		if b.idle(now, s.maxInterval) {
 			delete(s.budgets, k)
+		}
+	}
+	for k, c := range s.crawl {
+		if now.After(c.expires) {
+			delete(s.crawl, k)
 		}
 	}
 }

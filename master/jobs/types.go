@@ -88,6 +88,9 @@ type Job struct {
 	Attempts []Attempt `json:"attempts,omitempty"`
 	// Result is the last outcome without its body (Queue.Result has it).
 	Result *wire.JobOutcome `json:"result,omitempty"`
+	// Politeness is what its site asked of it before its last attempt
+	// started: a back-off it waited for, a Crawl-delay.
+	Politeness *wire.JobPoliteness `json:"politeness,omitempty"`
 }
 
 // Ended reports whether the job reached an end state.
@@ -107,6 +110,10 @@ func (j *Job) clone() Job {
 	if j.Result != nil {
 		r := *j.Result
 		c.Result = &r
+	}
+	if j.Politeness != nil {
+		p := *j.Politeness
+		c.Politeness = &p
 	}
 	return c
 }
@@ -206,4 +213,7 @@ type Stats struct {
 	Working  int              `json:"working"`
 	Outcomes map[string]int64 `json:"outcomes"`
 	Monitors int              `json:"monitors"`
+	// Polite lists the budgets their sites hold back now: a back-off
+	// (429/503) or a robots.txt Crawl-delay.
+	Polite []wire.BudgetPoliteness `json:"polite,omitempty"`
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
@@ -134,6 +135,11 @@ func (w *Workers) Done(ctx context.Context, workerID string, o wire.JobOutcome) 
 		o.Err, o.Permanent = fmt.Sprintf("the result is %d bytes, over the limit of %d", len(body), j.Spec.MaxBytes), true
 	}
 	q.sched.workers.freed(workerID) // it frees a slot now
+	if d := q.sched.budget(j.Budget).answered(o.Status, o.RetryAfter, q.now()); d > 0 {
+		q.m.backoffs.WithLabelValues(strconv.Itoa(o.Status)).Inc()
+		q.log.Info().Str("budget", j.Budget).Int("status", o.Status).Str("retry_after", o.RetryAfter).
+			Dur("pause", d).Msg("site asked for fewer requests: its budget pauses")
+	}
 	res := o
 	res.Body = nil
 	j.Result = &res

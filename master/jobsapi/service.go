@@ -207,7 +207,7 @@ func (s *Service) monitorChanged(old, cur jobs.Monitor) {
 // Status is the jobs part of the cluster status.
 func (s *Service) Status() *wire.JobsStatus {
 	qs := s.q.Stats()
-	st := &wire.JobsStatus{Queued: qs.Queued, Working: qs.Working, Outcomes: qs.Outcomes, Monitors: map[string]int{}}
+	st := &wire.JobsStatus{Queued: qs.Queued, Working: qs.Working, Outcomes: qs.Outcomes, Monitors: map[string]int{}, Polite: qs.Polite}
 	for _, w := range qs.Workers {
 		st.Workers = append(st.Workers, wire.JobSlots{Worker: w.ID, Slots: w.Slots, Used: w.Used, Free: w.Free})
 	}

@@ -331,6 +331,8 @@ type LoadResult struct {
 	Status   int
 	FinalURL string
 	Title    string
+	// RetryAfter is that response's Retry-After header, as sent.
+	RetryAfter string
 	// Navigate is the time until the load event; Wait the time of the
 	// waits of LoadOptions after it.
 	Navigate, Wait time.Duration

@@ -140,7 +140,7 @@ func (e *Executor) execute(ctx context.Context, run wire.JobRun) (out wire.JobOu
 		WaitNetworkIdle: spec.WaitNetworkIdle,
 		WaitDelay:       time.Duration(spec.WaitDelayMs) * time.Millisecond,
 	})
-	out.Status, out.FinalURL, out.Title = res.Status, res.FinalURL, res.Title
+	out.Status, out.FinalURL, out.Title, out.RetryAfter = res.Status, res.FinalURL, res.Title, res.RetryAfter
 	out.Timings.NavigateMs, out.Timings.WaitMs = ms(res.Navigate), ms(res.Wait)
 	if stop := unwatch.Load(); stop != nil {
 		(*stop)()

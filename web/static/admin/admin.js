@@ -266,6 +266,16 @@
       tr.dataset.figure = f[0];
       return tr;
     }));
+    // Sites that asked for fewer requests: a 429/503 back-off, a
+    // robots.txt Crawl-delay.
+    var polite = (j.polite || []).map(function (p) {
+      var tr = row([p.budget, p.pausedUntil ? new Date(p.pausedUntil).toLocaleTimeString() : "-", p.reason || "-",
+        p.crawlDelayMs ? (p.crawlDelayMs / 1000) + " s" : "-"]);
+      tr.dataset.budget = p.budget;
+      return tr;
+    });
+    if (!polite.length) { polite = [row([{text: "No site is holding jobs back.", attrs: {"class": "muted", colspan: "4"}}])]; }
+    fill("job-polite", polite);
     fill("monitor-changes", (j.changes || []).map(function (ch) {
       return row([age(ch.at) + " ago", ch.monitor, ch.url, {text: ch.from || "-", attrs: {"class": "check-" + ch.from}},
         {text: ch.to, attrs: {"class": "check-" + ch.to}}, ch.reason || "-"]);

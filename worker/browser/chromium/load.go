@@ -49,9 +49,10 @@ type loadWatch struct {
 }
 
 type docResponse struct {
-	status  int
-	url     string
-	refused bool // answered by the egress guard
+	status     int
+	url        string
+	retryAfter string // its Retry-After header (the master's back-off)
+	refused    bool   // answered by the egress guard
 }
 
 // see records ev; b.mu held (onEvent).
@@ -91,6 +92,9 @@ func (w *loadWatch) see(ev any, mainFrame cdp.FrameID) {
 		for k, v := range ev.Response.Headers {
 			if strings.EqualFold(k, egressHeader) && fmt.Sprint(v) == "refused" {
 				r.refused = true
+			}
+			if strings.EqualFold(k, "Retry-After") {
+				r.retryAfter = fmt.Sprint(v)
 			}
 		}
 		w.responses[ev.LoaderID] = r
@@ -193,12 +197,12 @@ func (b *cbrowser) load(ctx context.Context, url string, opts browser.LoadOption
 		// Nothing committed: a download or an empty answer (204), or a
 		// move within the current document (no response at all).
 		if last != nil {
-			res.Status, res.FinalURL = last.status, last.url
+			res.Status, res.FinalURL, res.RetryAfter = last.status, last.url, last.retryAfter
 			return res, &browser.UnreachableError{URL: url, Reason: fmt.Sprintf("no document to show (HTTP %d: empty answer or download)", last.status)}
 		}
 	}
 	if ok {
-		res.Status, res.FinalURL = doc.status, doc.url
+		res.Status, res.FinalURL, res.RetryAfter = doc.status, doc.url, doc.retryAfter
 		if doc.refused {
 			reason := "blocked by egress guard"
 			if doc.status != 403 {
