@@ -102,7 +102,12 @@
       var h = history[w.id] = (history[w.id] || []);
       h.push([now, w.load.total, w.load.goHeap, w.load.browserPSS, w.projected]);
       while (h.length && h[0][0] < now - 15 * 60 * 1000) { h.shift(); }
-      var state = el("span", {"class": "state-" + w.state + (w.draining ? " draining" : "")}, w.state + (w.draining ? ", draining" : ""));
+      // reach: whether the master reached the worker at the address it
+      // advertises, the one the proxies dial ("": not checked yet).
+      var unreachable = w.reach === "unreachable";
+      var state = el("span", {"class": "state-" + w.state + (w.draining ? " draining" : "") + (unreachable ? " state-unreachable" : ""),
+        title: unreachable ? "unreachable at " + w.httpAddr + ": " + (w.reachError || "?") + (w.reachChecked ? " (checked " + new Date(w.reachChecked).toLocaleTimeString() + ")" : "") : ""},
+        w.state + (w.draining ? ", draining" : "") + (unreachable ? ", unreachable" : ""));
       var act = w.draining
         ? button("Undrain", "undrain", function () { return api("POST", "/api/v1/workers/" + w.id + "/undrain"); })
         : button("Drain", "drain", function () { return api("POST", "/api/v1/workers/" + w.id + "/drain"); });
@@ -110,6 +115,7 @@
         num(mib(w.projected)), num(w.load.instances), num(w.load.browsers), num(w.load.clients), frameSize(w), spark(h), act]);
       tr.id = "worker-" + w.id;
       tr.dataset.draining = String(w.draining);
+      tr.dataset.reach = w.reach || "";
       tr.dataset.frameSize = frameSize(w);
       return tr;
     }));
