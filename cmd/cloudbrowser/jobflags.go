@@ -36,6 +36,10 @@ func jobFlags() []cli.Flag {
 			Usage: "attempts of one job before it fails"},
 		&cli.IntFlag{Name: "job-queue-max", Value: jobDefaults.LeftoverMax, Sources: cli.EnvVars("CB_JOB_QUEUE_MAX"),
 			Usage: "bound of the leftover queue; submissions over it get 429"},
+		&cli.IntFlag{Name: "job-queue-count", Value: jobDefaults.QueueCount, Sources: cli.EnvVars("CB_JOB_QUEUE_COUNT"),
+			Usage: "per-host queues at once (url-server Queue_Count); jobs of more hosts wait in the leftover queue"},
+		&cli.IntFlag{Name: "job-queue-len", Value: jobDefaults.QueueLen, Sources: cli.EnvVars("CB_JOB_QUEUE_LEN"),
+			Usage: "jobs in one per-host queue (url-server Queue_Len); more wait in the leftover queue"},
 		&cli.DurationFlag{Name: "render-cache-max-age", Value: cacheDefaults.DefaultMaxAge, Sources: cli.EnvVars("CB_RENDER_CACHE_MAX_AGE"),
 			Usage: "a cached render older than this is regenerated (per request: maxAgeMs)"},
 		&cli.Int64Flag{Name: "render-cache-max-bytes", Value: cacheDefaults.MaxBytes, Sources: cli.EnvVars("CB_RENDER_CACHE_MAX_BYTES"),
@@ -53,6 +57,8 @@ func jobConfig(cmd *cli.Command) (jobs.Config, rendercache.Config, error) {
 	jc.ReportEvery = cmd.Duration("job-report-every")
 	jc.MaxAttempts = int(cmd.Int("job-max-attempts"))
 	jc.LeftoverMax = int(cmd.Int("job-queue-max"))
+	jc.QueueCount = int(cmd.Int("job-queue-count"))
+	jc.QueueLen = int(cmd.Int("job-queue-len"))
 	cc := rendercache.Config{DefaultMaxAge: cmd.Duration("render-cache-max-age"), MaxBytes: cmd.Int64("render-cache-max-bytes")}
 	switch {
 	case jc.Defaults.Concurrent < 1:
@@ -63,6 +69,10 @@ func jobConfig(cmd *cli.Command) (jobs.Config, rendercache.Config, error) {
 		return jc, cc, fmt.Errorf("--job-report-every: must be at least 100ms")
 	case jc.MaxAttempts < 1:
 		return jc, cc, fmt.Errorf("--job-max-attempts: must be at least 1")
+	case jc.QueueCount < 1:
+		return jc, cc, fmt.Errorf("--job-queue-count: must be at least 1")
+	case jc.QueueLen < 1:
+		return jc, cc, fmt.Errorf("--job-queue-len: must be at least 1")
 	case cc.DefaultMaxAge <= 0:
 		return jc, cc, fmt.Errorf("--render-cache-max-age: must be positive")
 	case cc.MaxBytes < 1<<20:

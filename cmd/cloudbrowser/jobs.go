@@ -789,14 +789,29 @@ func monitorCmd() *cli.Command {
 			{
 				Name: "list", Usage: "list monitors with their state, last check and last change",
 				Flags: append(apiFlags(jobsToken),
-					&cli.StringFlag{Name: "state", Usage: "only monitors in this state: " + strings.Join(monitorStates, ", ")}),
+					&cli.StringFlag{Name: "state", Usage: "only monitors in this state: " + strings.Join(monitorStates, ", ")},
+					&cli.StringFlag{Name: "checked-after", Usage: "only monitors last checked at or after this time (RFC 3339, or a duration ago: 1h)"},
+					&cli.StringFlag{Name: "checked-before", Usage: "only monitors last checked before this time"},
+					&cli.StringFlag{Name: "changed-after", Usage: "only monitors whose state last changed at or after this time"},
+					&cli.StringFlag{Name: "changed-before", Usage: "only monitors whose state last changed before this time"},
+					&cli.StringFlag{Name: "sort", Usage: "newest first by lastCheck or lastStateChange"}),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
-					path := "/api/v1/monitors"
+					q := url.Values{}
 					if st := cmd.String("state"); st != "" {
 						if !oneOf(st, monitorStates) {
 							return fmt.Errorf("--state: must be one of %s, not %q", strings.Join(monitorStates, ", "), st)
 						}
-						path += "?state=" + url.QueryEscape(st)
+						q.Set("state", st)
+					}
+					for flag, param := range map[string]string{"checked-after": "checkedAfter", "checked-before": "checkedBefore",
+						"changed-after": "changedAfter", "changed-before": "changedBefore", "sort": "sort"} {
+						if v := cmd.String(flag); v != "" {
+							q.Set(param, v) // the API checks them and names the field
+						}
+					}
+					path := "/api/v1/monitors"
+					if len(q) > 0 {
+						path += "?" + q.Encode()
 					}
 					c, err := newAPIClient(cmd, jobsToken)
 					if err != nil {

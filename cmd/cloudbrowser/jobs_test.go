@@ -243,6 +243,13 @@ func TestJobsCommands(t *testing.T) {
 			wantOut: []string{"LAST CHECK", "LAST CHANGE", "m1", "unavailable", "https://a.example/", "5m0s", "HTTP 503", "2024-05-01"},
 		},
 		{
+			name:   "monitor list by last check",
+			args:   []string{"monitor", "list", "--checked-after", "1h", "--changed-before", "2026-11-27T00:00:00Z", "--sort", "lastCheck"},
+			method: "GET", path: "/api/v1/monitors", query: "changedBefore=2026-11-27T00%3A00%3A00Z&checkedAfter=1h&sort=lastCheck",
+			status: 200, answer: `{"monitors":[]}`,
+			wantOut: []string{"LAST CHECK"},
+		},
+		{
 			name:   "monitor remove",
 			args:   []string{"monitor", "remove", "m1"},
 			method: "DELETE", path: "/api/v1/monitors/m1",

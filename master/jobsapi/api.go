@@ -544,13 +544,82 @@ func (s *Service) listMonitors(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	f, err := monitorFilterOf(r.URL.Query(), time.Now())
+	if err != nil {
+		var fe *jobs.FieldError
+		if errors.As(err, &fe) {
+			fieldError(w, fe.Field, fe.Error())
+			return
+		}
+		jobError(w, err)
+		return
+	}
 	list := slices.DeleteFunc(s.q.Monitors().List(r.URL.Query().Get("state")), func(mon jobs.Monitor) bool {
-		return user != "" && mon.Spec.User != user
+		return (user != "" && mon.Spec.User != user) || !f.keeps(mon)
 	})
+	f.sort(list)
 	if list == nil {
 		list = []jobs.Monitor{}
 	}
 	apijson.Write(w, http.StatusOK, map[string]any{"monitors": list})
+}
+
+// monitorFilter is the monitor list's ranges of last check and last state
+// change (the url-checker's ListURLs by LastCheck and LastStateChange),
+// and its order.
+type monitorFilter struct {
+	checked, changed [2]time.Time // after, before; zero = open
+	by               string       // "", "lastCheck" or "lastStateChange" (newest first)
+}
+
+// monitorFilterOf reads checkedAfter, checkedBefore, changedAfter,
+// changedBefore (RFC 3339, or a duration: that long ago) and sort.
+func monitorFilterOf(q url.Values, now time.Time) (monitorFilter, error) {
+	var f monitorFilter
+	for _, b := range []struct {
+		name string
+		to   *time.Time
+	}{{"checkedAfter", &f.checked[0]}, {"checkedBefore", &f.checked[1]}, {"changedAfter", &f.changed[0]}, {"changedBefore", &f.changed[1]}} {
+		v := q.Get(b.name)
+		if v == "" {
+			continue
+		}
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			*b.to = t
+		} else if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			*b.to = now.Add(-d)
+		} else {
+			return f, &jobs.FieldError{Field: b.name, Msg: fmt.Sprintf("%q is neither an RFC 3339 time nor a duration ago (like 1h)", v)}
+		}
+	}
+	switch f.by = q.Get("sort"); f.by {
+	case "", "lastCheck", "lastStateChange":
+	default:
+		return f, &jobs.FieldError{Field: "sort", Msg: fmt.Sprintf("must be lastCheck or lastStateChange, not %q", f.by)}
+	}
+	return f, nil
+}
+
+// keeps: a bound excludes monitors never checked (or never changed).
+func (f monitorFilter) keeps(m jobs.Monitor) bool {
+	in := func(t time.Time, r [2]time.Time) bool {
+		if r[0].IsZero() && r[1].IsZero() {
+			return true
+		}
+		return !t.IsZero() && (r[0].IsZero() || !t.Before(r[0])) && (r[1].IsZero() || t.Before(r[1]))
+	}
+	return in(m.LastCheck, f.checked) && in(m.LastStateChange, f.changed)
+}
+
+func (f monitorFilter) sort(list []jobs.Monitor) {
+	key := func(m jobs.Monitor) time.Time { return m.LastCheck }
+	switch f.by {
+	case "":
+		return
+	case "lastStateChange":
+		key = func(m jobs.Monitor) time.Time { return m.LastStateChange }
+	}
+	slices.SortStableFunc(list, func(a, b jobs.Monitor) int { return key(b).Compare(key(a)) })
 }
 
 // ownMonitor returns the monitor id names if the request's principal sees

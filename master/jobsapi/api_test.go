@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -344,5 +346,66 @@ func TestIsolation(t *testing.T) {
 			}
 			ids[st.save] = v.ID
 		}
+	}
+}
+
+// TestMonitorFilter: the monitor list by last check and last state change
+// ranges (RFC 3339 or a duration ago), newest first when sorted; a bound
+// leaves out monitors never checked or never changed; bad values name
+// the field.
+func TestMonitorFilter(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	mons := []jobs.Monitor{
+		{ID: "old", LastCheck: now.Add(-3 * time.Hour), LastStateChange: now.Add(-30 * time.Hour)},
+		{ID: "new", LastCheck: now.Add(-10 * time.Minute), LastStateChange: now.Add(-2 * time.Hour)},
+		{ID: "never"},
+	}
+	tests := []struct {
+		query string
+		want  []string
+		field string
+	}{
+		{"", []string{"old", "new", "never"}, ""},
+		{"checkedAfter=1h", []string{"new"}, ""},
+		{"checkedBefore=1h", []string{"old"}, ""},
+		{"checkedAfter=" + now.Add(-4*time.Hour).Format(time.RFC3339) + "&checkedBefore=" + now.Add(-time.Hour).Format(time.RFC3339), []string{"old"}, ""},
+		{"changedAfter=24h", []string{"new"}, ""},
+		{"changedBefore=24h", []string{"old"}, ""},
+		{"sort=lastCheck", []string{"new", "old", "never"}, ""},
+		{"sort=lastStateChange&checkedAfter=5h", []string{"new", "old"}, ""},
+		{"checkedAfter=yesterday", nil, "checkedAfter"},
+		{"changedBefore=-1h", nil, "changedBefore"},
+		{"sort=url", nil, "sort"},
+	}
+	for _, tt := range tests {
+		q, _ := url.ParseQuery(tt.query)
+		f, err := monitorFilterOf(q, now)
+		var fe *jobs.FieldError
+		if tt.field != "" {
+			if !errors.As(err, &fe) || fe.Field != tt.field {
+				t.Errorf("%q: %v, want an error naming %s", tt.query, err, tt.field)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tt.query, err)
+			continue
+		}
+		list := slices.DeleteFunc(slices.Clone(mons), func(m jobs.Monitor) bool { return !f.keeps(m) })
+		f.sort(list)
+		var ids []string
+		for _, m := range list {
+			ids = append(ids, m.ID)
+		}
+		if !slices.Equal(ids, tt.want) {
+			t.Errorf("%q: %v, want %v", tt.query, ids, tt.want)
+		}
+	}
+	_, srv := testService(t)
+	if st, _, b := apiCall(t, srv, "admintok", "GET", "/api/v1/monitors?checkedAfter=soon", ""); st != 400 || !strings.Contains(b, `"checkedAfter"`) {
+		t.Errorf("a bad bound: %d %s", st, b)
+	}
+	if st, _, b := apiCall(t, srv, "admintok", "GET", "/api/v1/monitors?sort=lastCheck&changedAfter=1h", ""); st != 200 || !strings.Contains(b, `"monitors"`) {
+		t.Errorf("a good filter: %d %s", st, b)
 	}
 }
