@@ -90,3 +90,39 @@ func TestJobsCrawlDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsRequestsCounted: the site sees what the jobs ask for and nothing
+// else: a check fetches its document only (no favicon, no subresource),
+// a render its document and the page's own subresources, never a favicon.
+func TestJobsRequestsCounted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	needChromium(t)
+	site := newJobSite(t, 1, 0)
+	h := site.hosts[0]
+	c := startCluster(t, clusterOpts{proxies: 0, workers: 1, runtime: "chromium",
+		extra: []string{"--jobs-allow", "127.0.0.1/8"}, worker: site.egressArgs()})
+	tok := c.jobsToken()
+	ids := submitBatch(c, tok, []wire.JobSpec{
+		{Kind: wire.JobCheck, URL: h.url("/page/c1")},
+		{Kind: wire.JobCheck, URL: h.url("/page/c2")},
+		{Kind: wire.JobRender, URL: h.url("/page/r1"), Format: wire.FormatText},
+	})
+	got := c.waitJobs(ids, tok, 2*time.Minute)
+	for _, id := range ids {
+		if got[id].State != wire.JobDone {
+			t.Fatalf("job %+v", got[id])
+		}
+	}
+	reqs := h.requests()
+	t.Logf("the site saw %v", reqs)
+	if reqs["/favicon.ico"] != 0 {
+		t.Errorf("jobs fetched /favicon.ico %d times", reqs["/favicon.ico"])
+	}
+	for _, p := range []string{"/page/c1", "/page/c2", "/page/r1"} {
+		if reqs[p] != 1 {
+			t.Errorf("%s fetched %d times, want 1", p, reqs[p])
+		}
+	}
+}

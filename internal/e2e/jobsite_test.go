@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -34,6 +35,7 @@ type siteHost struct {
 	status   map[string]int    // path -> forced status
 	retry    map[string]string // path -> Retry-After sent with it
 	startsBy map[string][]time.Time
+	every    map[string]int // path -> every request, robots.txt and favicon included
 	robots   string
 }
 
@@ -45,7 +47,7 @@ func newJobSite(t *testing.T, hosts int, delay time.Duration) *jobSite {
 			t.Fatal(err)
 		}
 		h := &siteHost{addr: ln.Addr().String(), delay: delay, served: map[string]int{}, status: map[string]int{},
-			retry: map[string]string{}, startsBy: map[string][]time.Time{}}
+			retry: map[string]string{}, startsBy: map[string][]time.Time{}, every: map[string]int{}}
 		srv := &http.Server{Handler: h}
 		go func() { _ = srv.Serve(ln) }()
 		t.Cleanup(func() { _ = srv.Close() })
@@ -100,6 +102,13 @@ func (h *siteHost) setRobots(body string) {
 	h.robots = body
 }
 
+// requests is every request the host got, by path.
+func (h *siteHost) requests() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.every)
+}
+
 func (h *siteHost) count(path string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -109,6 +118,9 @@ func (h *siteHost) count(path string) int {
 // ServeHTTP: /robots.txt (not counted), /page/<name> (counted: the
 // document a job's browser loads), anything else 404 (favicon).
 func (h *siteHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.every[r.URL.Path]++
+	h.mu.Unlock()
 	if r.URL.Path == "/robots.txt" {
 		h.mu.Lock()
 		body := h.robots
