@@ -10,8 +10,10 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/jobs"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
 )
 
 // Jobs: the master pushes attempts through the Application
@@ -38,7 +40,7 @@ func (a *AppManager) CancelJob(ctx context.Context, id string, attempt int) erro
 // the app's egress rules and navigation policy.
 type jobLeaser struct{ w *Worker }
 
-func (l jobLeaser) Lease(ctx context.Context, app string) (jobs.Lease, error) {
+func (l jobLeaser) Lease(ctx context.Context, app string, allow []string) (jobs.Lease, error) {
 	w := l.w
 	var policy func(string) bool
 	if app != "" {
@@ -62,15 +64,49 @@ func (l jobLeaser) Lease(ctx context.Context, app string) (jobs.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
+	b := lease.Browser()
+	e, _ := b.Egress().(*egress.Endpoint)
+	if e != nil {
+		// The job's own rules (the master's --jobs-allow) on top of the
+		// app's, for this job only.
+		e.Assign(jobTenant(w.tenant(app), allow))
+	}
 	if !lease.Specific() {
-		b := lease.Browser()
-		w.assignEgress(b, app)
 		if err := b.SetPolicy(ctx, policy); err != nil {
 			lease.Return()
 			return nil, fmt.Errorf("navigation policy: %w", err)
 		}
+		return lease, nil
 	}
-	return lease, nil
+	if e == nil {
+		return lease, nil
+	}
+	// An app's pooled browser goes back to its users with the app's own
+	// rules only.
+	return restoredLease{Lease: lease, restore: func() { e.Assign(w.tenant(app)) }}, nil
+}
+
+// jobTenant is t with a job's egress rules added; a rule that does not
+// parse is skipped (the master checked them at start).
+func jobTenant(t *egress.Tenant, allow []string) *egress.Tenant {
+	for _, s := range allow {
+		if r, err := egress.ParseRule(s); err == nil {
+			t.Allow = append(t.Allow, r)
+		}
+	}
+	return t
+}
+
+// restoredLease gives an app's pooled browser its own egress rules back
+// as it returns.
+type restoredLease struct {
+	*pool.Lease
+	restore func()
+}
+
+func (l restoredLease) Return() {
+	l.restore()
+	l.Lease.Return()
 }
 
 // jobReporter sends the executor's reports over the master connection.

@@ -126,3 +126,43 @@ func TestJobsRequestsCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsOneAllowPolicy: the master's --jobs-allow is the one switch:
+// with it alone (no --egress-allow on the worker) jobs to the allowed site
+// run; a job to another loopback port ends DISALLOWED at the master, and
+// one the allowed site redirects there ends DISALLOWED by the worker's
+// guard, which applies the same rules.
+func TestJobsOneAllowPolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	needChromium(t)
+	site := newJobSite(t, 2, 0)
+	allowed, other := site.hosts[0], site.hosts[1]
+	c := startCluster(t, clusterOpts{proxies: 0, workers: 1, runtime: "chromium",
+		extra: []string{"--jobs-allow", allowed.addr}})
+	tok := c.jobsToken()
+	ids := submitBatch(c, tok, []wire.JobSpec{
+		{Kind: wire.JobCheck, URL: allowed.url("/page/ok")},
+		{Kind: wire.JobRender, URL: allowed.url("/page/words"), Format: wire.FormatText},
+		{Kind: wire.JobCheck, URL: other.url("/page/nope")},
+		{Kind: wire.JobCheck, URL: allowed.url("/go?to=" + other.url("/page/redirected"))},
+	})
+	got := c.waitJobs(ids, tok, 2*time.Minute)
+	check, render, direct, redirected := got[ids[0]], got[ids[1]], got[ids[2]], got[ids[3]]
+	if check.State != wire.JobDone || check.Result == nil || check.Result.Check != wire.CheckOK {
+		t.Errorf("a check of the allowed site: %+v %+v", check, check.Result)
+	}
+	if render.State != wire.JobDone {
+		t.Errorf("a render of the allowed site: %+v", render)
+	}
+	if direct.State != wire.JobDisallowed || direct.Disallow != "address" {
+		t.Errorf("a check of another port: %+v", direct)
+	}
+	if redirected.State != wire.JobDisallowed || redirected.Disallow != "egress" || !strings.Contains(redirected.Reason, "egress guard") {
+		t.Errorf("a check redirected to another port: %+v", redirected)
+	}
+	if n := other.requests()["/page/redirected"] + other.requests()["/page/nope"]; n != 0 {
+		t.Errorf("the other port was reached %d times", n)
+	}
+}

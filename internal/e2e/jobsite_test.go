@@ -132,6 +132,10 @@ func (h *siteHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(body))
 		return
 	}
+	if r.URL.Path == "/go" { // a redirect to ?to=
+		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
+		return
+	}
 	if !strings.HasPrefix(r.URL.Path, "/page/") {
 		http.NotFound(w, r)
 		return

@@ -109,6 +109,10 @@ type JobRun struct {
 	// Epoch is the master's incarnation; a worker drops reports for runs
 	// of an older master only by their ids (the master ignores unknown ones).
 	MasterID string `codec:"master"`
+	// Allow are the egress rules of the master's --jobs-allow: the
+	// worker's guard lets this job's browser reach them (the one switch
+	// for jobs; the workers' --egress-allow is for interactive apps).
+	Allow []string `codec:"allow,omitempty"`
 }
 
 // JobProgress is a worker's WORKING report.
@@ -169,6 +173,9 @@ type JobOutcome struct {
 	// RetryAfter is the main document's Retry-After header, as sent (the
 	// master's back-off on 429 and 503).
 	RetryAfter string `codec:"retryAfter,omitempty"`
+	// Disallowed: the worker's egress guard refused the job's document
+	// (Reason says why); the job ends DISALLOWED, not retried.
+	Disallowed bool `codec:"disallowed,omitempty"`
 }
 
 // BudgetPoliteness is a politeness budget its site holds back now

@@ -2,8 +2,11 @@ package jobs
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -124,5 +127,28 @@ func TestCrawlDelay(t *testing.T) {
 	s.setCrawlDelay("a:80", time.Hour, now.Add(3*time.Hour))
 	if d := s.budget("a:80").crawlDelay; d != crawlDelayMax {
 		t.Fatalf("crawl delay not capped: %v", d)
+	}
+}
+
+// TestOneAllowPolicy: each run carries the master's --jobs-allow, and a
+// run the worker's egress guard refused anyway ends DISALLOWED (egress),
+// not DONE, and is not retried.
+func TestOneAllowPolicy(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.AllowAddrs = []string{"10.1.2.3:8080"}; c.ReportEvery = time.Hour })
+	e.q.Workers().Set("w", 2)
+	j := e.check("http://a.test/")
+	l := e.pump()
+	if len(l) != 1 || len(l[0].run.Allow) != 1 || l[0].run.Allow[0] != "10.1.2.3:8080" {
+		t.Fatalf("runs %+v", l)
+	}
+	if err := e.done(l[0], wire.JobOutcome{Disallowed: true, Reason: "http://a.test/: blocked by the worker's egress guard"}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := e.q.Get(j.ID)
+	if got.State != wire.JobDisallowed || got.Disallow != DisallowEgress || !strings.Contains(got.Reason, "egress guard") || len(got.Attempts) != 1 {
+		t.Fatalf("a job the worker's guard refused: %+v", got)
+	}
+	if l := e.pump(); len(l) != 0 {
+		t.Fatalf("retried: %+v", l)
 	}
 }

@@ -63,7 +63,7 @@ func (q *Queue) startLocked() ([]launch, *change) {
 		j.Attempts = append(j.Attempts, Attempt{N: j.Tries, Worker: wid, Started: now})
 		ch.put(j)
 		out = append(out, launch{worker: wid, run: wire.JobRun{ID: j.ID, Attempt: j.Tries, Spec: j.Spec,
-			ReportEveryMs: q.cfg.ReportEvery.Milliseconds(), MasterID: q.cfg.MasterID}})
+			ReportEveryMs: q.cfg.ReportEvery.Milliseconds(), MasterID: q.cfg.MasterID, Allow: q.cfg.AllowAddrs}})
 	})
 	q.commit(ch)
 	return out, ch

@@ -47,6 +47,9 @@ const (
 	DisallowPolicy      = "policy"
 	DisallowRobots      = "robots"
 	DisallowRobotsError = "robots-unreachable"
+	// DisallowEgress: the worker's egress guard refused the page (a
+	// redirect or a name that led where jobs may not go).
+	DisallowEgress = "egress"
 )
 
 // Attempt is one try of a job on a worker.

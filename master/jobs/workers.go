@@ -143,7 +143,11 @@ func (w *Workers) Done(ctx context.Context, workerID string, o wire.JobOutcome) 
 	res := o
 	res.Body = nil
 	j.Result = &res
-	if o.Err == "" {
+	if o.Disallowed {
+		q.endAttemptLocked(j, "")
+		j.Disallow = DisallowEgress
+		q.finishLocked(j, wire.JobDisallowed, o.Reason, nil, ch)
+	} else if o.Err == "" {
 		q.endAttemptLocked(j, "")
 		if body == nil {
 			body = []byte{}

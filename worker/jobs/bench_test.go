@@ -34,7 +34,7 @@ func (l freshLease) Return() {
 	_ = l.b.Close(ctx)
 }
 
-func (l freshLeaser) Lease(ctx context.Context, app string) (Lease, error) {
+func (l freshLeaser) Lease(ctx context.Context, app string, _ []string) (Lease, error) {
 	b, err := l.rt.NewBrowser(ctx, browser.Options{})
 	if err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ import (
 // poolLeaser leases from the general pool of a real pool.Manager.
 type poolLeaser struct{ m *pool.Manager }
 
-func (l poolLeaser) Lease(ctx context.Context, app string) (Lease, error) {
+func (l poolLeaser) Lease(ctx context.Context, app string, _ []string) (Lease, error) {
 	return l.m.Lease(ctx, app, nil)
 }
 

@@ -68,7 +68,7 @@ func (e *Executor) execute(ctx context.Context, run wire.JobRun) (out wire.JobOu
 	}
 
 	t := e.cfg.Clock.Now()
-	lease, err := e.leaser.Lease(ctx, spec.App)
+	lease, err := e.leaser.Lease(ctx, spec.App, run.Allow)
 	out.Timings.LeaseMs = ms(e.cfg.Clock.Now().Sub(t))
 	if err != nil {
 		if why, _ := stopped(); why != "" {
@@ -198,13 +198,17 @@ func (e *Executor) loadFailed(spec wire.JobSpec, out wire.JobOutcome, err error,
 		if ue != nil {
 			reason = ue.Reason
 		}
+		if ue != nil && ue.Reason == "blocked by egress guard" {
+			// The guard applies the master's own rules (run.Allow): the
+			// page led where jobs may not go. Not retried.
+			out.Disallowed, out.Reason = true, spec.URL+": blocked by the worker's egress guard (a redirect or a name leading where jobs may not go)"
+			return out
+		}
 		if spec.Kind == wire.JobCheck {
 			out.Check, out.Reason = wire.CheckUnavailable, reason
 			return out
 		}
-		// The guard's verdict does not change on a retry.
-		permanent := ue != nil && ue.Reason == "blocked by egress guard"
-		return fail(permanent, "%s unavailable: %s", spec.URL, reason)
+		return fail(false, "%s unavailable: %s", spec.URL, reason)
 	}
 	if spec.Kind == wire.JobCheck {
 		out.Check, out.Reason = wire.CheckError, err.Error()

@@ -55,7 +55,9 @@ type Lease interface {
 // specific pool (or a general browser under the app's navigation policy
 // and egress rules).
 type Leaser interface {
-	Lease(ctx context.Context, app string) (Lease, error)
+	// allow are the job's egress rules (wire.JobRun.Allow), which the
+	// browser's egress guard must apply for this job.
+	Lease(ctx context.Context, app string, allow []string) (Lease, error)
 }
 
 // Reporter tells the master about attempts (wire.ObjJobQueue).

@@ -136,7 +136,7 @@ type fakeLeaser struct {
 	lease *fakeLease
 }
 
-func (l *fakeLeaser) Lease(ctx context.Context, app string) (Lease, error) {
+func (l *fakeLeaser) Lease(ctx context.Context, app string, _ []string) (Lease, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
@@ -248,6 +248,7 @@ func TestCheckStates(t *testing.T) {
 		reason    string
 		err       string // substring of Err ("" = none)
 		permanent bool
+		disallow  bool // the worker's egress guard refused it
 	}{
 		{name: "ok", b: fakeBrowser{res: browser.LoadResult{Status: 200, Title: "T"}, text: "hello"}, check: wire.CheckOK},
 		{name: "redirect final ok", b: fakeBrowser{res: browser.LoadResult{Status: 301}, text: "hello"}, check: wire.CheckOK},
@@ -256,7 +257,8 @@ func TestCheckStates(t *testing.T) {
 		{name: "404", b: fakeBrowser{res: browser.LoadResult{Status: 404}}, check: wire.CheckUnavailable, reason: "HTTP 404"},
 		{name: "503", b: fakeBrowser{res: browser.LoadResult{Status: 503}}, check: wire.CheckUnavailable, reason: "HTTP 503"},
 		{name: "refused", b: fakeBrowser{loadErr: &browser.UnreachableError{URL: "u", Reason: "connection refused"}}, check: wire.CheckUnavailable, reason: "connection refused"},
-		{name: "egress", b: fakeBrowser{loadErr: &browser.UnreachableError{URL: "u", Reason: "blocked by egress guard"}}, check: wire.CheckUnavailable, reason: "blocked by egress guard"},
+		{name: "egress", b: fakeBrowser{loadErr: &browser.UnreachableError{URL: "u", Reason: "blocked by egress guard"}}, disallow: true,
+			reason: "http://example.test/: blocked by the worker's egress guard (a redirect or a name leading where jobs may not go)"},
 		{name: "timeout", b: fakeBrowser{block: make(chan struct{})}, spec: wire.JobSpec{TimeoutMs: 20}, check: wire.CheckUnavailable, reason: "timed out after 20ms"},
 		{name: "no status", b: fakeBrowser{res: browser.LoadResult{Status: 0}}, check: wire.CheckError, reason: "no HTTP status for the page (0)"},
 		{name: "unexpected load error", b: fakeBrowser{loadErr: errors.New("weird")}, check: wire.CheckError, reason: "weird"},
@@ -279,7 +281,7 @@ func TestCheckStates(t *testing.T) {
 				}
 				return
 			}
-			if out.Err != "" || out.Check != tc.check || out.Reason != tc.reason {
+			if out.Err != "" || out.Check != tc.check || out.Reason != tc.reason || out.Disallowed != tc.disallow {
 				t.Fatalf("outcome %+v, want check %q reason %q", out, tc.check, tc.reason)
 			}
 			if tc.check == wire.CheckOK && out.Hash != okHash {
