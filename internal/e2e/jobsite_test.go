@@ -31,7 +31,7 @@ type siteHost struct {
 	inFlight int
 	peak     int
 	starts   []time.Time
-	served   map[string]int // path -> requests
+	served   map[string]int    // path -> requests
 	status   map[string]int    // path -> forced status
 	retry    map[string]string // path -> Retry-After sent with it
 	startsBy map[string][]time.Time

@@ -213,7 +213,7 @@ type JobsStatus struct {
 	// Polite lists the budgets their sites hold back now: paused by a
 	// back-off (429/503) or spaced by a robots.txt Crawl-delay.
 	Polite []BudgetPoliteness `json:"polite,omitempty"`
-	Cache   CacheStatus     `json:"cache"`
+	Cache  CacheStatus        `json:"cache"`
 	// Wait is the time from submission to an attempt's start, Run the
 	// duration of attempts (seconds).
 	Wait Histogram `json:"wait"`
