@@ -31,6 +31,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/master/jobsapi"
+	"github.com/cloudbrowser-go/cloudbrowser/master/reach"
 	"github.com/cloudbrowser-go/cloudbrowser/master/registry"
 	"github.com/cloudbrowser-go/cloudbrowser/master/rendercache"
 	"github.com/cloudbrowser-go/cloudbrowser/master/sessions"
@@ -81,6 +82,9 @@ type Config struct {
 	// proxies sets X-Forwarded-Proto; the proxies pass it on and the
 	// workers and the master believe it. Only enable behind such a balancer.
 	TrustForwardedProto bool
+	// PublicTLS: the proxies serve TLS themselves (--tls-cert), which
+	// makes the public side HTTPS as an https PublicURL does.
+	PublicTLS bool
 
 	Balancer     balance.Strategy
 	NoProjection bool
@@ -181,6 +185,8 @@ type Master struct {
 	publicAddr string
 	metrics    *masterMetrics
 	history    *history
+	// reach probes the workers' advertised addresses (from Start on).
+	reach *reach.Prober
 	// hopKey signs the proxy-to-worker HTTP hop (internal/hop). Workers and
 	// proxies get it over their RMI session, so they need not hold the
 	// cluster secret it is derived from; derived, it survives restarts.
@@ -300,7 +306,9 @@ func New(cfg Config) (*Master, error) {
 	m.istate = newInstanceStates(st, m.workers.Gate.CheckEpoch)
 	m.metrics.reg.MustRegister(m.istate.collectors()...)
 	m.history = newHistory()
-	m.scheme = httpsec.Scheme{AlwaysHTTPS: publicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto}
+	// Real time, not cfg.Clock: the probes are network I/O (reach.Config).
+	m.reach = reach.New(reach.Config{Workers: m.workers.Views, Clock: clock.Real, Logger: m.log})
+	m.scheme = httpsec.Scheme{AlwaysHTTPS: publicHTTPS || cfg.PublicTLS, TrustForwardedProto: cfg.TrustForwardedProto}
 	if err := m.startJobs(); err != nil {
 		return nil, err
 	}
@@ -453,6 +461,7 @@ func (m *Master) Start(ctx context.Context) error {
 	}
 	m.metrics.readFrom(m.workers, m.apps, m.rmi.node)
 	m.wg.Go(func() { m.history.run(m.ctx, m.workers.Views) })
+	m.wg.Go(func() { m.reach.Run(m.ctx) })
 	m.log.Info().Str("rmi", m.RMIAddr()).Str("gossip", m.GossipAddr()).Str("admin", m.AdminAddr()).
 		Str("public", m.publicAddr).Int("proxies", m.cfg.Proxies).Str("balancer", string(m.cfg.Balancer)).
 		Msg("master started")
@@ -491,6 +500,7 @@ func (m *Master) Status() wire.ClusterStatus {
 	st := wire.ClusterStatus{MasterID: m.id, Strategy: string(m.cfg.Balancer), At: time.Now(),
 		Workers: []wire.WorkerStatus{}, Apps: []wire.App{}, Instances: []wire.InstanceInfo{}}
 	m.workers.Status(&st)
+	m.reach.Annotate(st.Workers)
 	for _, a := range m.apps.List() {
 		a.Files = nil
 		st.Apps = append(st.Apps, a)

@@ -62,7 +62,7 @@ func (p *Proxy) serveCDP(w http.ResponseWriter, r *http.Request, id string, t ur
 		return
 	case !upgrade:
 		p.st.badRequests.Add(1)
-		cdpAnswer(w, http.StatusBadRequest, "", "/cdp is a WebSocket endpoint: connect a CDP client (Playwright's connectOverCDP, Puppeteer's connect, chromedp's remote allocator) to ws://"+r.Host+"/cdp?app=NAME&token=TOKEN")
+		cdpAnswer(w, http.StatusBadRequest, "", "/cdp is a WebSocket endpoint: connect a CDP client (Playwright's connectOverCDP, Puppeteer's connect, chromedp's remote allocator) to "+wsScheme(p.scheme().HTTPS(r))+"://"+r.Host+"/cdp?app=NAME&token=TOKEN")
 		return
 	case p.flight.isClosing():
 		w.Header().Set("Retry-After", "1")
@@ -78,7 +78,7 @@ func (p *Proxy) serveCDP(w http.ResponseWriter, r *http.Request, id string, t ur
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), openSessionTimeout)
 	res, err := p.cfg.Sessions.OpenSession(ctx, wire.SessionOpen{Query: r.URL.RawQuery,
-		Authorization: r.Header.Get("Authorization"), ClientIP: clientIP(r, p.cfg.TrustForwardedFor), RequestID: id})
+		Authorization: r.Header.Get("Authorization"), ClientIP: p.clientIP(r), RequestID: id})
 	cancel()
 	if err != nil {
 		if r.Context().Err() != nil {
@@ -154,11 +154,21 @@ func unconnected(r *http.Request, sessions SessionOpener, sessionID string, log 
 	log.Info().Msg("one-step CDP session not connected: ended")
 }
 
+func wsScheme(https bool) string {
+	if https {
+		return "wss"
+	}
+	return "ws"
+}
+
 // clientIP is the client's address for the master's per-address quota:
-// the connection's, or with TrustForwardedFor the last hop the trusted
-// balancer added.
-func clientIP(r *http.Request, trustForwardedFor bool) string {
-	if xff := r.Header.Values("X-Forwarded-For"); trustForwardedFor && len(xff) > 0 {
+// the connection's, the one the trusted proxies name, or with
+// TrustForwardedFor the last hop the trusted balancer added.
+func (p *Proxy) clientIP(r *http.Request) string {
+	if len(p.cfg.TrustedProxies) > 0 {
+		return p.scheme().Client(r)
+	}
+	if xff := r.Header.Values("X-Forwarded-For"); p.cfg.TrustForwardedFor && len(xff) > 0 {
 		last := xff[len(xff)-1]
 		if i := strings.LastIndexByte(last, ','); i >= 0 {
 			last = last[i+1:]

@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/tlsfront"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/urlkind"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy/edge"
 )
@@ -20,6 +22,14 @@ import (
 // where the platform has one, else srv.Serve(ln) alone. It returns what
 // srv.Serve returns; Shutdown (and srv.Shutdown) end both.
 func (p *Proxy) Serve(srv *http.Server, ln net.Listener) error {
+	if p.cfg.TLS != nil {
+		// HTTP/1.1 only (the TLS config's ALPN): no HTTP/2 server either.
+		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		if srv.ErrorLog == nil {
+			srv.ErrorLog = tlsfront.ErrorLog(p.log)
+		}
+		return srv.Serve(tls.NewListener(ln, p.cfg.TLS))
+	}
 	return srv.Serve(p.startEdge(ln))
 }
 
@@ -28,7 +38,7 @@ func (p *Proxy) Serve(srv *http.Server, ln net.Listener) error {
 // the edge does stay with net/http.
 func (p *Proxy) edgeable() bool {
 	return !p.cfg.DisableEdge && !p.cfg.TrustForwardedFor && !p.cfg.TrustForwardedProto &&
-		p.cfg.ResponseHeaderTimeout == 0
+		len(p.cfg.TrustedProxies) == 0 && p.cfg.TLS == nil && p.cfg.ResponseHeaderTimeout == 0
 }
 
 // startEdge starts the event loops on ln's socket and returns the listener

@@ -223,7 +223,7 @@ func (p *Proxy) relayResponse(w http.ResponseWriter, r *http.Request, st *reqSta
 	for k, vv := range resp.Header {
 		switch prior, ok := out[k]; {
 		case edge.HopByHop(k) || conn[k] || k == "X-Request-Id": // the proxy's id is already set
-		case ok: // Server-Timing: the route's step comes first
+		case ok && k == "Server-Timing": // the route's step comes first
 			out[k] = append(prior, vv...)
 		default:
 			out[k] = vv

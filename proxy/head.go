@@ -23,7 +23,11 @@ func (p *Proxy) newHead(r *http.Request, id, method, addr string, key []byte) he
 	if h.Host == "" { // HTTP/1.0 without Host: name the worker, as a transport would
 		h.Host = addr
 	}
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+	if len(p.cfg.TrustedProxies) > 0 {
+		// The user as the trusted proxies name them: the worker takes
+		// the last entry as the client.
+		h.ForwardedFor = p.scheme().Client(r)
+	} else if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		h.ForwardedFor = ip
 		if prior := r.Header["X-Forwarded-For"]; p.cfg.TrustForwardedFor && len(prior) > 0 {
 			h.ForwardedFor = strings.Join(prior, ", ") + ", " + ip

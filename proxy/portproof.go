@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -74,27 +75,87 @@ func dialAddr(listen string) (string, error) {
 // proved it is of the cluster whose port key is key. ErrForeignListener
 // (wrapped, with what answered) otherwise.
 func ProbePort(ctx context.Context, listen string, key []byte) error {
+	_, err := probePort(ctx, listen, key)
+	return err
+}
+
+// portMode is how this cluster's proxies serve a probed port.
+type portMode int
+
+const (
+	portFree portMode = iota // nobody listens
+	portPlain
+	portTLS
+)
+
+// errNobody: nothing listens on the probed port.
+var errNobody = errors.New("nobody listens")
+
+// probePort is ProbePort, also telling whether the proof came over TLS
+// (the port's proxies serve --tls-cert).
+func probePort(ctx context.Context, listen string, key []byte) (portMode, error) {
 	addr, err := dialAddr(listen)
 	if err != nil {
-		return fmt.Errorf("proxy: listen address %q: %w", listen, err)
+		return portFree, fmt.Errorf("proxy: listen address %q: %w", listen, err)
 	}
 	if _, port, _ := net.SplitHostPort(addr); port == "0" {
-		return nil // a fresh port each time: nobody to share with
+		return portFree, nil // a fresh port each time: nobody to share with
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
+	a, err := askProof(ctx, addr, nil, key)
+	if errors.Is(err, errNobody) {
+		return portFree, nil
+	}
+	mode := portPlain
+	if errors.Is(err, ErrForeignListener) || err == nil && !a.proved && !a.foreign {
+		// A TLS port answers plain text with a 400 (net/http's) or not
+		// at all: ask again over TLS. Its certificate is not checked: the
+		// proof under the port key is what tells the cluster.
+		tc := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}} //nolint:gosec // see above
+		if ta, terr := askProof(ctx, addr, tc, key); terr == nil && (ta.proved || ta.foreign) {
+			a, err, mode = ta, nil, portTLS
+		}
+	}
+	switch {
+	case err != nil:
+		return portFree, err
+	case a.foreign:
+		return portFree, fmt.Errorf("%w: %s is a CloudBrowser proxy of another cluster (different cluster secret)", ErrForeignListener, addr)
+	case !a.proved:
+		return portFree, fmt.Errorf("%w: %s answered %s without a CloudBrowser port proof (another program?)", ErrForeignListener, addr, a.status)
+	}
+	return mode, nil
+}
+
+// proofAnswer is what one probe got.
+type proofAnswer struct {
+	proved  bool   // a valid proof
+	foreign bool   // a proof under another key
+	status  string // the answer's status
+}
+
+// askProof asks addr for a proof once, over TLS if tc is set.
+func askProof(ctx context.Context, addr string, tc *tls.Config, key []byte) (proofAnswer, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" && ctx.Err() == nil {
-			return nil // refused: nobody listens
+			return proofAnswer{}, errNobody // refused
 		}
-		return fmt.Errorf("proxy: probing %s: %w", addr, err)
+		return proofAnswer{}, fmt.Errorf("proxy: probing %s: %w", addr, err)
 	}
 	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
+	}
+	if tc != nil {
+		tconn := tls.Client(conn, tc)
+		if err := tconn.HandshakeContext(ctx); err != nil {
+			return proofAnswer{}, fmt.Errorf("proxy: probing %s over TLS: %w", addr, err)
+		}
+		conn = tconn
 	}
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
@@ -103,21 +164,19 @@ func ProbePort(ctx context.Context, listen string, key []byte) error {
 	req.Header.Set(portNonceHeader, nonce)
 	req.Close = true
 	if err := req.Write(conn); err != nil {
-		return fmt.Errorf("proxy: probing %s: %w", addr, err)
+		return proofAnswer{}, fmt.Errorf("proxy: probing %s: %w", addr, err)
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
 	if err != nil {
-		return fmt.Errorf("%w: %s accepts connections but does not speak HTTP (%v)", ErrForeignListener, addr, err)
+		return proofAnswer{}, fmt.Errorf("%w: %s accepts connections but does not speak HTTP (%v)", ErrForeignListener, addr, err)
 	}
 	resp.Body.Close()
 	got := resp.Header.Get(portProofHeader)
 	if got == "" {
-		return fmt.Errorf("%w: %s answered %s without a CloudBrowser port proof (another program?)", ErrForeignListener, addr, resp.Status)
+		return proofAnswer{status: resp.Status}, nil
 	}
-	if !hmac.Equal([]byte(got), []byte(portProof(key, nonce))) {
-		return fmt.Errorf("%w: %s is a CloudBrowser proxy of another cluster (different cluster secret)", ErrForeignListener, addr)
-	}
-	return nil
+	ok := hmac.Equal([]byte(got), []byte(portProof(key, nonce)))
+	return proofAnswer{proved: ok, foreign: !ok, status: resp.Status}, nil
 }
 
 // postBindProbes is how many times a proxy re-probes right after binding:

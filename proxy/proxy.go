@@ -6,10 +6,12 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -66,8 +68,17 @@ type Config struct {
 	// PublicHTTPS: users reach the cluster over HTTPS (--public-url
 	// https://…); TrustForwardedProto: keep the X-Forwarded-Proto of a
 	// TLS-terminating load balancer in front. Workers are told the result
-	// in X-Forwarded-Proto; the proxy's own pages send HSTS when HTTPS.
+	// in X-Forwarded-Proto; every answer to an HTTPS request carries HSTS.
 	PublicHTTPS, TrustForwardedProto bool
+	// TrustedProxies are the peers whose X-Forwarded-For and
+	// X-Forwarded-Proto count (--trusted-proxies; httpsec.Scheme): the
+	// user's address and scheme passed on to workers come from them.
+	TrustedProxies []netip.Prefix
+	// TLS, if set, is served on the public listener (--tls-cert): the
+	// event-loop edge then stays off (it parses plain text), and
+	// WebSockets are relayed, never handed to a worker (the TLS session
+	// lives in this process).
+	TLS *tls.Config
 	// DisableEdge serves everything with net/http, without the event-loop
 	// edge (package edge) in front; for comparisons.
 	DisableEdge bool
@@ -190,6 +201,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if servePortProof(w, r, p.cfg.PortKey) {
 		return
 	}
+	if p.scheme().HTTPS(r) {
+		httpsec.SetHSTS(w.Header()) // on every answer, the workers' and the master's too
+	}
 	upgrade := pages.IsWebSocketUpgrade(r)
 	t := urlkind.Classify(r.Method, r.URL.EscapedPath(), upgrade)
 	switch t.Kind {
@@ -207,7 +221,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if p.cfg.Fallback != nil {
-			p.cfg.Fallback.ServeHTTP(w, r)
+			// The master's handlers see the user as the proxy does.
+			p.cfg.Fallback.ServeHTTP(w, p.scheme().Resolved(r))
 			return
 		}
 		p.page(w, r, id, http.StatusNotFound, "Not found", "There is nothing at this address.")
@@ -283,7 +298,8 @@ func (p *Proxy) misdirected(t urlkind.Target, status int) {
 }
 
 func (p *Proxy) scheme() httpsec.Scheme {
-	return httpsec.Scheme{AlwaysHTTPS: p.cfg.PublicHTTPS, TrustForwardedProto: p.cfg.TrustForwardedProto}
+	return httpsec.Scheme{AlwaysHTTPS: p.cfg.PublicHTTPS, TrustForwardedProto: p.cfg.TrustForwardedProto,
+		TrustedProxies: p.cfg.TrustedProxies}
 }
 
 // errWorkerDead ends the exchanges with a worker the master declared dead,

@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -189,8 +191,11 @@ type ProcessConfig struct {
 	// it gets the proxy, its route cache and whether the master is connected.
 	AdminAddr string
 	Admin     func(p *Proxy, cache *CachingRouter, node *rmi.Node, connected func() bool) http.Handler
-	// PublicHTTPS and TrustForwardedProto: see Config.
+	// PublicHTTPS, TrustForwardedProto, TrustedProxies and TLS: see
+	// Config. Every proxy sharing a port must serve TLS, or none.
 	PublicHTTPS, TrustForwardedProto bool
+	TrustedProxies                   []netip.Prefix
+	TLS                              *tls.Config
 	// Clock runs the route cache's expiry and the proxy's (Config.Clock);
 	// nil = clock.Real.
 	Clock clock.Clock
@@ -306,12 +311,16 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	if err := waitMaster(ctx, client, cfg.Master, log); err != nil {
 		return err
 	}
+	if err := sameTLS(ctx, cfg.Listen, portKey.Get(), cfg.TLS != nil); err != nil {
+		return fmt.Errorf("proxy: %w", config.Errorf("Listen", "%s: %w", cfg.Listen, err))
+	}
 	ln, err := ListenShared(ctx, cfg.Listen, portKey.Get())
 	if err != nil {
 		return fmt.Errorf("proxy: %w", config.Errorf("Listen", "%s: %w", cfg.Listen, err))
 	}
 	p := New(Config{Router: cache, Sessions: remote, Logger: log, HopKey: hopKey.Get, PortKey: portKey.Get,
-		PublicHTTPS: cfg.PublicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto, Clock: cfg.Clock})
+		PublicHTTPS: cfg.PublicHTTPS, TrustForwardedProto: cfg.TrustForwardedProto, Clock: cfg.Clock,
+		TrustedProxies: cfg.TrustedProxies, TLS: cfg.TLS})
 	served.Store(p)
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
@@ -351,18 +360,17 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	repCtx, stopReports := context.WithCancel(ctx)
 	go func() { // counters for the master's dashboard
 		defer close(reportDone)
-		t := time.NewTicker(2 * time.Second)
+		t := time.NewTicker(reportEvery)
 		defer t.Stop()
+		silence := masterSilence{client: client, log: log} // masterwatch.go
 		for {
 			select {
 			case <-repCtx.Done():
 				return
 			case <-t.C:
 				st := p.Stats()
-				rctx, cancel := context.WithTimeout(repCtx, 2*time.Second)
-				_ = contract.RouterClient{C: client}.ProxyReport(rctx, wire.ProxyReport{Requests: st.Requests,
+				silence.report(repCtx, wire.ProxyReport{Requests: st.Requests,
 					WebSocketsOpen: st.WebSocketsOpen, BytesUp: st.BytesUp, BytesDown: st.BytesDown})
-				cancel()
 			}
 		}
 	}()
@@ -380,6 +388,25 @@ func RunProcess(ctx context.Context, cfg ProcessConfig) error {
 	_ = srv.Shutdown(sctx)
 	_ = p.Shutdown(sctx)
 	<-errc
+	return nil
+}
+
+// sameTLS refuses to join a port whose proxies serve TLS when this one
+// would not, or the reverse: the kernel spreads connections across them,
+// so users would get one protocol or the other at random.
+func sameTLS(ctx context.Context, listen string, key []byte, tlsOn bool) error {
+	if _, port, err := net.SplitHostPort(listen); err != nil || port == "0" {
+		return nil // nobody to share with (a bad address is Listen's to report)
+	}
+	mode, err := probePort(ctx, listen, key)
+	switch {
+	case err != nil:
+		return nil // ListenShared reports it
+	case mode == portTLS && !tlsOn:
+		return errors.New("the proxies serving it use TLS (--tls-cert) and this one would not: give every proxy on one port the same --tls-cert")
+	case mode == portPlain && tlsOn:
+		return errors.New("the proxies serving it use plain HTTP and this one would use TLS: give every proxy on one port the same --tls-cert")
+	}
 	return nil
 }
 

@@ -76,7 +76,9 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, id string
 		p.page(w, r, id, http.StatusServiceUnavailable, "Service unavailable", "The proxy is shutting down, retry shortly.")
 		return false
 	}
-	if p.handoffs.allows(route) {
+	// A TLS connection cannot be handed over: its session (keys,
+	// sequence numbers) lives in this process, so it is relayed.
+	if r.TLS == nil && p.handoffs.allows(route) {
 		return p.handOff(w, r, id, route, hopKey, log)
 	}
 	wc, err := p.dialer.DialContext(r.Context(), "tcp", route.Addr)

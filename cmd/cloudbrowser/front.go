@@ -26,12 +26,23 @@ import (
 
 // newFront assembles m's public side: --proxies N proxy processes, or
 // one proxy embedded in the master's process.
-func newFront(m *master.Master) master.Front {
+func newFront(m *master.Master) master.Front { return newFrontTLS(m, frontTLS{}) }
+
+// newFrontTLS is newFront with the HTTPS flags (tlsflags.go).
+func newFrontTLS(m *master.Master, ft frontTLS) master.Front {
 	set := m.ProxySettings()
+	var f master.Front
 	if set.Proxies > 0 {
-		return newProxyProcs(m, set)
+		pp := newProxyProcs(m, set)
+		pp.tls = ft
+		f = pp
+	} else {
+		f = &embeddedProxy{m: m, set: set, tls: ft}
 	}
-	return &embeddedProxy{m: m, set: set}
+	if ft.redirect != "" {
+		f = &redirectFront{Front: f, m: m, ft: ft}
+	}
+	return f
 }
 
 // embeddedProxy is the public side with --proxies 0: the master answers
@@ -40,6 +51,10 @@ func newFront(m *master.Master) master.Front {
 type embeddedProxy struct {
 	m   *master.Master
 	set master.ProxySettings
+	tls frontTLS
+	// stopWatch ends the certificate watch; watched is closed after.
+	stopWatch context.CancelFunc
+	watched   <-chan struct{}
 
 	p      *proxy.Proxy
 	srv    *http.Server
@@ -70,12 +85,19 @@ func (e *embeddedProxy) Start(ctx context.Context) (string, error) {
 	}
 	e.addr = proxy.BoundAddr(addr, ln)
 	hopKey, portKey := e.set.HopKey, e.set.PortKey
-	e.p = proxy.New(proxy.Config{
+	cfg := proxy.Config{
 		Router: localRouter{e.m.LocalRoutes()}, Sessions: e.m.LocalRoutes(), Fallback: e.m.PublicHandler(),
-		PublicHTTPS: e.set.PublicHTTPS, TrustForwardedProto: e.set.TrustForwardedProto,
+		PublicHTTPS: e.set.PublicHTTPS, TrustForwardedProto: e.set.TrustForwardedProto, TrustedProxies: e.tls.trusted,
 		Logger: e.set.Logger.With().Str("proxy", "embedded").Logger(),
 		HopKey: func() []byte { return hopKey }, PortKey: func() []byte { return portKey },
-	})
+	}
+	var wctx context.Context
+	wctx, e.stopWatch = context.WithCancel(context.Background())
+	e.watched = e.tls.watch(wctx)
+	if e.tls.on() {
+		cfg.TLS = e.tls.store.ServerConfig()
+	}
+	e.p = proxy.New(cfg)
 	e.m.SetLocalProxy(e)
 	e.srv = &http.Server{Handler: e.p, ReadHeaderTimeout: 10 * time.Second}
 	e.served = make(chan struct{})
@@ -95,6 +117,8 @@ func (e *embeddedProxy) Stop(ctx context.Context) {
 	}
 	_ = e.p.Shutdown(ctx)
 	_ = e.srv.Shutdown(ctx)
+	e.stopWatch()
+	<-e.watched
 	select {
 	case <-e.served:
 	case <-ctx.Done():

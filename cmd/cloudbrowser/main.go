@@ -117,7 +117,10 @@ func clusterSecret(cmd *cli.Command) (string, error) {
 	}
 	s, err := secret.Load(path)
 	if err != nil {
-		return "", fmt.Errorf("--secret-file: %w", err)
+		// Refuse at once, naming the flag and the file: a worker or proxy
+		// started without its key would only retry the master forever.
+		return "", fmt.Errorf("--secret-file %s: %w (copy the master's <data-dir>/%s.key to this host with mode 0600; docs/deploying.md)",
+			path, err, cmd.Name)
 	}
 	return s, nil
 }
@@ -127,9 +130,14 @@ func memberFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "gossip", Value: "127.0.0.1:0", Sources: cli.EnvVars("CB_GOSSIP"),
 			Usage: "membership bind address (port 0 = any)"},
-		&cli.StringFlag{Name: "gossip-advertise", Sources: cli.EnvVars("CB_GOSSIP_ADVERTISE"),
-			Usage: "address other members use for the gossip port"},
+		gossipAdvertiseFlag(),
 	}
+}
+
+// gossipAdvertiseFlag is --gossip-advertise of every role (addrrule.go).
+func gossipAdvertiseFlag() cli.Flag {
+	return &cli.StringFlag{Name: "gossip-advertise", Sources: cli.EnvVars("CB_GOSSIP_ADVERTISE"),
+		Usage: "address (an IP, or a name resolved once at start) the other members reach the gossip port on; required when --gossip binds every interface; default: the --gossip address"}
 }
 
 // withSecret runs action with the process logger and the cluster secret.

@@ -32,8 +32,7 @@ func masterFlags() []cli.Flag {
 			Usage: "address workers and proxies connect to (use :7070 for a multi-host cluster)"},
 		&cli.StringFlag{Name: "gossip", Value: d.GossipAddr, Sources: cli.EnvVars("CB_GOSSIP"),
 			Usage: "membership (memberlist) bind address, TCP and UDP"},
-		&cli.StringFlag{Name: "gossip-advertise", Sources: cli.EnvVars("CB_GOSSIP_ADVERTISE"),
-			Usage: "address other members use to reach the gossip port (default: the bind address)"},
+		gossipAdvertiseFlag(),
 		&cli.StringFlag{Name: "admin", Value: d.AdminAddr, Sources: cli.EnvVars("CB_ADMIN"),
 			Usage: `admin listener: /healthz, /readyz, /api/v1/... ("" = none; with --proxies 0 also on --listen)`},
 		&cli.StringFlag{Name: "listen", Value: d.PublicAddr, Sources: cli.EnvVars("CB_LISTEN"),
@@ -67,7 +66,7 @@ func masterFlags() []cli.Flag {
 			Usage: "how long a session request waits for a browser when none is free (the pools full, no worker yet); then 429 with Retry-After; 0: answer at once"},
 		&cli.IntFlag{Name: "automation-queue-max", Value: sessions.DefaultQueueMax, Sources: cli.EnvVars("CB_AUTOMATION_QUEUE_MAX"),
 			Usage: "session requests that may wait for a browser at once; beyond, 429 with Retry-After"},
-	}, append(quotaFlags(), jobFlags()...)...)
+	}, append(append(quotaFlags(), jobFlags()...), tlsFlags()...)...)
 }
 
 var quotaDefaults = *masterDefaults.Quotas
@@ -150,7 +149,7 @@ workers' /metrics need the last one as a bearer token). Deployed applications ar
 			if err != nil {
 				return err
 			}
-			m, err := newMaster(cmd, log, masterOverrides{})
+			m, err := newMaster(ctx, cmd, log, masterOverrides{})
 			if err != nil {
 				return err
 			}
@@ -175,7 +174,19 @@ type masterOverrides struct {
 }
 
 // newMaster builds the master of the flags with its public side (front.go).
-func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master.Master, error) {
+func newMaster(ctx context.Context, cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master.Master, error) {
+	pick := func(over *string, flag string) string {
+		if over != nil {
+			return *over
+		}
+		return cmd.String(flag)
+	}
+	// The RMI address needs no advertise flag: every process is given it
+	// (--master). The gossip address is handed to joining processes.
+	gossipAdv, err := gossipAdvertise(ctx, cmd, pick(o.gossip, "gossip"))
+	if err != nil {
+		return nil, err
+	}
 	dir := cmd.String("data-dir")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("--data-dir %s: %w", dir, err)
@@ -262,29 +273,28 @@ func newMaster(cmd *cli.Command, log zerolog.Logger, o masterOverrides) (*master
 	if err != nil {
 		return nil, fmt.Errorf("locating own binary for proxy processes: %w", err)
 	}
-	pick := func(over *string, flag string) string {
-		if over != nil {
-			return *over
-		}
-		return cmd.String(flag)
+	ft, err := frontTLSOf(cmd, log)
+	if err != nil {
+		return nil, err
 	}
 	m, err := master.New(master.Config{
 		Jobs: jobCfg, RenderCache: cacheCfg, JobsToken: jobsToken,
 		AutomationToken: automationToken, AutomationMaxSessions: maxSessions,
 		AutomationQueueWait: queueWait, AutomationQueueMax: queueMax,
 		Secret: sec, AdminToken: token, AuthorToken: authorToken, MetricsToken: metricsToken, SecretFile: secretPath, DataDir: dir,
-		RMIAddr: pick(o.rmi, "rmi"), GossipAddr: pick(o.gossip, "gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
+		RMIAddr: pick(o.rmi, "rmi"), GossipAddr: pick(o.gossip, "gossip"), GossipAdvertise: gossipAdv,
 		AdminAddr: pick(o.admin, "admin"), PublicAddr: cmd.String("listen"), Proxies: int(cmd.Int("proxies")),
 		ProxyCommand: append(append([]string{exe}, logArgs(cmd)...), "proxy"),
 		Balancer:     strategy, NoProjection: cmd.Bool("no-projection"),
 		ReportPeriod: cmd.Duration("report-period"), DeadAfter: cmd.Duration("dead-after"), Login: login, Quotas: &q,
 		Apps: appList, Logger: log, ChildOutput: os.Stderr,
 		PublicURL: cmd.String("public-url"), TrustForwardedProto: cmd.Bool("trust-forwarded-proto"),
+		PublicTLS: ft.on(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	m.SetFront(newFront(m))
+	m.SetFront(newFrontTLS(m, ft))
 	return m, nil
 }
 
@@ -302,5 +312,5 @@ func trustForwardedProtoFlag() cli.Flag {
 
 // masterAddrs are the master's bound addresses for the --ready-file.
 func masterAddrs(m *master.Master) map[string]string {
-	return map[string]string{"rmi": m.RMIAddr(), "gossip": m.GossipAddr(), "admin": m.AdminAddr(), "public": m.PublicAddr()}
+	return withFrontAddrs(m, map[string]string{"rmi": m.RMIAddr(), "gossip": m.GossipAddr(), "admin": m.AdminAddr(), "public": m.PublicAddr()})
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os"
@@ -43,7 +44,7 @@ cluster, and refuses to start otherwise.`,
 			&cli.DurationFlag{Name: "route-ttl", Value: proxyDefaults.RouteTTL, Sources: cli.EnvVars("CB_ROUTE_TTL"),
 				Usage: "how long instance routes are cached"},
 			publicURLFlag(), trustForwardedProtoFlag(),
-		}, memberFlags()...),
+		}, append(memberFlags(), tlsFlags()...)...),
 		Action: withSecret(func(ctx context.Context, cmd *cli.Command, log zerolog.Logger, sec string) error {
 			// A proxy started by the master outlives it (docs/architecture.md);
 			// its logs then go to a closed pipe or terminal, which must not
@@ -57,14 +58,44 @@ cluster, and refuses to start otherwise.`,
 			if err != nil {
 				return fmt.Errorf("--public-url: %w", err)
 			}
+			// --listen is public (exempt from the address rule); the
+			// gossip port is dialled by the other members.
+			gossipAdv, err := gossipAdvertise(ctx, cmd, cmd.String("gossip"))
+			if err != nil {
+				return err
+			}
+			ft, err := frontTLSOf(cmd, log)
+			if err != nil {
+				return err
+			}
+			redirect, rd, err := ft.startRedirect(ctx)
+			if err != nil {
+				return err
+			}
+			if redirect != nil {
+				defer redirect.Close(context.Background())
+			}
+			wctx, stopWatch := context.WithCancel(ctx)
+			watched := ft.watch(wctx)
+			defer func() { stopWatch(); <-watched }()
+			var tlsCfg *tls.Config
+			if ft.on() {
+				tlsCfg = ft.store.ServerConfig()
+			}
 			return proxy.RunProcess(ctx, proxy.ProcessConfig{
-				PublicHTTPS: publicHTTPS, TrustForwardedProto: cmd.Bool("trust-forwarded-proto"),
+				PublicHTTPS: publicHTTPS || ft.on(), TrustForwardedProto: cmd.Bool("trust-forwarded-proto"),
+				TrustedProxies: ft.trusted, TLS: tlsCfg,
 				Name: name, Master: cmd.String("master"), Listen: cmd.String("listen"), Secret: sec,
-				GossipAddr: cmd.String("gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
+				GossipAddr: cmd.String("gossip"), GossipAdvertise: gossipAdv,
 				RouteTTL: cmd.Duration("route-ttl"), Logger: log,
 				AdminAddr: cmd.String("admin"), Admin: proxyAdmin,
 				Ready: func(listen, admin string) {
-					if err := writeReady(cmd, "proxy", map[string]string{"public": listen, "admin": admin}); err != nil {
+					addrs := map[string]string{"public": listen, "admin": admin}
+					if redirect != nil {
+						setPort(rd, listen)
+						addrs["redirect"] = redirect.Addr()
+					}
+					if err := writeReady(cmd, "proxy", addrs); err != nil {
 						log.Error().Err(err).Msg("writing the ready file")
 					}
 				},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/config"
@@ -25,6 +26,8 @@ import (
 type proxyProcs struct {
 	m   *master.Master
 	set master.ProxySettings
+	// tls: the HTTPS flags passed on to the processes (tlsflags.go).
+	tls frontTLS
 
 	// ctx is the processes' own, not Start's: they run until Stop, after
 	// the command's context ended (a clean stop begins that way).
@@ -50,13 +53,14 @@ func (p *proxyProcs) args(i int, publicAddr string) []string {
 	args := append(append([]string{}, s.Command[1:]...),
 		"--master", p.m.RMIAddr(), "--listen", publicAddr, "--secret-file", s.KeyFile,
 		"--name", fmt.Sprintf("proxy-%d", i))
+	args = append(args, childGossipArgs(p.m.GossipAddr())...)
 	if s.PublicURL != "" {
 		args = append(args, "--public-url", s.PublicURL)
 	}
 	if s.TrustForwardedProto {
 		args = append(args, "--trust-forwarded-proto")
 	}
-	return args
+	return append(args, p.tls.childArgs()...)
 }
 
 // Start starts (or adopts) the proxy processes after checking that the
@@ -117,6 +121,9 @@ func (p *proxyProcs) Start(ctx context.Context) (string, error) {
 		supervise.Stop(rec.ID, 0, log)
 		_ = table.Delete(name)
 	}
+	if p.tls.on() { // each process watches its files; SIGHUP to the master reaches them too
+		go forwardHUP(p.ctx, p.pids, log)
+	}
 	return publicAddr, nil
 }
 
@@ -145,4 +152,21 @@ func (p *proxyProcs) pids() []int {
 		out[i] = c.Pid()
 	}
 	return out
+}
+
+// childGossipArgs are the gossip flags of the master's proxy processes:
+// the other members must reach them too (the one address rule), so unless
+// the master gossips on loopback they bind every interface and advertise
+// the master's own gossip address (the same host: masterGossip).
+func childGossipArgs(masterGossip string) []string {
+	host, _, err := net.SplitHostPort(masterGossip)
+	ip, perr := netip.ParseAddr(host)
+	if err != nil || perr != nil || ip.IsLoopback() {
+		return nil // the default, loopback, is right
+	}
+	bind := "0.0.0.0:0"
+	if !ip.Unmap().Is4() {
+		bind = "[::]:0"
+	}
+	return []string{"--gossip", bind, "--gossip-advertise", ip.Unmap().String()}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/master/reach"
 )
 
 func statusCmd() *cli.Command {
@@ -77,9 +78,17 @@ func printStatus(out io.Writer, st *wire.ClusterStatus) {
 		if w.Draining {
 			state += ",draining"
 		}
+		if w.Reach == reach.StateUnreachable {
+			state += ",unreachable"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", w.ID, w.HTTPAddr, state, mib(w.Load.Total),
 			mib(w.Load.GoHeap), mib(w.Load.BrowserPSS), mib(w.Projected), w.Load.Instances, w.Load.Browsers, w.Load.Clients,
 			w.Load.FramesSent, w.Load.FramesDropped, frameSize(w))
+	}
+	for _, w := range st.Workers { // the proxies cannot reach it either
+		if w.Reach == reach.StateUnreachable {
+			fmt.Fprintf(tw, "! %s is unreachable at %s (check its --advertise): %s\n", w.ID, w.HTTPAddr, w.ReachError)
+		}
 	}
 	fmt.Fprintln(tw, "\nPOOL\tWORKER\tMIN\tMAX\tSIZE\tFREE\tLOCKED\tCREATED\tDESTROYED\tSHIFTED\tLEASES\tLEASE FAILURES\tSEQUENCE FAILURES\tAVG WAIT")
 	for _, w := range st.Workers {

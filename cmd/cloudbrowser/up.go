@@ -50,7 +50,7 @@ The admin API, /healthz and /metrics are on the same address.`,
 			}
 			anyPort := "127.0.0.1:0"
 			none := ""
-			m, err := newMaster(cmd, log, masterOverrides{rmi: &anyPort, gossip: &anyPort, admin: &none})
+			m, err := newMaster(ctx, cmd, log, masterOverrides{rmi: &anyPort, gossip: &anyPort, admin: &none})
 			if err != nil {
 				return err
 			}
@@ -82,7 +82,7 @@ The admin API, /healthz and /metrics are on the same address.`,
 					Name: "worker-" + strconv.Itoa(i+1), Path: exe, Args: args, Stdout: os.Stderr, Stderr: os.Stderr,
 				}))
 			}
-			url := "http://" + publicURLHost(cmd.String("listen"), m.PublicAddr()) + "/"
+			url := map[bool]string{false: "http://", true: "https://"}[cmd.String("tls-cert") != ""] + publicURLHost(cmd.String("listen"), m.PublicAddr()) + "/"
 			// Say "running" only when an Application URL can be served: a
 			// worker registered and every proxy subscribed (until then the
 			// proxies show a self-reloading "starting" page).

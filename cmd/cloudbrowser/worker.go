@@ -32,7 +32,7 @@ end users' requests to its --listen address.`,
 			&cli.StringFlag{Name: "listen", Value: workerDefaults.Listen, Sources: cli.EnvVars("CB_LISTEN"),
 				Usage: "HTTP address proxies forward to (port 0 = any free port)"},
 			&cli.StringFlag{Name: "advertise", Sources: cli.EnvVars("CB_ADVERTISE"),
-				Usage: "HTTP address the proxies use (default: the --listen address)"},
+				Usage: "host:port the proxies dial to reach --listen (a name or an address of this host); required when --listen binds every interface (:8000, 0.0.0.0:8000, [::]:8000); default: the --listen address"},
 			&cli.StringFlag{Name: "socket-url", Sources: cli.EnvVars("CB_SOCKET_URL"),
 				Usage: "public address of a cluster proxy on this worker's host (e.g. https://w2.example.com): client engines open their WebSockets there, with a one-time ticket, so a worker on another host than the proxy that served the page is reached without a relay; default: the page's own address"},
 			&cli.StringFlag{Name: "id", Sources: cli.EnvVars("CB_WORKER_ID"),
@@ -83,6 +83,10 @@ end users' requests to its --listen address.`,
 			if d := cmd.Duration("snapshot-interval"); d < 100*time.Millisecond { // snapshots are writes at the master
 				return fmt.Errorf("--snapshot-interval must be at least 100ms, got %s", d)
 			}
+			gossipAdv, err := workerAddresses(ctx, cmd)
+			if err != nil {
+				return err
+			}
 			rt, err := newRuntime(ctx, cmd, log)
 			if err != nil {
 				return err
@@ -90,7 +94,7 @@ end users' requests to its --listen address.`,
 			w, err := worker.New(worker.Config{
 				ID: cmd.String("id"), Secret: sec, Master: cmd.String("master"),
 				Listen: cmd.String("listen"), Advertise: cmd.String("advertise"),
-				GossipAddr: cmd.String("gossip"), GossipAdvertise: cmd.String("gossip-advertise"),
+				GossipAddr: cmd.String("gossip"), GossipAdvertise: gossipAdv,
 				Runtime: rt, Logger: log, Version: version,
 				MaxBrowsers: int(cmd.Int("max-browsers")), GeneralMin: int(cmd.Int("general-pool-min")),
 				EgressAllow: cmd.StringSlice("egress-allow"), MaxAppBytes: cmd.Int64("max-app-bytes"),

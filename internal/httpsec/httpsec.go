@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"sort"
@@ -15,21 +16,30 @@ import (
 	"sync"
 )
 
-// Scheme says how to tell an HTTPS request. No process of the cluster
-// terminates TLS itself: HTTPS ends at a load balancer in front of the
-// proxies.
+// Scheme says how to tell an HTTPS request: HTTPS ends at the proxies
+// themselves (--tls-cert) or at a load balancer in front of them.
 type Scheme struct {
-	// AlwaysHTTPS: users reach the cluster over HTTPS (--public-url https://…).
+	// AlwaysHTTPS: users reach the cluster over HTTPS (--public-url
+	// https://…, or the proxies serve TLS).
 	AlwaysHTTPS bool
-	// TrustForwardedProto: believe X-Forwarded-Proto (--trust-forwarded-proto).
+	// TrustForwardedProto: believe X-Forwarded-Proto from any peer
+	// (--trust-forwarded-proto) unless TrustedProxies names the peers.
 	// Off by default: a client could otherwise claim either.
 	TrustForwardedProto bool
+	// TrustedProxies: peers whose X-Forwarded-For and X-Forwarded-Proto
+	// count (--trusted-proxies); forwarded.go.
+	TrustedProxies []netip.Prefix
 }
 
 // HTTPS reports whether the user's request came over HTTPS.
 func (s Scheme) HTTPS(r *http.Request) bool {
-	return s.AlwaysHTTPS || r.TLS != nil ||
-		s.TrustForwardedProto && strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https")
+	if s.AlwaysHTTPS || r.TLS != nil {
+		return true
+	}
+	if f, ok := r.Context().Value(frontKey{}).(front); ok {
+		return f.https
+	}
+	return s.believesProto(r) && strings.EqualFold(lastValue(r.Header, "X-Forwarded-Proto"), "https")
 }
 
 // Proto is the X-Forwarded-Proto a proxy passes on to the workers.
@@ -59,6 +69,9 @@ func PublicHTTPS(raw string) (bool, error) {
 
 // hstsValue: one year: browsers remember to use HTTPS only.
 const hstsValue = "max-age=31536000"
+
+// SetHSTS sets Strict-Transport-Security on an answer over HTTPS.
+func SetHSTS(h http.Header) { h.Set("Strict-Transport-Security", hstsValue) }
 
 var (
 	inlineMu sync.Mutex

@@ -67,6 +67,9 @@ func Load(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("secret file: %w", err)
 	}
+	if st.IsDir() {
+		return "", fmt.Errorf("secret file %s is a directory, not a key file", path)
+	}
 	if st.Mode().Perm()&0o077 != 0 {
 		return "", fmt.Errorf("secret file %s has mode %v: must not be readable by group or others (chmod 600)", path, st.Mode().Perm())
 	}

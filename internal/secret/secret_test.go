@@ -50,6 +50,15 @@ func TestLoadRejects(t *testing.T) {
 			t.Errorf("%s: accepted", tc.name)
 		}
 	}
+	// A directory (a mount or copy gone wrong) is named as such, not by
+	// its mode.
+	sub := filepath.Join(dir, "keys")
+	if err := os.Mkdir(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(sub); err == nil || !strings.Contains(err.Error(), sub+" is a directory") {
+		t.Errorf("directory: %v", err)
+	}
 }
 
 func TestDeriveSeparatesPurposes(t *testing.T) {

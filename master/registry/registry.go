@@ -949,12 +949,15 @@ func (r *Registry) Close() {
 	r.wg.Wait()
 }
 
-// WorkerView is a connected worker's state for metrics.
+// WorkerView is a connected worker's state for metrics and for the
+// probes of its advertised address (master/reach).
 type WorkerView struct {
 	ID        string
 	Load      wire.Load
 	Projected uint64
 	Draining  bool
+	// HTTPAddr and Incarnation are the worker's registration's.
+	HTTPAddr, Incarnation string
 }
 
 // Views lists the connected workers.
@@ -968,7 +971,8 @@ func (r *Registry) Views() []WorkerView {
 	out := make([]WorkerView, 0, len(r.workers))
 	for id, w := range r.workers {
 		if w.state == stateConnected {
-			out = append(out, WorkerView{ID: id, Load: w.load, Projected: proj[id], Draining: w.draining})
+			out = append(out, WorkerView{ID: id, Load: w.load, Projected: proj[id], Draining: w.draining,
+				HTTPAddr: w.info.HTTPAddr, Incarnation: w.info.Incarnation})
 		}
 	}
 	return out

@@ -85,8 +85,10 @@ func TestRequiresHop(t *testing.T) {
 	}
 }
 
-// TestHSTSBehindTrustedProto: with --trust-forwarded-proto, a page
-// relayed by a proxy that says https carries HSTS; an unsigned request's
+// TestHSTSBehindTrustedProto: a page relayed by a proxy that says https
+// carries HSTS, whether the master was given --trust-forwarded-proto or
+// not (a proxy serving TLS, or trusting its balancer with
+// --trusted-proxies, says https on its own); an unsigned request's
 // X-Forwarded-Proto (anyone can send one) does not count.
 func TestHSTSBehindTrustedProto(t *testing.T) {
 	h := newTestServer(t, "")
@@ -101,7 +103,8 @@ func TestHSTSBehindTrustedProto(t *testing.T) {
 		{"trusted, signed https", true, true, "https", true},
 		{"trusted, signed http", true, true, "http", false},
 		{"trusted, unsigned https", true, false, "https", false},
-		{"not trusted, signed https", false, true, "https", false},
+		{"not trusted, signed https", false, true, "https", true},
+		{"not trusted, unsigned https", false, false, "https", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h.users.SetCluster(wire.RegisterReply{TrustForwardedProto: tc.trust})

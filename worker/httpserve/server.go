@@ -145,8 +145,10 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), viaProxyKey{}, true))
-	// Again, now that the hop is verified: a signed X-Forwarded-Proto
-	// (--trust-forwarded-proto) counts from here, so HSTS goes out.
+	// Again, now that the hop is verified: the proxy's signed
+	// X-Forwarded-Proto counts from here, so a page relayed from an HTTPS
+	// front (a proxy serving TLS, or trusting its load balancer) sends
+	// HSTS even when the master's public URL does not say https.
 	httpsec.SetPage(rw.Header(), s.users.https(r))
 	t := urlkind.Classify(r.Method, r.URL.EscapedPath(), isUpgrade(r))
 	switch t.Kind {

@@ -52,7 +52,10 @@ func TestSafeNext(t *testing.T) {
 }
 
 // TestCookieFlags: every cookie of the worker is Secure exactly when the
-// user's request came over HTTPS, as configured by the master.
+// user's request came over HTTPS: the master's public URL says so, or the
+// proxy's signed X-Forwarded-Proto does (the proxy decides it, serving
+// TLS or trusting its load balancer; the client's own value never
+// reaches a worker).
 func TestCookieFlags(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -62,7 +65,8 @@ func TestCookieFlags(t *testing.T) {
 		wantSecure bool
 	}{
 		{"plain http", wire.RegisterReply{}, "", false, false},
-		{"forwarded proto not trusted", wire.RegisterReply{}, "https", false, false},
+		{"signed proto, master not told to trust it", wire.RegisterReply{}, "https", false, true},
+		{"unsigned proto", wire.RegisterReply{}, "https", true, false},
 		{"forwarded proto trusted", wire.RegisterReply{TrustForwardedProto: true}, "https", false, true},
 		{"trusted, but not from a proxy", wire.RegisterReply{TrustForwardedProto: true}, "https", true, false},
 		{"trusted, but http", wire.RegisterReply{TrustForwardedProto: true}, "http", false, false},

@@ -60,9 +60,16 @@ func (u *Users) SetCluster(rep wire.RegisterReply) {
 
 // https reports whether the user's request came over HTTPS.
 func (u *Users) https(r *http.Request) bool {
-	if s := u.scheme.Load(); s != nil && (s.AlwaysHTTPS || viaProxy(r)) {
-		// X-Forwarded-Proto counts only on a request our proxy signed.
-		return s.HTTPS(r)
+	if s := u.scheme.Load(); s != nil && s.AlwaysHTTPS {
+		return true
+	}
+	if viaProxy(r) {
+		// A proxy replaces X-Forwarded-Proto on every request it relays
+		// with what it concluded itself (it serves TLS, a trusted load
+		// balancer said so, the public URL is https) and signs it: on a
+		// verified hop it is the proxy's word, not the client's, whatever
+		// --trust-forwarded-proto the master was given.
+		return strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https")
 	}
 	return r.TLS != nil
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cloudbrowser-go/cloudbrowser/internal/handoff"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/hop"
+	"github.com/cloudbrowser-go/cloudbrowser/internal/tlsfront"
 	"github.com/cloudbrowser-go/cloudbrowser/proxy"
 	"github.com/cloudbrowser-go/cloudbrowser/scripts/bench/internal/addrfile"
 )
@@ -37,6 +38,8 @@ func main() {
 	edge := flag.Bool("edge", true, "serve through the event-loop edge (as in production); false: net/http alone")
 	edgeLoops := flag.Int("edge-loops", 0, "the edge's event loops (0: one per CPU)")
 	handoffPath := flag.String("handoff", "", "the worker's handoff socket (benchworker -handoff): WebSockets are handed to it, not relayed")
+	tlsCert := flag.String("tls-cert", "", "serve HTTPS with this certificate chain (as cloudbrowser --tls-cert; WebSockets are then relayed, never handed off)")
+	tlsKey := flag.String("tls-key", "", "the key of -tls-cert")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -62,6 +65,13 @@ func main() {
 	}
 	logger := zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	cfg := proxy.Config{Router: router, Logger: logger, DisableEdge: !*edge, EdgeLoops: *edgeLoops}
+	if *tlsCert != "" {
+		store, err := tlsfront.New(tlsfront.Files{Cert: *tlsCert, Key: *tlsKey}, logger)
+		if err != nil {
+			log.Fatal(err)
+		}
+		cfg.TLS = store.ServerConfig()
+	}
 	if *signHops {
 		key := make([]byte, hop.KeyLen)
 		if _, err := rand.Read(key); err != nil {

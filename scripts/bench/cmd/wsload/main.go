@@ -3,6 +3,7 @@
 // duration, and the echoed payload is counted.
 //
 //	wsload -url ws://127.0.0.1:8080/bench/a/w-bench.x/b/b1/ws -conns 4 -size 65536 -duration 5s
+//	wsload -url wss://127.0.0.1:8443/bench/a/w-bench.x/b/b1/ws -insecure   # over TLS
 //
 // Output is one line of key=value pairs for scripts to parse.
 package main
@@ -10,6 +11,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,6 +32,7 @@ func main() {
 	window := flag.Int("window", 8, "messages in flight per connection")
 	duration := flag.Duration("duration", 5*time.Second, "measurement time")
 	label := flag.String("label", "", "label printed with the result")
+	insecure := flag.Bool("insecure", false, "wss://: accept any server certificate (test certificates)")
 	flag.Parse()
 	if *url == "" || *conns < 1 || *size < 1 || *window < 1 {
 		flag.Usage()
@@ -40,6 +43,9 @@ func main() {
 		HandshakeTimeout: 5 * time.Second,
 		ReadBufferSize:   64 << 10,
 		WriteBufferSize:  *size + 16, // one frame per message
+	}
+	if *insecure {
+		dialer.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // benchmarks against test certificates
 	}
 	cs := make([]*websocket.Conn, *conns)
 	for i := range cs {
