@@ -91,6 +91,9 @@ func TestCDPOneStep(t *testing.T) {
 		t.Errorf("the client's token reached the worker: %q %q", r.Header.Get("Authorization"), r.RequestURI)
 	}
 	opens, closed := fs.state()
+	if len(closed) != 0 {
+		t.Errorf("a connected session was ended by the proxy: %v", closed)
+	}
 	if len(opens) != 1 || opens[0].Query != "app=chat&token=tok&timeout=1m" || opens[0].Authorization != "Bearer hdr" ||
 		opens[0].ClientIP != "127.0.0.1" || opens[0].RequestID == "" {
 		t.Errorf("asked the master %+v", opens)
