@@ -192,6 +192,10 @@ func (ms *Monitors) finishedLocked(j *Job, ch *change) {
 	if j.State == wire.JobDone && j.Result != nil && j.Result.Hash != "" {
 		m.Hash = j.Result.Hash
 	}
+	m.cachedSig = ""
+	if j.State == wire.JobDone {
+		m.cachedSig = j.Spec.CacheSig
+	}
 	if st != "" && st != m.State {
 		ms.changes = append(ms.changes, StateChange{Monitor: m.ID, URL: m.Spec.URL, From: m.State, To: st, Reason: reason, At: now})
 		if len(ms.changes) > maxChanges {

@@ -177,7 +177,14 @@ type Monitor struct {
 	Checks          int64     `json:"checks"`
 
 	submitting bool
+	// cachedSig is the render cache signature the last job filled (a
+	// render monitor's own render; OnMonitorChange leaves it fresh).
+	cachedSig string
 }
+
+// CachedSig is the render cache signature the monitor's last job filled
+// ("" for none): the new content it saw.
+func (m Monitor) CachedSig() string { return m.cachedSig }
 
 // Interval is the monitor's period.
 func (m *Monitor) Interval() time.Duration { return time.Duration(m.IntervalMs) * time.Millisecond }

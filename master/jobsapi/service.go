@@ -194,8 +194,8 @@ func (s *Service) monitorChanged(old, cur jobs.Monitor) {
 	// (perhaps logged in) says nothing about another's partition. A render
 	// monitor's own render, just cached, is the new content: it stays.
 	var keep []string
-	if j, err := s.q.Get(cur.LastJob); err == nil && j.State == wire.JobDone && j.Spec.CacheSig != "" {
-		keep = append(keep, j.Spec.CacheSig)
+	if sig := cur.CachedSig(); sig != "" {
+		keep = append(keep, sig)
 	}
 	if n, err := s.cache.MarkStaleFor(cur.Spec.URL, cur.Spec.User, keep...); err != nil {
 		s.log.Warn().Err(err).Str("url", cur.Spec.URL).Msg("marking cached renders stale")
