@@ -276,7 +276,10 @@ func (n *Node) Dial(ctx context.Context, addr string) (*Conn, error) {
 	stop := context.AfterFunc(n.ctx, cancel)
 	defer stop()
 
-	var d net.Dialer
+	// A connect nobody answers (a network cut drops the SYNs) gives up
+	// like a handshake, instead of after the kernel's SYN retries (about
+	// two minutes): a Client then redials soon after the cut heals.
+	d := net.Dialer{Timeout: n.cfg.HandshakeTimeout}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("rmi: dial %s: %w", addr, err)

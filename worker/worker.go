@@ -161,6 +161,10 @@ type Worker struct {
 
 	memberMu sync.Mutex
 	member   *membership.Member
+	// seed is where the master's gossip member is (from Cluster.Info);
+	// rejoining is set while stayInGossip joins again (gossipjoin.go).
+	seed      atomic.Pointer[gossipSeed]
+	rejoining atomic.Bool
 
 	// counters are the hubs' totals (frames, input, resting browsers).
 	counters     engine.Counters
@@ -387,6 +391,7 @@ func (w *Worker) onConnect(ctx context.Context, c *rmi.Conn) error {
 		// only more slowly. Retried on the next reconnection.
 		w.log.Warn().Err(err).Str("gossip", info.GossipAddr).Msg("could not join the gossip layer")
 	}
+	w.seed.Store(&gossipSeed{masterID: info.MasterID, addr: info.GossipAddr})
 	winfo := wire.WorkerInfo{ID: w.id, HTTPAddr: w.HTTPAddr(), Version: w.cfg.Version, JobSlots: w.jobs.Stats().Slots, Incarnation: w.incarnation}
 	if w.handoff != nil {
 		winfo.Handoff, winfo.Host = w.handoff.Path(), handoff.HostID()
@@ -503,6 +508,9 @@ func (w *Worker) reportLoop() {
 		cancel()
 		if err != nil && w.ctx.Err() == nil {
 			w.log.Debug().Err(err).Msg("load report failed")
+		}
+		if err == nil {
+			w.stayInGossip()
 		}
 	}
 }
