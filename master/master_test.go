@@ -198,6 +198,12 @@ func (f *fakeWorker) hasApp(name string) bool {
 
 func addWorker(t *testing.T, m *Master, id string, insts ...wire.InstanceInfo) *fakeWorker {
 	t.Helper()
+	return addWorkerAt(t, m, id, "127.0.0.1:1", insts...)
+}
+
+// addWorkerAt registers a fake worker that advertises addr.
+func addWorkerAt(t *testing.T, m *Master, id, addr string, insts ...wire.InstanceInfo) *fakeWorker {
+	t.Helper()
 	f := &fakeWorker{id: id, apps: map[string]wire.App{}}
 	node, err := rmi.New(rmi.Config{Name: id, Secret: []byte(testSecret)})
 	if err != nil {
@@ -212,7 +218,7 @@ func addWorker(t *testing.T, m *Master, id string, insts ...wire.InstanceInfo) *
 		t.Fatal(err)
 	}
 	f.conn = c
-	info := wire.WorkerInfo{ID: id, HTTPAddr: "127.0.0.1:1", Gossip: id + ".g1"}
+	info := wire.WorkerInfo{ID: id, HTTPAddr: addr, Gossip: id + ".g1"}
 	rep, err := contract.WorkerManagerClient{C: c}.Register(ctx, info, insts, rmi.Export(f))
 	if err != nil {
 		t.Fatal(err)

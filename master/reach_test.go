@@ -1,7 +1,6 @@
 package master
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,34 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
 	"github.com/cloudbrowser-go/cloudbrowser/master/balance"
 	"github.com/cloudbrowser-go/cloudbrowser/master/reach"
-	"github.com/cloudbrowser-go/cloudbrowser/rmi"
 )
-
-// registerAt registers a fake worker that advertises addr.
-func registerAt(t *testing.T, m *Master, id, addr string) {
-	t.Helper()
-	node, err := rmi.New(rmi.Config{Name: id, Secret: []byte(testSecret)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := node.Dial(ctx, m.RMIAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeWorker{id: id, apps: map[string]wire.App{}, conn: c, node: node}
-	info := wire.WorkerInfo{ID: id, HTTPAddr: addr, Gossip: id + ".g1"}
-	if _, err := (contract.WorkerManagerClient{C: c}).Register(ctx, info, nil, rmi.Export(f)); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestUnreachableWorkerReported: a worker that registers over its own RMI
 // connection but advertises an address nobody can dial (a refused port,
@@ -51,9 +27,9 @@ func TestUnreachableWorkerReported(t *testing.T) {
 	}))
 	t.Cleanup(good.Close)
 	refused := testutil.RefusedAddr(t)
-	registerAt(t, m, "w-good", good.Listener.Addr().String())
-	registerAt(t, m, "w-refused", refused)
-	registerAt(t, m, "w-testnet", "192.0.2.1:8000") // RFC 5737: never routed
+	addWorkerAt(t, m, "w-good", good.Listener.Addr().String())
+	addWorkerAt(t, m, "w-refused", refused)
+	addWorkerAt(t, m, "w-testnet", "192.0.2.1:8000") // RFC 5737: never routed
 
 	srv := httptest.NewServer(m.admin.handler(false))
 	t.Cleanup(srv.Close)

@@ -19,16 +19,16 @@ func TestJobConfigFlags(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			got = strings.Join([]string{itoa(jc.QueueCount), itoa(jc.QueueLen), itoa(jc.LeftoverMax)}, ",")
+			got = strings.Join([]string{strconv.Itoa(jc.QueueCount), strconv.Itoa(jc.QueueLen), strconv.Itoa(jc.LeftoverMax)}, ",")
 			return nil
 		}}
 		err := cmd.Run(context.Background(), append([]string{"master"}, args...))
 		return got, err
 	}
-	if got, err := run("--job-queue-count", "8", "--job-queue-len", "50"); err != nil || got != "8,50,"+itoa(jobDefaults.LeftoverMax) {
+	if got, err := run("--job-queue-count", "8", "--job-queue-len", "50"); err != nil || got != "8,50,"+strconv.Itoa(jobDefaults.LeftoverMax) {
 		t.Fatalf("queue flags: %q %v", got, err)
 	}
-	if got, err := run(); err != nil || got != itoa(jobDefaults.QueueCount)+","+itoa(jobDefaults.QueueLen)+","+itoa(jobDefaults.LeftoverMax) {
+	if got, err := run(); err != nil || got != strconv.Itoa(jobDefaults.QueueCount)+","+strconv.Itoa(jobDefaults.QueueLen)+","+strconv.Itoa(jobDefaults.LeftoverMax) {
 		t.Fatalf("defaults: %q %v", got, err)
 	}
 	for _, tc := range []struct{ args []string }{
@@ -41,4 +41,3 @@ func TestJobConfigFlags(t *testing.T) {
 	}
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }

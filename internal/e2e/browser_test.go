@@ -100,6 +100,16 @@ func typeText(t *testing.T, b browser.Browser, s string) {
 	}
 }
 
+// ownViewport waits until the virtual page is as wide as the owner's
+// canvas: the first frames may still come from the default 1280-px
+// viewport, scaled down, and a click placed by 1:1 coordinates then lands
+// elsewhere (seen under load in CI).
+func ownViewport(t *testing.T, b browser.Browser) {
+	t.Helper()
+	eventually(t, b, "the virtual viewport follows the window",
+		`Number(document.body.dataset.pageWidth || 0) === Math.round(document.getElementById("canvas").getBoundingClientRect().width)`, "true")
+}
+
 // canvasOrigin is where the client engine's canvas starts in the user's
 // page; virtual page coordinates map 1:1 from there for the owner, whose
 // window sets the viewport.
@@ -136,6 +146,7 @@ func TestVirtualBrowserThroughProxies(t *testing.T) {
 
 	// Click the input (fixed at 20..320 x 40..80 in the virtual page) and
 	// type through the client engine.
+	ownViewport(t, alice)
 	x0, y0 := canvasOrigin(t, alice)
 	click(t, alice, x0+60, y0+60)
 	typeText(t, alice, "Hi there")

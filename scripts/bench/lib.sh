@@ -111,7 +111,18 @@ start_nginx() {
 }
 
 try_nginx() { # try_nginx PORT DIR EXTRA UPSTREAM
-	local pid port=$1 dir=$TMP/$2 extra=$3 upstream=$4 user=""
+	nginx_conf "$2" "$4" "listen 127.0.0.1:$1;" "" "$3"
+	run_nginx "$2" "$1" || return 1
+	NGINX=127.0.0.1:$1
+}
+
+# nginx_conf DIR UPSTREAM LISTENS HTTP_EXTRA LOCATION_EXTRA: writes
+# $TMP/DIR/nginx.conf, one server with the LISTENS directives proxying to
+# UPSTREAM (WebSocket Upgrade/Connection headers, upstream keepalive);
+# HTTP_EXTRA goes in the http block (e.g. ssl_certificate), LOCATION_EXTRA
+# in the location (e.g. more proxy_set_header lines).
+nginx_conf() {
+	local dir=$TMP/$1 user=""
 	mkdir -p "$dir/logs" "$dir/tmp"
 	# As root nginx's workers would run as nobody, who cannot reach a unix
 	# socket in $TMP (0700).
@@ -131,9 +142,10 @@ http {
     uwsgi_temp_path $dir/tmp/uwsgi;
     scgi_temp_path $dir/tmp/scgi;
     map \$http_upgrade \$connection_upgrade { default upgrade; '' ''; }
-    upstream worker { server $upstream; keepalive 64; }
+    upstream worker { server $2; keepalive 64; }
+    $4
     server {
-        listen 127.0.0.1:$port;
+        $3
         location / {
             proxy_pass http://worker;
             proxy_http_version 1.1;
@@ -141,22 +153,31 @@ http {
             proxy_set_header Upgrade \$http_upgrade;
             proxy_set_header Connection \$connection_upgrade;
             proxy_set_header X-Forwarded-For \$remote_addr;
-            $extra
+            $5
             proxy_read_timeout 3600s;
             proxy_send_timeout 3600s;
         }
     }
 }
 CONF
+}
+
+# run_nginx DIR PORT...: starts nginx on $TMP/DIR/nginx.conf in the
+# background; succeeds (NGINX_PID set, the pid in PIDS) once every PORT
+# listens, else kills it and fails (a port was taken in between).
+run_nginx() {
+	local dir=$TMP/$1 pid p
+	shift
 	nginx -e "$dir/logs/error.log" -p "$dir" -c "$dir/nginx.conf" &
 	pid=$!
-	if wait_port "$port" && kill -0 "$pid" 2>/dev/null; then
-		PIDS+=("$pid")
-		NGINX=127.0.0.1:$port
-		return 0
-	fi
-	kill "$pid" 2>/dev/null || true
-	return 1
+	for p in "$@"; do
+		if ! wait_port "$p" || ! kill -0 "$pid" 2>/dev/null; then
+			kill "$pid" 2>/dev/null || true
+			return 1
+		fi
+	done
+	PIDS+=("$pid")
+	NGINX_PID=$pid
 }
 
 # start_up APPS [LISTEN [UP_ARGS...]]: `cloudbrowser up` ($CB_BIN, else

@@ -70,55 +70,16 @@ PROXY_NETHTTP=$PROXY PROXY_NETHTTP_PID=${PROXY_PIDS[0]}
 # another, proxying both to $WORKER as start_nginx does; sets NGINX_TLS,
 # NGINX_HTTP and NGINX_PID.
 start_nginx_tls() {
-	local attempt p1 p2 dir=$TMP/nginx-tls user="" pid
-	mkdir -p "$dir/logs" "$dir/tmp"
-	[ "$(id -u)" != 0 ] || user="user root;"
+	local attempt p1 p2
 	for attempt in 1 2 3 4 5; do
 		p1=$("$TMP/bin/benchworker" -free-port) p2=$("$TMP/bin/benchworker" -free-port)
-		cat >"$dir/nginx.conf" <<CONF
-daemon off;
-$user
-worker_processes auto;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path $dir/tmp/body;
-    proxy_temp_path $dir/tmp/proxy;
-    fastcgi_temp_path $dir/tmp/fastcgi;
-    uwsgi_temp_path $dir/tmp/uwsgi;
-    scgi_temp_path $dir/tmp/scgi;
-    map \$http_upgrade \$connection_upgrade { default upgrade; '' ''; }
-    upstream worker { server $WORKER; keepalive 64; }
-    ssl_certificate $CERT;
-    ssl_certificate_key $KEY;
-    ssl_protocols TLSv1.2 TLSv1.3;
-    server {
-        listen 127.0.0.1:$p1 ssl;
-        listen 127.0.0.1:$p2;
-        location / {
-            proxy_pass http://worker;
-            proxy_http_version 1.1;
-            proxy_set_header Host \$host;
-            proxy_set_header Upgrade \$http_upgrade;
-            proxy_set_header Connection \$connection_upgrade;
-            proxy_set_header X-Forwarded-For \$remote_addr;
-            proxy_set_header X-Forwarded-Proto \$scheme;
-            proxy_read_timeout 3600s;
-            proxy_send_timeout 3600s;
-        }
-    }
-}
-CONF
-		nginx -e "$dir/logs/error.log" -p "$dir" -c "$dir/nginx.conf" &
-		pid=$!
-		if wait_port "$p1" && wait_port "$p2" && kill -0 "$pid" 2>/dev/null; then
-			PIDS+=("$pid")
-			NGINX_TLS=127.0.0.1:$p1 NGINX_HTTP=127.0.0.1:$p2 NGINX_PID=$pid
+		nginx_conf nginx-tls "$WORKER" "listen 127.0.0.1:$p1 ssl; listen 127.0.0.1:$p2;" \
+			"ssl_certificate $CERT; ssl_certificate_key $KEY; ssl_protocols TLSv1.2 TLSv1.3;" \
+			'proxy_set_header X-Forwarded-Proto $scheme;'
+		if run_nginx nginx-tls "$p1" "$p2"; then
+			NGINX_TLS=127.0.0.1:$p1 NGINX_HTTP=127.0.0.1:$p2
 			return 0
 		fi
-		kill "$pid" 2>/dev/null || true
 		log "nginx could not take its ports (attempt $attempt); trying another pair"
 	done
 	return 1
