@@ -118,20 +118,26 @@ func automationCluster(t *testing.T, workers ...int) (c *cluster, site string, v
 		n = workers[0]
 	}
 	c = startCluster(t, clusterOpts{proxies: 1, workers: n, runtime: "chromium", extra: []string{"--apps", apps}})
-	dir := filepath.Join(c.dir, "auto")
-	writeBundle(t, dir, `{"name":"Automation","mountPoint":"auto","entry":"index.html","strategy":"singleInstancePerUser","egress":{"allow":["127.0.0.1"]}}`,
-		`<!doctype html><title>automation start</title>`)
-	if out, err := c.cli(t, "deploy", dir); err != nil {
-		t.Fatalf("deploy: %v %s", err, out)
-	}
-	// Its owner lets the automation token open sessions on it.
-	if st, _, body := c.api("PUT", "/api/v1/apps/auto/job-users/automation", c.token, nil); st/100 != 2 {
-		t.Fatalf("grant automation: %d %s", st, body)
-	}
+	deployAutoApp(t, c, "auto", `{"name":"Automation","mountPoint":"auto","entry":"index.html","strategy":"singleInstancePerUser","egress":{"allow":["127.0.0.1"]}}`)
 	users := userBrowsers(t)
 	victim = open(t, users, "http://"+c.public+"/desktop")
 	eventually(t, victim, "another user's browser", "document.title", "ready · CloudBrowser")
 	return c, site, victim
+}
+
+// deployAutoApp deploys app name (its manifest; a one-line start page
+// titled "<name> start") and, as its owner, lets the automation token open
+// sessions on it.
+func deployAutoApp(t *testing.T, c *cluster, name, manifest string) {
+	t.Helper()
+	dir := filepath.Join(c.dir, name)
+	writeBundle(t, dir, manifest, `<!doctype html><title>`+name+` start</title>`)
+	if out, err := c.cli(t, "deploy", dir); err != nil {
+		t.Fatalf("deploy %s: %v %s", name, err, out)
+	}
+	if st, _, body := c.api("PUT", "/api/v1/apps/"+name+"/job-users/automation", c.token, nil); st/100 != 2 {
+		t.Fatalf("grant automation on %s: %d %s", name, st, body)
+	}
 }
 
 // chromedpSession connects chromedp to a session's cdpUrl and returns
@@ -460,15 +466,8 @@ func TestAutomationSurvivesWorker(t *testing.T) {
 // contexts of the client's own (the policy covers the session's).
 func TestAutomationPolicyHolds(t *testing.T) {
 	c, site, _ := automationCluster(t)
-	dir := filepath.Join(c.dir, "guarded")
-	writeBundle(t, dir, `{"name":"Guarded","mountPoint":"guarded","entry":"index.html","strategy":"singleInstancePerUser",
-		"egress":{"allow":["127.0.0.1"]},"navigation":{"deny":["http://127.0.0.1:*/denied*"]}}`, `<!doctype html><title>guarded start</title>`)
-	if out, err := c.cli(t, "deploy", dir); err != nil {
-		t.Fatalf("deploy: %v %s", err, out)
-	}
-	if st, _, body := c.api("PUT", "/api/v1/apps/guarded/job-users/automation", c.token, nil); st/100 != 2 {
-		t.Fatalf("grant automation: %d %s", st, body)
-	}
+	deployAutoApp(t, c, "guarded", `{"name":"Guarded","mountPoint":"guarded","entry":"index.html","strategy":"singleInstancePerUser",
+		"egress":{"allow":["127.0.0.1"]},"navigation":{"deny":["http://127.0.0.1:*/denied*"]}}`)
 	s := c.openSession(t, "guarded")
 	got := nodeClient(t, "policy.cjs", s.CDPURL, site)
 	for k, want := range map[string]any{"allowed": "page one", "allowedRouted": "page one", "fetchDenied": "failed", "newContext": "refused"} {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,15 +29,7 @@ func oneStepCluster(t *testing.T) (c *cluster, site string) {
 	needChromium(t)
 	site = automationSite(t)
 	c = startCluster(t, clusterOpts{proxies: 1, workers: 1, runtime: "chromium", extra: []string{"--automation-max-sessions", "1"}})
-	dir := filepath.Join(c.dir, "auto")
-	writeBundle(t, dir, `{"name":"Automation","mountPoint":"auto","entry":"index.html","strategy":"singleInstancePerUser","egress":{"allow":["127.0.0.1"]}}`,
-		`<!doctype html><title>automation start</title>`)
-	if out, err := c.cli(t, "deploy", dir); err != nil {
-		t.Fatalf("deploy: %v %s", err, out)
-	}
-	if st, _, body := c.api("PUT", "/api/v1/apps/auto/job-users/automation", c.token, nil); st/100 != 2 {
-		t.Fatalf("grant automation: %d %s", st, body)
-	}
+	deployAutoApp(t, c, "auto", `{"name":"Automation","mountPoint":"auto","entry":"index.html","strategy":"singleInstancePerUser","egress":{"allow":["127.0.0.1"]}}`)
 	return c, site
 }
 
