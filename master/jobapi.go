@@ -169,6 +169,23 @@ func (s jobQueueService) Ready(ctx context.Context, p wire.JobProgress) (wire.Jo
 	return wire.JobGo{WaitMs: max(1, (wait + time.Millisecond - 1).Milliseconds())}, nil
 }
 
+// Request holds one request of a job browser to its host's budget
+// (jobs.Workers.Request).
+func (s jobQueueService) Request(ctx context.Context, r wire.JobRequest) (wire.JobGo, error) {
+	wid, err := registry.PeerFrom(ctx).Caller()
+	if err != nil {
+		return wire.JobGo{}, err
+	}
+	wait, err := s.m.jobs.Queue().Workers().Request(wid, r)
+	if errors.Is(err, jobs.ErrStaleReport) {
+		return wire.JobGo{}, wire.Err(wire.CodeInvalid, "attempt "+strconv.Itoa(r.Attempt)+" of job "+r.ID+" is not current")
+	}
+	if err != nil || wait <= 0 {
+		return wire.JobGo{}, err
+	}
+	return wire.JobGo{WaitMs: max(1, (wait + time.Millisecond - 1).Milliseconds())}, nil
+}
+
 // Started is when the request of a go'd attempt left (jobs.Workers.Started).
 func (s jobQueueService) Started(ctx context.Context, st wire.JobStarted) error {
 	return s.report(ctx, func(wid string) error { return s.m.jobs.Queue().Workers().Started(wid, st) })

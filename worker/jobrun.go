@@ -12,6 +12,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/internal/contract"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/egress"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/wire"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/jobs"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/pool"
 )
@@ -38,7 +39,12 @@ func (a *AppManager) CancelJob(ctx context.Context, id string, attempt int) erro
 // jobLeaser lends the executor browsers the way instances get them: the
 // app's specific pool when it has one, else a blank general browser given
 // the app's egress rules and navigation policy.
-type jobLeaser struct{ w *Worker }
+type jobLeaser struct {
+	w *Worker
+	// reused counts general-pool browsers reset after a job for the next
+	// one (cloudbrowser_jobs_browsers_reused_total).
+	reused prometheus.Counter
+}
 
 func (l jobLeaser) Lease(ctx context.Context, app string, allow []string) (jobs.Lease, error) {
 	w := l.w
@@ -76,7 +82,10 @@ func (l jobLeaser) Lease(ctx context.Context, app string, allow []string) (jobs.
 			lease.Return()
 			return nil, fmt.Errorf("navigation policy: %w", err)
 		}
-		return lease, nil
+		if w.cfg.NoJobReuse {
+			return lease, nil
+		}
+		return reusedLease{Lease: lease, reset: l.reset}, nil
 	}
 	if e == nil {
 		return lease, nil
@@ -85,6 +94,40 @@ func (l jobLeaser) Lease(ctx context.Context, app string, allow []string) (jobs.
 	// rules only.
 	return restoredLease{Lease: lease, restore: func() { e.Assign(w.tenant(app)) }}, nil
 }
+
+// resetter is a browser that can be made blank again (chromium's).
+type resetter interface {
+	Reset(ctx context.Context) error
+}
+
+// reset makes a general-pool browser a job returns as blank as a new one
+// for the pool to lend again (docs/jobs.md, "Browser reuse"): the
+// browser's own reset (cookies, storage, cache, permissions, pages,
+// navigation policy, viewport), then the egress tenant of a blank browser
+// instead of the job's rules.
+func (l jobLeaser) reset(ctx context.Context, b browser.Browser) error {
+	r, ok := b.(resetter)
+	if !ok {
+		return errors.New("browser cannot be reset")
+	}
+	if err := r.Reset(ctx); err != nil {
+		return err
+	}
+	if e, ok := b.Egress().(*egress.Endpoint); ok {
+		e.Assign(l.w.tenant(""))
+	}
+	l.reused.Inc()
+	return nil
+}
+
+// reusedLease gives a general-pool browser back for reuse (pool's
+// Lease.Reuse) instead of closing it.
+type reusedLease struct {
+	*pool.Lease
+	reset pool.ResetFunc
+}
+
+func (l reusedLease) Return() { l.Lease.Reuse(l.reset) }
 
 // jobTenant is t with a job's egress rules added; a rule that does not
 // parse is skipped (the master checked them at start).
@@ -153,13 +196,17 @@ func (w *Worker) newJobs(slots int) (*jobs.Executor, []prometheus.Collector) {
 		Name: "cloudbrowser_worker_jobs_total",
 		Help: "Job attempts this worker ended, by kind (render, check) and result (ok, changed, unavailable, error, done, failed, cancelled).",
 	}, []string{"kind", "result"})
+	reused := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cloudbrowser_jobs_browsers_reused_total",
+		Help: "General-pool browsers reset after a job and lent to the next one instead of being closed.",
+	})
 	e := jobs.New(jobs.Config{
 		Slots:  slots,
 		Logger: w.log,
 		OnEnd:  func(kind, result string) { total.WithLabelValues(kind, result).Inc() },
-	}, jobLeaser{w}, jobReporter{w})
+	}, pacedLeaser{jobLeaser{w: w, reused: reused}, w}, jobReporter{w})
 	slotsDesc := prometheus.NewDesc("cloudbrowser_worker_job_slots", "Job slots of this worker, by state (used, free).", []string{"state"}, nil)
-	return e, []prometheus.Collector{total, slotCollector{e, slotsDesc}}
+	return e, []prometheus.Collector{total, reused, slotCollector{e, slotsDesc}}
 }
 
 // slotCollector exports the executor's slots.

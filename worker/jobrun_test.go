@@ -42,6 +42,9 @@ func (b jobBrowser) Evaluate(ctx context.Context, expr string, out any) error {
 	return nil
 }
 
+// Reset makes a jobBrowser reusable by the general pool, like chromium's.
+func (b jobBrowser) Reset(ctx context.Context) error { return nil }
+
 // jobQueue is the master's JobQueue as the worker reaches it over RMI.
 type jobQueue struct {
 	mu      sync.Mutex
@@ -79,13 +82,14 @@ func (q *jobQueue) outcomes() []wire.JobOutcome {
 // browser and the worker reports its outcome to the master's JobQueue over
 // RMI; a job for an app that is not deployed fails permanently; the load
 // report carries the job slots.
-func TestRunJob(t *testing.T) {
-	ctx := context.Background()
+// jobWorker is a worker with fake browsers whose master connection
+// reaches q; mod changes its configuration.
+func jobWorker(t *testing.T, q *jobQueue, mod func(*Config)) *Worker {
+	t.Helper()
 	master, err := rmi.New(rmi.Config{Name: "master", Secret: []byte(testSecret), Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := &jobQueue{}
 	if err := master.Register(wire.ObjJobQueue, q); err != nil {
 		t.Fatal(err)
 	}
@@ -93,13 +97,17 @@ func TestRunJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveCtx, stop := context.WithCancel(ctx)
+	serveCtx, stop := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() { defer close(served); _ = master.Serve(serveCtx, ln) }()
-	defer func() { stop(); master.Close(); <-served }()
+	t.Cleanup(func() { stop(); master.Close(); <-served })
 
-	w, err := New(Config{ID: "w-test", Secret: testSecret, Master: ln.Addr().String(), Logger: zerolog.Nop(),
-		Runtime: &jobRuntime{}, MaxBrowsers: 8})
+	cfg := Config{ID: "w-test", Secret: testSecret, Master: ln.Addr().String(), Logger: zerolog.Nop(),
+		Runtime: &jobRuntime{}, MaxBrowsers: 8}
+	if mod != nil {
+		mod(&cfg)
+	}
+	w, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +116,14 @@ func TestRunJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.node, w.client = node, node.NewClient(ln.Addr().String(), nil)
-	defer w.Close()
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+func TestRunJob(t *testing.T) {
+	ctx := context.Background()
+	q := &jobQueue{}
+	w := jobWorker(t, q, nil)
 
 	if s := w.jobs.Stats(); s.Slots != 2 {
 		t.Fatalf("job slots %d, want 8/4 = 2", s.Slots)
@@ -116,7 +131,7 @@ func TestRunJob(t *testing.T) {
 	if l := w.load(ctx); l.JobSlots != 2 || l.JobsRunning != 0 {
 		t.Fatalf("load report jobs %d/%d", l.JobsRunning, l.JobSlots)
 	}
-	err = w.apps.RunJob(ctx, wire.JobRun{ID: "j1", Attempt: 1, ReportEveryMs: 1000,
+	err := w.apps.RunJob(ctx, wire.JobRun{ID: "j1", Attempt: 1, ReportEveryMs: 1000,
 		Spec: wire.JobSpec{Kind: wire.JobCheck, URL: "https://example.com/"}})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +179,44 @@ func TestRunJob(t *testing.T) {
 	if v, ok := seen["cloudbrowser_worker_job_slots,state=free"]; !ok || v != 2 {
 		t.Fatalf("job_slots free = %v (present %v)", v, ok)
 	}
+	// j1's general-pool browser was reset and freed for the next job.
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("a browser reused", func() bool { return w.pools.Stats().Reused == 1 }))
+	if mfs, err = w.reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	reused := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() == "cloudbrowser_jobs_browsers_reused_total" {
+			reused = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if reused != 1 {
+		t.Fatalf("cloudbrowser_jobs_browsers_reused_total = %v, want 1", reused)
+	}
 	if err := w.apps.CancelJob(ctx, "j1", 1); err != nil {
 		t.Fatalf("cancel of an ended attempt: %v", err)
+	}
+}
+
+// TestJobBrowserReuseOff: with NoJobReuse (--job-browser-reuse=false) a
+// job's general-pool browser is closed after it, never reset and lent.
+func TestJobBrowserReuseOff(t *testing.T) {
+	ctx := context.Background()
+	q := &jobQueue{}
+	w := jobWorker(t, q, func(c *Config) { c.NoJobReuse = true })
+	for _, id := range []string{"j1", "j2"} {
+		if err := w.apps.RunJob(ctx, wire.JobRun{ID: id, Attempt: 1, ReportEveryMs: 1000,
+			Spec: wire.JobSpec{Kind: wire.JobCheck, URL: "https://example.com/"}}); err != nil {
+			t.Fatal(err)
+		}
+		n := len(q.outcomes())
+		testutil.Eventually(t, 30*time.Second, testutil.Cond("the job's outcome", func() bool { return len(q.outcomes()) > n }))
+	}
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("both jobs' browsers closed", func() bool {
+		s := w.pools.Stats()
+		return s.Returns == 2 && s.Destroyed >= 2
+	}))
+	if s := w.pools.Stats(); s.Reused != 0 {
+		t.Fatalf("reused %d browsers with reuse off (%+v)", s.Reused, s)
 	}
 }

@@ -75,6 +75,10 @@ type Config struct {
 	// JobSlots is how many render and check jobs run at once (0 =
 	// jobs.SlotsFor(MaxBrowsers)).
 	JobSlots int
+	// NoJobReuse closes a general-pool browser after each job instead of
+	// resetting it for the next (docs/jobs.md "Browser reuse": what a
+	// reset cannot clear).
+	NoJobReuse bool
 	// Secrets resolves ${secret:NAME} in pool sequences (default: the
 	// environment variable CB_SECRET_<NAME>).
 	Secrets sequence.Secrets

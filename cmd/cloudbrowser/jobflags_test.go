@@ -40,4 +40,3 @@ func TestJobConfigFlags(t *testing.T) {
 		}
 	}
 }
-

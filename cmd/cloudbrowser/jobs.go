@@ -65,6 +65,7 @@ func specFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "max-age", Usage: "a cached render older than this is stale (0: the master's default)"},
 		&cli.BoolFlag{Name: "no-cache", Usage: "render even when a fresh result is cached"},
 		&cli.BoolFlag{Name: "ignore-robots", Usage: "fetch even when robots.txt disallows it (renders only)"},
+		&cli.BoolFlag{Name: "subresources", Usage: "let a check's page load its images, scripts and styles, each held to its host's budget (checks only; without it a check fetches the document alone)"},
 	}
 }
 
@@ -74,6 +75,7 @@ var flagOf = map[string]string{
 	"height": "--height", "fullPage": "--full-page", "quality": "--quality",
 	"waitSelector": "--wait-selector", "waitDelayMs": "--wait-delay", "timeoutMs": "--timeout",
 	"maxAgeMs": "--max-age", "noCache": "--no-cache", "ignoreRobots": "--ignore-robots",
+	"subresources": "--subresources",
 }
 
 // specFromFlags builds a job from the command's flags and checks it.
@@ -85,7 +87,7 @@ func specFromFlags(cmd *cli.Command, kind, rawURL string) (wire.JobSpec, error) 
 		WaitSelector: cmd.String("wait-selector"), WaitNetworkIdle: cmd.Bool("wait-network-idle"),
 		WaitDelayMs: cmd.Duration("wait-delay").Milliseconds(), TimeoutMs: cmd.Duration("timeout").Milliseconds(),
 		MaxAgeMs: cmd.Duration("max-age").Milliseconds(), NoCache: cmd.Bool("no-cache"),
-		IgnoreRobots: cmd.Bool("ignore-robots"),
+		IgnoreRobots: cmd.Bool("ignore-robots"), Subresources: cmd.Bool("subresources"),
 	}
 	// Negative durations lose their sign nowhere, but a sub-millisecond
 	// positive one would become "default": refuse both clearly.
@@ -167,6 +169,9 @@ func validateSpec(s wire.JobSpec) error {
 	}
 	if s.IgnoreRobots && !render {
 		return &fieldError{"ignoreRobots", "only for renders (checks always honour robots.txt)"}
+	}
+	if s.Subresources && render {
+		return &fieldError{"subresources", "only for checks (a render loads the whole page)"}
 	}
 	return nil
 }

@@ -362,6 +362,9 @@ type JobQueue interface {
 	Ready(ctx context.Context, p wire.JobProgress) (wire.JobGo, error)
 	// Started says when the page's request actually left after the go.
 	Started(ctx context.Context, s wire.JobStarted) error
+	// Request holds one request of the job's browser to its host's
+	// budget: a go (WaitMs 0) or a wait, then sent and ended.
+	Request(ctx context.Context, r wire.JobRequest) (wire.JobGo, error)
 	// Done ends the attempt (success or not).
 	Done(ctx context.Context, o wire.JobOutcome) error
 }
@@ -370,6 +373,7 @@ const (
 	mJobWorking = "Working"
 	mJobReady   = "Ready"
 	mJobStarted = "Started"
+	mJobRequest = "Request"
 	mJobDone    = "Done"
 )
 
@@ -388,6 +392,10 @@ func (c JobQueueClient) Ready(ctx context.Context, p wire.JobProgress) (wire.Job
 
 func (c JobQueueClient) Started(ctx context.Context, s wire.JobStarted) error {
 	return c.C.Call(ctx, wire.ObjJobQueue, mJobStarted, nil, s)
+}
+
+func (c JobQueueClient) Request(ctx context.Context, r wire.JobRequest) (wire.JobGo, error) {
+	return call[wire.JobGo](ctx, c.C, wire.ObjJobQueue, mJobRequest, r)
 }
 
 func (c JobQueueClient) Done(ctx context.Context, o wire.JobOutcome) error {

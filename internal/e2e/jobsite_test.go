@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -37,6 +38,13 @@ type siteHost struct {
 	startsBy map[string][]time.Time
 	every    map[string]int // path -> every request, robots.txt and favicon included
 	robots   string
+	// subres: pages have two images and a script of their own host
+	// (/img/<name>-1.png, /img/<name>-2.png, /js/<name>.js).
+	subres bool
+	// Every browser request (all but robots.txt, the master's): in flight
+	// now, the peak, and when each started.
+	anyInFlight, anyPeak int
+	anyStarts            []time.Time
 }
 
 func newJobSite(t *testing.T, hosts int, delay time.Duration) *jobSite {
@@ -120,7 +128,30 @@ func (h *siteHost) count(path string) int {
 func (h *siteHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	h.every[r.URL.Path]++
+	if r.URL.Path != "/robots.txt" {
+		h.anyInFlight++
+		h.anyPeak = max(h.anyPeak, h.anyInFlight)
+		h.anyStarts = append(h.anyStarts, time.Now())
+		defer func() {
+			h.mu.Lock()
+			h.anyInFlight--
+			h.mu.Unlock()
+		}()
+	}
+	subres := h.subres
 	h.mu.Unlock()
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/img/"):
+		time.Sleep(h.delay)
+		w.Header().Set("Content-Type", "image/gif")
+		_, _ = w.Write(gif1x1)
+		return
+	case strings.HasPrefix(r.URL.Path, "/js/"):
+		time.Sleep(h.delay)
+		w.Header().Set("Content-Type", "text/javascript")
+		_, _ = io.WriteString(w, "document.title += ' (scripted)';")
+		return
+	}
 	if r.URL.Path == "/robots.txt" {
 		h.mu.Lock()
 		body := h.robots
@@ -164,7 +195,34 @@ func (h *siteHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", retry)
 	}
 	w.WriteHeader(code)
-	fmt.Fprintf(w, "<!doctype html><title>Page %s</title><body><h1 id=\"h\">Page %s on %s</h1><p style=\"height:1500px\">tall</p></body>", name, name, h.addr)
+	extra := ""
+	if subres {
+		extra = fmt.Sprintf(`<img src="/img/%[1]s-1.png"><img src="/img/%[1]s-2.png"><script src="/js/%[1]s.js"></script>`, name)
+	}
+	fmt.Fprintf(w, "<!doctype html><title>Page %s</title><body><h1 id=\"h\">Page %s on %s</h1>%s<p style=\"height:1500px\">tall</p></body>", name, name, h.addr, extra)
+}
+
+// gif1x1 is a transparent 1×1 GIF.
+var gif1x1 = []byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
+
+func (h *siteHost) setSubresources(on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.subres = on
+}
+
+// anyStats are every browser request's peak concurrency, most starts in
+// any one second, and the gaps between starts (for failures).
+func (h *siteHost) anyStats() (peak, perSec int, gaps []time.Duration) {
+	h.mu.Lock()
+	starts := slices.Clone(h.anyStarts)
+	peak = h.anyPeak
+	h.mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 1; i < len(starts); i++ {
+		gaps = append(gaps, starts[i].Sub(starts[i-1]).Round(time.Millisecond))
+	}
+	return peak, jobs.MaxStartsIn(starts, time.Second), gaps
 }
 
 // maxStartsPerWindow is the most page requests that started within any

@@ -27,6 +27,7 @@ type Endpoint struct {
 	tr     *http.Transport
 	rp     *httputil.ReverseProxy
 	tenant atomic.Pointer[Tenant]
+	job    atomic.Pointer[jobState] // the job the browser runs (jobs.go)
 	done   chan struct{}
 
 	mu      sync.Mutex
@@ -35,7 +36,14 @@ type Endpoint struct {
 	once    sync.Once
 	// watch are one-shot watchers of the next request to a host:port
 	// (OnNextRequest).
-	watch map[string]func(time.Time)
+	watch map[string]*watcher
+}
+
+// watcher is one OnNextRequest; claimed: the request it waits for was
+// taken as the job's document (claimDocument).
+type watcher struct {
+	fn      func(time.Time)
+	claimed bool
 }
 
 // OnNextRequest calls fn, once, when this endpoint has contacted hostport
@@ -51,13 +59,16 @@ func (e *Endpoint) OnNextRequest(hostport string, fn func(at time.Time)) (cancel
 	key := watchKey(hostport)
 	e.mu.Lock()
 	if e.watch == nil {
-		e.watch = map[string]func(time.Time){}
+		e.watch = map[string]*watcher{}
 	}
-	e.watch[key] = fn
+	w := &watcher{fn: fn}
+	e.watch[key] = w
 	e.mu.Unlock()
 	return func() {
 		e.mu.Lock()
-		delete(e.watch, key)
+		if e.watch[key] == w {
+			delete(e.watch, key)
+		}
 		e.mu.Unlock()
 	}
 }
@@ -66,11 +77,11 @@ func (e *Endpoint) OnNextRequest(hostport string, fn func(at time.Time)) (cancel
 func (e *Endpoint) contacting(host string, port int) {
 	key := watchKey(net.JoinHostPort(host, strconv.Itoa(port)))
 	e.mu.Lock()
-	fn := e.watch[key]
+	w := e.watch[key]
 	delete(e.watch, key)
 	e.mu.Unlock()
-	if fn != nil {
-		fn(time.Now())
+	if w != nil {
+		w.fn(time.Now())
 	}
 }
 
@@ -125,6 +136,12 @@ func (g *Guard) Open(t *Tenant) (*Endpoint, error) {
 		Transport:     e.tr,
 		FlushInterval: -1,
 		ErrorHandler:  e.forwardError,
+		ModifyResponse: func(res *http.Response) error {
+			if js, ok := res.Request.Context().Value(jobKey{}).(*jobState); ok {
+				js.redirected(res.Request.URL, res)
+			}
+			return nil
+		},
 	}
 	e.srv = &http.Server{Handler: http.HandlerFunc(e.serve), ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog: nil}
@@ -151,6 +168,9 @@ func (e *Endpoint) Assign(t *Tenant) {
 		t = &Tenant{}
 	}
 	e.tenant.Store(t)
+	if js := e.job.Swap(nil); js != nil { // a new tenant ends any job (EndJob's refusals)
+		js.end()
+	}
 	e.tr.CloseIdleConnections()
 }
 
@@ -195,9 +215,31 @@ func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 		e.internal(w, r, t, app, port)
 		return
 	}
+	ctx := r.Context()
+	var sent func()
+	if js := e.job.Load(); js != nil {
+		doc := e.claimDocument(host, port)
+		var release func()
+		var ok bool
+		sent, release, ok = js.admit(ctx, w, e, t, r.URL.String(), net.JoinHostPort(host, strconv.Itoa(port)), doc, false, r.URL)
+		if !ok {
+			return
+		}
+		defer release()
+		if js.mode.DocumentOnly {
+			ctx = context.WithValue(ctx, jobKey{}, js)
+		}
+	}
 	var once sync.Once
-	contacted := func() { once.Do(func() { e.contacting(host, port) }) }
-	ctx := httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+	contacted := func() {
+		once.Do(func() {
+			e.contacting(host, port)
+			if sent != nil {
+				sent()
+			}
+		})
+	}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { contacted() },
 	})
 	r = r.WithContext(context.WithValue(ctx, tenantKey{}, t))
@@ -239,10 +281,23 @@ func (e *Endpoint) connect(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		refuse(w, http.StatusForbidden, r.Host, "internal origins are served over http only")
 		return
 	}
+	js := e.job.Load()
+	sent := func() {}
+	if js != nil {
+		doc := e.claimDocument(host, port)
+		var release func()
+		var ok bool
+		sent, release, ok = js.admit(r.Context(), w, e, t, r.Host, net.JoinHostPort(host, strconv.Itoa(port)), doc, true, nil)
+		if !ok {
+			return
+		}
+		defer release() // the tunnel is the request: in flight until it closes
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), e.g.cfg.DialTimeout)
 	up, err := e.g.dial(ctx, t, host, port)
 	cancel()
 	e.contacting(host, port) // connected (the site saw it), or failed
+	sent()
 	if err != nil {
 		e.dialFailed(w, t, r.Host, err)
 		return
@@ -258,12 +313,15 @@ func (e *Endpoint) connect(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		up.Close()
 		return
 	}
-	if !e.track(down, up) {
+	if !e.track(down, up) || (js != nil && !js.trackTunnel(down)) {
 		down.Close()
 		up.Close()
 		return
 	}
 	defer e.untrack(down, up)
+	if js != nil {
+		defer js.untrackTunnel(down)
+	}
 	if _, err := down.Write([]byte("HTTP/1.1 200 Connection Established\r\n\r\n")); err != nil {
 		return
 	}

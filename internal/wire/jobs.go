@@ -78,6 +78,12 @@ type JobSpec struct {
 	// TimeoutMs bounds one attempt (navigation, waits and capture).
 	TimeoutMs int64 `codec:"timeout" json:"timeoutMs,omitempty"`
 
+	// Subresources lets a check's browser load the page's subresources
+	// (images, scripts, styles), each held to its host's budget; without
+	// it a check loads its document only (and what its redirects lead
+	// to). Renders always load them.
+	Subresources bool `codec:"subres" json:"subresources,omitempty"`
+
 	// IgnoreRobots lets an explicitly requested render fetch a URL that
 	// robots.txt disallows; refused for checks and monitors.
 	IgnoreRobots bool `codec:"norobots" json:"ignoreRobots,omitempty"`
@@ -130,6 +136,34 @@ type JobStarted struct {
 	DelayNs int64  `codec:"delay"`
 	NotSent bool   `codec:"notsent,omitempty"`
 }
+
+// JobRequest is one request of a job's browser as the worker's egress
+// endpoint sees it (JobQueue.Request): asking for a go (RequestGo), then
+// saying it was written (RequestSent) and that it ended (RequestEnd). An
+// https request is its CONNECT tunnel: sent when connected, ended when
+// closed.
+type JobRequest struct {
+	ID      string `codec:"id"`
+	Attempt int    `codec:"attempt"`
+	// N numbers the attempt's requests.
+	N int64 `codec:"n"`
+	// Host is the host:port the request goes to.
+	Host  string `codec:"host"`
+	Phase string `codec:"phase"`
+	// Doc: the page's document, whose start passed the start gate (Ready)
+	// already: it takes only a concurrency slot.
+	Doc bool `codec:"doc,omitempty"`
+	// DelayNs (RequestSent) is how long after the go the request was
+	// written, measured on the worker.
+	DelayNs int64 `codec:"delay,omitempty"`
+}
+
+// JobRequest phases.
+const (
+	RequestGo   = "go"
+	RequestSent = "sent"
+	RequestEnd  = "end"
+)
 
 // JobGo answers JobQueue.Ready: 0 = load the page now.
 type JobGo struct {

@@ -9,8 +9,11 @@ import (
 // bucket's theoretical arrival time (GCRA) and the last start.
 type budget struct {
 	running int
-	tat     time.Time
-	last    time.Time
+	// inflight are the requests of job browsers in flight to the site
+	// (requests.go).
+	inflight int
+	tat      time.Time
+	last     time.Time
 	// goTat and goLast pace the starts of the page loads themselves (the
 	// start gate, Ready) with the same limits as the hand-overs.
 	goTat, goLast time.Time
@@ -32,7 +35,7 @@ type budget struct {
 // host once browsers leased in ~0.2 s).
 func (b *budget) idle(now time.Time, maxInterval time.Duration) bool {
 	maxInterval = max(maxInterval, b.crawlDelay)
-	return b.running <= 0 && b.pending == "" && b.pause.strikes == 0 &&
+	return b.running <= 0 && b.inflight <= 0 && b.pending == "" && b.pause.strikes == 0 &&
 		!b.tat.After(now) && !b.goTat.After(now) && !b.pause.until.After(now) &&
 		now.Sub(b.last) > maxInterval && now.Sub(b.goLast) > maxInterval
 }

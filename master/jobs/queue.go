@@ -138,6 +138,9 @@ func (q *Queue) load() error {
 	if err := q.mons.load(); err != nil {
 		return err
 	}
+	if err := q.sched.restore(q.st, now); err != nil {
+		return err
+	}
 	if len(queued) > 0 {
 		q.log.Info().Int("queued", len(queued)).Int("finished", len(q.finished)).Msg("job queue restored")
 	}
@@ -163,6 +166,7 @@ type change struct {
 	monitors []*Monitor
 	delMons  []string
 	changes  bool
+	budgets  map[string]*budgetRecord // nil: delete
 
 	finished []finishNote
 	monNotes [][2]Monitor
@@ -182,7 +186,8 @@ type cancelNote struct {
 func (c *change) put(j *Job) { c.jobs = append(c.jobs, j) }
 
 func (c *change) empty() bool {
-	return len(c.jobs) == 0 && len(c.bodies) == 0 && len(c.delJobs) == 0 && len(c.monitors) == 0 && len(c.delMons) == 0 && !c.changes
+	return len(c.jobs) == 0 && len(c.bodies) == 0 && len(c.delJobs) == 0 && len(c.monitors) == 0 && len(c.delMons) == 0 && !c.changes &&
+		len(c.budgets) == 0
 }
 
 // write stores a change as one transaction (called with q.mu held, so
@@ -217,6 +222,18 @@ func (q *Queue) write(c *change) error {
 		}
 		puts = append(puts, kv{BucketChanges, changesKey, raw})
 	}
+	var delBudgets []string
+	for k, r := range c.budgets {
+		if r == nil {
+			delBudgets = append(delBudgets, k)
+			continue
+		}
+		raw, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		puts = append(puts, kv{BucketBudgets, k, raw})
+	}
 	err := q.st.Update(func(tx state.Tx) error {
 		for _, p := range puts {
 			if err := tx.PutRaw(p.bucket, p.key, p.raw); err != nil {
@@ -238,6 +255,11 @@ func (q *Queue) write(c *change) error {
 		}
 		for _, id := range c.delMons {
 			if err := tx.Delete(BucketMonitors, id); err != nil {
+				return err
+			}
+		}
+		for _, k := range delBudgets {
+			if err := tx.Delete(BucketBudgets, k); err != nil {
 				return err
 			}
 		}
@@ -370,6 +392,7 @@ func (q *Queue) submit(ctx context.Context, specs []Spec, mon *Monitor) ([]Job, 
 		} else {
 			if p.crawlDelay > 0 {
 				q.sched.setCrawlDelay(j.Budget, p.crawlDelay, now)
+				q.sched.persist(j.Budget, now, ch2)
 			}
 			q.active[j.ID] = j
 			q.sched.place(j, false)

@@ -54,6 +54,8 @@ func TestValidate(t *testing.T) {
 		{"max age", render(func(s *wire.JobSpec) { s.MaxAgeMs = -1 }), "maxAgeMs"},
 		{"ignoreRobots render", render(func(s *wire.JobSpec) { s.IgnoreRobots = true }), ""},
 		{"ignoreRobots check", wire.JobSpec{Kind: wire.JobCheck, URL: "http://x", IgnoreRobots: true}, "ignoreRobots"},
+		{"subresources check", wire.JobSpec{Kind: wire.JobCheck, URL: "http://x", Subresources: true}, ""},
+		{"subresources render", render(func(s *wire.JobSpec) { s.Subresources = true }), "subresources"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Validate(tc.spec)

@@ -97,7 +97,7 @@ func (q *Queue) launch(ctx context.Context, ls []launch) int {
 		if j == nil || j.State != wire.JobWorking || j.Tries != l.run.Attempt || j.Worker != l.worker {
 			continue // cancelled or given up meanwhile
 		}
-		q.sched.release(j)
+		q.sched.release(j, q.now())
 		j.Attempts = j.Attempts[:len(j.Attempts)-1] // not an attempt
 		if len(j.Attempts) == 0 {
 			j.Started = time.Time{}
@@ -119,7 +119,7 @@ func (q *Queue) endAttemptLocked(j *Job, err string) {
 		a.Ended, a.Err = now, err
 		q.m.run.Observe(now.Sub(a.Started).Seconds())
 	}
-	q.sched.release(j)
+	q.sched.release(j, now)
 }
 
 // finishLocked ends a job in state with reason (body: a DONE result).
@@ -198,8 +198,9 @@ func (q *Queue) sweep() {
 		ch.delJobs = append(ch.delJobs, q.finished[0].id)
 		q.finished = q.finished[1:]
 	}
-	q.commit(ch)
 	q.sched.forgetIdle(now)
+	q.sched.persistAll(now, ch)
+	q.commit(ch)
 }
 
 // NextWake is when Tick has something to do next without any report or

@@ -42,13 +42,19 @@ type scheduler struct {
 	robotsTTL time.Duration
 	wake      time.Time // earliest time a class blocked by its limits may start
 	workers   workerSlots
+	// stored are the budget records in the store (budgetstore.go).
+	stored map[string]budgetRecord
+	// reqs are the requests in flight by attempt ("id/attempt"), by
+	// request key (requests.go).
+	reqs map[string]map[string]heldRequest
 }
 
 func newScheduler(cfg *Config, cl *classes) *scheduler {
 	s := &scheduler{classes: cl, queueCount: cfg.QueueCount, queueLen: cfg.QueueLen, leftoverMax: cfg.LeftoverMax,
 		maxInterval: cfg.Defaults.Interval,
 		hosts:       map[string]*hostQueue{}, leftoverBy: map[string]int{}, budgets: map[string]*budget{},
-		crawl: map[string]crawlDelay{}, robotsTTL: cfg.RobotsTTL,
+		crawl: map[string]crawlDelay{}, robotsTTL: cfg.RobotsTTL, stored: map[string]budgetRecord{},
+		reqs:    map[string]map[string]heldRequest{},
 		workers: workerSlots{byID: map[string]*worker{}}}
 	for _, r := range cfg.Classes {
 		if r.Limits != nil {
@@ -294,10 +300,11 @@ func (s *scheduler) start(now time.Time, begin func(j *Job, worker string)) {
 }
 
 // release frees the budget and worker slot of j's running attempt.
-func (s *scheduler) release(j *Job) {
+func (s *scheduler) release(j *Job, now time.Time) {
 	if b := s.budgets[j.Budget]; b != nil {
 		b.running--
 	}
+	s.dropRequests(j.ID, j.Tries, now)
 	s.workers.release(j.Worker)
 }
 

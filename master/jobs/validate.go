@@ -100,6 +100,9 @@ func Validate(spec wire.JobSpec) error {
 	if spec.IgnoreRobots && spec.Kind != wire.JobRender {
 		return bad("ignoreRobots", "only an explicitly requested render may ignore robots.txt")
 	}
+	if spec.Subresources && spec.Kind != wire.JobCheck {
+		return bad("subresources", "only for checks: a render always loads the page's subresources")
+	}
 	return nil
 }
 

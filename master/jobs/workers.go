@@ -102,6 +102,21 @@ func (w *Workers) Started(workerID string, s wire.JobStarted) error {
 	return nil
 }
 
+// Request is the egress endpoint of a job's browser asking for a go for
+// one request (answer 0: go; else ask again after that long), or saying it
+// was written or ended (requests.go). A stale attempt gets
+// ErrStaleReport.
+func (w *Workers) Request(workerID string, r wire.JobRequest) (time.Duration, error) {
+	q := w.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	j := w.currentLocked(workerID, r.ID, r.Attempt)
+	if j == nil {
+		return 0, ErrStaleReport
+	}
+	return q.sched.request(j, r, q.now()), nil
+}
+
 // Working is a worker's WORKING report: it renews the attempt's lease. A
 // report for an attempt that is not current is ignored (ErrStaleReport).
 func (w *Workers) Working(workerID string, p wire.JobProgress) error {
@@ -140,6 +155,7 @@ func (w *Workers) Done(ctx context.Context, workerID string, o wire.JobOutcome) 
 		q.log.Info().Str("budget", j.Budget).Int("status", o.Status).Str("retry_after", o.RetryAfter).
 			Dur("pause", d).Msg("site asked for fewer requests: its budget pauses")
 	}
+	q.sched.persist(j.Budget, q.now(), ch)
 	res := o
 	res.Body = nil
 	j.Result = &res

@@ -108,20 +108,38 @@ func runRenders(b *testing.B, e *Executor, rep countingReporter, ph *phases, slo
 	return time.Since(t0)
 }
 
-// BenchmarkRenderPooledVsFresh: render throughput on one worker's
+// reuseLeaser leases from the general pool and gives browsers back for
+// reuse: reset (chromium's Reset) and lent to the next job, as the
+// worker's jobLeaser does.
+type reuseLeaser struct{ m *pool.Manager }
+
+type reuseLease struct{ *pool.Lease }
+
+func (l reuseLease) Return() {
+	l.Reuse(func(ctx context.Context, b browser.Browser) error {
+		return b.(interface{ Reset(context.Context) error }).Reset(ctx)
+	})
+}
+
+func (l reuseLeaser) Lease(ctx context.Context, app string, _ []string) (Lease, error) {
+	pl, err := l.m.Lease(ctx, app, nil)
+	if err != nil {
+		return nil, err
+	}
+	return reuseLease{pl}, nil
+}
+
+// BenchmarkRenderReusedVsFresh: render throughput on one worker's
 // executor (real Chromium, a small local page, PNG 800x600) with browsers
-// leased from the general pool vs a new browser per job, closed after it.
-// The general pool never gives a returned browser to another job (no back
-// sequence puts it in a known state): it destroys it and refills, in the
-// background, to GeneralMin (the worker's --general-pool-min) ready blank
-// browsers; here GeneralMin = the slots, so the pool hides the creation
-// when it keeps up. Each iteration runs -jobs renders each way, alternating, so
-// both see the same machine load. Metrics: jobs/s of each and
-// fresh/pooled (the throughput ratio), and each mode's mean attempt
-// phases (lease, navigate, capture, whole attempt; ms).
+// of the general pool reused between jobs (reset after each, as the
+// worker does) vs a new browser per job, closed after it. The pool keeps
+// GeneralMin = the slots ready. Each iteration runs -jobs renders each
+// way, alternating, so both see the same machine load. Metrics: jobs/s of
+// each and reused/fresh (the throughput ratio), and each mode's mean
+// attempt phases (lease, navigate, capture, whole attempt; ms).
 //
-//	go test ./worker/jobs -run '^$' -bench RenderPooledVsFresh -benchtime 3x
-func BenchmarkRenderPooledVsFresh(b *testing.B) {
+//	go test ./worker/jobs -run '^$' -bench RenderReusedVsFresh -benchtime 3x
+func BenchmarkRenderReusedVsFresh(b *testing.B) {
 	testutil.NeedChromium(b)
 	const slots, perMode = 2, 12
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -146,33 +164,36 @@ func BenchmarkRenderPooledVsFresh(b *testing.B) {
 	}
 	defer m.Close(context.Background())
 
-	pooledRep := countingReporter{done: make(chan wire.JobOutcome, slots)}
-	pooled := New(Config{Slots: slots}, poolLeaser{m}, pooledRep)
-	defer pooled.Close(context.Background())
+	reusedRep := countingReporter{done: make(chan wire.JobOutcome, slots)}
+	reused := New(Config{Slots: slots}, reuseLeaser{m}, reusedRep)
+	defer reused.Close(context.Background())
 	freshRep := countingReporter{done: make(chan wire.JobOutcome, slots)}
 	fresh := New(Config{Slots: slots}, freshLeaser{rt}, freshRep)
 	defer fresh.Close(context.Background())
 
 	// Warm up both paths (the Chromium process, the pool's first browsers).
-	runRenders(b, pooled, pooledRep, nil, slots, slots, site.URL, "warm-pooled")
+	runRenders(b, reused, reusedRep, nil, slots, slots, site.URL, "warm-reused")
 	runRenders(b, fresh, freshRep, nil, slots, slots, site.URL, "warm-fresh")
 
-	var tPooled, tFresh time.Duration
-	var phPooled, phFresh phases
+	var tReused, tFresh time.Duration
+	var phReused, phFresh phases
 	jobs := 0
 	i := 0
 	for b.Loop() {
 		tag := fmt.Sprint(i)
-		tPooled += runRenders(b, pooled, pooledRep, &phPooled, slots, perMode, site.URL, "pooled-"+tag)
+		tReused += runRenders(b, reused, reusedRep, &phReused, slots, perMode, site.URL, "reused-"+tag)
 		tFresh += runRenders(b, fresh, freshRep, &phFresh, slots, perMode, site.URL, "fresh-"+tag)
 		jobs += perMode
 		i++
 	}
-	pooledRate := float64(jobs) / tPooled.Seconds()
+	reusedRate := float64(jobs) / tReused.Seconds()
 	freshRate := float64(jobs) / tFresh.Seconds()
-	b.ReportMetric(pooledRate, "pooled-jobs/s")
+	b.ReportMetric(reusedRate, "reused-jobs/s")
 	b.ReportMetric(freshRate, "fresh-jobs/s")
-	b.ReportMetric(freshRate/pooledRate, "fresh/pooled")
-	phPooled.report(b, "pooled")
+	b.ReportMetric(reusedRate/freshRate, "reused/fresh")
+	if st := m.Stats(); st.Reused == 0 {
+		b.Fatalf("no browser was reused: %+v", st.Counters)
+	}
+	phReused.report(b, "reused")
 	phFresh.report(b, "fresh")
 }

@@ -68,7 +68,7 @@ func (e *Executor) execute(ctx context.Context, run wire.JobRun) (out wire.JobOu
 	}
 
 	t := e.cfg.Clock.Now()
-	lease, err := e.leaser.Lease(ctx, spec.App, run.Allow)
+	lease, err := e.leaser.Lease(withRun(ctx, run), spec.App, run.Allow)
 	out.Timings.LeaseMs = ms(e.cfg.Clock.Now().Sub(t))
 	if err != nil {
 		if why, _ := stopped(); why != "" {

@@ -46,8 +46,8 @@ var ErrPermanent = errors.New("jobs: permanent failure")
 // Lease is a leased browser; *pool.Lease is one.
 type Lease interface {
 	Browser() browser.Browser
-	// Return gives the browser back (its pool's back sequence runs); it
-	// must not block.
+	// Return gives the browser back (its pool's back sequence runs, or a
+	// general-pool browser is reset for the next job); it must not block.
 	Return()
 }
 

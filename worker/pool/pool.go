@@ -38,6 +38,10 @@ type entry struct {
 	used   time.Time // last time it was made, or freed after a use (idle destroy)
 	active time.Time // last use or touch (idle refresh)
 	lease  *Lease
+	// reuses counts the resets that lent it again (Lease.Reuse);
+	// resetting says one runs (the entry is busy).
+	reuses    int
+	resetting bool
 }
 
 func (e *entry) crashed() bool {
@@ -136,14 +140,15 @@ func (p *pool) newEntry() *entry {
 // back through the back sequence). The general pool's counts the browsers
 // ready for the next user, free or being made: its leased browsers never
 // come back (nothing resets them), so counting them would leave it empty
-// after GeneralMin leases, and every later first visit cold.
+// after GeneralMin leases, and every later first visit cold. Browsers
+// being reset (Lease.Reuse) count: they come back.
 func (p *pool) short() bool {
 	if !p.general {
 		return p.size() < p.cfg.MinSize
 	}
 	ready := 0
 	for _, e := range p.entries {
-		if e.st == stFree || e.st == stCreating {
+		if e.st == stFree || e.st == stCreating || e.resetting {
 			ready++
 		}
 	}

@@ -21,6 +21,9 @@ type Counters struct {
 	// Backs counts back sequences that succeeded (a returned browser made
 	// ready for the next user).
 	Backs int64 `json:"backs"`
+	// Reused counts general-pool browsers reset after a lease and made
+	// free for the next one (Lease.Reuse) instead of being closed.
+	Reused int64 `json:"reused"`
 	// Expired counts free browsers past their TTL destroyed when a lease
 	// would have taken them.
 	Expired int64 `json:"expired"`
@@ -30,7 +33,8 @@ type Counters struct {
 	CreateFailures int64 `json:"createFailures"`
 	// LeaseFailures by reason (ReasonGlobalMax, ReasonPoolMax, ...).
 	LeaseFailures map[string]int64 `json:"leaseFailures"`
-	// SequenceFailures by sequence (SeqInit, SeqBack, SeqTouch, SeqTTL).
+	// SequenceFailures by sequence (SeqInit, SeqBack, SeqTouch, SeqTTL,
+	// SeqReset).
 	SequenceFailures map[string]int64 `json:"sequenceFailures"`
 	// AvgLeaseWaitMs is the mean time successful leases waited.
 	AvgLeaseWaitMs float64 `json:"avgLeaseWaitMs"`

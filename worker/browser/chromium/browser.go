@@ -27,6 +27,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/pagescript"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/policy"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/sitedata"
 )
 
 // commitTimeout bounds the wait for a navigation to commit when the caller
@@ -95,7 +96,8 @@ type cbrowser struct {
 	copyWatch // what the page copies (clipboard.go)
 	desk      // print, focus (desk.go)
 
-	fileTransfers // its file pickers, dropped files and downloads (files.go)
+	fileTransfers               // its file pickers, dropped files and downloads (files.go)
+	origins       sitedata.Book // its documents' origins since the last Reset (reset.go)
 }
 
 type docTitle struct {
@@ -296,6 +298,7 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 	if err := b.setupFiles(ctx, b); err != nil {
 		return nil, err
 	}
+	b.origins.Listen(b.ctx, b.contextID)
 	if err := setupAuth(ctx, b); err != nil {
 		return nil, fmt.Errorf("sign-ins: %w", err)
 	}
@@ -314,6 +317,7 @@ func (b *cbrowser) setup(ctx context.Context, opts browser.Options) (<-chan stru
 // goroutine: it must only record and signal, never call back into CDP.
 func (b *cbrowser) onEvent(ev any) {
 	b.fileEvent(ev)
+	b.origins.SeePage(ev)
 	b.signIns.authEvent(ev)
 	if c, ok := ev.(*runtime.EventBindingCalled); ok && c.Name == pagescript.CopyBinding {
 		b.copied(c.Payload) // b.mu not held: the watchers may take theirs

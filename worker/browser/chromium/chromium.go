@@ -13,7 +13,8 @@
 // Its parts with no need of a browser's state are subpackages: policy (the
 // navigation policy's request filters), cdpinput (input events to CDP
 // params), pagescript (the scripts it puts in pages), window (page windows
-// and screens) and profiledir (Chromium's temporary dirs and leftovers).
+// and screens), profiledir (Chromium's temporary dirs and leftovers) and
+// sitedata (cookies in and out, and clearing what sites left for Reset).
 package chromium
 
 import (
@@ -34,7 +35,6 @@ import (
 
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/rs/zerolog"
 
@@ -43,6 +43,7 @@ import (
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/policy"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/profiledir"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/sitedata"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/procmem"
 )
 
@@ -448,7 +449,7 @@ func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
 	// uses it, and its renderer costs ~25 MB. (A headful Chromium would
 	// quit with its last window.)
 	if !r.cfg.Headful {
-		if err := closeTarget(ctx, b, c.Target.TargetID); err != nil {
+		if err := sitedata.CloseTarget(ctx, b, c.Target.TargetID); err != nil {
 			log.Warn().Err(err).Msg("closing the initial tab")
 		}
 	}
@@ -476,30 +477,6 @@ func (r *Runtime) start(ctx context.Context, s *slot) (*process, error) {
 	}
 	log.Info().Int("pid", p.pid).Dur("took", time.Since(t0)).Msg("chromium started")
 	return p, nil
-}
-
-// closeTarget closes a target and waits until Chromium no longer lists it
-// (it answers CloseTarget first).
-func closeTarget(ctx context.Context, b *chromedp.Browser, id target.ID) error {
-	if _, err := cdp.Call(ctx, b, target.CloseTarget, target.CloseTargetParams{TargetID: id}); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	for {
-		res, err := cdp.Call(ctx, b, target.GetTargets, target.GetTargetsParams{})
-		if err != nil {
-			return err
-		}
-		if !slices.ContainsFunc(res.TargetInfos, func(ti *target.Info) bool { return ti.TargetID == id }) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
 }
 
 // supervise keeps slot s running until Close, starting with p.

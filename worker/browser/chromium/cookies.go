@@ -3,14 +3,13 @@ package chromium
 import (
 	"context"
 	"errors"
-	"math"
-	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/storage"
 
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
+	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/sitedata"
 )
 
 // Cookies implements browser.Browser. Storage commands go to the browser
@@ -28,7 +27,7 @@ func (b *cbrowser) Cookies(ctx context.Context) ([]browser.Cookie, error) {
 	}
 	out := make([]browser.Cookie, 0, len(res.Cookies))
 	for _, c := range res.Cookies {
-		out = append(out, fromCDPCookie(c))
+		out = append(out, sitedata.FromCDP(c))
 	}
 	return out, nil
 }
@@ -40,7 +39,7 @@ func (b *cbrowser) SetCookies(ctx context.Context, cookies []browser.Cookie) err
 		if c.Name == "" || c.Domain == "" {
 			return errors.New("chromium: set cookies: every cookie needs a name and a domain")
 		}
-		params = append(params, toCDPCookie(c))
+		params = append(params, sitedata.ToCDP(c))
 	}
 	if len(params) == 0 {
 		return nil
@@ -54,36 +53,4 @@ func (b *cbrowser) SetCookies(ctx context.Context, cookies []browser.Cookie) err
 		return b.fail("set cookies", err)
 	}
 	return nil
-}
-
-func fromCDPCookie(c *network.Cookie) browser.Cookie {
-	out := browser.Cookie{
-		Name: c.Name, Value: c.Value, Domain: c.Domain, Path: c.Path,
-		HTTPOnly: c.HTTPOnly, Secure: c.Secure, SameSite: string(c.SameSite),
-	}
-	if !c.Session && c.Expires > 0 {
-		sec, frac := math.Modf(c.Expires)
-		out.Expires = time.Unix(int64(sec), int64(frac*1e9))
-	}
-	return out
-}
-
-func toCDPCookie(c browser.Cookie) *network.CookieParam {
-	p := &network.CookieParam{
-		Name: c.Name, Value: c.Value, Domain: c.Domain, Path: c.Path,
-		HTTPOnly: c.HTTPOnly, Secure: c.Secure,
-	}
-	switch c.SameSite {
-	case "Strict", "Lax", "None":
-		p.SameSite = network.CookieSameSite(c.SameSite)
-	}
-	if p.Path == "" {
-		p.Path = "/"
-	}
-	// Expires is set only for persistent cookies; leaving it out keeps a
-	// session cookie a session cookie.
-	if !c.Expires.IsZero() {
-		p.Expires = cdp.TimeSinceEpoch(float64(c.Expires.UnixNano()) / 1e9)
-	}
-	return p
 }
