@@ -18,6 +18,7 @@ func (bm *browserMaker) newHub(in *instance, vb *vbrowser) *engine.Hub {
 		Released: vb.released, Host: browserHost{&vb.snap, vb}, Grade: w.grade, Admit: w.quota.admitSocket,
 		OnPage:   func(p browser.Page) { w.snaps.PageChanged(vb, p) },
 		Counters: &w.counters, Log: w.log, NoFrames: w.runtime.Name() == "none",
+		Tiles: w.cfg.FrameTiles,
 		Files: bm.filesOf(in, vb),
 		OnGesture: func(user string) {
 			act := httpserve.PersonAct{User: user}

@@ -102,6 +102,9 @@ type Config struct {
 	// input→frame latency is high, sharp again when a page rests
 	// (worker/grade); Grade.MinScale 1 turns it off.
 	Grade grade.Config
+	// FrameTiles sends engines tile updates instead of whole frames
+	// (engine.Config.Tiles).
+	FrameTiles bool
 	// HandoffDir holds the socket proxies on this host hand WebSockets
 	// over on ("" = <tmp>/cloudbrowser-<uid>); NoHandoff: none, proxies
 	// relay every connection.

@@ -44,7 +44,11 @@
   // engine reconnects to its new copy.
   var live = false, holding = false, moving = false;
   var pending = {}, reloadURL = "";
-  var frames = 0, received = 0, lastFrame = null, drawing = false, queued = null;
+  var frames = 0, received = 0, lastFrame = null, drawing = false, queued = [];
+  // The screen at the frame's pixels, onto which tile updates are
+  // composed (docs/client-engine.md, Tiles); the canvas shows it scaled.
+  var canvasScreen = document.createElement("canvas"), screenCtx = canvasScreen.getContext("2d");
+  var tileUpdates = 0;
   // Where the last frame was drawn, to map pointer positions to the page.
   var view = {x: 0, y: 0, w: 1, h: 1, dw: 1, dh: 1};
 
@@ -155,26 +159,62 @@
     var n = dv.getUint32(0);
     var hdr = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, n)));
     var blob = new Blob([new Uint8Array(buf, 4 + n)], {type: "image/jpeg"});
-    queued = {hdr: hdr, blob: blob}; // latest frame wins here too
+    // Latest whole frame wins here too; a tile update (hdr.tiles, on the
+    // frame hdr.base) needs every update before it, so none is skipped.
+    if (!hdr.tiles) { queued = []; }
+    queued.push({hdr: hdr, blob: blob});
     if (!drawing) { drawNext(); }
   }
   function drawNext() {
-    if (!queued) { drawing = false; return; }
+    if (!queued.length) { drawing = false; return; }
     drawing = true;
-    var f = queued; queued = null;
-    createImageBitmap(f.blob).then(function (bmp) {
-      lastFrame = {bmp: bmp, hdr: f.hdr};
+    var f = queued.shift(), tiles = f.hdr.tiles;
+    if (tiles && (!lastFrame || lastFrame.hdr.seq !== f.hdr.base || canvasScreen.width !== f.hdr.w || canvasScreen.height !== f.hdr.h)) {
+      // Not on this screen (cannot happen unless a frame failed to
+      // draw): the worker's next frame for a refresh is whole.
+      queued = queued.filter(function (q) { return !q.hdr.tiles; });
+      send({t: "refresh"});
+      drawNext();
+      return;
+    }
+    // An update with no tile (a repaint of the same pixels) has no
+    // image: it only moves the screen to its frame.
+    var decoded = tiles && !tiles.length ? Promise.resolve(null) : createImageBitmap(f.blob);
+    decoded.then(function (bmp) {
+      if (tiles) {
+        for (var i = 0; i < tiles.length; i++) {
+          var t = tiles[i];
+          screenCtx.drawImage(bmp, 0, i * 64, t[2], t[3], t[0], t[1], t[2], t[3]);
+        }
+        tileUpdates++;
+        body.dataset.tileUpdates = String(tileUpdates);
+      } else {
+        if (canvasScreen.width !== bmp.width || canvasScreen.height !== bmp.height) {
+          canvasScreen.width = bmp.width;
+          canvasScreen.height = bmp.height;
+        }
+        screenCtx.drawImage(bmp, 0, 0);
+      }
+      if (bmp && bmp.close) { bmp.close(); }
+      lastFrame = {bmp: canvasScreen, hdr: f.hdr};
       paint();
       mark("cb-first-frame");
       frames++;
       body.dataset.frames = String(frames);
       body.dataset.frameSeq = String(f.hdr.seq);
-      body.dataset.frameWidth = String(bmp.width);
-      body.dataset.pageWidth = String(f.hdr.dw || bmp.width); // CSS pixels, whatever the frame's size
-      if (!body.dataset.firstFrameWidth) { body.dataset.firstFrameWidth = String(bmp.width); }
+      body.dataset.frameWidth = String(canvasScreen.width);
+      body.dataset.pageWidth = String(f.hdr.dw || canvasScreen.width); // CSS pixels, whatever the frame's size
+      if (!body.dataset.firstFrameWidth) { body.dataset.firstFrameWidth = String(canvasScreen.width); }
       ack(f.hdr.seq);
       drawNext();
-    }, function () { ack(f.hdr.seq); drawNext(); });
+    }, function () {
+      ack(f.hdr.seq);
+      if (tiles && lastFrame) { // the screen missed an update: no more on it until a whole frame
+        lastFrame = {bmp: canvasScreen, hdr: Object.assign({}, lastFrame.hdr, {seq: -1})};
+        send({t: "refresh"});
+      }
+      drawNext();
+    });
   }
   // ack tells the worker this frame (and any skipped before it) is done:
   // it sends the next ones only as fast as they are drawn, so frames never
@@ -784,6 +824,7 @@
     ws.binaryType = "arraybuffer";
     ws.onopen = function () {
       opened = true;
+      send({t: "caps", tiles: true}); // tile updates (older engines get whole frames)
       heard = Date.now();
       if (ticket) { direct.failed = 0; }
       mark("cb-ws-open");
@@ -808,6 +849,8 @@
     },
     status: function () { return body.dataset.status; },
     frames: function () { return frames; },
+    // screen is the composed screen, at the frame's pixels, as a PNG data URL.
+    screen: function () { return canvasScreen.toDataURL("image/png"); },
     queued: function () { return queue.length; },
     copied: function () { return lastCopy; },
     downloads: function () {

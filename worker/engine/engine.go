@@ -64,6 +64,9 @@ type Config struct {
 	// NoFrames says the browser renders nothing (the "none" runtime):
 	// clients are told so at hello instead of waiting for a frame.
 	NoFrames bool
+	// Tiles sends engines that compose them tile updates, the changed
+	// 64×64 tiles, instead of whole frames (tiles.go).
+	Tiles bool
 	// Files is what the browser may exchange as files (a zero value:
 	// nothing).
 	Files FilesConfig

@@ -45,6 +45,8 @@ const (
 	kindAnswer  msgKind = "answer"
 	// kindHandBack: a person hands an automation session's browser back.
 	kindHandBack msgKind = "handBack"
+	// kindCaps: what the engine can do, sent once the socket opens.
+	kindCaps msgKind = "caps"
 )
 
 // serverMsg is a message the worker sends to client engines (encode).
@@ -214,6 +216,12 @@ type inputMsg struct {
 // refreshMsg: the engine got no frame for a while.
 type refreshMsg struct{}
 
+// capsMsg: what the engine can do. Tiles: it composes tile updates
+// (tiles.go); an engine that never says gets whole frames.
+type capsMsg struct {
+	Tiles bool `json:"tiles"`
+}
+
 // answerMsg answers the page's dialog Dialog: Accept is OK (or Leave, or
 // Sign in, or Allow), Value a prompt's text or a sign-in's user name,
 // Password a sign-in's password, Position where the user is (a
@@ -238,6 +246,7 @@ func (ackMsg) clientKind() msgKind     { return kindAck }
 func (inputMsg) clientKind() msgKind   { return kindInput }
 func (refreshMsg) clientKind() msgKind { return kindRefresh }
 func (answerMsg) clientKind() msgKind  { return kindAnswer }
+func (capsMsg) clientKind() msgKind    { return kindCaps }
 
 // clientEnvelope decodes any client message in one pass (input comes many
 // times a second); its kind says which message's fields it holds, and the
@@ -252,6 +261,8 @@ type clientEnvelope struct {
 	Value    string          `json:"value"`
 	Password string          `json:"password"`
 	Position *positionFields `json:"position"`
+	// A caps message's.
+	Tiles bool `json:"tiles"`
 	browser.InputEvent
 }
 

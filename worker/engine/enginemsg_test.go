@@ -25,7 +25,7 @@ var (
 	serverMsgs = []serverMsg{helloMsg{}, pageMsg{}, pongMsg{}, roleMsg{}, closedMsg{}, movedMsg{},
 		errorMsg{}, holdMsg{}, heldMsg{}, resumeMsg{}, dialogMsg{}, dialogClosedMsg{}, clipboardMsg{},
 		fileChooserMsg{}, downloadMsg{}, editableMsg{}, takeoverMsg{}}
-	clientMsgs = []clientMsg{pingMsg{}, ackMsg{}, inputMsg{}, refreshMsg{}, answerMsg{}, handBackMsg{}}
+	clientMsgs = []clientMsg{pingMsg{}, ackMsg{}, inputMsg{}, refreshMsg{}, answerMsg{}, handBackMsg{}, capsMsg{}}
 )
 
 // The messages' bytes are those engines have always been sent: "t" first,

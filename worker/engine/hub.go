@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -98,6 +97,9 @@ type Hub struct {
 	// refreshes asks the screencast to take a grade decided between frames
 	// (browser.ScreencastOptions.Refresh); 1-buffered.
 	refreshes chan struct{}
+	// tiles diffs the frames for the engines that compose tiles (tiles.go;
+	// nil = Config.Tiles off).
+	tiles *hubTiles
 
 	// onPage is told of the browser's page changes (nil = none).
 	onPage func(browser.Page)
@@ -128,6 +130,11 @@ type client struct {
 	// unquota gives back the client's place in the socket quotas.
 	unquota func()
 	log     zerolog.Logger
+	// tiles: the engine composes tile updates (tiles.go); sentSeq is the
+	// last frame written to it (0 = none, or a whole frame is due).
+	tiles   atomic.Bool
+	sentSeq atomic.Uint64
+	tileSrc *hubTiles // the hub's (nil: Config.Tiles off)
 }
 
 // NewHub makes the hub of cfg.Browser; Watch starts following it.
@@ -154,6 +161,9 @@ func NewHub(cfg Config) *Hub {
 	h.input = &hubInput{b: h.b, host: h.host, frames: h.frames, log: h.log, closed: h.Closed, gesture: h.gestures.note}
 	h.dialogs = hubDialogs{b: h.b, log: h.log, broadcast: h.broadcast}
 	h.page = h.b.Page()
+	if cfg.Tiles {
+		h.tiles = newHubTiles(0)
+	}
 	return h
 }
 
@@ -349,6 +359,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, up *websocket.Upgrad
 		done: make(chan struct{}), user: user, sessions: cl.Sessions, access: cl.Access,
 		log: h.log.With().Str("request_id", r.Header.Get("X-Request-Id")).Str("user", user).Logger()}
 	c.readOnly.Store(true)
+	c.tileSrc = h.tiles
 	h.mu.Lock()
 	if h.closed {
 		reason, reload, moved := h.reason, h.reload, h.moved
@@ -440,6 +451,7 @@ func (h *Hub) leave(c *client) {
 	if c.unquota != nil {
 		c.unquota()
 	}
+	dropCaps(h, c)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.clients, c)
@@ -515,6 +527,7 @@ func (h *Hub) refreshFrame(c *client) {
 		return
 	}
 	if h.last != nil {
+		c.sentSeq.Store(0)                  // whole: the engine may have lost its screen
 		c.frame.CompareAndSwap(nil, h.last) // a newer one waiting goes instead
 		c.signalFrame()
 		return
@@ -550,6 +563,7 @@ func (h *Hub) fanOut(f browser.Frame) {
 	}
 	h.host.Touched() // the page changed: snapshotted within the interval
 	msg := &frameMsg{seq: f.Seq, b: encodeFrame(f)}
+	addTiles(h.tiles, f, msg)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.link.hinted && float64(f.Width) > f.DeviceWidth*h.input.deviceScale()*linkSteps[h.link.step].scale+2 && h.link.hintDrops < maxHintDrops {
@@ -567,10 +581,14 @@ func (h *Hub) fanOut(f browser.Frame) {
 	}
 }
 
-// frameMsg is an encoded frame and its sequence number.
+// frameMsg is an encoded frame and its sequence number; delta, if set,
+// is the frame as a tile update from frame base (tiles.go).
 type frameMsg struct {
-	seq uint64
-	b   []byte
+	seq   uint64
+	b     []byte
+	delta []byte
+	base  uint64
+	hdr   frameHeader // set with Config.Tiles (a union of updates needs it)
 }
 
 type frameHeader struct {
@@ -585,15 +603,7 @@ type frameHeader struct {
 	TS  int64   `json:"ts"` // ms since epoch
 }
 
-func encodeFrame(f browser.Frame) []byte {
-	hdr, _ := json.Marshal(frameHeader{Seq: f.Seq, W: f.Width, H: f.Height, DW: f.DeviceWidth, DH: f.DeviceHeight,
-		OT: f.OffsetTop, SX: f.ScrollX, SY: f.ScrollY, TS: f.Timestamp.UnixMilli()})
-	out := make([]byte, 4+len(hdr)+len(f.Data))
-	binary.BigEndian.PutUint32(out, uint32(len(hdr)))
-	copy(out[4:], hdr)
-	copy(out[4+len(hdr):], f.Data)
-	return out
-}
+func encodeFrame(f browser.Frame) []byte { return packFrame(headerOf(f), f.Data) }
 
 func (c *client) stop() {
 	c.once.Do(func() {
@@ -704,6 +714,9 @@ var clientHandlers = map[msgKind]func(h *Hub, c *client, m *clientEnvelope, raw 
 	kindHandBack: func(h *Hub, c *client, _ *clientEnvelope, _ []byte) {
 		handBack(h, c)
 	},
+	kindCaps: func(h *Hub, c *client, m *clientEnvelope, _ []byte) {
+		takeCaps(h, c, m)
+	},
 }
 
 // writeLoop writes the client's control messages, its frame slot (paced
@@ -746,7 +759,7 @@ func (c *client) writeLoop(frames *Counters) {
 			}
 			if f := c.frame.Swap(nil); f != nil {
 				c.pace.wrote(f.seq) // before the write: its ack may come back before the write returns
-				if !write(websocket.BinaryMessage, f.b) {
+				if !write(websocket.BinaryMessage, frameBytes(c, f)) {
 					return
 				}
 				frames.sent.Add(1)

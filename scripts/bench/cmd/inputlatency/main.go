@@ -28,6 +28,7 @@ func main() {
 	app := flag.String("app", "typing", "app mount point (an input at 20..320 x 40..80)")
 	n := flag.Int("n", 200, "key presses per run")
 	secretFile := flag.String("secret-file", "", "the cluster secret: the direct run signs its handshake as a proxy would (workers refuse unsigned requests)")
+	flag.BoolVar(&tiles, "tiles", false, `ask for tile updates ({"t":"caps","tiles":true}): a key's frame is then the worker's update`)
 	flag.Parse()
 	if *secretFile != "" {
 		var err error
@@ -80,6 +81,9 @@ func run(public, worker, app string, n int) error {
 // hopKey signs the direct run's handshake (-secret-file).
 var hopKey []byte
 
+// tiles: the client asks for tile updates (-tiles).
+var tiles bool
+
 func measure(ctx context.Context, host, path string, cookies []*http.Cookie, n int) ([]time.Duration, float64, error) {
 	h := http.Header{}
 	if hopKey != nil {
@@ -93,6 +97,11 @@ func measure(ctx context.Context, host, path string, cookies []*http.Cookie, n i
 		return nil, 0, err
 	}
 	defer s.Close()
+	if tiles {
+		if err := s.Send(map[string]any{"t": "caps", "tiles": true}); err != nil {
+			return nil, 0, err
+		}
+	}
 	if err := s.Focus(ctx, 1000, 700); err != nil {
 		return nil, 0, err
 	}

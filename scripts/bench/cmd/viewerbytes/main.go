@@ -11,6 +11,9 @@ import (
 	"fmt"
 	"log"
 	"net/url"
+	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -27,10 +30,36 @@ func main() {
 	height := flag.Int("height", 720, "the viewer's window height")
 	focus := flag.Bool("focus", true, "click into the input first (its caret blinks while idle)")
 	scale := flag.Float64("scale", 1, "the viewer's device pixel ratio (2: a HiDPI screen)")
+	tiles := flag.Bool("tiles", false, `say the engine composes tile updates ({"t":"caps","tiles":true}; the worker sends them with --frame-tiles)`)
+	flag.IntVar(&workerPid, "worker-pid", 0, "the worker process, whose CPU time (its own, not Chromium's) per frame is reported per phase (0 = not measured)")
 	flag.Parse()
-	if err := run(*public, *app, *phase, *width, *height, *scale, *focus); err != nil {
+	if err := run(*public, *app, *phase, *width, *height, *scale, *focus, *tiles); err != nil {
 		log.Fatalf("viewerbytes: %v", err)
 	}
+}
+
+// workerPid is the worker process measured (-worker-pid).
+var workerPid int
+
+// cpuTicks is the worker's user+system CPU time in clock ticks (100 a
+// second on Linux), from /proc; 0 if not measured.
+func cpuTicks() int64 {
+	if workerPid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", workerPid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command's closing parenthesis: state is the 3rd
+	// field, utime the 14th, stime the 15th.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s
 }
 
 // counter counts what the socket delivers.
@@ -42,7 +71,7 @@ func (c *counter) snapshot() (frames, frameBytes, otherBytes int64) {
 	return c.frames.Load(), c.frameBytes.Load(), c.otherBytes.Load()
 }
 
-func run(public, app string, phase time.Duration, width, height int, scale float64, focus bool) error {
+func run(public, app string, phase time.Duration, width, height int, scale float64, focus, tiles bool) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	path, cookies, err := engineclient.Open(ctx, public, app)
@@ -58,6 +87,11 @@ func run(public, app string, phase time.Duration, width, height int, scale float
 		return err
 	}
 	defer conn.Close()
+	if tiles {
+		if err := conn.WriteJSON(map[string]any{"t": "caps", "tiles": true}); err != nil {
+			return err
+		}
+	}
 	var c counter
 	readErr := make(chan error, 1)
 	go func() {
@@ -96,12 +130,13 @@ func run(public, app string, phase time.Duration, width, height int, scale float
 		name                        string
 		secs                        float64
 		frames, frameBytes, textLen int64
+		cpuTicks                    int64
 	}
 	var results []result
 	// every runs act every interval for one phase and records the counts.
 	measure := func(name string, interval time.Duration, act func(i int) error) error {
 		f0, b0, o0 := c.snapshot()
-		t0 := time.Now()
+		t0, cpu0 := time.Now(), cpuTicks()
 		deadline := time.After(phase)
 		var tick <-chan time.Time
 		if act != nil {
@@ -117,7 +152,7 @@ func run(public, app string, phase time.Duration, width, height int, scale float
 				return err
 			case <-deadline:
 				f1, b1, o1 := c.snapshot()
-				results = append(results, result{name, time.Since(t0).Seconds(), f1 - f0, b1 - b0, o1 - o0})
+				results = append(results, result{name, time.Since(t0).Seconds(), f1 - f0, b1 - b0, o1 - o0, cpuTicks() - cpu0})
 				return nil
 			case <-tick:
 				if err := act(i); err != nil {
@@ -151,15 +186,23 @@ func run(public, app string, phase time.Duration, width, height int, scale float
 	if err := measure("idle again", 0, nil); err != nil {
 		return err
 	}
-	fmt.Printf("\nbytes to one viewer, %dx%d window at scale %g, JPEG screencast (worker default quality 80), %v phases\n", width, height, scale, phase)
-	fmt.Printf("%-22s %10s %10s %12s %12s\n", "phase", "frames/s", "KiB/s", "KiB/frame", "other_B/s")
+	kind := "whole frames"
+	if tiles {
+		kind = "tile updates if the worker sends them"
+	}
+	fmt.Printf("\nbytes to one viewer, %dx%d window at scale %g, JPEG screencast (worker default quality 80), %v phases, %s\n", width, height, scale, phase, kind)
+	fmt.Printf("%-22s %10s %10s %12s %12s %14s\n", "phase", "frames/s", "KiB/s", "KiB/frame", "other_B/s", "worker_ms/frame")
 	for _, r := range results {
 		perFrame := 0.0
 		if r.frames > 0 {
 			perFrame = float64(r.frameBytes) / float64(r.frames) / 1024
 		}
-		fmt.Printf("%-22s %10.2f %10.1f %12.1f %12.0f\n", r.name, float64(r.frames)/r.secs,
-			float64(r.frameBytes)/r.secs/1024, perFrame, float64(r.textLen)/r.secs)
+		cpu := "-"
+		if workerPid != 0 && r.frames > 0 {
+			cpu = fmt.Sprintf("%.1f", float64(r.cpuTicks)*10/float64(r.frames)) // 10 ms a tick
+		}
+		fmt.Printf("%-22s %10.2f %10.1f %12.1f %12.0f %14s\n", r.name, float64(r.frames)/r.secs,
+			float64(r.frameBytes)/r.secs/1024, perFrame, float64(r.textLen)/r.secs, cpu)
 	}
 	return nil
 }
