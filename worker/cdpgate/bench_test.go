@@ -132,7 +132,7 @@ func gateServer(b *testing.B, upstream string) string {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	up := websocket.Upgrader{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := up.Upgrade(w, r, nil)
+		ws, err := Upgrade(&up, w, r, nil)
 		if err != nil {
 			return
 		}

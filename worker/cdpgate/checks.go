@@ -343,7 +343,7 @@ func windowForTarget(ctx context.Context, g *gate, c *command) error {
 func (g *gate) windowOf(ctx context.Context, targetID string) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	conn, err := dial(ctx, g.cfg.Upstream)
+	conn, err := dial(ctx, g.cfg.Upstream, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -177,7 +177,7 @@ func newFixture(t *testing.T, tweak func(*Config)) *fixture {
 	f.cancel = cancel
 	up := websocket.Upgrader{}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := up.Upgrade(w, r, nil)
+		ws, err := Upgrade(&up, w, r, nil)
 		if err != nil {
 			return
 		}

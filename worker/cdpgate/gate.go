@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -153,9 +154,11 @@ type gate struct {
 	up     *websocket.Conn
 	own    *owned
 
-	clientMu sync.Mutex // gorilla: one writer at a time
-	upMu     sync.Mutex
-	nextID   atomic.Int64
+	cw, uw *frameWriter // the client's and Chromium's frames
+	queue  bool         // client commands wait in uw for the next read from the client (Upgrade)
+	nextID atomic.Int64
+	cmdBuf []byte // readClient's: the upstream frame of a command
+	repBuf []byte // readUpstream's: the client's frame of a reply
 
 	pmu     sync.Mutex
 	pending map[int64]*pending
@@ -185,7 +188,11 @@ func Serve(ctx context.Context, client *websocket.Conn, cfg Config) (Result, err
 		g.closeClient(websocket.CloseInternalServerErr, "automation gate not configured")
 		return Result{Reason: ReasonUpstreamLost}, errors.New("cdpgate: Config.Upstream and Config.Context are required")
 	}
-	up, err := dial(ctx, cfg.Upstream)
+	up, err := dial(ctx, cfg.Upstream, func() {
+		if g.cw != nil {
+			g.cw.flush()
+		}
+	})
 	if err != nil && ctx.Err() != nil {
 		g.closeClient(websocket.CloseGoingAway, truncate(context.Cause(ctx).Error(), 123))
 		return Result{Reason: ReasonContextDone}, nil
@@ -195,6 +202,11 @@ func Serve(ctx context.Context, client *websocket.Conn, cfg Config) (Result, err
 		return Result{Reason: ReasonUpstreamLost}, fmt.Errorf("cdpgate: connecting to Chromium: %w", err)
 	}
 	g.up = up
+	g.cw = newFrameWriter(client.NetConn(), false, func() { client.Close() })
+	g.uw = newFrameWriter(up.NetConn(), true, func() { up.Close() })
+	if hc, ok := client.NetConn().(*hookConn); ok {
+		hc.before, g.queue = g.uw.flush, true
+	}
 	client.SetReadLimit(cfg.MaxMessage)
 	log.Debug().Msg("session started")
 
@@ -221,6 +233,7 @@ func Serve(ctx context.Context, client *websocket.Conn, cfg Config) (Result, err
 		g.closeClient(websocket.CloseGoingAway, truncate(context.Cause(ctx).Error(), 123))
 	}
 	stop()
+	g.uw.flush() // commands read with the last ones (Browser.close's) still go
 	if clientDone != nil {
 		<-clientDone // the client answered our close frame, or closeWait passed
 	} else {
@@ -230,10 +243,12 @@ func Serve(ctx context.Context, client *websocket.Conn, cfg Config) (Result, err
 		g.drainClient()
 	}
 	client.Close()
+	g.cw.close()
 
 	cleanupErr := g.cleanup(ctx)
 	up.Close()
 	<-g.upDone
+	g.uw.close()
 	res := Result{Reason: out.reason, Forwarded: g.forwarded, Refused: g.refused}
 	log.Debug().Stringer("reason", out.reason).Int64("forwarded", res.Forwarded).Int64("refused", res.Refused).Msg("session ended")
 	return res, errors.Join(out.err, cleanupErr)
@@ -244,8 +259,19 @@ type outcome struct {
 	err    error
 }
 
-func dial(ctx context.Context, url string) (*websocket.Conn, error) {
+// dial connects to Chromium; before, if set, is called before each read
+// from the connection (flushConn).
+func dial(ctx context.Context, url string, before func()) (*websocket.Conn, error) {
 	d := websocket.Dialer{HandshakeTimeout: dialTimeout, Proxy: nil}
+	if before != nil {
+		d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return flushConn{Conn: c, before: before}, nil
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	c, resp, err := d.DialContext(ctx, url, http.Header{})
@@ -259,8 +285,9 @@ func dial(ctx context.Context, url string) (*websocket.Conn, error) {
 // ends. A command that needs Chromium's answer first (an ownership check,
 // a context to create) holds the next ones back, so order is kept.
 func (g *gate) readClient(run context.Context) outcome {
+	var buf []byte
 	for {
-		_, data, err := g.client.ReadMessage()
+		data, err := readFrame(g.client, &buf)
 		if err != nil {
 			if errors.Is(err, websocket.ErrReadLimit) {
 				return outcome{ReasonClientError, fmt.Errorf("cdpgate: client message over %d bytes", g.cfg.MaxMessage)}
@@ -273,7 +300,7 @@ func (g *gate) readClient(run context.Context) outcome {
 		if g.cfg.Activity != nil {
 			g.cfg.Activity()
 		}
-		c, err := parseCommand(data)
+		c, err := readCommand(data)
 		if err != nil {
 			g.log.Debug().Err(err).Msg("bad client frame")
 			g.closeClient(websocket.CloseInvalidFramePayloadData, truncate("invalid CDP command: "+err.Error(), 123))
@@ -319,7 +346,18 @@ func (g *gate) handle(run context.Context, c *command) error {
 func (g *gate) forward(c *command) error {
 	id := g.nextID.Add(1)
 	g.addPending(id, &pending{clientID: c.id, session: c.reply, after: c.after})
-	return g.sendUp(id, c.method, c.session, c.params)
+	var err error
+	if c.params == nil { // as sent: no check read them
+		g.cmdBuf = appendCommand(g.cmdBuf[:0], id, c)
+	} else if g.cmdBuf, err = encodeCommand(id, c.method, c.session, c.params); err != nil {
+		return err
+	}
+	if g.queue {
+		g.uw.queue(opText, g.cmdBuf)
+	} else {
+		g.uw.send(opText, g.cmdBuf)
+	}
+	return nil
 }
 
 // call sends the gate's own command and waits for its reply. A CDP error
@@ -373,10 +411,13 @@ func (g *gate) sendUp(id int64, method, session string, params any) error {
 	if err != nil {
 		return err
 	}
-	g.upMu.Lock()
-	defer g.upMu.Unlock()
-	g.up.SetWriteDeadline(time.Now().Add(writeTimeout))
-	return g.up.WriteMessage(websocket.TextMessage, data)
+	select {
+	case <-g.upDone:
+		return errors.New("cdpgate: Chromium connection lost")
+	default:
+	}
+	g.uw.send(opText, data)
+	return nil
 }
 
 // notify sends the worker's notices to the client until run ends.
@@ -402,18 +443,25 @@ func (g *gate) notify(run context.Context, notices <-chan Notice) {
 // writeClient sends a frame to the client. A failed write (a client that
 // stopped reading) closes the connection, which ends the session.
 func (g *gate) writeClient(data []byte) {
-	g.clientMu.Lock()
-	defer g.clientMu.Unlock()
-	g.client.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if err := g.client.WriteMessage(websocket.TextMessage, data); err != nil {
-		g.client.Close()
-	}
+	g.cw.send(opText, data)
 }
 
-// closeClient sends a close frame and gives the client closeWait to
-// answer it before its connection is closed.
+// queueClient queues a frame for the client, sent before the upstream
+// reader reads again (flushConn).
+func (g *gate) queueClient(data []byte) {
+	g.cw.queue(opText, data)
+}
+
+// closeClient sends a close frame, after the frames queued before it,
+// and gives the client closeWait to answer it before its connection is
+// closed.
 func (g *gate) closeClient(code int, reason string) {
-	g.client.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	msg := websocket.FormatCloseMessage(code, reason)
+	if g.cw != nil {
+		g.cw.sendWithin(opClose, msg, time.Second)
+	} else { // before the session started
+		g.client.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+	}
 	g.client.SetReadDeadline(time.Now().Add(closeWait))
 }
 
@@ -432,26 +480,27 @@ func (g *gate) drainClient() {
 // closes.
 func (g *gate) readUpstream() {
 	defer close(g.upDone)
+	var buf []byte
 	for {
-		_, data, err := g.up.ReadMessage()
+		data, err := readFrame(g.up, &buf)
 		if err != nil {
 			g.upErr = err
 			return
 		}
 		var m upMessage
-		if err := json.Unmarshal(data, &m); err != nil {
+		if err := scanUp(data, &m); err != nil {
 			g.log.Warn().Err(err).Msg("bad frame from Chromium")
 			continue
 		}
 		if m.ID != nil {
 			g.onReply(&m)
 		} else if g.onEvent(&m) {
-			g.writeClient(data)
+			g.queueClient(data)
 			if m.SessionID == "" {
 				// Commands in the gate's browser sessions run at browser
 				// level, so their events arrive there: copy them.
 				for _, s := range g.own.browserSessions() {
-					g.writeClient(withSession(data, s))
+					g.queueClient(withSession(data, s))
 				}
 			}
 		}
@@ -465,7 +514,7 @@ func (g *gate) onReply(m *upMessage) {
 		g.log.Debug().Int64("id", *m.ID).Msg("reply to no command")
 		return
 	case p.reply != nil:
-		p.reply <- m
+		p.reply <- m.detach() // the frame's buffer is read into again
 		return
 	case p.clientID == "":
 		return
@@ -480,7 +529,8 @@ func (g *gate) onReply(m *upMessage) {
 			e = &cdpError{Code: codeServerError, Message: err.Error()}
 		}
 	}
-	g.writeClient(response(p.clientID, p.session, result, e))
+	g.repBuf = appendResponse(g.repBuf[:0], p.clientID, p.session, result, e)
+	g.queueClient(g.repBuf)
 }
 
 func upstreamError(raw json.RawMessage) *cdpError {

@@ -186,6 +186,12 @@ func decide(ctx context.Context, g *gate, c *command) error {
 	case r == nil:
 		return notAllowed(c.method)
 	case r.Check != nil:
+		if g.uw != nil {
+			g.uw.flush() // the commands before it go first, whatever the check waits for
+		}
+		if err := c.decodeParams(); err != nil {
+			return &cdpError{Code: codeInvalidParams, Message: err.Error()}
+		}
 		return r.Check(ctx, g, c)
 	case r.Allow:
 		return nil

@@ -8,17 +8,22 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/gorilla/websocket"
 )
 
 // command is a client's command after validation. The gate forwards its
-// own encoding of it, never the client's bytes, so Chromium sees exactly
-// what the rules checked (no duplicate or differently-cased keys).
+// own encoding of the envelope (id, method, sessionId), never the
+// client's, so Chromium sees exactly what the rules checked (no duplicate,
+// escaped or unknown keys); params go as sent only when no check reads
+// them (scan.go), else re-encoded from what the check saw.
 type command struct {
 	id      string // the client's id, canonical decimal, echoed in the reply
 	method  string
 	session string         // "" at browser level
 	reply   string         // the sessionId of the reply: session, or the gate's browser session it came in
-	params  map[string]any // never nil; numbers are json.Number
+	params  map[string]any // numbers are json.Number; nil: not decoded (raw), see decodeParams
+	raw     []byte         // the params as sent (an object; nil: none), while params is nil
 
 	// Set by a rule's check:
 	after func(result []byte) ([]byte, error) // rewrites or records the result (upstream reader)
@@ -114,6 +119,42 @@ type upMessage struct {
 	Error     json.RawMessage `json:"error"`
 }
 
+// detach copies what m holds of the frame it was read from.
+func (m *upMessage) detach() *upMessage {
+	d := *m
+	d.Params = bytes.Clone(m.Params)
+	d.Result = bytes.Clone(m.Result)
+	d.Error = bytes.Clone(m.Error)
+	return &d
+}
+
+// readFrame reads the next message of c into *buf, reused from one message
+// to the next (the result is valid until the next call).
+func readFrame(c *websocket.Conn, buf *[]byte) ([]byte, error) {
+	_, r, err := c.NextReader()
+	if err != nil {
+		return nil, err
+	}
+	b := (*buf)[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cap(b) <= 1<<20 { // a big message's buffer is not kept
+		*buf = b
+	}
+	return b, nil
+}
+
 // cdpError is a protocol error as the client sees it.
 type cdpError struct {
 	Code    int    `json:"code"`
@@ -156,26 +197,29 @@ var (
 
 // response is a reply frame for the client.
 func response(id, session string, result []byte, e *cdpError) []byte {
-	var b bytes.Buffer
-	b.WriteString(`{"id":`)
-	b.WriteString(id)
+	return appendResponse(nil, id, session, result, e)
+}
+
+// appendResponse appends a reply frame for the client to b.
+func appendResponse(b []byte, id, session string, result []byte, e *cdpError) []byte {
+	b = append(b, `{"id":`...)
+	b = append(b, id...)
 	if e != nil {
-		b.WriteString(`,"error":`)
-		b.Write(e.object())
+		b = append(b, `,"error":`...)
+		b = append(b, e.object()...)
 	} else {
-		b.WriteString(`,"result":`)
+		b = append(b, `,"result":`...)
 		if len(result) == 0 {
 			result = []byte("{}")
 		}
-		b.Write(result)
+		b = append(b, result...)
 	}
 	if session != "" {
 		s, _ := json.Marshal(session)
-		b.WriteString(`,"sessionId":`)
-		b.Write(s)
+		b = append(b, `,"sessionId":`...)
+		b = append(b, s...)
 	}
-	b.WriteByte('}')
-	return b.Bytes()
+	return append(b, '}')
 }
 
 // withSession is an event frame of Chromium's (a JSON object without a

@@ -74,7 +74,7 @@ func serveCDP(s *Server, rw http.ResponseWriter, r *http.Request, id string, t u
 			s.log.Warn().Err(err).Str("request_id", id).Msg("automation session's viewport not set")
 		}
 	}
-	conn, err := cdpUpgrader.Upgrade(rw, r, nil)
+	conn, err := cdpgate.Upgrade(&cdpUpgrader, rw, r, nil)
 	if err != nil {
 		return // the upgrader answered
 	}
