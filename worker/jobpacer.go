@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -84,33 +83,10 @@ func (p *rmiPacer) call(ctx context.Context, r wire.JobRequest) (wire.JobGo, err
 func (p *rmiPacer) Go(ctx context.Context, n int64, hostport string, doc bool) error {
 	r := p.req(n, hostport, wire.RequestGo)
 	r.Doc = doc
-	backoff := 100 * time.Millisecond
-	for {
+	return jobs.AwaitGo(ctx, func(ctx context.Context) (time.Duration, error) {
 		g, err := p.call(ctx, r)
-		if err == nil && g.WaitMs <= 0 {
-			return nil
-		}
-		wait := time.Duration(g.WaitMs) * time.Millisecond
-		if err != nil {
-			var coded interface{ RMICode() string }
-			if errors.As(err, &coded) {
-				switch coded.RMICode() {
-				case wire.CodeInvalid:
-					return err
-				case "rmi.no_method", "rmi.no_object":
-					return nil
-				}
-			}
-			wait, backoff = backoff, min(2*backoff, 2*time.Second)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+		return time.Duration(g.WaitMs) * time.Millisecond, err
+	})
 }
 
 // Sent reports the write time in the background (the proxy must not

@@ -394,15 +394,9 @@ func TestEndpointCloseCutsTunnels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.Dial("tcp", strings.TrimPrefix(e.ProxyURL(), "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", ln.Addr(), ln.Addr())
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %v %v", resp, err)
+	c, resp := openTunnel(t, e.ProxyURL(), ln.Addr().String())
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v", resp.Status)
 	}
 	_ = g.Close() // closes the endpoint
 	if _, err := io.ReadAll(c); err != nil {

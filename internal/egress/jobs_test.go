@@ -67,21 +67,28 @@ func (p *fakePacer) got() []string {
 	return slices.Clone(p.events)
 }
 
+// loopbackEndpoint is an endpoint of a guard that allows 127.0.0.1.
+func loopbackEndpoint(t *testing.T) *Endpoint {
+	t.Helper()
+	g, err := New(Config{Allow: mustRules(t, "127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	e, err := g.Open(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // TestJobRequestsPaced: a job browser's every request asks the pacer for
 // a go, says it was sent and ended, in that order; the document (armed by
 // OnNextRequest) takes a go without a start; a refused go answers 503 and
 // never reaches the site.
 func TestJobRequestsPaced(t *testing.T) {
 	site := newTarget(t, "127.0.0.1:0")
-	g, err := New(Config{Allow: mustRules(t, "127.0.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	e, err := g.Open(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := loopbackEndpoint(t)
 	p := &fakePacer{}
 	e.SetJob(JobMode{Pacer: p})
 	hp := "127.0.0.1:" + site.port
@@ -140,15 +147,7 @@ func TestJobRequestsHeldInFlight(t *testing.T) {
 		fmt.Fprint(w, "ok")
 	}))
 	defer site.Close()
-	g, err := New(Config{Allow: mustRules(t, "127.0.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	e, err := g.Open(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := loopbackEndpoint(t)
 	e.SetJob(JobMode{Pacer: &fakePacer{slots: make(chan struct{}, 1)}})
 	var wg sync.WaitGroup
 	for i := range 6 {
@@ -185,15 +184,7 @@ func TestJobDocumentOnly(t *testing.T) {
 	defer site.Close()
 	secure := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "tls ok") }))
 	defer secure.Close()
-	g, err := New(Config{Allow: mustRules(t, "127.0.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	e, err := g.Open(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := loopbackEndpoint(t)
 	p := &fakePacer{}
 	e.SetJob(JobMode{Pacer: p, DocumentOnly: true})
 	hp := strings.TrimPrefix(site.URL, "http://")
@@ -262,26 +253,12 @@ func TestJobTunnelCutByClearJob(t *testing.T) {
 			c.Close()
 		}
 	}()
-	g, err := New(Config{Allow: mustRules(t, "127.0.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	e, err := g.Open(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := loopbackEndpoint(t)
 	p := &fakePacer{}
 	e.SetJob(JobMode{Pacer: p})
-	c, err := net.Dial("tcp", strings.TrimPrefix(e.ProxyURL(), "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", ln.Addr(), ln.Addr())
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %v %v", resp, err)
+	c, resp := openTunnel(t, e.ProxyURL(), ln.Addr().String())
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v", resp.Status)
 	}
 	if got := p.got(); !slices.Equal(got, []string{"go 1 doc=false", "sent 1"}) {
 		t.Fatalf("open tunnel: %v", got)
@@ -302,15 +279,7 @@ func TestJobTunnelCutByClearJob(t *testing.T) {
 // answered (503) at once, not left waiting.
 func TestClearJobEndsWaits(t *testing.T) {
 	site := newTarget(t, "127.0.0.1:0")
-	g, err := New(Config{Allow: mustRules(t, "127.0.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	e, err := g.Open(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := loopbackEndpoint(t)
 	p := &fakePacer{slots: make(chan struct{}, 1)}
 	p.slots <- struct{}{} // every slot taken
 	e.SetJob(JobMode{Pacer: p})
@@ -366,15 +335,7 @@ func proxyGet(proxy, rawURL string) (int, error) {
 // ends that.
 func TestEndJobRefusesUntilAssigned(t *testing.T) {
 	site := newTarget(t, "127.0.0.1:0")
-	g, err := New(Config{Allow: mustRules(t, "127.0.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	e, err := g.Open(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := loopbackEndpoint(t)
 	p := &fakePacer{}
 	e.SetJob(JobMode{Pacer: p})
 	hp := "127.0.0.1:" + site.port
@@ -403,20 +364,29 @@ func TestEndJobRefusesUntilAssigned(t *testing.T) {
 	}
 }
 
-// rawConnect asks the proxy for a tunnel to hostport and returns the
-// answer's status.
-func rawConnect(t *testing.T, proxy, hostport string) int {
+// openTunnel asks the proxy for a tunnel to hostport: the connection
+// (closed with the test) and the answer.
+func openTunnel(t *testing.T, proxy, hostport string) (net.Conn, *http.Response) {
 	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(proxy, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", hostport, hostport)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, resp
+}
+
+// rawConnect asks the proxy for a tunnel to hostport and returns the
+// answer's status.
+func rawConnect(t *testing.T, proxy, hostport string) int {
+	t.Helper()
+	c, resp := openTunnel(t, proxy, hostport)
 	resp.Body.Close()
+	c.Close()
 	return resp.StatusCode
 }

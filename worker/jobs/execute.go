@@ -305,14 +305,20 @@ func formatOf(spec wire.JobSpec) string {
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
-// awaitGo asks the master's start gate until it says go. A transient error
-// (the master restarting) is retried; a refusal (the attempt is no longer
-// current) ends the attempt.
+// awaitGo asks the master's start gate until it says go (AwaitGo).
 func (e *Executor) awaitGo(ctx context.Context, run wire.JobRun) error {
 	p := wire.JobProgress{ID: run.ID, Attempt: run.Attempt}
+	return AwaitGo(ctx, func(ctx context.Context) (time.Duration, error) { return e.rep.Ready(ctx, p) })
+}
+
+// AwaitGo calls ask until it answers no wait: the master's start gate or
+// request budget. A transient error (the master restarting) is retried
+// with a back-off; a refusal (the attempt is no longer current) is
+// returned; a master without the call lets it go.
+func AwaitGo(ctx context.Context, ask func(context.Context) (time.Duration, error)) error {
 	backoff := 100 * time.Millisecond
 	for {
-		wait, err := e.rep.Ready(ctx, p)
+		wait, err := ask(ctx)
 		if err == nil && wait <= 0 {
 			return nil
 		}
@@ -323,7 +329,7 @@ func (e *Executor) awaitGo(ctx context.Context, run wire.JobRun) error {
 				case wire.CodeInvalid:
 					return err
 				case "rmi.no_method", "rmi.no_object":
-					return nil // a master without a start gate: go
+					return nil // an older master: go
 				}
 			}
 			wait, backoff = backoff, min(2*backoff, 2*time.Second)

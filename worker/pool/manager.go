@@ -422,14 +422,23 @@ func (l *Lease) Return() {
 	m := l.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if e := l.take(); e != nil {
+		e.p.returned(e)
+	}
+}
+
+// take ends the lease (m.mu held) and gives its browser's entry, nil
+// after a first Return or Reuse, or when the browser was destroyed
+// meanwhile (Close).
+func (l *Lease) take() *entry {
 	if l.returned {
-		return
+		return nil
 	}
 	l.returned = true
 	e := l.e
 	if e.lease != l || e.st != stLocked {
-		return // destroyed meanwhile (Close)
+		return nil
 	}
 	e.lease = nil
-	e.p.returned(e)
+	return e
 }

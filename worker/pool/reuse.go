@@ -34,15 +34,10 @@ func (l *Lease) Reuse(reset ResetFunc) {
 	m := l.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if l.returned {
+	e := l.take()
+	if e == nil {
 		return
 	}
-	l.returned = true
-	e := l.e
-	if e.lease != l || e.st != stLocked {
-		return // destroyed meanwhile (Close)
-	}
-	e.lease = nil
 	p := e.p
 	if !p.general || reset == nil || p.retired || m.closed || e.crashed() || e.reuses >= MaxReuses {
 		p.returned(e)

@@ -14,87 +14,12 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil/storagesite"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium/sitedata"
 )
-
-// storageScript writes (mode "write") and reads what a site can keep in
-// a browser: a cookie, local and session storage, an IndexedDB database,
-// a Cache Storage cache and a service worker.
-const storageScript = `
-async function run(mode) {
-  const errs = [];
-  const step = async (name, fn) => { try { await fn(); } catch (e) { errs.push(name + ": " + e); } };
-  if (mode === "write") {
-    await step("cookie", () => { document.cookie = "c=v; max-age=3600"; });
-    await step("local", () => localStorage.setItem("k", "v"));
-    await step("session", () => sessionStorage.setItem("k", "v"));
-    await step("idb", () => new Promise((res, rej) => { const r = indexedDB.open("db", 1);
-      r.onupgradeneeded = () => r.result.createObjectStore("s");
-      r.onsuccess = () => { r.result.close(); res(); }; r.onerror = () => rej(r.error); }));
-    await step("caches", async () => { await (await caches.open("cache")).put("/x", new Response("x")); });
-    await step("sw", () => navigator.serviceWorker.register("/sw.js"));
-  }
-  const out = {cookie: document.cookie, local: localStorage.getItem("k") || "", session: sessionStorage.getItem("k") || "",
-    dbs: [], caches: [], workers: 0, errs};
-  await step("read idb", async () => { out.dbs = (await indexedDB.databases()).map(d => d.name); });
-  await step("read caches", async () => { out.caches = await caches.keys(); });
-  await step("read sw", async () => { out.workers = (await navigator.serviceWorker.getRegistrations()).length; });
-  return out;
-}`
-
-// storageSite serves /page (the top document, with a cacheable script
-// and a frame from frameOrigin), /frame, /res.js (counted) and /sw.js.
-func storageSite(res *atomic.Int64, frameOrigin func() string) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/page", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html")
-		fmt.Fprintf(w, `<!doctype html><title>page</title><script src="/res.js"></script><body><script>%s
-window.done = (async () => {
-  const mode = %q;
-  const self = await run(mode);
-  const frame = await new Promise(res => {
-    // The frame goes once it answered: a reset must not need it present.
-    addEventListener("message", e => { f.remove(); res(e.data); });
-    const f = document.createElement("iframe");
-    f.src = %q + "/frame?mode=" + mode;
-    document.body.appendChild(f);
-  });
-  return {self, frame};
-})();</script>`, storageScript, r.FormValue("mode"), frameOrigin())
-	})
-	mux.HandleFunc("/frame", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html")
-		fmt.Fprintf(w, `<!doctype html><script>%s
-run(%q).then(r => parent.postMessage(r, "*"));</script>`, storageScript, r.FormValue("mode"))
-	})
-	mux.HandleFunc("/res.js", func(w http.ResponseWriter, r *http.Request) {
-		res.Add(1)
-		w.Header().Set("Content-Type", "text/javascript")
-		w.Header().Set("Cache-Control", "max-age=3600")
-		fmt.Fprint(w, "window.res = 1;")
-	})
-	mux.HandleFunc("/sw.js", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/javascript")
-		fmt.Fprint(w, "self.addEventListener('fetch', () => {});")
-	})
-	return mux
-}
-
-type stored struct {
-	Cookie  string   `json:"cookie"`
-	Local   string   `json:"local"`
-	Session string   `json:"session"`
-	DBs     []string `json:"dbs"`
-	Caches  []string `json:"caches"`
-	Workers int      `json:"workers"`
-	Errs    []string `json:"errs"`
-}
-
-type storedPage struct{ Self, Frame stored }
 
 // TestReset: what a job's pages kept in a browser (cookies, storage of
 // the top document and of a third-party frame, service workers, the HTTP
@@ -102,31 +27,29 @@ type storedPage struct{ Self, Frame stored }
 func TestReset(t *testing.T) {
 	rt := shared(t)
 	ctx := testCtx(t)
-	var resA, resB atomic.Int64
-	var frameSite *httptest.Server
-	siteB := httptest.NewServer(storageSite(&resB, func() string { return "" }))
-	defer siteB.Close()
-	frameSite = siteB
-	siteA := httptest.NewServer(storageSite(&resA, func() string {
+	frameSite := httptest.NewServer(&storagesite.Site{})
+	defer frameSite.Close()
+	top := &storagesite.Site{Frame: func() string {
 		// localhost vs 127.0.0.1: another site, so the frame is third-party.
 		return strings.Replace(frameSite.URL, "127.0.0.1", "localhost", 1)
-	}))
+	}}
+	siteA := httptest.NewServer(top)
 	defer siteA.Close()
 	b := newBrowser(t, rt, browser.Options{})
-	load := func(mode string) storedPage {
+	load := func(mode string) storagesite.Page {
 		t.Helper()
 		if _, err := b.Load(ctx, siteA.URL+"/page?mode="+mode, browser.LoadOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		return eval[storedPage](t, b, "window.done")
+		return eval[storagesite.Page](t, b, "window.done")
 	}
 	written := load("write")
-	for _, s := range []stored{written.Self, written.Frame} {
+	for _, s := range []storagesite.Stored{written.Self, written.Frame} {
 		if len(s.Errs) > 0 {
 			t.Logf("write errors: %v", s.Errs)
 		}
 	}
-	want := stored{Cookie: "c=v", Local: "v", Session: "v", DBs: []string{"db"}, Caches: []string{"cache"}, Workers: 1, Errs: []string{}}
+	want := storagesite.Written()
 	if got := written.Self; !reflect.DeepEqual(got, want) {
 		t.Fatalf("written by the top document: %+v, want %+v", got, want)
 	}
@@ -138,7 +61,7 @@ func TestReset(t *testing.T) {
 	if got := load("read"); !reflect.DeepEqual(got, written) {
 		t.Fatalf("read without a reset: %+v, want %+v", got, written)
 	}
-	if n := resA.Load(); n != 1 {
+	if n := top.Res(); n != 1 {
 		t.Fatalf("the cacheable script was fetched %d times, want 1 (cached)", n)
 	}
 	if err := b.(interface{ Reset(context.Context) error }).Reset(ctx); err != nil {
@@ -147,14 +70,14 @@ func TestReset(t *testing.T) {
 	if p := b.Page(); p.URL != "about:blank" {
 		t.Fatalf("after a reset the page is %q", p.URL)
 	}
-	blank := stored{DBs: []string{}, Caches: []string{}}
+	blank := storagesite.Stored{DBs: []string{}, Caches: []string{}}
 	got := load("read")
-	for name, s := range map[string]stored{"top document": got.Self, "third-party frame": got.Frame} {
+	for name, s := range map[string]storagesite.Stored{"top document": got.Self, "third-party frame": got.Frame} {
 		if s.Errs = nil; !reflect.DeepEqual(s, blank) {
 			t.Errorf("%s after a reset: %+v", name, s)
 		}
 	}
-	if n := resA.Load(); n != 2 {
+	if n := top.Res(); n != 2 {
 		t.Errorf("the cacheable script was fetched %d times in all, want 2 (the cache was cleared)", n)
 	}
 }
