@@ -374,18 +374,7 @@ func TestProxyRebinding(t *testing.T) {
 }
 
 func TestEndpointCloseCutsTunnels(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			_, _ = io.Copy(io.Discard, c) // hold the tunnel open
-			c.Close()
-		}
-	}()
+	ln := holdingListener(t)
 	g, err := New(Config{Allow: mustRules(t, "127.0.0.1")})
 	if err != nil {
 		t.Fatal(err)

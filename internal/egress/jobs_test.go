@@ -241,18 +241,7 @@ func TestJobDocumentOnly(t *testing.T) {
 // TestJobTunnelCutByClearJob: a raw tunnel stays open while the job runs
 // and is closed by ClearJob.
 func TestJobTunnelCutByClearJob(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			_, _ = io.Copy(io.Discard, c)
-			c.Close()
-		}
-	}()
+	ln := holdingListener(t)
 	e := loopbackEndpoint(t)
 	p := &fakePacer{}
 	e.SetJob(JobMode{Pacer: p})
@@ -362,6 +351,25 @@ func TestEndJobRefusesUntilAssigned(t *testing.T) {
 	if code, _ := rawGet(t, e.ProxyURL(), "http://"+hp+"/next"); code != 200 || len(p.got()) != 3 {
 		t.Fatalf("after Assign: %d, pacer %v", code, p.got())
 	}
+}
+
+// holdingListener accepts one connection and holds it open until its
+// peer closes it (a tunnel's far end); closed with the test.
+func holdingListener(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_, _ = io.Copy(io.Discard, c)
+			c.Close()
+		}
+	}()
+	return ln
 }
 
 // openTunnel asks the proxy for a tunnel to hostport: the connection
