@@ -48,7 +48,7 @@
   // The screen at the frame's pixels, onto which tile updates are
   // composed (docs/client-engine.md, Tiles); the canvas shows it scaled.
   var canvasScreen = document.createElement("canvas"), screenCtx = canvasScreen.getContext("2d");
-  var tileUpdates = 0;
+  var tileUpdates = 0, scrollMoves = 0;
   // Where the last frame was drawn, to map pointer positions to the page.
   var view = {x: 0, y: 0, w: 1, h: 1, dw: 1, dh: 1};
 
@@ -182,12 +182,20 @@
     var decoded = tiles && !tiles.length ? Promise.resolve(null) : createImageBitmap(f.blob);
     decoded.then(function (bmp) {
       if (tiles) {
+        var mv = f.hdr.mv;
+        if (mv) { // a scroll: the screen moves, then the tiles that differ from what moved in
+          var w = canvasScreen.width - Math.abs(mv[0]), h = canvasScreen.height - Math.abs(mv[1]);
+          if (w > 0 && h > 0) {
+            screenCtx.drawImage(canvasScreen, Math.max(0, mv[0]), Math.max(0, mv[1]), w, h, Math.max(0, -mv[0]), Math.max(0, -mv[1]), w, h);
+          }
+        }
         for (var i = 0; i < tiles.length; i++) {
           var t = tiles[i];
           screenCtx.drawImage(bmp, 0, i * 64, t[2], t[3], t[0], t[1], t[2], t[3]);
         }
         tileUpdates++;
         body.dataset.tileUpdates = String(tileUpdates);
+        if (mv) { scrollMoves++; body.dataset.scrollMoves = String(scrollMoves); }
       } else {
         if (canvasScreen.width !== bmp.width || canvasScreen.height !== bmp.height) {
           canvasScreen.width = bmp.width;
@@ -202,6 +210,7 @@
       frames++;
       body.dataset.frames = String(frames);
       body.dataset.frameSeq = String(f.hdr.seq);
+      body.dataset.screenNear = String(f.hdr.near || 0); // tiles still approximate after a scroll (a repair follows)
       body.dataset.frameWidth = String(canvasScreen.width);
       body.dataset.pageWidth = String(f.hdr.dw || canvasScreen.width); // CSS pixels, whatever the frame's size
       if (!body.dataset.firstFrameWidth) { body.dataset.firstFrameWidth = String(canvasScreen.width); }

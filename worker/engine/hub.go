@@ -163,6 +163,7 @@ func NewHub(cfg Config) *Hub {
 	h.page = h.b.Page()
 	if cfg.Tiles {
 		h.tiles = newHubTiles(0)
+		h.tiles.rested = func(seq uint64) { repairTiles(h, seq) }
 	}
 	return h
 }

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
+	"image"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,6 +30,13 @@ import (
 // ~5 frames a second.
 const tileKeyEvery = 50
 
+// tileRepairAfter: a scroll's update may leave tiles near (moved content
+// whose JPEG blocks did not line up, package tiles); when no frame came
+// for this long, the page rests and those tiles go again, exact. Longer
+// than the 200 ms between a mouse wheel's notches, so a scroll is
+// repaired once, at its end.
+const tileRepairAfter = 350 * time.Millisecond
+
 // hubTiles is a hub's tile encoder; the screencast's sink (one goroutine)
 // uses it, mu makes that explicit.
 type hubTiles struct {
@@ -44,6 +53,13 @@ type hubTiles struct {
 	// (unionTiles), made once per frame and base and shared (unions).
 	hist   []tileStep
 	unions map[uint64][]byte
+	// The base frame's scroll offsets and scale: the next frame's move.
+	scroll         [2]float64
+	width          int
+	deviceWidth    float64
+	repair         *time.Timer
+	rested         func(seq uint64) // repairTiles, set by NewHub
+	repairs, moves atomic.Int64
 }
 
 // tileStep is one frame's change: its tiles, or key (no update: a new
@@ -51,6 +67,7 @@ type hubTiles struct {
 type tileStep struct {
 	seq   uint64
 	key   bool
+	moved bool // a scroll: no union of tiles spans it
 	tiles []tiles.Rect
 }
 
@@ -77,6 +94,44 @@ type tileHeader struct {
 	frameHeader
 	Base  uint64   `json:"base"`
 	Tiles [][4]int `json:"tiles"`
+	// Mv: first copy the screen so that (x, y) shows what (x+mv[0],
+	// y+mv[1]) showed (a scroll).
+	Mv *[2]int `json:"mv,omitempty"`
+	// Near: how many tiles the screen shows only approximately after this
+	// update (a repair follows once the page rests).
+	Near int `json:"near,omitempty"`
+}
+
+// tileHeaderOf is the header of u, an update of f from base.
+func tileHeaderOf(hdr frameHeader, base uint64, u tiles.Update) tileHeader {
+	th := tileHeader{frameHeader: hdr, Base: base, Tiles: make([][4]int, len(u.Tiles)), Near: u.Near}
+	for i, r := range u.Tiles {
+		th.Tiles[i] = [4]int{r.X, r.Y, r.W, r.H}
+	}
+	if u.Move != (image.Point{}) {
+		th.Mv = &[2]int{u.Move.X, u.Move.Y}
+	}
+	return th
+}
+
+// moveOf is f's scroll since the base frame in frame pixels (zero: none,
+// or not a whole number of pixels, or the frame's scale changed).
+func (t *hubTiles) moveOf(f browser.Frame) image.Point {
+	if t.base == 0 || f.Width != t.width || f.DeviceWidth != t.deviceWidth || f.DeviceWidth <= 0 {
+		return image.Point{}
+	}
+	scale := float64(f.Width) / f.DeviceWidth
+	px := func(d float64) (int, bool) {
+		v := d * scale
+		r := math.Round(v)
+		return int(r), math.Abs(v-r) < 0.01
+	}
+	dx, okX := px(f.ScrollX - t.scroll[0])
+	dy, okY := px(f.ScrollY - t.scroll[1])
+	if !okX || !okY {
+		return image.Point{}
+	}
+	return image.Pt(dx, dy)
 }
 
 // addTiles makes msg carry f's update from the previous frame, if any
@@ -93,26 +148,33 @@ func addTiles(t *hubTiles, f browser.Frame, msg *frameMsg) {
 		return
 	}
 	msg.hdr = headerOf(f)
+	mv := t.moveOf(f)
 	start := time.Now()
-	u, err := t.enc.Encode(f.Data)
+	u, err := t.enc.EncodeMoved(f.Data, mv)
 	t.encodeNs.Add(int64(time.Since(start)))
 	t.encoded.Add(1)
 	base := t.base
-	t.base = f.Seq
+	t.base, t.scroll, t.width, t.deviceWidth = f.Seq, [2]float64{f.ScrollX, f.ScrollY}, f.Width, f.DeviceWidth
 	if err != nil {
 		t.base = 0
 		t.note(tileStep{seq: f.Seq, key: true})
 		return
 	}
-	t.note(tileStep{seq: f.Seq, key: u.Key || base == 0, tiles: u.Tiles})
+	t.note(tileStep{seq: f.Seq, key: u.Key || base == 0, moved: u.Move != (image.Point{}), tiles: u.Tiles})
+	if u.Near > 0 && t.rested != nil {
+		seq := f.Seq
+		if t.repair != nil {
+			t.repair.Stop()
+		}
+		t.repair = time.AfterFunc(tileRepairAfter, func() { t.rested(seq) })
+	}
 	if u.Key || base == 0 {
 		return
 	}
-	hdr := tileHeader{frameHeader: headerOf(f), Base: base, Tiles: make([][4]int, len(u.Tiles))}
-	for i, r := range u.Tiles {
-		hdr.Tiles[i] = [4]int{r.X, r.Y, r.W, r.H}
+	if u.Move != (image.Point{}) {
+		t.moves.Add(1)
 	}
-	b := packFrame(hdr, u.Atlas)
+	b := packFrame(tileHeaderOf(headerOf(f), base, u), u.Atlas)
 	if len(b) >= len(msg.b) {
 		return // the whole frame is no larger: send it
 	}
@@ -161,7 +223,7 @@ func unionTiles(t *hubTiles, from uint64, f *frameMsg) []byte {
 	seen := map[tiles.Rect]bool{}
 	var rs []tiles.Rect
 	for _, st := range t.hist[i+1:] {
-		if st.key {
+		if st.key || st.moved {
 			return nil
 		}
 		for _, r := range st.tiles {
@@ -177,11 +239,7 @@ func unionTiles(t *hubTiles, from uint64, f *frameMsg) []byte {
 	slices.SortFunc(rs, func(a, b tiles.Rect) int { return cmp.Or(a.Y-b.Y, a.X-b.X) })
 	var out []byte // nil: cached as "whole"
 	if atlas, ok := t.enc.Atlas(rs); ok || len(rs) == 0 {
-		hdr := tileHeader{frameHeader: f.hdr, Base: from, Tiles: make([][4]int, len(rs))}
-		for i, r := range rs {
-			hdr.Tiles[i] = [4]int{r.X, r.Y, r.W, r.H}
-		}
-		if b := packFrame(hdr, atlas); len(b) < len(f.b) {
+		if b := packFrame(tileHeaderOf(f.hdr, from, tiles.Update{Tiles: rs}), atlas); len(b) < len(f.b) {
 			out = b
 			t.deltas.Add(1)
 		}
@@ -190,11 +248,46 @@ func unionTiles(t *hubTiles, from uint64, f *frameMsg) []byte {
 	return out
 }
 
+// repairTiles sends the tiles that moves left near, from frame seq, once
+// no frame followed it for tileRepairAfter: to each client composing
+// tiles, as an update of seq on seq itself if seq is what it shows, else
+// (its writer has not sent seq yet, or sent something else) frame seq
+// whole. The hub's lock is taken before the encoder's, as nowhere the
+// other way round.
+func repairTiles(h *Hub, seq uint64) {
+	t := h.tiles
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h.closed || h.last == nil || h.last.seq != seq || t.base != seq {
+		return // a newer frame came: it carried the repair, or will
+	}
+	u, ok, err := t.enc.Repair()
+	if err != nil || !ok {
+		return
+	}
+	t.repairs.Add(1)
+	msg := &frameMsg{seq: seq, b: h.last.b, hdr: h.last.hdr, base: seq}
+	if b := packFrame(tileHeaderOf(h.last.hdr, seq, u), u.Atlas); len(b) < len(msg.b) {
+		msg.delta = b
+	}
+	for c := range h.clients {
+		if c.tiles.Load() {
+			c.frame.Store(msg)
+			c.signalFrame()
+		}
+	}
+}
+
 // TileStats are a hub's tile encoder's totals: frames diffed, the time it
 // took, and the updates made (the rest went whole).
 type TileStats struct {
 	Encoded, Deltas int64
 	EncodeTime      time.Duration
+	// Moves: updates that moved the screen (a scroll); Repairs: updates
+	// that made moved tiles exact once the page rested.
+	Moves, Repairs int64
 }
 
 // HubTileStats reads h's tile totals (zero without Config.Tiles).
@@ -202,7 +295,9 @@ func HubTileStats(h *Hub) TileStats {
 	if h.tiles == nil {
 		return TileStats{}
 	}
-	return TileStats{Encoded: h.tiles.encoded.Load(), Deltas: h.tiles.deltas.Load(), EncodeTime: time.Duration(h.tiles.encodeNs.Load())}
+	t := h.tiles
+	return TileStats{Encoded: t.encoded.Load(), Deltas: t.deltas.Load(), EncodeTime: time.Duration(t.encodeNs.Load()),
+		Moves: t.moves.Load(), Repairs: t.repairs.Load()}
 }
 
 // takeCaps notes what c's engine can do ({"t":"caps"}).

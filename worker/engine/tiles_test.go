@@ -273,3 +273,91 @@ func resized(t *testing.T, f browser.Frame, width int) browser.Frame {
 	f.Data, f.Width, f.DeviceWidth = b.Bytes(), width, float64(width)
 	return f
 }
+
+// scrollFrame is a 320×400 viewport at scroll y of a tall page of
+// coloured glyphs (their chroma blocks do not line up after a move by
+// 120: the move leaves near tiles).
+func scrollFrame(t *testing.T, seq uint64, y int) browser.Frame {
+	t.Helper()
+	m := image.NewRGBA(image.Rect(0, 0, 320, 400))
+	draw.Draw(m, m.Bounds(), image.NewUniform(color.RGBA{250, 250, 248, 255}), image.Point{}, draw.Src)
+	for py := 8; py < 2000; py += 20 {
+		for px := 8; px+6 < 320; px += 9 {
+			if (px*7+py*3)%5 == 0 || py-y < -20 || py-y > 420 {
+				continue
+			}
+			ink := color.RGBA{uint8(px % 60), uint8(py % 50), uint8(60 + (px*py)%120), 255}
+			draw.Draw(m, image.Rect(px, py-y, px+5, py-y+12), image.NewUniform(ink), image.Point{}, draw.Src)
+		}
+	}
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, m, &jpeg.Options{Quality: 80}); err != nil {
+		t.Fatal(err)
+	}
+	return browser.Frame{Seq: seq, Data: b.Bytes(), Width: 320, Height: 400, DeviceWidth: 320, DeviceHeight: 400, ScrollY: float64(y), Timestamp: time.Now()}
+}
+
+// TestHubScrollMoves: a frame scrolled since the last is an update that
+// moves the screen ("mv") and carries fewer tiles than the frame has;
+// the tiles the move left near are repaired once no frame follows, as
+// an update of that frame on itself; an engine without tiles gets whole
+// frames only.
+func TestHubScrollMoves(t *testing.T) {
+	f := newHubFixture(t, func(c *Config) { c.Tiles = true })
+	tiled, _ := f.dial(t, AccessOwner)
+	plain, _ := f.dial(t, AccessRead)
+	_ = tiled.WriteJSON(map[string]any{"t": "caps", "tiles": true})
+	_ = tiled.WriteJSON(map[string]any{"t": "ping", "seq": 1})
+	if m, err := nextText(t, tiled); err != nil || m["t"] != "pong" {
+		t.Fatalf("pong: %v %v", m, err)
+	}
+	next := func(conn *websocket.Conn) tileHeader {
+		t.Helper()
+		for {
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			typ, data, err := conn.ReadMessage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if typ != websocket.BinaryMessage {
+				continue
+			}
+			n := binary.BigEndian.Uint32(data)
+			var hdr tileHeader
+			if err := json.Unmarshal(data[4:4+n], &hdr); err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.WriteJSON(map[string]any{"t": "ack", "seq": hdr.Seq})
+			return hdr
+		}
+	}
+	f.fb.Frames <- scrollFrame(t, 1, 0)
+	if h := next(tiled); h.Base != 0 {
+		t.Fatalf("the first frame is an update: %+v", h)
+	}
+	next(plain)
+	f.fb.Frames <- scrollFrame(t, 2, 120)
+	h := next(tiled)
+	if h.Base != 1 || h.Mv == nil || *h.Mv != [2]int{0, 120} {
+		t.Fatalf("the scrolled frame: base %d move %v, want a move by 120 on 1", h.Base, h.Mv)
+	}
+	if len(h.Tiles) == 0 || len(h.Tiles) >= 35/2 || h.Near == 0 {
+		t.Fatalf("the move sent %d of 35 tiles and left %d near; want a few, and some near", len(h.Tiles), h.Near)
+	}
+	if p := next(plain); p.Base != 0 || p.Mv != nil {
+		t.Fatalf("the plain engine got an update: %+v", p)
+	}
+	// No frame follows: the repair comes, on frame 2 itself.
+	r := next(tiled)
+	if r.Seq != 2 || r.Base != 2 || r.Mv != nil || r.Near != 0 || len(r.Tiles) != h.Near {
+		t.Fatalf("the repair: seq %d base %d move %v near %d, %d tiles; want %d tiles on 2", r.Seq, r.Base, r.Mv, r.Near, len(r.Tiles), h.Near)
+	}
+	if s := HubTileStats(f.h); s.Moves != 1 || s.Repairs != 1 {
+		t.Fatalf("tile stats %+v, want a move and a repair", s)
+	}
+	// The plain engine got nothing more: its frame 2 was whole.
+	f.fb.Frames <- scrollFrame(t, 3, 120)
+	if p := next(plain); p.Seq != 3 {
+		t.Fatalf("the plain engine's next frame is %d, want 3", p.Seq)
+	}
+}

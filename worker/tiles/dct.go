@@ -35,8 +35,12 @@ type coefFrame struct {
 	perMCU       int    // blocks per MCU
 	dqt          []byte // the DQT segments, as they were
 	// sums are a hash of each MCU's coefficients: what the next frame is
-	// compared with.
-	sums []uint64
+	// compared with. bsums are each block's (perMCU per MCU, in scan
+	// order), flat whether it has no AC coefficient: a move by whole
+	// blocks but not MCUs compares them (shift.go).
+	sums  []uint64
+	bsums []uint64
+	flat  []bool
 	// at is where each MCU starts in the scan: a changed one is decoded
 	// again from there for the atlas, so no frame's coefficients are
 	// kept (they would be 2.8 MB at 1280×720, 11 MB at twice that).
@@ -286,16 +290,19 @@ func (f *coefFrame) decodeScan(data []byte) error {
 		}
 	}
 	mcus := f.mcusX * f.mcusY
-	if cap(f.sums) < mcus {
+	if cap(f.sums) < mcus || cap(f.bsums) < mcus*f.perMCU {
 		f.sums, f.at = make([]uint64, mcus), make([]mcuStart, mcus)
+		f.bsums, f.flat = make([]uint64, mcus*f.perMCU), make([]bool, mcus*f.perMCU)
 	}
 	f.sums, f.at, f.scan = f.sums[:mcus], f.at[:mcus], data
+	f.bsums, f.flat = f.bsums[:mcus*f.perMCU], f.flat[:mcus*f.perMCU]
 	var st mcuStart
 	st.r.data = data
 	var blk [64]int16
 	for m := range mcus {
 		f.at[m] = st
-		sum, err := f.decodeMCU(&st, func(int) []int16 { clear(blk[:]); return blk[:] })
+		o := m * f.perMCU
+		sum, err := f.decodeMCUBlocks(&st, func(int) []int16 { clear(blk[:]); return blk[:] }, f.bsums[o:o+f.perMCU], f.flat[o:o+f.perMCU])
 		if err != nil {
 			return err
 		}
@@ -307,6 +314,13 @@ func (f *coefFrame) decodeScan(data []byte) error {
 // decodeMCU decodes the MCU at st (which it moves past it), each block
 // into the slice block(i) gives, and returns the MCU's hash.
 func (f *coefFrame) decodeMCU(st *mcuStart, block func(i int) []int16) (uint64, error) {
+	return f.decodeMCUBlocks(st, block, nil, nil)
+}
+
+// decodeMCUBlocks is decodeMCU that also fills bs with each block's hash
+// and flat with whether it has no AC coefficient (a uniform block), if
+// they are not nil (perMCU long).
+func (f *coefFrame) decodeMCUBlocks(st *mcuStart, block func(i int) []int16, bs []uint64, flat []bool) (uint64, error) {
 	r := &st.r
 	sum := uint64(14695981039346656037)
 	i := 0
@@ -314,7 +328,6 @@ func (f *coefFrame) decodeMCU(st *mcuStart, block func(i int) []int16) (uint64, 
 		hd, ha := f.dc[c.td], f.ac[c.ta]
 		for range int(c.h) * int(c.v) {
 			blk := block(i)
-			i++
 			t, err := r.decode(hd)
 			if err != nil {
 				return 0, fmt.Errorf("tiles: DC: %w", err)
@@ -324,7 +337,8 @@ func (f *coefFrame) decodeMCU(st *mcuStart, block func(i int) []int16) (uint64, 
 			}
 			st.pred[ci] += r.receive(t)
 			blk[0] = int16(st.pred[ci])
-			sum = mix(sum, uint64(uint16(blk[0]))|1<<20) // a block's start
+			bsum := mix(14695981039346656037, uint64(uint16(blk[0]))|1<<20) // a block's start
+			uniform := true
 			for k := 1; k < 64; {
 				rs, err := r.decode(ha)
 				if err != nil {
@@ -343,9 +357,15 @@ func (f *coefFrame) decodeMCU(st *mcuStart, block func(i int) []int16) (uint64, 
 					return 0, errors.New("tiles: coefficient past the block")
 				}
 				blk[k] = int16(r.receive(s))
-				sum = mix(sum, uint64(k)<<16|uint64(uint16(blk[k])))
+				bsum = mix(bsum, uint64(k)<<16|uint64(uint16(blk[k])))
+				uniform = false
 				k++
 			}
+			if bs != nil {
+				bs[i], flat[i] = bsum, uniform
+			}
+			sum = mix(sum, bsum)
+			i++
 		}
 	}
 	return sum, nil

@@ -44,6 +44,14 @@ type Update struct {
 	// Changed is the share of the frame's tiles that changed (0..1), also
 	// for a keyframe that most tiles changing made one.
 	Changed float64
+	// Move is a scroll (EncodeMoved): before drawing the tiles, the screen
+	// is copied so that its pixel (x, y) shows what (x+Move.X, y+Move.Y)
+	// showed. Zero: no move.
+	Move image.Point
+	// Near counts the tiles the screen now shows only approximately: moved
+	// content whose JPEG blocks did not line up with the frame's (Repair
+	// sends them).
+	Near int
 }
 
 // Encoder diffs successive frames of one screencast. It is not safe for
@@ -72,10 +80,18 @@ type Encoder struct {
 	// The coefficient path: the previous frame (its hashes) and the
 	// struct the next one is decoded into.
 	prevC, spare *coefFrame
-	sinceKey     int
-	atlasBuf     bytes.Buffer
-	atlasImg     *image.YCbCr
-	changedTs    []Rect
+	// The previous frame's JPEG, and its pixels once a move decoded them
+	// (shift.go).
+	prevData []byte
+	prevImg  *image.YCbCr
+	// near marks the tiles (raster order) a screen shows approximately
+	// since a move; nearN counts them.
+	near      []bool
+	nearN     int
+	sinceKey  int
+	atlasBuf  bytes.Buffer
+	atlasImg  *image.YCbCr
+	changedTs []Rect
 }
 
 // ErrFormat: the frame is not a colour JPEG this package can diff.
@@ -83,12 +99,23 @@ var ErrFormat = errors.New("tiles: frame is not a 4:2:0 or 4:4:4 colour JPEG")
 
 // Reset forgets the previous frame, and the memory kept for the next:
 // the next frame is a keyframe.
-func (e *Encoder) Reset() { e.prev, e.prevC, e.spare = nil, nil, nil }
+func (e *Encoder) Reset() {
+	e.prev, e.prevC, e.spare, e.prevData, e.prevImg = nil, nil, nil, nil, nil
+	e.clearNear()
+}
 
 // Encode returns what changed in frame (a JPEG) since the last frame
 // given. On an error the encoder is reset and the caller sends the frame
 // whole.
 func (e *Encoder) Encode(frame []byte) (Update, error) {
+	return e.EncodeMoved(frame, image.Point{})
+}
+
+// EncodeMoved is Encode of a frame that the page scrolled by mv frame
+// pixels since the last one (the screencast's scroll offsets): the
+// update moves the screen by mv, then draws the tiles that do not equal
+// their moved-in content (shift.go).
+func (e *Encoder) EncodeMoved(frame []byte, mv image.Point) (Update, error) {
 	if !e.PixelsOnly {
 		cur := e.spare
 		if cur == nil {
@@ -96,10 +123,18 @@ func (e *Encoder) Encode(frame []byte) (Update, error) {
 		}
 		err := parseCoef(frame, cur)
 		if err == nil {
-			prev := e.prevC
-			e.prevC, e.spare, e.prev = cur, prev, nil
+			prev, prevData, prevImg := e.prevC, e.prevData, e.prevImg
+			e.prevC, e.spare, e.prev, e.prevData, e.prevImg = cur, prev, nil, frame, nil
 			fresh := prev == nil || !prev.compatible(cur)
-			return e.update(cur.w, cur.h, fresh, func(r Rect) bool { return prev.sameTile(cur, r) },
+			same := func(r Rect) match { return exactOr(prev.sameTile(cur, r)) }
+			if mv != (image.Point{}) && !fresh {
+				var err error
+				if same, err = e.movedCoef(prev, cur, prevData, prevImg, frame, mv); err != nil {
+					e.Reset()
+					return Update{}, err
+				}
+			}
+			return e.update(cur.w, cur.h, fresh, mv, same,
 				func(rs []Rect) ([]byte, error) {
 					cur.atlas(&e.atlasBuf, rs)
 					return bytes.Clone(e.atlasBuf.Bytes()), nil
@@ -121,16 +156,25 @@ func (e *Encoder) Encode(frame []byte) (Update, error) {
 		e.Reset()
 		return Update{}, ErrFormat
 	}
-	return e.EncodeImage(cur)
+	return e.EncodeImageMoved(cur, mv)
 }
 
 // EncodeImage is Encode of a decoded frame (the pixel path); the encoder
 // keeps cur, which the caller must not change afterwards.
 func (e *Encoder) EncodeImage(cur *image.YCbCr) (Update, error) {
+	return e.EncodeImageMoved(cur, image.Point{})
+}
+
+// EncodeImageMoved is EncodeMoved of a decoded frame.
+func (e *Encoder) EncodeImageMoved(cur *image.YCbCr, mv image.Point) (Update, error) {
 	prev := e.prev
-	e.prev, e.prevC = cur, nil
+	e.prev, e.prevC, e.prevData, e.prevImg = cur, nil, nil, nil
 	fresh := prev == nil || prev.Rect != cur.Rect || prev.SubsampleRatio != cur.SubsampleRatio
-	return e.update(cur.Rect.Dx(), cur.Rect.Dy(), fresh, func(r Rect) bool { return sameTile(prev, cur, r, e.Tolerance) },
+	same := func(r Rect) match { return exactOr(sameTile(prev, cur, r, e.Tolerance)) }
+	if mv != (image.Point{}) && !fresh {
+		same = func(r Rect) match { return movedTile(prev, cur, r, mv) }
+	}
+	return e.update(cur.Rect.Dx(), cur.Rect.Dy(), fresh, mv, same,
 		func(rs []Rect) ([]byte, error) { return e.encodeAtlas(cur, rs) })
 }
 
@@ -148,25 +192,44 @@ func (e *Encoder) Atlas(rs []Rect) (atlas []byte, ok bool) {
 }
 
 // update is the frame's update: a keyframe if fresh (nothing to compare
-// with) or by KeyEvery and KeyShare, else the tiles that are not same,
+// with) or by KeyEvery and KeyShare, else the tiles same does not find
+// exact or near (after the move mv), plus, on a frame without a move,
+// the tiles a screen shows only approximately since an earlier move;
 // encoded by atlas.
-func (e *Encoder) update(w, h int, fresh bool, same func(Rect) bool, atlas func([]Rect) ([]byte, error)) (Update, error) {
+func (e *Encoder) update(w, h int, fresh bool, mv image.Point, same func(Rect) match, atlas func([]Rect) ([]byte, error)) (Update, error) {
 	e.sinceKey++
+	cols, rows := (w+Size-1)/Size, (h+Size-1)/Size
 	if fresh || (e.KeyEvery > 0 && e.sinceKey >= e.KeyEvery) {
 		e.sinceKey = 0
+		e.clearNear()
 		return Update{Key: true, Changed: 1}, nil
 	}
-	cols, rows := (w+Size-1)/Size, (h+Size-1)/Size
-	changed := e.changedTs[:0]
+	moved := mv != (image.Point{})
+	var near []bool
+	if moved {
+		near = e.movedNear(w, h, cols, rows, mv)
+	}
+	changed, nearN := e.changedTs[:0], 0
 	for ty := range rows {
 		for tx := range cols {
 			r := Rect{X: tx * Size, Y: ty * Size, W: min(Size, w-tx*Size), H: min(Size, h-ty*Size)}
-			if !same(r) {
+			i := ty*cols + tx
+			switch m := same(r); {
+			case m == matchChanged:
 				changed = append(changed, r)
+				if near != nil {
+					near[i] = false
+				}
+			case !moved && e.nearN > 0 && e.near[i]:
+				changed = append(changed, r) // a repair, with this frame's tile
+			case moved && (m == matchNear || near[i]):
+				near[i] = true
+				nearN++
 			}
 		}
 	}
 	e.changedTs = changed
+	e.clearNear()
 	share := float64(len(changed)) / float64(cols*rows)
 	keyShare := e.KeyShare
 	if keyShare <= 0 {
@@ -176,15 +239,18 @@ func (e *Encoder) update(w, h int, fresh bool, same func(Rect) bool, atlas func(
 		e.sinceKey = 0
 		return Update{Key: true, Changed: share}, nil
 	}
+	if nearN > 0 {
+		e.near, e.nearN = near, nearN
+	}
 	if len(changed) == 0 {
-		return Update{}, nil
+		return Update{Move: mv, Near: nearN}, nil
 	}
 	data, err := atlas(changed)
 	if err != nil {
 		e.Reset()
 		return Update{}, err
 	}
-	return Update{Tiles: append([]Rect(nil), changed...), Atlas: data, Changed: share}, nil
+	return Update{Tiles: append([]Rect(nil), changed...), Atlas: data, Changed: share, Move: mv, Near: nearN}, nil
 }
 
 // sameTile compares tile r of a and b (same bounds and subsampling).
