@@ -135,6 +135,7 @@ type client struct {
 	tiles   atomic.Bool
 	sentSeq atomic.Uint64
 	tileSrc *hubTiles // the hub's (nil: Config.Tiles off)
+	tier    viewerTier
 }
 
 // NewHub makes the hub of cfg.Browser; Watch starts following it.
@@ -590,6 +591,7 @@ type frameMsg struct {
 	delta []byte
 	base  uint64
 	hdr   frameHeader // set with Config.Tiles (a union of updates needs it)
+	tiers tierCache   // forms requantized for slow viewers (tier.go)
 }
 
 type frameHeader struct {
@@ -697,6 +699,7 @@ var clientHandlers = map[msgKind]func(h *Hub, c *client, m *clientEnvelope, raw 
 		a := m.ack()
 		h.frames.acks.Add(1)
 		c.pace.acked(uint64(a.Seq))
+		decideTier(h, c)
 		h.link.acks.Add(1)
 		if h.hintPending() {
 			h.refresh() // the hinted step is decided by this ack's frame

@@ -188,16 +188,20 @@ func addTiles(t *hubTiles, f browser.Frame, msg *frameMsg) {
 // last.
 func frameBytes(c *client, f *frameMsg) []byte {
 	prev := c.sentSeq.Swap(f.seq)
-	if !c.tiles.Load() || prev == 0 {
+	if !c.tiles.Load() {
 		return f.b
 	}
+	lvl := int(c.tier.level.Load())
+	if prev == 0 {
+		return tiered(f, f.b, lvl)
+	}
 	if f.delta != nil && prev == f.base {
-		return f.delta
+		return tiered(f, f.delta, lvl)
 	}
 	if u := unionTiles(c.tileSrc, prev, f); u != nil {
-		return u
+		return tiered(f, u, lvl)
 	}
-	return f.b
+	return tiered(f, f.b, lvl)
 }
 
 // unionTiles is f as an update from frame from: the tiles changed by

@@ -25,21 +25,21 @@ func TestFrameBytes(t *testing.T) {
 		name  string
 		tiles bool
 		sent  uint64 // the last frame sent to the client
-		f     frameMsg
+		f     *frameMsg
 		want  []byte
 	}{
-		{"an engine without tiles", false, 4, frameMsg{seq: 5, b: whole, delta: delta, base: 4}, whole},
-		{"the next frame", true, 4, frameMsg{seq: 5, b: whole, delta: delta, base: 4}, delta},
-		{"after skipped frames, no history to make their union", true, 3, frameMsg{seq: 5, b: whole, delta: delta, base: 4}, whole},
-		{"the first frame, or after a refresh", true, 0, frameMsg{seq: 5, b: whole, delta: delta, base: 4}, whole},
-		{"a keyframe", true, 4, frameMsg{seq: 5, b: whole}, whole},
+		{"an engine without tiles", false, 4, &frameMsg{seq: 5, b: whole, delta: delta, base: 4}, whole},
+		{"the next frame", true, 4, &frameMsg{seq: 5, b: whole, delta: delta, base: 4}, delta},
+		{"after skipped frames, no history to make their union", true, 3, &frameMsg{seq: 5, b: whole, delta: delta, base: 4}, whole},
+		{"the first frame, or after a refresh", true, 0, &frameMsg{seq: 5, b: whole, delta: delta, base: 4}, whole},
+		{"a keyframe", true, 4, &frameMsg{seq: 5, b: whole}, whole},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &client{}
 			c.tiles.Store(tc.tiles)
 			c.sentSeq.Store(tc.sent)
-			if got := frameBytes(c, &tc.f); !bytes.Equal(got, tc.want) {
+			if got := frameBytes(c, tc.f); !bytes.Equal(got, tc.want) {
 				t.Fatalf("sent %q, want %q", got, tc.want)
 			}
 			if c.sentSeq.Load() != tc.f.seq {

@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cloudbrowser-go/cloudbrowser/worker/tiles"
+)
+
+// Per-viewer quality (issue 39). The hub grades its frames to its
+// best-connected viewer's link (grade.go), and a slower viewer gets
+// fewer of them (pace.go). With tiles, it also gets coarser ones: each
+// client has a tier, and what its writer sends (whole frame, update,
+// union) is requantized to that tier (tiles.Requantize: no pixel
+// decoded; 0.66× and 0.48× the bytes), once per frame, form and tier,
+// shared by every viewer on that tier.
+//
+// A client's tier follows its own acks: one step coarser when its last
+// frame took longer than linkSlow while another viewer's took less (the
+// hub's grade follows that one, so it would not help this one); one
+// step finer after linkUpAfter acks that predict the finer tier under
+// linkFast, or at once when it is the best-connected viewer (the hub's
+// grade is then its own). Going finer sends the next frame whole, so
+// the coarse tiles do not stay.
+
+// viewerTier is a client's tier and what decides it.
+type viewerTier struct {
+	level atomic.Int32
+	mu    sync.Mutex
+	seen  uint64 // the pacer's samples at the last decision
+	hold  uint64 // no decision before samples reach this
+	good  int
+}
+
+// tierBytes is each tier's bytes relative to tier 0 (tiles.TierLow's
+// and TierLowest's measured costs).
+var tierBytes = [tiles.Tiers]float64{1, 0.66, 0.48}
+
+// decideTier moves c's tier after an ack, from its transfer time and the
+// other clients'.
+func decideTier(h *Hub, c *client) {
+	if h.tiles == nil || !c.tiles.Load() {
+		return
+	}
+	x, n := c.pace.transfer()
+	t := &c.tier
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n == 0 || n == t.seen || n < t.hold {
+		return
+	}
+	t.seen = n
+	best := time.Duration(0) // the fastest other client's
+	h.mu.Lock()
+	for o := range h.clients {
+		if ox, on := o.pace.transfer(); o != c && on > 0 && (best == 0 || ox < best) {
+			best = ox
+		}
+	}
+	h.mu.Unlock()
+	lvl := int(t.level.Load())
+	switch {
+	case best == 0 || x <= best:
+		t.good = 0
+		if lvl > 0 {
+			t.set(c, 0, n) // the hub's grade is this viewer's own
+		}
+	case x > linkSlow && best < linkSlow && lvl < tiles.Tiers-1:
+		t.good = 0
+		t.set(c, lvl+1, n)
+	case lvl > 0 && time.Duration(float64(x)*tierBytes[lvl-1]/tierBytes[lvl]) < linkFast:
+		if t.good++; t.good >= linkUpAfter {
+			t.good = 0
+			t.set(c, lvl-1, n)
+		}
+	default:
+		t.good = 0
+	}
+}
+
+// set moves the tier (under t.mu); finer sends the next frame whole.
+func (t *viewerTier) set(c *client, lvl int, samples uint64) {
+	was := int(t.level.Swap(int32(lvl)))
+	t.hold = samples + linkSettle
+	if lvl < was {
+		c.sentSeq.Store(0)
+	}
+	c.log.Debug().Int("tier", lvl).Int("was", was).Msg("viewer's frames requantized for its link")
+}
+
+// tierCache holds a frame message's forms requantized, per form and
+// tier.
+type tierCache struct {
+	mu sync.Mutex
+	m  map[tierKey][]byte
+}
+
+type tierKey struct {
+	form *byte // the form's first byte: f.b, f.delta, or a union
+	tier int
+}
+
+// tiered is b, one of f's forms (a packed frame message), at tier lvl:
+// its JPEG requantized under the same header. b itself if that fails
+// (not a JPEG the coefficient path reads).
+func tiered(f *frameMsg, b []byte, lvl int) []byte {
+	if lvl <= 0 || len(b) < 4 {
+		return b
+	}
+	k := tierKey{&b[0], lvl}
+	f.tiers.mu.Lock()
+	defer f.tiers.mu.Unlock()
+	if out, ok := f.tiers.m[k]; ok {
+		return out
+	}
+	out := b
+	if n := int(binary.BigEndian.Uint32(b)); 4+n < len(b) {
+		if img, err := tiles.Requantize(b[4+n:], lvl); err == nil && len(img) < len(b)-4-n {
+			out = make([]byte, 0, 4+n+len(img))
+			out = append(append(out, b[:4+n]...), img...)
+		}
+	}
+	if f.tiers.m == nil {
+		f.tiers.m = map[tierKey][]byte{}
+	}
+	f.tiers.m[k] = out
+	return out
+}
