@@ -395,7 +395,12 @@ func (a *coefFrame) sameTile(b *coefFrame, r Rect) bool {
 // with f's quantization tables and the standard Huffman tables (which
 // code every value, whatever tables f came with). MCUs past the frame's
 // edge are blank.
-func (f *coefFrame) atlas(out *bytes.Buffer, rs []Rect) {
+func (f *coefFrame) atlas(out *bytes.Buffer, rs []Rect) { f.atlasCoarse(out, rs, nil, nil) }
+
+// atlasCoarse is atlas with the tiles rs[i] for which coarse[i] holds
+// coarsened to tc's steps but written with f's own tables (coarsen): one
+// atlas, one table per component, yet a busy tile costs ~0.6× its bytes.
+func (f *coefFrame) atlasCoarse(out *bytes.Buffer, rs []Rect, coarse []bool, tc *tierCodec) {
 	out.Reset()
 	out.Write([]byte{0xFF, 0xD8})
 	out.Write(f.dqt)
@@ -420,12 +425,13 @@ func (f *coefFrame) atlas(out *bytes.Buffer, rs []Rect) {
 	var pred [3]int32
 	per := f.perMCU * 64
 	blank, mcuBuf := make([]int16, per), make([]int16, per)
-	for _, r := range rs {
+	for i, r := range rs {
+		rough := tc != nil && i < len(coarse) && coarse[i]
 		for my := range Size / f.mcuH {
 			for mx := range Size / f.mcuW {
 				sx, sy := r.X/f.mcuW+mx, r.Y/f.mcuH+my
-				mcu := blank
-				if sx < f.mcusX && sy < f.mcusY {
+				mcu, inside := blank, sx < f.mcusX && sy < f.mcusY
+				if inside {
 					// Decoded again: the scan read it without error once.
 					clear(mcuBuf)
 					st := f.at[sy*f.mcusX+sx]
@@ -436,6 +442,9 @@ func (f *coefFrame) atlas(out *bytes.Buffer, rs []Rect) {
 				for ci, c := range f.comps {
 					tab := &stdTables[min(ci, 1)]
 					for range int(c.h) * int(c.v) {
+						if rough && inside {
+							tc.rq[ci].coarsen(mcu[off : off+64])
+						}
 						w.block(mcu[off:off+64], &pred[ci], tab)
 						off += 64
 					}

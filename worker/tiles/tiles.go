@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
+	"slices"
 )
 
 // Size is a tile's side in pixels.
@@ -85,13 +86,16 @@ type Encoder struct {
 	prevData []byte
 	prevImg  *image.YCbCr
 	// near marks the tiles (raster order) a screen shows approximately
-	// since a move; nearN counts them.
-	near      []bool
-	nearN     int
+	// since a move or a busy tile's coarse update; nearN counts them.
+	near  []bool
+	nearN int
+	// hot is each tile's change history, a bit a frame (hot.go).
+	hot       []uint8
 	sinceKey  int
 	atlasBuf  bytes.Buffer
 	atlasImg  *image.YCbCr
 	changedTs []Rect
+	roughTs   []bool
 }
 
 // ErrFormat: the frame is not a colour JPEG this package can diff.
@@ -134,9 +138,15 @@ func (e *Encoder) EncodeMoved(frame []byte, mv image.Point) (Update, error) {
 					return Update{}, err
 				}
 			}
-			return e.update(cur.w, cur.h, fresh, mv, same,
-				func(rs []Rect) ([]byte, error) {
-					cur.atlas(&e.atlasBuf, rs)
+			return e.update(cur.w, cur.h, fresh, mv, same, true,
+				func(rs []Rect, coarse []bool) ([]byte, error) {
+					var tc *tierCodec
+					if slices.Contains(coarse, true) {
+						if t, ok := cur.tierOf(TierLow); ok {
+							tc = &t
+						}
+					}
+					cur.atlasCoarse(&e.atlasBuf, rs, coarse, tc)
 					return bytes.Clone(e.atlasBuf.Bytes()), nil
 				})
 		}
@@ -174,8 +184,8 @@ func (e *Encoder) EncodeImageMoved(cur *image.YCbCr, mv image.Point) (Update, er
 	if mv != (image.Point{}) && !fresh {
 		same = func(r Rect) match { return movedTile(prev, cur, r, mv) }
 	}
-	return e.update(cur.Rect.Dx(), cur.Rect.Dy(), fresh, mv, same,
-		func(rs []Rect) ([]byte, error) { return e.encodeAtlas(cur, rs) })
+	return e.update(cur.Rect.Dx(), cur.Rect.Dy(), fresh, mv, same, false,
+		func(rs []Rect, _ []bool) ([]byte, error) { return e.encodeAtlas(cur, rs) })
 }
 
 // Atlas encodes the tiles rs of the last frame Encode took, which the
@@ -194,41 +204,49 @@ func (e *Encoder) Atlas(rs []Rect) (atlas []byte, ok bool) {
 // update is the frame's update: a keyframe if fresh (nothing to compare
 // with) or by KeyEvery and KeyShare, else the tiles same does not find
 // exact or near (after the move mv), plus, on a frame without a move,
-// the tiles a screen shows only approximately since an earlier move;
-// encoded by atlas.
-func (e *Encoder) update(w, h int, fresh bool, mv image.Point, same func(Rect) match, atlas func([]Rect) ([]byte, error)) (Update, error) {
+// the tiles a screen shows only approximately since an earlier update;
+// encoded by atlas, busy tiles coarsened if coarse (hot.go).
+func (e *Encoder) update(w, h int, fresh bool, mv image.Point, same func(Rect) match, coarse bool, atlas func([]Rect, []bool) ([]byte, error)) (Update, error) {
 	e.sinceKey++
 	cols, rows := (w+Size-1)/Size, (h+Size-1)/Size
+	moved := mv != (image.Point{})
+	e.history(cols*rows, fresh || moved)
 	if fresh || (e.KeyEvery > 0 && e.sinceKey >= e.KeyEvery) {
 		e.sinceKey = 0
 		e.clearNear()
 		return Update{Key: true, Changed: 1}, nil
 	}
-	moved := mv != (image.Point{})
-	var near []bool
+	var near []bool // the near set after this frame
 	if moved {
 		near = e.movedNear(w, h, cols, rows, mv)
 	}
-	changed, nearN := e.changedTs[:0], 0
+	changed, rough := e.changedTs[:0], e.roughTs[:0]
 	for ty := range rows {
 		for tx := range cols {
 			r := Rect{X: tx * Size, Y: ty * Size, W: min(Size, w-tx*Size), H: min(Size, h-ty*Size)}
 			i := ty*cols + tx
 			switch m := same(r); {
 			case m == matchChanged:
-				changed = append(changed, r)
-				if near != nil {
+				e.hot[i] |= 1
+				busy := coarse && !moved && e.busy(i)
+				changed, rough = append(changed, r), append(rough, busy)
+				if busy {
+					if near == nil {
+						near = make([]bool, cols*rows)
+					}
+					near[i] = true
+				} else if near != nil {
 					near[i] = false
 				}
 			case !moved && e.nearN > 0 && e.near[i]:
-				changed = append(changed, r) // a repair, with this frame's tile
+				// A repair, exact, with this frame's tile.
+				changed, rough = append(changed, r), append(rough, false)
 			case moved && (m == matchNear || near[i]):
 				near[i] = true
-				nearN++
 			}
 		}
 	}
-	e.changedTs = changed
+	e.changedTs, e.roughTs = changed, rough
 	e.clearNear()
 	share := float64(len(changed)) / float64(cols*rows)
 	keyShare := e.KeyShare
@@ -239,13 +257,19 @@ func (e *Encoder) update(w, h int, fresh bool, mv image.Point, same func(Rect) m
 		e.sinceKey = 0
 		return Update{Key: true, Changed: share}, nil
 	}
+	nearN := 0
+	for _, n := range near {
+		if n {
+			nearN++
+		}
+	}
 	if nearN > 0 {
 		e.near, e.nearN = near, nearN
 	}
 	if len(changed) == 0 {
 		return Update{Move: mv, Near: nearN}, nil
 	}
-	data, err := atlas(changed)
+	data, err := atlas(changed, rough)
 	if err != nil {
 		e.Reset()
 		return Update{}, err
