@@ -162,19 +162,7 @@ func nextText(t *testing.T, conn *websocket.Conn) (map[string]any, error) {
 // acknowledges.
 func nextFrame(t *testing.T, conn *websocket.Conn) uint64 {
 	t.Helper()
-	for {
-		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		typ, data, err := conn.ReadMessage()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if typ != websocket.BinaryMessage {
-			continue
-		}
-		h, _ := frameOf(t, data)
-		_ = conn.WriteJSON(map[string]any{"t": "ack", "seq": h.Seq})
-		return h.Seq
-	}
+	return nextHeader(t, conn).Seq
 }
 
 func smallFrame(seq uint64) browser.Frame {

@@ -130,30 +130,9 @@ func TestHubTileUpdates(t *testing.T) {
 	if m, err := nextText(t, tiled); err != nil || m["t"] != "pong" {
 		t.Fatalf("pong: %v %v", m, err)
 	}
-	// next reads conn's next frame message, acknowledges it and returns
-	// its seq and base (0: a whole frame).
 	next := func(conn *websocket.Conn) (seq, base uint64) {
-		t.Helper()
-		for {
-			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			typ, data, err := conn.ReadMessage()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if typ != websocket.BinaryMessage {
-				continue
-			}
-			n := binary.BigEndian.Uint32(data)
-			var hdr tileHeader
-			if err := json.Unmarshal(data[4:4+n], &hdr); err != nil {
-				t.Fatal(err)
-			}
-			if (hdr.Tiles != nil) != (hdr.Base != 0) {
-				t.Fatalf("header %s: tiles and base go together", data[4:4+n])
-			}
-			_ = conn.WriteJSON(map[string]any{"t": "ack", "seq": hdr.Seq})
-			return hdr.Seq, hdr.Base
-		}
+		h := nextHeader(t, conn)
+		return h.Seq, h.Base
 	}
 	steps := []struct {
 		seq       uint64
@@ -311,26 +290,7 @@ func TestHubScrollMoves(t *testing.T) {
 	if m, err := nextText(t, tiled); err != nil || m["t"] != "pong" {
 		t.Fatalf("pong: %v %v", m, err)
 	}
-	next := func(conn *websocket.Conn) tileHeader {
-		t.Helper()
-		for {
-			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			typ, data, err := conn.ReadMessage()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if typ != websocket.BinaryMessage {
-				continue
-			}
-			n := binary.BigEndian.Uint32(data)
-			var hdr tileHeader
-			if err := json.Unmarshal(data[4:4+n], &hdr); err != nil {
-				t.Fatal(err)
-			}
-			_ = conn.WriteJSON(map[string]any{"t": "ack", "seq": hdr.Seq})
-			return hdr
-		}
-	}
+	next := func(conn *websocket.Conn) tileHeader { return nextHeader(t, conn) }
 	f.fb.Frames <- scrollFrame(t, 1, 0)
 	if h := next(tiled); h.Base != 0 {
 		t.Fatalf("the first frame is an update: %+v", h)
@@ -359,5 +319,31 @@ func TestHubScrollMoves(t *testing.T) {
 	f.fb.Frames <- scrollFrame(t, 3, 120)
 	if p := next(plain); p.Seq != 3 {
 		t.Fatalf("the plain engine's next frame is %d, want 3", p.Seq)
+	}
+}
+
+// nextHeader reads conn's next frame message, acknowledges it and returns
+// its header (base 0: a whole frame).
+func nextHeader(t *testing.T, conn *websocket.Conn) tileHeader {
+	t.Helper()
+	for {
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		typ, data, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ != websocket.BinaryMessage {
+			continue
+		}
+		n := binary.BigEndian.Uint32(data)
+		var hdr tileHeader
+		if err := json.Unmarshal(data[4:4+n], &hdr); err != nil {
+			t.Fatal(err)
+		}
+		if (hdr.Tiles != nil) != (hdr.Base != 0) {
+			t.Fatalf("header %s: tiles and base go together", data[4:4+n])
+		}
+		_ = conn.WriteJSON(map[string]any{"t": "ack", "seq": hdr.Seq})
+		return hdr
 	}
 }

@@ -402,24 +402,7 @@ func (f *coefFrame) atlas(out *bytes.Buffer, rs []Rect) { f.atlasCoarse(out, rs,
 // atlas, one table per component, yet a busy tile costs ~0.6× its bytes.
 func (f *coefFrame) atlasCoarse(out *bytes.Buffer, rs []Rect, coarse []bool, tc *tierCodec) {
 	out.Reset()
-	out.Write([]byte{0xFF, 0xD8})
-	out.Write(f.dqt)
-	nc := len(f.comps)
-	h := len(rs) * Size
-	out.Write([]byte{0xFF, 0xC0, 0, byte(8 + 3*nc), 8, byte(h >> 8), byte(h), 0, Size, byte(nc)})
-	for _, c := range f.comps {
-		out.Write([]byte{c.id, c.h<<4 | c.v, c.tq})
-	}
-	out.Write(stdDHT)
-	out.Write([]byte{0xFF, 0xDA, 0, byte(6 + 2*nc), byte(nc)})
-	for i, c := range f.comps {
-		t := byte(0x00)
-		if i > 0 {
-			t = 0x11
-		}
-		out.Write([]byte{c.id, t})
-	}
-	out.Write([]byte{0, 63, 0})
+	f.tierHeader(out, f.dqt, Size, len(rs)*Size)
 
 	w := bitWriter{out: out}
 	var pred [3]int32
