@@ -15,6 +15,10 @@
 #                                             # (CPU and PSS columns add up all the workers)
 #   CB_RENDER_SCALE=0.5 …                     # the worker draws pages at half their pixels (--render-scale)
 #   CB_FRAME_SCALE_MIN=1 …                    # no graded frames: the baseline
+#   TILES=1 …                                 # every client asks for tile updates ({"t":"caps","tiles":true}),
+#                                             # as engine.js does; the worker sends them with --frame-tiles (its
+#                                             # default, CB_FRAME_TILES). Without TILES, clients send no caps
+#                                             # and get whole frames from the same worker: the baseline
 #   KEEP_LOG=/tmp/cap.log LOG_LEVEL=info …    # keeps the cluster's log
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -25,6 +29,7 @@ KNEE=${KNEE:-100ms}
 AFTER_KNEE=${AFTER_KNEE:-0}
 PERF=${PERF:-1}
 VIEWERS=${VIEWERS:-1}
+TILES=${TILES:-0}
 WORKERS=${WORKERS:-1}
 (cd "$ROOT" && go build -o "$TMP/bin/" ./cmd/cloudbrowser ./scripts/bench/cmd/capacity)
 PERF_ARGS=()
@@ -37,7 +42,8 @@ if [ "$PERF" = 1 ]; then
 fi
 CB_QUOTA_BROWSERS_PER_IP=0 CB_QUOTA_INSTANCES_PER_IP=0 CB_QUOTA_SOCKETS_PER_IP=0 CB_QUOTA_NEW_IDENTITIES_BURST=0 \
 	start_up "$ROOT/internal/e2e/testdata/apps" 127.0.0.1:0 --workers "$WORKERS"
-log "cluster at $PUBLIC, worker $WORKER; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+log "cluster at $PUBLIC, worker $WORKER; TILES=$TILES; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 "$TMP/bin/capacity" -public "http://$PUBLIC" -up-pid "$UP_PID" -steps "$STEPS" -rate "$KEYRATE" -window "$WINDOW" \
-	-knee "$KNEE" -after-knee "$AFTER_KNEE" -viewers "$VIEWERS" -workers "$WORKERS" "${PERF_ARGS[@]}"
+	-knee "$KNEE" -after-knee "$AFTER_KNEE" -viewers "$VIEWERS" -workers "$WORKERS" \
+	-tiles="$([ "$TILES" = 1 ] && echo true || echo false)" "${PERF_ARGS[@]}"
 log "load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -6,7 +6,8 @@
 // typing at a fixed rate. At each N it records over a fixed window:
 // input→frame latency p50/p95 (a key to the first frame that shows it,
 // engineclient.Frame.Shows, as inputlatency and slowviewer decide it),
-// frames/s per client, the CPU time of the worker's process tree (the Go
+// frames/s per client (with the share that were tile updates) and bytes/s
+// per client, the CPU time of the worker's process tree (the Go
 // worker and its Chromium children, from /proc/<pid>/stat), its PSS
 // (/proc/<pid>/smaps_rollup) and, for context, the CPU of the master with
 // its embedded proxy, of this load generator and of everything else. It
@@ -14,9 +15,13 @@
 // markdown table and the knee. With -perf-dir it then profiles the worker
 // tree at that load with perf (the worker serves no pprof endpoint). With
 // -workers N, all N workers under up are measured and their columns added
-// up (a run across several workers on one machine).
+// up (a run across several workers on one machine). With -tiles every
+// client asks for tile updates ({"t":"caps","tiles":true}) as the engine
+// does, and takes them as it does (engineclient.Session): an update counts
+// as a frame, and a key's frame is decided by the same header rule; without
+// it, clients get whole frames, as engines did before tiles.
 //
-//	capacity -public http://127.0.0.1:8080 -up-pid 1234 -steps 1,2,4,6,8,12,16
+//	capacity -public http://127.0.0.1:8080 -up-pid 1234 -steps 1,2,4,6,8,12,16 [-tiles]
 package main
 
 import (
@@ -65,6 +70,7 @@ type config struct {
 	connectConcurrent int
 	viewers           int // clients per browser, each typing
 	workers           int // worker processes under up, all measured
+	tiles             bool
 }
 
 func main() {
@@ -88,6 +94,7 @@ func main() {
 	flag.DurationVar(&c.connectTimeout, "connect-timeout", 90*time.Second, "a new client's wait for its browser and first frame")
 	flag.DurationVar(&c.pssEvery, "pss-every", 2*time.Second, "PSS sampling period within a window (the step reports the largest)")
 	flag.IntVar(&c.connectConcurrent, "connect-concurrency", 2, "new clients connected at once")
+	flag.BoolVar(&c.tiles, "tiles", false, `every client asks for tile updates ({"t":"caps","tiles":true}; the worker sends them with --frame-tiles, its default); without it, whole frames`)
 	flag.IntVar(&c.viewers, "viewers", 1, "clients per virtual browser (co-browsing: the same user's Browser URL opened that many times), each typing; steps count browsers")
 	flag.Parse()
 	log.SetFlags(log.Ltime)
@@ -127,6 +134,10 @@ type row struct {
 	p50, p95         time.Duration
 	fps              float64 // frames/s per client, mean
 	fpsMin           float64
+	updatePct        float64 // of the frames, the tile updates, in %
+	kibps            float64 // KiB/s per client, mean
+	unapplied        int     // tile updates dropped so far: not on the frame shown
+	load             string  // the machine's load averages at the window's end
 	cpu              cpuUse
 	pssMiB           float64
 	pssGoMiB         float64
@@ -186,9 +197,9 @@ func run(ctx context.Context, c config) error {
 			break
 		}
 		rows = append(rows, r)
-		log.Printf("N=%d keys=%d p50=%.1fms p95=%.1fms fps/client=%.2f (min %.2f) cpu go=%.0f%% chromium=%.0f%% master+proxy=%.0f%% loadgen=%.0f%% others=%.0f%% machine=%.0f%%/%d pss=%.0fMiB no_frame=%d",
-			r.n, r.keys, engineclient.Ms(r.p50), engineclient.Ms(r.p95), r.fps, r.fpsMin, r.cpu.goPct, r.cpu.chromiumPct,
-			r.cpu.upPct, r.cpu.selfPct, r.cpu.otherPct, r.cpu.machinePct, 100*runtime.NumCPU(), r.pssMiB, r.noFrame)
+		log.Printf("N=%d keys=%d p50=%.1fms p95=%.1fms fps/client=%.2f (min %.2f) updates=%.0f%% KiB/s/client=%.1f cpu go=%.0f%% chromium=%.0f%% master+proxy=%.0f%% loadgen=%.0f%% others=%.0f%% machine=%.0f%%/%d pss=%.0fMiB no_frame=%d unapplied=%d load=%s",
+			r.n, r.keys, engineclient.Ms(r.p50), engineclient.Ms(r.p95), r.fps, r.fpsMin, r.updatePct, r.kibps, r.cpu.goPct, r.cpu.chromiumPct,
+			r.cpu.upPct, r.cpu.selfPct, r.cpu.otherPct, r.cpu.machinePct, 100*runtime.NumCPU(), r.pssMiB, r.noFrame, r.unapplied, r.load)
 		if knee < 0 && r.p95 >= c.knee {
 			knee = len(rows) - 1
 		}
@@ -280,6 +291,11 @@ func connectOne(ctx context.Context, c config, host string) ([]*client, string, 
 			return fail(err)
 		}
 		out = append(out, &client{s: s})
+		if c.tiles {
+			if err := s.AskTiles(); err != nil {
+				return fail(err)
+			}
+		}
 		if i == 0 {
 			err = s.Focus(ctx, c.width, c.height)
 		} else {
@@ -375,12 +391,14 @@ func measure(ctx context.Context, c config, procs procSet, clients []*client, fa
 		return row{}, err
 	}
 	r.cpu = cpu1.since(cpu0)
+	r.load = loadAvg()
 	if err := wait(c.grace); err != nil {
 		return row{}, err
 	}
 	var lat []time.Duration
 	secs := t1.Sub(t0).Seconds()
 	r.fpsMin = -1
+	frameCount, updates := 0, 0
 	for i, cl := range clients {
 		if err := cl.s.Err(); err != nil && !cl.ended {
 			cl.ended = true
@@ -395,17 +413,27 @@ func measure(ctx context.Context, c config, procs procSet, clients []*client, fa
 		}
 		r.keys += len(keys)
 		r.noFrame += missing
-		inWindow := 0
+		inWindow, bytes := 0, 0
 		for _, f := range frames {
 			if f.At.Before(t1) {
 				inWindow++
+				bytes += f.Bytes
+				if f.Update {
+					updates++
+				}
 			}
 		}
+		frameCount += inWindow
+		r.unapplied += cl.s.Unapplied()
 		fps := float64(inWindow) / secs
 		r.fps += fps / float64(len(clients))
+		r.kibps += float64(bytes) / 1024 / secs / float64(len(clients))
 		if r.fpsMin < 0 || fps < r.fpsMin {
 			r.fpsMin = fps
 		}
+	}
+	if frameCount > 0 {
+		r.updatePct = 100 * float64(updates) / float64(frameCount)
 	}
 	if len(lat) == 0 {
 		return row{}, errors.New("no keys typed in the window")
@@ -420,15 +448,26 @@ func printTable(c config, rows []row, knee int) {
 	if c.viewers > 1 {
 		who = fmt.Sprintf("%d on each virtual browser (N counts clients, STEPS browsers)", c.viewers)
 	}
-	fmt.Printf("\n## Capacity: clients typing %g keys/s each, %s (%dx%d), %v per step\n\n",
-		c.rate, who, c.width, c.height, c.window)
+	frames := "whole frames (no caps message)"
+	if c.tiles {
+		frames = "tile updates asked for (caps tiles)"
+	}
+	fmt.Printf("\n## Capacity: clients typing %g keys/s each, %s (%dx%d), %s, %v per step\n\n",
+		c.rate, who, c.width, c.height, frames, c.window)
 	fmt.Printf("CPU%% is of one core (the machine has %d): the workers' Go processes, their Chromium processes, the master with its embedded proxy, this load generator and every other process on the machine. PSS: the workers' trees (of which the Go processes), largest sample in the step.\n\n", runtime.NumCPU())
-	fmt.Println("| N | keys | p50 ms | p95 ms | fps/client (min) | CPU% Go | CPU% Chromium | PSS MiB (Go) | CPU% master+proxy | CPU% load gen | CPU% others | no frame |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("Updates: the share of the frames that were tile updates; KiB/s: what a client received; load: the machine's load averages (1, 5, 15 min) at the window's end.")
+	fmt.Println()
+	fmt.Println("| N | keys | p50 ms | p95 ms | fps/client (min) | updates % | KiB/s/client | CPU% Go | CPU% Chromium | PSS MiB (Go) | CPU% master+proxy | CPU% load gen | CPU% others | no frame | load |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	unapplied := 0
 	for _, r := range rows {
-		fmt.Printf("| %d | %d | %.1f | %.1f | %.2f (%.2f) | %.0f | %.0f | %.0f (%.0f) | %.0f | %.0f | %.0f | %d |\n",
-			r.n, r.keys, engineclient.Ms(r.p50), engineclient.Ms(r.p95), r.fps, r.fpsMin, r.cpu.goPct, r.cpu.chromiumPct,
-			r.pssMiB, r.pssGoMiB, r.cpu.upPct, r.cpu.selfPct, r.cpu.otherPct, r.noFrame)
+		fmt.Printf("| %d | %d | %.1f | %.1f | %.2f (%.2f) | %.0f | %.1f | %.0f | %.0f | %.0f (%.0f) | %.0f | %.0f | %.0f | %d | %s |\n",
+			r.n, r.keys, engineclient.Ms(r.p50), engineclient.Ms(r.p95), r.fps, r.fpsMin, r.updatePct, r.kibps, r.cpu.goPct, r.cpu.chromiumPct,
+			r.pssMiB, r.pssGoMiB, r.cpu.upPct, r.cpu.selfPct, r.cpu.otherPct, r.noFrame, r.load)
+		unapplied = max(unapplied, r.unapplied)
+	}
+	if unapplied > 0 {
+		fmt.Printf("\n%d tile updates in the run came on a frame other than the one a client showed and were dropped (a refresh asked for each)\n", unapplied)
 	}
 	fmt.Println()
 	switch {
@@ -623,6 +662,17 @@ func treePSS(workers []int) (total, goPss uint64, err error) {
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// loadAvg is the machine's 1, 5 and 15 minute load averages, as
+// /proc/loadavg says them.
+func loadAvg() string {
+	b, err := os.ReadFile(filepath.Join(procfs.Dir, "loadavg"))
+	f := strings.Fields(string(b))
+	if err != nil || len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
 
 // profile records the worker's tree with perf for c.perfTime while the
 // clients keep typing, then prints where the samples fall: by process

@@ -98,7 +98,7 @@ func measure(ctx context.Context, host, path string, cookies []*http.Cookie, n i
 	}
 	defer s.Close()
 	if tiles {
-		if err := s.Send(map[string]any{"t": "caps", "tiles": true}); err != nil {
+		if err := s.AskTiles(); err != nil {
 			return nil, 0, err
 		}
 	}

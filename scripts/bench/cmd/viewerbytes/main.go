@@ -88,7 +88,7 @@ func run(public, app string, phase time.Duration, width, height int, scale float
 	}
 	defer conn.Close()
 	if tiles {
-		if err := conn.WriteJSON(map[string]any{"t": "caps", "tiles": true}); err != nil {
+		if err := conn.WriteJSON(engineclient.TilesCaps()); err != nil {
 			return err
 		}
 	}

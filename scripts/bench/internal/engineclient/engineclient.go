@@ -2,7 +2,9 @@
 // engine (docs/client-engine.md): opening an app as a new user (cookie jar,
 // redirects to a Browser URL), its WebSocket, reading frames, acknowledging
 // them as the engine does once it has drawn them, typing, and the rule that
-// decides which frame shows a key.
+// decides which frame shows a key. A Session can ask for tile updates
+// (AskTiles) and takes them as the engine does (docs/client-engine.md,
+// "Tiles").
 package engineclient
 
 import (
@@ -83,7 +85,15 @@ func CheckHello(data []byte) error {
 	return nil
 }
 
-// Frame is what a client learns of a screen frame when it arrives.
+// TilesCaps is the message by which an engine says, once its socket is
+// open, that it composes tile updates; a worker with --frame-tiles then
+// sends it updates on the frame before (docs/client-engine.md, "Tiles").
+// An engine that never sends it gets whole frames.
+func TilesCaps() map[string]any { return map[string]any{"t": "caps", "tiles": true} }
+
+// Frame is what a client learns of a screen frame when it arrives: a whole
+// frame or a tile update, which shows the frame Seq as well once composed
+// on the frame Base.
 type Frame struct {
 	Seq uint64
 	// Painted is the header's ts: when Chromium painted the frame, in ms
@@ -92,18 +102,30 @@ type Frame struct {
 	// At is when the frame arrived.
 	At    time.Time
 	Bytes int
+	// W, H: the frame's size in pixels.
+	W, H int
+	// Update: a tile update (the header has tiles) of Tiles tiles on the
+	// frame Base, not a whole frame.
+	Update bool
+	Base   uint64
+	Tiles  int
 }
 
 // ParseFrame reads the header of a binary frame message that arrived at
-// at: uint32 big-endian header length, JSON header, JPEG.
+// at: uint32 big-endian header length, JSON header, JPEG (a tile update's
+// header also has base and tiles, and its JPEG is the tiles' atlas).
 func ParseFrame(data []byte, at time.Time) (Frame, error) {
 	if len(data) < 4 {
 		return Frame{}, errors.New("malformed frame: no header length")
 	}
 	n := binary.BigEndian.Uint32(data)
 	var hdr struct {
-		Seq uint64 `json:"seq"`
-		TS  int64  `json:"ts"`
+		Seq   uint64    `json:"seq"`
+		TS    int64     `json:"ts"`
+		W     int       `json:"w"`
+		H     int       `json:"h"`
+		Base  uint64    `json:"base"`
+		Tiles *[][4]int `json:"tiles"`
 	}
 	if uint64(n)+4 > uint64(len(data)) {
 		return Frame{}, errors.New("malformed frame: header longer than the message")
@@ -111,7 +133,19 @@ func ParseFrame(data []byte, at time.Time) (Frame, error) {
 	if err := json.Unmarshal(data[4:4+n], &hdr); err != nil {
 		return Frame{}, fmt.Errorf("malformed frame header: %w", err)
 	}
-	return Frame{Seq: hdr.Seq, Painted: time.UnixMilli(hdr.TS), At: at, Bytes: len(data)}, nil
+	f := Frame{Seq: hdr.Seq, Painted: time.UnixMilli(hdr.TS), At: at, Bytes: len(data), W: hdr.W, H: hdr.H}
+	if hdr.Tiles != nil {
+		f.Update, f.Base, f.Tiles = true, hdr.Base, len(*hdr.Tiles)
+	}
+	return f, nil
+}
+
+// AppliesTo reports whether f can be drawn on a screen that shows last
+// (ok: last is a frame drawn): a whole frame always, a tile update only on
+// its base frame at the same size, the engine's rule (web/static/engine.js,
+// drawNext).
+func (f Frame) AppliesTo(last Frame, ok bool) bool {
+	return !f.Update || ok && last.Seq == f.Base && last.W == f.W && last.H == f.H
 }
 
 // Shows is the drivers' rule for the frame that shows a key: the first
@@ -120,7 +154,9 @@ func ParseFrame(data []byte, at time.Time) (Frame, error) {
 // millisecond counts, at most 1 ms early). The paint time keeps a frame
 // painted before the key, still on its way, from passing for the key's:
 // with one key in flight on a quiet screen it is simply the first frame
-// after the key.
+// after the key. The rule reads the header only, so a tile update that a
+// Session drew (one on the frame it shows, AppliesTo) counts as its whole
+// frame would: composed on the frame before, it is that frame's pixels.
 func (f Frame) Shows(sent time.Time) bool {
 	return f.At.After(sent) && !f.Painted.Before(sent.Truncate(time.Millisecond))
 }
@@ -175,17 +211,22 @@ func KeyEvents(k string) (down, up map[string]any) {
 }
 
 // Session is a client engine's socket: one goroutine reads it until
-// Close, records every frame and, with ack, acknowledges each frame as
+// Close, records every frame it draws and, with ack, acknowledges each as
 // the engine does once it has drawn it (the worker paces frames on acks,
-// worker/engine/pace.go). Writes are serialized.
+// worker/engine/pace.go). After AskTiles it takes tile updates as the
+// engine does: one on the frame it shows is drawn (recorded, acked) like a
+// whole frame; one that is not (cannot happen unless the worker errs) is
+// dropped, neither recorded nor acked, and a refresh asked for, whose
+// answer is whole (Unapplied counts them). Writes are serialized.
 type Session struct {
 	conn *websocket.Conn
 	ack  bool
 	wmu  sync.Mutex // gorilla allows one writer at a time
 
-	mu      sync.Mutex
-	frames  []Frame
-	arrived chan struct{} // signalled (not queued) after each frame
+	mu        sync.Mutex
+	frames    []Frame
+	unapplied int
+	arrived   chan struct{} // signalled (not queued) after each frame
 
 	done chan struct{} // closed when the reader ends
 	err  error         // why it ended, once done
@@ -226,8 +267,25 @@ func (s *Session) read() {
 			return
 		}
 		s.mu.Lock()
-		s.frames = append(s.frames, f)
+		var last Frame
+		if len(s.frames) > 0 {
+			last = s.frames[len(s.frames)-1]
+		}
+		drawn := f.AppliesTo(last, len(s.frames) > 0)
+		if drawn {
+			s.frames = append(s.frames, f)
+		} else {
+			s.unapplied++
+		}
 		s.mu.Unlock()
+		if !drawn {
+			if err := s.Send(map[string]any{"t": "refresh"}); err != nil {
+				s.err = err
+				s.conn.Close()
+				return
+			}
+			continue
+		}
 		select {
 		case s.arrived <- struct{}{}:
 		default:
@@ -240,6 +298,18 @@ func (s *Session) read() {
 			}
 		}
 	}
+}
+
+// AskTiles says the engine composes tile updates (TilesCaps): the worker
+// sends them from its next frame on if it runs with --frame-tiles.
+func (s *Session) AskTiles() error { return s.Send(TilesCaps()) }
+
+// Unapplied is the number of tile updates that arrived on a frame other
+// than the one shown and were dropped (0 unless the worker errs).
+func (s *Session) Unapplied() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unapplied
 }
 
 // Send writes one control message.

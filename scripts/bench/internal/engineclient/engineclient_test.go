@@ -23,6 +23,44 @@ func TestParseFrame(t *testing.T) {
 	}
 }
 
+func TestTileUpdate(t *testing.T) {
+	pack := func(hdr string) []byte {
+		msg := binary.BigEndian.AppendUint32(nil, uint32(len(hdr)))
+		return append(append(msg, hdr...), 0xff, 0xd8)
+	}
+	at := time.Unix(1700000001, 0)
+	whole, err := ParseFrame(pack(`{"seq":7,"w":1280,"h":720,"ts":1700000000123}`), at)
+	if err != nil || whole.Update || whole.W != 1280 || whole.H != 720 {
+		t.Fatalf("%+v %v", whole, err)
+	}
+	u, err := ParseFrame(pack(`{"seq":8,"w":1280,"h":720,"ts":1700000000200,"base":7,"tiles":[[0,0,64,64],[64,0,64,64]]}`), at)
+	if err != nil || !u.Update || u.Base != 7 || u.Tiles != 2 || u.Seq != 8 {
+		t.Fatalf("%+v %v", u, err)
+	}
+	empty, err := ParseFrame(pack(`{"seq":9,"w":1280,"h":720,"ts":1700000000300,"base":8,"tiles":[]}`), at)
+	if err != nil || !empty.Update || empty.Tiles != 0 {
+		t.Fatalf("an update without tiles: %+v %v", empty, err)
+	}
+	for _, c := range []struct {
+		name string
+		f    Frame
+		last Frame
+		ok   bool
+		want bool
+	}{
+		{"whole, first", whole, Frame{}, false, true},
+		{"whole on anything", whole, u, true, true},
+		{"update on its base", u, whole, true, true},
+		{"update, nothing shown", u, Frame{}, false, false},
+		{"update on another frame", u, empty, true, false},
+		{"update on another size", u, Frame{Seq: 7, W: 640, H: 360}, true, false},
+	} {
+		if got := c.f.AppliesTo(c.last, c.ok); got != c.want {
+			t.Errorf("%s: AppliesTo %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 func TestLatencies(t *testing.T) {
 	t0 := time.UnixMilli(1_000_000)
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
