@@ -33,6 +33,8 @@ func (w *Worker) newMetrics() *prometheus.Registry {
 		metrics.One("cloudbrowser_browser_rests_total", "Times a browser without a client started resting.", c, func() float64 { return float64(w.counters.Stats().Rests) }),
 		metrics.One("cloudbrowser_browser_wakes_total", "Times a resting browser was woken (a client came, or it went back to its pool).", c,
 			func() float64 { return float64(w.counters.Stats().Wakes) }),
+		metrics.One("cloudbrowser_screencast_scroll_restarts_total", "Screencasts restarted because their last frame missed where the page was scrolled (Chromium dropped it).", c,
+			func() float64 { return float64(w.counters.Stats().ScrollRestarts) }),
 		metrics.One("cloudbrowser_screencast_frame_scale", "Scale of the screencast frames now (1 = full size; smaller while input→frame latency is high, worker/grade).", g,
 			func() float64 { return w.grade.Scale() }),
 		metrics.One("cloudbrowser_screencast_link_graded_browsers", "Browsers whose frames are smaller and coarser because even their best-connected viewer takes over 250 ms per frame.", g,

@@ -149,6 +149,7 @@ type Counters struct {
 	linkGraded                          atomic.Int64 // browsers whose frames are small for their viewers' links
 	resting                             atomic.Int64 // browsers resting now
 	rests, wakes                        atomic.Uint64
+	castRestarts                        atomic.Uint64 // screencasts restarted for a missed scroll (settle.go)
 }
 
 // Stats are the counters' values.
@@ -169,11 +170,14 @@ type Stats struct {
 	// times one started resting and was woken.
 	Resting      int64
 	Rests, Wakes uint64
+	// ScrollRestarts: screencasts restarted because their last frame
+	// missed where the page was scrolled (settle.go).
+	ScrollRestarts uint64
 }
 
 // Stats reads the counters.
 func (c *Counters) Stats() Stats {
 	return Stats{Produced: c.produced.Load(), Sent: c.sent.Load(), Dropped: c.dropped.Load(), Held: c.held.Load(), Acks: c.acks.Load(),
 		Inputs: c.inputs.Load(), Ignored: c.ignored.Load(), LinkGraded: c.linkGraded.Load(),
-		Resting: c.resting.Load(), Rests: c.rests.Load(), Wakes: c.wakes.Load()}
+		Resting: c.resting.Load(), Rests: c.rests.Load(), Wakes: c.wakes.Load(), ScrollRestarts: c.castRestarts.Load()}
 }

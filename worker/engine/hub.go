@@ -55,6 +55,7 @@ type Hub struct {
 	// that joins after that is sent on too, not told the browser closed.
 	moved    bool
 	castStop context.CancelFunc // running screencast
+	settle   hubSettle          // the check for a missed scroll (settle.go)
 	castDone chan struct{}
 	// castFails counts the screencast's failures since its last frame.
 	castFails atomic.Int32
@@ -159,7 +160,8 @@ func NewHub(cfg Config) *Hub {
 	h.clipboard = hubClipboard{b: h.b, g: h.gestures, log: h.log}
 	h.editable = hubEditable{b: h.b, writers: h.toWriters}
 	h.files = &Files{cfg: cfg.Files, b: h.b, g: h.gestures, clk: clk, log: h.log, writers: h.toWriters}
-	h.input = &hubInput{b: h.b, host: h.host, frames: h.frames, log: h.log, closed: h.Closed, gesture: h.gestures.note}
+	h.input = &hubInput{b: h.b, host: h.host, frames: h.frames, log: h.log, closed: h.Closed, gesture: h.gestures.note,
+		scrolled: func() { noteScroll(h) }}
 	h.dialogs = hubDialogs{b: h.b, log: h.log, broadcast: h.broadcast}
 	h.page = h.b.Page()
 	if cfg.Tiles {
@@ -564,7 +566,7 @@ func (h *Hub) fanOut(f browser.Frame) {
 		}
 	}
 	h.host.Touched() // the page changed: snapshotted within the interval
-	msg := &frameMsg{seq: f.Seq, b: encodeFrame(f)}
+	msg := &frameMsg{seq: f.Seq, b: encodeFrame(f), hdr: headerOf(f)}
 	addTiles(h.tiles, f, msg)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -575,6 +577,7 @@ func (h *Hub) fanOut(f browser.Frame) {
 		return
 	}
 	h.last = msg
+	noteScroll(h)
 	for c := range h.clients {
 		if old := c.frame.Swap(msg); old != nil {
 			h.frames.dropped.Add(1)
@@ -590,7 +593,7 @@ type frameMsg struct {
 	b     []byte
 	delta []byte
 	base  uint64
-	hdr   frameHeader // set with Config.Tiles (a union of updates needs it)
+	hdr   frameHeader // a union of updates needs it, and a missed scroll (settle.go)
 	tiers tierCache   // forms requantized for slow viewers (tier.go)
 }
 

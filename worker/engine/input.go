@@ -36,6 +36,8 @@ type hubInput struct {
 	closed func() bool
 	// gesture notes a viewer's input the page may answer with a copy.
 	gesture func(c *client, t browser.InputType)
+	// scrolled follows a wheel or key up (settle.go).
+	scrolled func()
 
 	// paintAt is when the last input that paints was handed to the
 	// browser (UnixNano, 0 = shown); the hub's next frame takes it.
@@ -85,6 +87,10 @@ func (in *hubInput) dispatch(c *client, ev browser.InputEvent) {
 			return
 		}
 		in.log.Debug().Err(err).Str("type", string(ev.Type)).Msg("input failed")
+		return
+	}
+	if in.scrolled != nil && (ev.Type == browser.InputWheel || ev.Type == browser.InputKeyDown || ev.Type == browser.InputRawKeyDown) {
+		in.scrolled()
 	}
 }
 

@@ -37,6 +37,9 @@ type Fake struct {
 	chosen      map[uint64][]string
 	dropped     [][]string
 	downloadDir string
+	scroll      [2]float64 // the page's scroll (SetScroll)
+	casts       int        // screencasts started
+	scrollReads int        // the scroll read by Evaluate
 }
 
 // subs are the subscribers of one kind of event.
@@ -209,6 +212,9 @@ func New(t testing.TB) *Fake {
 
 // Screencast implements browser.Browser.
 func (f *Fake) Screencast(ctx context.Context, _ browser.ScreencastOptions, sink func(browser.Frame)) error {
+	f.mu.Lock()
+	f.casts++
+	f.mu.Unlock()
 	for {
 		select {
 		case <-ctx.Done():
@@ -237,6 +243,37 @@ func (f *Fake) Input(ctx context.Context, ev browser.InputEvent) error {
 	}
 	f.inputs = append(f.inputs, ev)
 	return nil
+}
+
+// SetScroll sets where the page is scrolled, as Evaluate("[scrollX,
+// scrollY]") reads it.
+func (f *Fake) SetScroll(x, y float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.scroll = [2]float64{x, y}
+}
+
+// Evaluate implements browser.Browser for the page's scroll; anything
+// else goes to the Null browser.
+func (f *Fake) Evaluate(ctx context.Context, expr string, out any) error {
+	if expr != "[scrollX, scrollY]" {
+		return f.Browser.Evaluate(ctx, expr, out)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.scrollReads++
+	if p, ok := out.(*[2]float64); ok {
+		*p = f.scroll
+	}
+	return nil
+}
+
+// Casts counts the screencasts started, and the times Evaluate read the
+// scroll.
+func (f *Fake) Casts() (started, scrollReads int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.casts, f.scrollReads
 }
 
 // FailResizes makes the next n resizes fail.
