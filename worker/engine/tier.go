@@ -22,8 +22,8 @@ import (
 // hub's grade follows that one, so it would not help this one); one
 // step finer after linkUpAfter acks that predict the finer tier under
 // linkFast, or at once when it is the best-connected viewer (the hub's
-// grade is then its own). Going finer sends the next frame whole, so
-// the coarse tiles do not stay.
+// grade is then its own). Going finer sends the last frame again, whole,
+// so the coarse tiles do not stay, also on a page at rest.
 
 // viewerTier is a client's tier and what decides it.
 type viewerTier struct {
@@ -65,27 +65,28 @@ func decideTier(h *Hub, c *client) {
 	case best == 0 || x <= best:
 		t.good = 0
 		if lvl > 0 {
-			t.set(c, 0, n) // the hub's grade is this viewer's own
+			t.set(h, c, 0, n) // the hub's grade is this viewer's own
 		}
 	case x > linkSlow && best < linkSlow && lvl < tiles.Tiers-1:
 		t.good = 0
-		t.set(c, lvl+1, n)
+		t.set(h, c, lvl+1, n)
 	case lvl > 0 && time.Duration(float64(x)*tierBytes[lvl-1]/tierBytes[lvl]) < linkFast:
 		if t.good++; t.good >= linkUpAfter {
 			t.good = 0
-			t.set(c, lvl-1, n)
+			t.set(h, c, lvl-1, n)
 		}
 	default:
 		t.good = 0
 	}
 }
 
-// set moves the tier (under t.mu); finer sends the next frame whole.
-func (t *viewerTier) set(c *client, lvl int, samples uint64) {
+// set moves the tier (under t.mu); finer sends the last frame again,
+// whole (on a page at rest no next frame would come).
+func (t *viewerTier) set(h *Hub, c *client, lvl int, samples uint64) {
 	was := int(t.level.Swap(int32(lvl)))
 	t.hold = samples + linkSettle
 	if lvl < was {
-		c.sentSeq.Store(0)
+		h.refreshFrame(c)
 	}
 	c.log.Debug().Int("tier", lvl).Int("was", was).Msg("viewer's frames requantized for its link")
 }
