@@ -22,6 +22,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/cdpraw"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/testutil"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
@@ -629,8 +630,7 @@ func shotSame(t *testing.T, c *cluster, browserPath string, b browser.Browser, p
 // through the gate like any automation client (chromedp would first open
 // a tab of its own in the session's context).
 type cdpPage struct {
-	ws      *websocket.Conn
-	last    int
+	cdp     cdpraw.Conn
 	session string
 }
 
@@ -642,7 +642,7 @@ func dialSessionPage(t *testing.T, cdpURL string) *cdpPage {
 		t.Fatalf("dial %s: %v", cdpURL, err)
 	}
 	t.Cleanup(func() { ws.Close() })
-	p := &cdpPage{ws: ws}
+	p := &cdpPage{cdp: cdpraw.Conn{WS: ws, Timeout: testutil.Scale(20 * time.Second)}}
 	var targets struct {
 		TargetInfos []struct {
 			TargetID string `json:"targetId"`
@@ -675,43 +675,8 @@ func dialSessionPage(t *testing.T, cdpURL string) *cdpPage {
 // result into out (if not nil); events meanwhile are dropped.
 func (p *cdpPage) call(t *testing.T, method string, params, out any) {
 	t.Helper()
-	p.last++
-	msg := map[string]any{"id": p.last, "method": method}
-	if params != nil {
-		msg["params"] = params
-	}
-	if p.session != "" {
-		msg["sessionId"] = p.session
-	}
-	p.ws.SetWriteDeadline(time.Now().Add(20 * time.Second))
-	if err := p.ws.WriteJSON(msg); err != nil {
-		t.Fatalf("%s: %v", method, err)
-	}
-	p.ws.SetReadDeadline(time.Now().Add(testutil.Scale(20 * time.Second)))
-	for {
-		var r struct {
-			ID     int             `json:"id"`
-			Result json.RawMessage `json:"result"`
-			Error  *struct {
-				Code    int    `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if err := p.ws.ReadJSON(&r); err != nil {
-			t.Fatalf("%s: %v", method, err)
-		}
-		if r.ID != p.last {
-			continue
-		}
-		if r.Error != nil {
-			t.Fatalf("%s: %d %s", method, r.Error.Code, r.Error.Message)
-		}
-		if out != nil {
-			if err := json.Unmarshal(r.Result, out); err != nil {
-				t.Fatalf("%s: %v", method, err)
-			}
-		}
-		return
+	if err := p.cdp.Call(p.session, method, params, out); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -42,6 +42,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/cdpraw"
+
 	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser/chromium"
 )
@@ -287,10 +289,7 @@ func startChromium(bin string) (string, func(), error) {
 }
 
 // conn is a raw CDP connection, one command at a time (or pipelined).
-type conn struct {
-	ws   *websocket.Conn
-	next int
-}
+type conn struct{ cdpraw.Conn }
 
 func dial(u string) (*conn, error) {
 	ws, _, err := websocket.DefaultDialer.Dial(u, nil)
@@ -298,45 +297,12 @@ func dial(u string) (*conn, error) {
 		return nil, fmt.Errorf("dial: %w", err)
 	}
 	ws.SetReadLimit(64 << 20)
-	return &conn{ws: ws}, nil
+	return &conn{cdpraw.Conn{WS: ws}}, nil
 }
 
 // call sends one command and reads up to its answer (events are skipped).
 func (c *conn) call(session, method string, params any, result any) error {
-	c.next++
-	m := map[string]any{"id": c.next, "method": method}
-	if params != nil {
-		m["params"] = params
-	}
-	if session != "" {
-		m["sessionId"] = session
-	}
-	if err := c.ws.WriteJSON(m); err != nil {
-		return err
-	}
-	for {
-		var r struct {
-			ID     int             `json:"id"`
-			Result json.RawMessage `json:"result"`
-			Error  *struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		_, raw, err := c.ws.ReadMessage()
-		if err != nil {
-			return err
-		}
-		if json.Unmarshal(raw, &r) != nil || r.ID != c.next {
-			continue
-		}
-		if r.Error != nil {
-			return fmt.Errorf("%s: %s", method, r.Error.Message)
-		}
-		if result != nil {
-			return json.Unmarshal(r.Result, result)
-		}
-		return nil
-	}
+	return c.Call(session, method, params, result)
 }
 
 // roundTrips measures n evaluations in session.
@@ -356,21 +322,21 @@ func (c *conn) roundTrips(session string, n int) ([]time.Duration, error) {
 // unanswered at any time and returns the answers per second.
 func (c *conn) pipelined(session string, depth, count int) (float64, error) {
 	sid, _ := json.Marshal(session)
-	first := c.next + 1
+	first := c.Next + 1
 	frames := make([][]byte, count)
 	for i := range frames {
 		frames[i] = fmt.Appendf(nil, `{"id":%d,"method":"Runtime.evaluate","params":{"expression":"1","returnByValue":true},"sessionId":%s}`, first+i, sid)
 	}
-	c.next += count
+	c.Next += count
 	slots := make(chan struct{}, depth)
 	werr := make(chan error, 1)
-	c.ws.SetReadDeadline(time.Now().Add(2 * time.Minute))
-	defer c.ws.SetReadDeadline(time.Time{})
+	c.WS.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	defer c.WS.SetReadDeadline(time.Time{})
 	t0 := time.Now()
 	go func() {
 		for _, f := range frames {
 			slots <- struct{}{}
-			if err := c.ws.WriteMessage(websocket.TextMessage, f); err != nil {
+			if err := c.WS.WriteMessage(websocket.TextMessage, f); err != nil {
 				werr <- err
 				return
 			}
@@ -378,7 +344,7 @@ func (c *conn) pipelined(session string, depth, count int) (float64, error) {
 		werr <- nil
 	}()
 	for got := 0; got < count; {
-		_, raw, err := c.ws.ReadMessage()
+		_, raw, err := c.WS.ReadMessage()
 		if err != nil {
 			return 0, err
 		}
@@ -566,7 +532,7 @@ func directRound(browserURL string, cfg config) (round, error) {
 	if err != nil {
 		return res, err
 	}
-	defer c.ws.Close()
+	defer c.WS.Close()
 	var bc struct {
 		BrowserContextID string `json:"browserContextId"`
 	}
@@ -633,7 +599,7 @@ func connectSession(public, token, app string) (*conn, string, error) {
 		} `json:"targetInfos"`
 	}
 	if err := c.call("", "Target.getTargets", nil, &ts); err != nil {
-		c.ws.Close()
+		c.WS.Close()
 		return nil, "", err
 	}
 	page := ""
@@ -643,7 +609,7 @@ func connectSession(public, token, app string) (*conn, string, error) {
 		}
 	}
 	if page == "" {
-		c.ws.Close()
+		c.WS.Close()
 		return nil, "", errors.New("the session shows no page")
 	}
 	sid, err := c.attach(page)
@@ -651,7 +617,7 @@ func connectSession(public, token, app string) (*conn, string, error) {
 		err = c.call(sid, "Runtime.evaluate", map[string]any{"expression": "1"}, nil)
 	}
 	if err != nil {
-		c.ws.Close()
+		c.WS.Close()
 		return nil, "", err
 	}
 	return c, sid, nil
@@ -666,7 +632,7 @@ func gatedRound(cfg config, app string, measure bool) (round, error) {
 	if err != nil {
 		return res, err
 	}
-	defer c.ws.Close() // the session ends with its client (no keep-alive)
+	defer c.WS.Close() // the session ends with its client (no keep-alive)
 	res.start = time.Since(t0)
 	if !measure {
 		return res, nil
@@ -724,7 +690,7 @@ func idleSessions(cfg config) error {
 	var open []*conn
 	defer func() {
 		for _, c := range open {
-			c.ws.Close()
+			c.WS.Close()
 		}
 	}()
 	for _, k := range cfg.idle {

@@ -29,7 +29,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -44,6 +43,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cloudbrowser-go/cloudbrowser/internal/cdpraw"
 	"github.com/cloudbrowser-go/cloudbrowser/internal/procfs"
 	"github.com/cloudbrowser-go/cloudbrowser/scripts/bench/internal/engineclient"
 	"github.com/cloudbrowser-go/cloudbrowser/worker/browser"
@@ -394,9 +394,8 @@ func cpu() (children, self time.Duration) {
 // no clip or optimizeForSpeed). It enables no domain: it costs the page
 // nothing between commands.
 type cdpSession struct {
-	ws      *websocket.Conn
+	cdp     cdpraw.Conn
 	session string
-	next    int
 	box     map[string]float64 // the input's box, CSS pixels
 	// width and height of the viewport, CSS pixels
 	width, height float64
@@ -424,7 +423,7 @@ const r=t.getBoundingClientRect();ok([r.x,r.y,r.width,r.height])})`
 	}
 	ws.SetReadLimit(64 << 20)
 	// 4 pixels more each side: the focus ring.
-	s := &cdpSession{ws: ws, box: map[string]float64{"x": r[0] - 4, "y": r[1] - 4, "width": r[2] + 8, "height": r[3] + 8, "scale": 1},
+	s := &cdpSession{cdp: cdpraw.Conn{WS: ws, Timeout: 30 * time.Second}, box: map[string]float64{"x": r[0] - 4, "y": r[1] - 4, "width": r[2] + 8, "height": r[3] + 8, "scale": 1},
 		width: float64(width), height: float64(height)}
 	var a struct {
 		SessionID string `json:"sessionId"`
@@ -437,7 +436,7 @@ const r=t.getBoundingClientRect();ok([r.x,r.y,r.width,r.height])})`
 	return s, nil
 }
 
-func (s *cdpSession) close() { s.ws.Close() }
+func (s *cdpSession) close() { s.cdp.WS.Close() }
 
 // capture takes one screenshot as sh says.
 func (s *cdpSession) capture(quality int, sh shot) ([]byte, error) {
@@ -467,38 +466,9 @@ func (s *cdpSession) capture(quality int, sh shot) ([]byte, error) {
 	return res.Data, err
 }
 
-// call sends one command and reads up to its answer (events are skipped).
+// call sends one command to the page and reads up to its answer.
 func (s *cdpSession) call(method string, params, result any) error {
-	s.next++
-	m := map[string]any{"id": s.next, "method": method, "params": params}
-	if s.session != "" {
-		m["sessionId"] = s.session
-	}
-	s.ws.SetWriteDeadline(time.Now().Add(30 * time.Second))
-	if err := s.ws.WriteJSON(m); err != nil {
-		return err
-	}
-	s.ws.SetReadDeadline(time.Now().Add(30 * time.Second))
-	for {
-		var r struct {
-			ID     int             `json:"id"`
-			Result json.RawMessage `json:"result"`
-			Error  *struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		_, raw, err := s.ws.ReadMessage()
-		if err != nil {
-			return err
-		}
-		if json.Unmarshal(raw, &r) != nil || r.ID != s.next {
-			continue
-		}
-		if r.Error != nil {
-			return fmt.Errorf("%s: %s", method, r.Error.Message)
-		}
-		return json.Unmarshal(r.Result, result)
-	}
+	return s.cdp.Call(s.session, method, params, result)
 }
 
 func perFrame(d time.Duration, frames int64) float64 {
