@@ -51,8 +51,7 @@ func dcStep(t *testing.T, img []byte) int {
 // TestViewerTiers: of two viewers composing tiles, the one whose acks
 // come late gets its frames requantized, the other's stay as Chromium
 // sent them; once the slow one's acks are fast again, it is back on the
-// frames' own quality, starting with a whole frame; and slow again, it
-// gets the last frame sharp once the page rests.
+// frames' own quality, starting with a whole frame.
 func TestViewerTiers(t *testing.T) {
 	f := newHubFixture(t, func(c *Config) { c.Tiles = true })
 	fast, _ := f.dial(t, AccessOwner)
@@ -114,9 +113,7 @@ func TestViewerTiers(t *testing.T) {
 			}
 		}
 	}()
-	var stopOnce sync.Once
-	stopTyping := func() { stopOnce.Do(func() { close(stop); <-done }) }
-	defer stopTyping()
+	defer func() { close(stop); <-done }()
 
 	last := func() got {
 		mu.Lock()
@@ -136,6 +133,7 @@ func TestViewerTiers(t *testing.T) {
 	slowDelay.Store(0)
 	testutil.Eventually(t, 30*time.Second, testutil.Cond("the slow viewer back on the frames' quality", func() bool { return last().dc == 6 }))
 	mu.Lock()
+	defer mu.Unlock()
 	for _, g := range slowGot[switched:] {
 		if g.dc == 6 {
 			if g.base != 0 {
@@ -144,15 +142,4 @@ func TestViewerTiers(t *testing.T) {
 			break
 		}
 	}
-	mu.Unlock()
-
-	// Slow again, then the page rests: the slow viewer's last frame comes
-	// again at the frame's own quality, whole.
-	slowDelay.Store(int64(400 * time.Millisecond))
-	testutil.Eventually(t, 30*time.Second, testutil.Cond("the slow viewer's frames requantized again", func() bool { return last().dc > 6 }))
-	stopTyping()
-	testutil.Eventually(t, 30*time.Second, testutil.Cond("a sharp whole frame once the page rests", func() bool {
-		g := last()
-		return g.dc == 6 && g.base == 0
-	}))
 }
