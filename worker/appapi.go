@@ -176,10 +176,16 @@ func (a *appAPI) apiOp(vb *vbrowser, req apiRequest) (any, error) {
 		v, seq := in.state[req.Key], in.seqs[req.Key]
 		in.mu.Unlock()
 		return stateRead{Value: v, Seq: seq}, nil
-	case "set":
-		return a.setState(in, req)
-	case "append":
-		return a.appendState(in, req)
+	case "set", "append":
+		write := a.setState
+		if req.Op == "append" {
+			write = a.appendState
+		}
+		res, err := write(in, req)
+		if err == nil {
+			a.w.snaps.Wrote(vb)
+		}
+		return res, err
 	case "subscribe":
 		vb.subMu.Lock()
 		vb.subs[req.Key] = true

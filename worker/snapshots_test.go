@@ -73,7 +73,10 @@ type recBrowser struct {
 	browser.Browser // Null for the rest
 	mu              sync.Mutex
 	calls           []string
+	draft           string // what the page's localStorage "draft" holds
 }
+
+func (r *recBrowser) setDraft(s string) { r.mu.Lock(); r.draft = s; r.mu.Unlock() }
 
 func (r *recBrowser) rec(s string) { r.mu.Lock(); r.calls = append(r.calls, s); r.mu.Unlock() }
 
@@ -112,7 +115,13 @@ func (r *recBrowser) Evaluate(ctx context.Context, expr string, out any) error {
 		r.rec("storage " + expr[strings.LastIndex(expr, "})(")+3:len(expr)-1])
 		v = true
 	case strings.Contains(expr, "skipped"):
-		v = map[string]any{"origin": "https://example.test", "local": map[string]string{"theme": "dark"}}
+		local := map[string]string{"theme": "dark"}
+		r.mu.Lock()
+		if r.draft != "" {
+			local["draft"] = r.draft
+		}
+		r.mu.Unlock()
+		v = map[string]any{"origin": "https://example.test", "local": local}
 	default:
 		return errors.New("unsupported")
 	}
@@ -310,6 +319,45 @@ func TestSnapshotInterval(t *testing.T) {
 	host.Touched()
 	host.Resized(640, 480)
 	testutil.Eventually(t, 10*time.Second, testutil.Cond("a 640x480 snapshot", func() bool { s, _ := snaps.get(iid, vb.id); return s.Width == 640 && s.Height == 480 }))
+}
+
+// A page's acknowledged shared-state write snapshots its browser at once,
+// not at the next interval: the draft the page cleared for it must not
+// come back with a failover.
+func TestSnapshotAfterStateWrite(t *testing.T) {
+	snaps := newMemSnapshots()
+	w, app := snapWorker(t, "w-write", snaps, time.Hour)
+	ctx := context.Background()
+	iid := "w-write.writewritewrite"
+	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := w.instances.get(iid)
+	vb, err := w.browsers.browserFor(ctx, in, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := vb.b.(*recBrowser)
+	rb.setDraft("m3")
+	vb.snap.Touched() // typed: left for the periodic snapshot, an hour away
+	testutil.Eventually(t, 10*time.Second, testutil.Cond("the first snapshot", func() bool { _, ok := snaps.get(iid, vb.id); return ok }))
+
+	for _, tc := range []struct {
+		op, draft string
+		req       apiRequest
+	}{
+		{"append", "", apiRequest{Op: "append", Key: "messages", Value: json.RawMessage(`{"text":"m3"}`)}},
+		{"set", "x", apiRequest{Op: "set", Key: "topic", Value: json.RawMessage(`"x"`)}},
+	} {
+		rb.setDraft(tc.draft) // the page changes itself, then writes
+		if _, err := w.api.apiOp(vb, tc.req); err != nil {
+			t.Fatalf("%s: %v", tc.op, err)
+		}
+		testutil.Eventually(t, 10*time.Second, testutil.Cond("a snapshot after the "+tc.op, func() bool {
+			s, _ := snaps.get(iid, vb.id)
+			return s.Local["draft"] == tc.draft
+		}))
+	}
 }
 
 // keysOf are the keys of the keydowns fb took, in order.

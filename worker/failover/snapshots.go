@@ -18,8 +18,9 @@ import (
 )
 
 // Browser snapshots: a browser is snapshotted right after it is made,
-// after each top-level navigation, and at most every interval (Run) while
-// something happens in it (input, repaints). Snapshots run off the input
+// after each top-level navigation, after each shared-state write of its
+// page, and at most every interval (Run) while something happens in it
+// (input, repaints). Snapshots run off the input
 // path, one at a time per browser; one that equals the last one sent is
 // not sent again.
 
@@ -205,6 +206,17 @@ func (sn *Snapshots) PageChanged(b Subject, p browser.Page) {
 	if moved {
 		sn.kick(b)
 	}
+}
+
+// Wrote snapshots b at once: its page's shared-state write was just
+// acknowledged. The page changed itself for that write (a chat clears the
+// draft it sent), and a failover must not bring that draft back next to
+// the message it became, as a snapshot up to an interval old would.
+func (sn *Snapshots) Wrote(b Subject) {
+	if sn == nil {
+		return
+	}
+	sn.kick(b)
 }
 
 // Forget removes a closed browser's snapshot (after any snapshot of it
