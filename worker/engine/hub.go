@@ -167,6 +167,7 @@ func NewHub(cfg Config) *Hub {
 	if cfg.Tiles {
 		h.tiles = newHubTiles(0)
 		h.tiles.rested = func(seq uint64) { repairTiles(h, seq) }
+		h.tiles.sharpen = func(seq uint64) { sharpenTiers(h, seq) }
 	}
 	return h
 }
@@ -595,6 +596,7 @@ type frameMsg struct {
 	base  uint64
 	hdr   frameHeader // a union of updates needs it, and a missed scroll (settle.go)
 	tiers tierCache   // forms requantized for slow viewers (tier.go)
+	sharp bool        // never requantized: a page at rest (sharpenTiers)
 }
 
 type frameHeader struct {

@@ -129,3 +129,31 @@ func tiered(f *frameMsg, b []byte, lvl int) []byte {
 	f.tiers.m[k] = out
 	return out
 }
+
+// tierSharpenAfter: once no frame came for this long (after any repair,
+// tileRepairAfter), a viewer on a coarser tier gets the last frame at
+// the frame's own quality, whole: a page at rest is sharp on every
+// screen, as graded frames are sharpened at rest (grade.go).
+const tierSharpenAfter = tileRepairAfter + 250*time.Millisecond
+
+// sharpenTiers sends frame seq, unrequantized, to the clients on a
+// coarser tier, if it is still the hub's last frame.
+func sharpenTiers(h *Hub, seq uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || h.last == nil || h.last.seq != seq {
+		return
+	}
+	var msg *frameMsg
+	for c := range h.clients {
+		if !c.tiles.Load() || c.tier.level.Load() == 0 {
+			continue
+		}
+		if msg == nil {
+			msg = &frameMsg{seq: seq, b: h.last.b, hdr: h.last.hdr, sharp: true}
+		}
+		c.sentSeq.Store(0) // whole
+		c.frame.Store(msg)
+		c.signalFrame()
+	}
+}

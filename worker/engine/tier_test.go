@@ -51,7 +51,8 @@ func dcStep(t *testing.T, img []byte) int {
 // TestViewerTiers: of two viewers composing tiles, the one whose acks
 // come late gets its frames requantized, the other's stay as Chromium
 // sent them; once the slow one's acks are fast again, it is back on the
-// frames' own quality, starting with a whole frame.
+// frames' own quality, starting with a whole frame; and slow again, it
+// gets the last frame sharp once the page rests.
 func TestViewerTiers(t *testing.T) {
 	f := newHubFixture(t, func(c *Config) { c.Tiles = true })
 	fast, _ := f.dial(t, AccessOwner)
@@ -113,7 +114,9 @@ func TestViewerTiers(t *testing.T) {
 			}
 		}
 	}()
-	defer func() { close(stop); <-done }()
+	var stopOnce sync.Once
+	stopTyping := func() { stopOnce.Do(func() { close(stop); <-done }) }
+	defer stopTyping()
 
 	last := func() got {
 		mu.Lock()
@@ -133,7 +136,6 @@ func TestViewerTiers(t *testing.T) {
 	slowDelay.Store(0)
 	testutil.Eventually(t, 30*time.Second, testutil.Cond("the slow viewer back on the frames' quality", func() bool { return last().dc == 6 }))
 	mu.Lock()
-	defer mu.Unlock()
 	for _, g := range slowGot[switched:] {
 		if g.dc == 6 {
 			if g.base != 0 {
@@ -142,4 +144,15 @@ func TestViewerTiers(t *testing.T) {
 			break
 		}
 	}
+	mu.Unlock()
+
+	// Slow again, then the page rests: the slow viewer's last frame comes
+	// again at the frame's own quality, whole.
+	slowDelay.Store(int64(400 * time.Millisecond))
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("the slow viewer's frames requantized again", func() bool { return last().dc > 6 }))
+	stopTyping()
+	testutil.Eventually(t, 30*time.Second, testutil.Cond("a sharp whole frame once the page rests", func() bool {
+		g := last()
+		return g.dc == 6 && g.base == 0
+	}))
 }

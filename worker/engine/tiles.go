@@ -60,6 +60,9 @@ type hubTiles struct {
 	repair         *time.Timer
 	rested         func(seq uint64) // repairTiles, set by NewHub
 	repairs, moves atomic.Int64
+	// sharpen is sharpenTiers, set by NewHub, armed on every frame.
+	sharpen   func(seq uint64)
+	sharpenAt *time.Timer
 }
 
 // tileStep is one frame's change: its tiles, or key (no update: a new
@@ -168,6 +171,13 @@ func addTiles(t *hubTiles, f browser.Frame, msg *frameMsg) {
 		}
 		t.repair = time.AfterFunc(tileRepairAfter, func() { t.rested(seq) })
 	}
+	if t.sharpen != nil {
+		seq := f.Seq
+		if t.sharpenAt != nil {
+			t.sharpenAt.Stop()
+		}
+		t.sharpenAt = time.AfterFunc(tierSharpenAfter, func() { t.sharpen(seq) })
+	}
 	if u.Key || base == 0 {
 		return
 	}
@@ -192,6 +202,9 @@ func frameBytes(c *client, f *frameMsg) []byte {
 		return f.b
 	}
 	lvl := int(c.tier.level.Load())
+	if f.sharp {
+		lvl = 0
+	}
 	if prev == 0 {
 		return tiered(f, f.b, lvl)
 	}
