@@ -138,7 +138,8 @@ func (t *hubTiles) moveOf(f browser.Frame) image.Point {
 }
 
 // addTiles makes msg carry f's update from the previous frame, if any
-// client takes tiles and the update is smaller than the frame.
+// client takes tiles and the update is smaller than the frame. msg.hdr is
+// f's header already (fanOut).
 func addTiles(t *hubTiles, f browser.Frame, msg *frameMsg) {
 	if t == nil {
 		return
@@ -150,7 +151,6 @@ func addTiles(t *hubTiles, f browser.Frame, msg *frameMsg) {
 		t.base, t.hist = 0, nil
 		return
 	}
-	msg.hdr = headerOf(f)
 	mv := t.moveOf(f)
 	start := time.Now()
 	u, err := t.enc.EncodeMoved(f.Data, mv)

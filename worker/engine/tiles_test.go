@@ -54,7 +54,7 @@ func TestFrameBytes(t *testing.T) {
 func TestAddTiles(t *testing.T) {
 	frame := func(seq uint64, caret int) (browser.Frame, *frameMsg) {
 		f := caretFrame(t, seq, caret)
-		return f, &frameMsg{seq: seq, b: encodeFrame(f)}
+		return f, &frameMsg{seq: seq, b: encodeFrame(f), hdr: headerOf(f)}
 	}
 	ht := newHubTiles(0)
 	steps := []struct {
@@ -176,7 +176,7 @@ func TestUnionTiles(t *testing.T) {
 		if width != 320 { // a resize
 			f = resized(t, f, width)
 		}
-		msgs[seq] = &frameMsg{seq: seq, b: encodeFrame(f)}
+		msgs[seq] = &frameMsg{seq: seq, b: encodeFrame(f), hdr: headerOf(f)}
 		addTiles(ht, f, msgs[seq])
 	}
 	// Frames 1..4: the caret at 10, 100, 200, 250 (tiles 0, 1, 3, 3).
