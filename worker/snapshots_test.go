@@ -261,6 +261,22 @@ func TestRestoreRecreatesBrowsers(t *testing.T) {
 	}
 }
 
+// aliceBrowser makes instance iid of app on w, owned by alice under epoch,
+// and alice's browser in it.
+func aliceBrowser(t *testing.T, w *Worker, app wire.App, iid string, epoch uint64) (*instance, *vbrowser) {
+	t.Helper()
+	ctx := context.Background()
+	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice", Epoch: epoch}); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := w.instances.get(iid)
+	vb, err := w.browsers.browserFor(ctx, in, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, vb
+}
+
 // A browser is snapshotted when it is made and after each navigation,
 // with its owner, grants, viewport, cookies and storage; a closed
 // browser's snapshot is removed.
@@ -269,14 +285,7 @@ func TestSnapshotsSavedAndRemoved(t *testing.T) {
 	w, app := snapWorker(t, "w-snap", snaps, time.Hour)
 	ctx := context.Background()
 	iid := "w-snap.snapsnapsnap"
-	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice", Epoch: 4}); err != nil {
-		t.Fatal(err)
-	}
-	in, _ := w.instances.get(iid)
-	vb, err := w.browsers.browserFor(ctx, in, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, vb := aliceBrowser(t, w, app, iid, 4)
 	testutil.Eventually(t, 10*time.Second, testutil.Cond("the first snapshot", func() bool { s, ok := snaps.get(iid, vb.id); return ok && s.URL == "https://example.test/" }))
 	vb.setGrant("bob", httpserve.RoleReaderWriter)
 	_ = vb.b.SetCookies(ctx, []browser.Cookie{{Name: "sid", Value: "1", Domain: "example.test", Path: "/"}})
@@ -302,14 +311,7 @@ func TestSnapshotInterval(t *testing.T) {
 	go func() { defer w.wg.Done(); w.snaps.Run(w.ctx, w.cfg.SnapshotInterval, w.instances.subjects) }()
 	ctx := context.Background()
 	iid := "w-tick.ticktickticktick"
-	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice"}); err != nil {
-		t.Fatal(err)
-	}
-	in, _ := w.instances.get(iid)
-	vb, err := w.browsers.browserFor(ctx, in, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, vb := aliceBrowser(t, w, app, iid, 0)
 	testutil.Eventually(t, 10*time.Second, testutil.Cond("a snapshot", func() bool { _, ok := snaps.get(iid, vb.id); return ok }))
 	// An owner's resize, as the hub hands it to the browser and its host.
 	if err := vb.b.Input(ctx, browser.InputEvent{Type: browser.InputResize, Width: 640, Height: 480}); err != nil {
@@ -327,16 +329,8 @@ func TestSnapshotInterval(t *testing.T) {
 func TestSnapshotAfterStateWrite(t *testing.T) {
 	snaps := newMemSnapshots()
 	w, app := snapWorker(t, "w-write", snaps, time.Hour)
-	ctx := context.Background()
 	iid := "w-write.writewritewrite"
-	if err := w.apps.CreateInstance(ctx, wire.CreateInstance{App: app, InstanceID: iid, Owner: "alice"}); err != nil {
-		t.Fatal(err)
-	}
-	in, _ := w.instances.get(iid)
-	vb, err := w.browsers.browserFor(ctx, in, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, vb := aliceBrowser(t, w, app, iid, 0)
 	rb := vb.b.(*recBrowser)
 	rb.setDraft("m3")
 	vb.snap.Touched() // typed: left for the periodic snapshot, an hour away
