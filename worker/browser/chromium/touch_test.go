@@ -220,35 +220,61 @@ func TestTouchPinchZooms(t *testing.T) {
 	// Spread around the button's middle, which stays about there.
 	a := func(x float64) browser.TouchPoint { return browser.TouchPoint{X: x, Y: 230, ID: 1} }
 	c := func(x float64) browser.TouchPoint { return browser.TouchPoint{X: x, Y: 230, ID: 2} }
-	touch(t, b, browser.TouchStart, a(150))
-	touch(t, b, browser.TouchStart, a(150), c(250))
-	for d := 50.0; d <= 150; d += 5 {
-		touch(t, b, browser.TouchMove, a(200-d), c(200+d))
-	}
-	touch(t, b, browser.TouchEnd, c(350))
-	touch(t, b, browser.TouchEnd)
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if s := eval[float64](t, b, "visualViewport.scale"); !(s > 1.2) {
-			return fmt.Errorf("visualViewport.scale %v after a pinch", s)
+	pinch := func() {
+		touch(t, b, browser.TouchStart, a(150))
+		touch(t, b, browser.TouchStart, a(150), c(250))
+		for d := 50.0; d <= 150; d += 5 {
+			touch(t, b, browser.TouchMove, a(200-d), c(200+d))
 		}
-		return nil
+		touch(t, b, browser.TouchEnd, c(350))
+		touch(t, b, browser.TouchEnd)
+	}
+	pinch()
+	pinches, last := 1, 0.0
+	testutil.Eventually(t, 30*time.Second, func() error {
+		s := eval[float64](t, b, "visualViewport.scale")
+		if s > 1.2 {
+			return nil
+		}
+		if s == last && pinches < 3 {
+			// Settled short of it: a busy Chromium took one pinch as a
+			// zoom to 1.13. Pinch again, from there.
+			pinch()
+			pinches++
+		}
+		last = s
+		return fmt.Errorf("visualViewport.scale %v after %d pinches", s, pinches)
 	})
 	fs := settled() // the zoomed page's frames: what the viewer sees
 	if f := fs[len(fs)-1]; f.DeviceWidth != 390 || size(f) != "780x1688" {
 		t.Fatalf("zoomed frame %s for %vx%v, want 780x1688 for 390x844", size(f), f.DeviceWidth, f.DeviceHeight)
 	}
 
-	// A point of the button off its middle, on the screen: its CSS
-	// position less the visual viewport's, times the zoom.
-	vv := eval[[]float64](t, b, "[visualViewport.offsetLeft, visualViewport.offsetTop, visualViewport.scale]")
-	onScreen := func(x, y float64) (float64, float64) { return (x - vv[0]) * vv[2], (y - vv[1]) * vv[2] }
-	x, y := onScreen(170, 240)
+	// A point of the button off its middle, on the screen: its client
+	// position less the visual viewport's, times the zoom. Where the zoom
+	// ends depends on how Chromium paced the fingers (a busy machine moved
+	// it 100 px down, the button off the screen): the button is brought
+	// into the visual viewport first if it is not there.
+	at := eval[[]float64](t, b, `(() => {
+  const btn = document.getElementById("btn"), v = visualViewport;
+  const r = btn.getBoundingClientRect(), x = r.left + 70, y = r.top + 40;
+  if (x < v.offsetLeft || x > v.offsetLeft + v.width || y < v.offsetTop || y > v.offsetTop + v.height) {
+    btn.scrollIntoView({block: "center", inline: "center"});
+  }
+  const q = btn.getBoundingClientRect();
+  return [q.left + 70, q.top + 40, v.offsetLeft, v.offsetTop, v.scale];
+})()`)
+	px, py, vv := at[0], at[1], at[2:]
+	if vv[2] < 1.2 {
+		t.Fatalf("the zoom is %v after bringing the button into view", vv[2])
+	}
+	x, y := (px-vv[0])*vv[2], (py-vv[1])*vv[2]
 	if x < 0 || x > 390 || y < 0 || y > 844 {
-		t.Fatalf("the zoom at %v moved the button off the screen (%v,%v): the test needs another", vv, x, y)
+		t.Fatalf("the button's point %v,%v is off the screen at %v (%v,%v)", px, py, vv, x, y)
 	}
 	pageLog(t, b)
 	tap(t, b, x, y)
-	waitClick(t, b, 170, 240)
+	waitClick(t, b, math.Round(px), math.Round(py))
 }
 
 // TestTouchWidePage: a phone shows a page without a mobile viewport laid
