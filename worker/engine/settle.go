@@ -24,8 +24,8 @@ type hubSettle struct {
 	// tried is the scroll the last restart was for: if its frame still
 	// shows another (a page whose frames report their scroll otherwise),
 	// no restart again until the page moves, or the check would loop.
-	tried  [2]float64
-	triedN int // restarts made (tried is unset while 0)
+	tried    [2]float64
+	hasTried bool // a restart was made: tried is set
 }
 
 // noteScroll (re)arms h's check after a frame or an input that may
@@ -61,9 +61,8 @@ func checkSettled(h *Hub) {
 		return
 	}
 	h.settle.mu.Lock()
-	again := h.settle.triedN > 0 && h.settle.tried == at
-	h.settle.tried = at
-	h.settle.triedN++
+	again := h.settle.hasTried && h.settle.tried == at
+	h.settle.tried, h.settle.hasTried = at, true
 	h.settle.mu.Unlock()
 	h.mu.Lock()
 	defer h.mu.Unlock()
