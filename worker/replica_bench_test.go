@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -123,4 +124,59 @@ func BenchmarkSharedStateAppendThroughput(b *testing.B) {
 	b.ReportMetric(n/tLocal.Seconds(), "local-appends/s")
 	b.ReportMetric(n/tRepl.Seconds(), "replicated-appends/s")
 	b.ReportMetric(tLocal.Seconds()/tRepl.Seconds(), "throughput-ratio")
+}
+
+// chatSnapshot is what a chat page's browser snapshot holds right after
+// its user sent a message: the page, its storage, the emptied draft with
+// the focus in it, and the scrolled message list.
+func chatSnapshot(bid string) *wire.BrowserSnapshot {
+	return &wire.BrowserSnapshot{ID: bid, Owner: "anon-1234", URL: "https://example.test/chat", Width: 1280, Height: 720,
+		Origin: "https://example.test", Local: map[string]string{"name": "anon-1234", "theme": "light"},
+		Cookies: []wire.SnapshotCookie{{Name: "sid", Value: "0123456789abcdef", Domain: "example.test", Path: "/"}},
+		Form: &wire.FormState{Fields: []wire.FormField{{Key: "#draft", Kind: wire.FieldValue}}, Focus: "#draft",
+			Selection: &wire.FormSelection{}, Scrolls: []wire.FormScroll{{Key: "#messages", Y: 4210}}}}
+}
+
+// BenchmarkSharedStateAppendWithSnapshots: what a browser snapshot per
+// acknowledged write (failover.Snapshots.Wrote) costs the master. Batches
+// of 16 users each posting one chat message, with the master's
+// acknowledgement: the appends alone, then each append followed by its
+// browser's snapshot save (as the worker sends it, one SaveBrowser call;
+// in the worker it runs after the acknowledgement, off the write's path).
+// A batch ends when the master has stored everything it was sent, so
+// messages/s is what the master absorbs.
+func BenchmarkSharedStateAppendWithSnapshots(b *testing.B) {
+	const writers = 16
+	w, in, _ := benchStateCluster(b)
+	states := contract.InstanceStateClient{C: w.client}
+	iid, epoch := in.info.ID, in.epoch()
+	batch := func(snapshots bool) time.Duration {
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Go(func() {
+				benchAppend(b, w, in)
+				if !snapshots {
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := states.SaveBrowser(ctx, wire.SaveBrowser{Instance: iid, Epoch: epoch,
+					Snapshot: chatSnapshot(fmt.Sprintf("b-%02d", i))}); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(t0)
+	}
+	var tAlone, tSnap time.Duration
+	for b.Loop() {
+		tAlone += batch(false)
+		tSnap += batch(true)
+	}
+	n := float64(b.N * writers)
+	b.ReportMetric(n/tAlone.Seconds(), "appends-alone/s")
+	b.ReportMetric(n/tSnap.Seconds(), "appends-with-snapshots/s")
+	b.ReportMetric(tAlone.Seconds()/tSnap.Seconds(), "throughput-ratio")
 }
