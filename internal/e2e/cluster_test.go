@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -269,6 +270,9 @@ func (c *cluster) shutdown() {
 	c.mu.Lock()
 	procs := append([]*proc(nil), c.procs...)
 	c.mu.Unlock()
+	if c.t.Failed() {
+		dumpStuck(c.t, procs)
+	}
 	// The master first (it stops its proxies), so stopping workers do not
 	// hand their instances to each other; then the rest, newest first.
 	if c.master != nil && !c.master.exited() {
@@ -297,6 +301,45 @@ func (c *cluster) shutdown() {
 	for _, p := range procs {
 		p.log.Close()
 	}
+}
+
+// dumpStuck makes each live worker of a failed test print its goroutines
+// (SIGQUIT: Go's runtime dumps them to the log and exits) and logs those
+// blocked for a minute or more: a wedged lock or channel shows there,
+// where a log tail shows only that nothing happened.
+func dumpStuck(t *testing.T, procs []*proc) {
+	for _, p := range procs {
+		if !slices.Contains(p.cmd.Args, "worker") || p.exited() {
+			continue
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			continue
+		}
+		b, _ := os.ReadFile(p.log.Name())
+		if stuck := stuckGoroutines(string(b)); stuck != "" {
+			t.Logf("---- goroutines of %s blocked for a minute or more ----\n%s", p.name, stuck)
+		}
+	}
+}
+
+// stuckGoroutines is the goroutines of a Go traceback in log whose wait
+// is a minute or more ("goroutine 7 [sync.Mutex.Lock, 2 minutes]:").
+func stuckGoroutines(log string) string {
+	var out []string
+	for _, g := range strings.Split(log, "\n\n") {
+		g = strings.TrimSpace(g)
+		if i := strings.Index(g, "goroutine "); i >= 0 {
+			g = g[i:]
+			head, _, _ := strings.Cut(g, "\n")
+			if strings.HasSuffix(head, " minutes]:") {
+				out = append(out, g)
+			}
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
 
 func tail(path string, n int) string {
@@ -494,3 +537,29 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 // race-built too, and a race any of its processes reports fails the test
 // (races_test.go). CB_E2E_RACE_BINARY=0 builds it without, for speed.
 func raceBinary() bool { return testutil.Race && os.Getenv("CB_E2E_RACE_BINARY") != "0" }
+
+func TestStuckGoroutines(t *testing.T) {
+	log := `{"level":"debug","message":"client connected"}
+SIGQUIT: quit
+PC=0x4 m=0 sigcode=0
+
+goroutine 1 [select]:
+main.main()
+
+goroutine 7 [sync.Mutex.Lock, 2 minutes]:
+sync.(*Mutex).Lock(...)
+github.com/cloudbrowser-go/cloudbrowser/worker/engine.(*Hub).Serve(...)
+
+goroutine 9 [chan receive, 1 minutes]:
+main.wait()
+`
+	got := stuckGoroutines(log)
+	for _, tc := range []struct {
+		goroutine string
+		want      bool
+	}{{"goroutine 7 [sync.Mutex.Lock, 2 minutes]:", true}, {"goroutine 9 [chan receive, 1 minutes]:", true}, {"goroutine 1 [select]:", false}} {
+		if strings.Contains(got, tc.goroutine) != tc.want {
+			t.Errorf("%q in the stuck goroutines: %v, want %v\n%s", tc.goroutine, !tc.want, tc.want, got)
+		}
+	}
+}
