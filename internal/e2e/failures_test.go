@@ -154,7 +154,7 @@ func TestUpAndStatus(t *testing.T) {
 		_ = cmd.Process.Kill()
 		checkRaces(t) // up and its workers (TestMain catches what ends later)
 		if t.Failed() {
-			t.Logf("up log:\n%s", tail(logf.Name(), 80))
+			t.Logf("up log:\n%s", tail(logf.Name(), 0, 80))
 		}
 	}()
 	lines := make(chan string, 16)
