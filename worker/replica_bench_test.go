@@ -105,13 +105,7 @@ func BenchmarkSharedStateAppendThroughput(b *testing.B) {
 	w, inLocal, inRepl := benchStateCluster(b)
 	remote, local := w.replica.Store, newLocalReplica()
 	batch := func(in *instance) time.Duration {
-		t0 := time.Now()
-		var wg sync.WaitGroup
-		for range writers {
-			wg.Go(func() { benchAppend(b, w, in) })
-		}
-		wg.Wait()
-		return time.Since(t0)
+		return timeBatch(writers, func(int) { benchAppend(b, w, in) })
 	}
 	var tLocal, tRepl time.Duration
 	for b.Loop() {
@@ -151,24 +145,18 @@ func BenchmarkSharedStateAppendWithSnapshots(b *testing.B) {
 	states := contract.InstanceStateClient{C: w.client}
 	iid, epoch := in.info.ID, in.epoch()
 	batch := func(snapshots bool) time.Duration {
-		t0 := time.Now()
-		var wg sync.WaitGroup
-		for i := range writers {
-			wg.Go(func() {
-				benchAppend(b, w, in)
-				if !snapshots {
-					return
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				if err := states.SaveBrowser(ctx, wire.SaveBrowser{Instance: iid, Epoch: epoch,
-					Snapshot: chatSnapshot(fmt.Sprintf("b-%02d", i))}); err != nil {
-					b.Error(err)
-				}
-			})
-		}
-		wg.Wait()
-		return time.Since(t0)
+		return timeBatch(writers, func(i int) {
+			benchAppend(b, w, in)
+			if !snapshots {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := states.SaveBrowser(ctx, wire.SaveBrowser{Instance: iid, Epoch: epoch,
+				Snapshot: chatSnapshot(fmt.Sprintf("b-%02d", i))}); err != nil {
+				b.Error(err)
+			}
+		})
 	}
 	var tAlone, tSnap time.Duration
 	for b.Loop() {
@@ -179,4 +167,16 @@ func BenchmarkSharedStateAppendWithSnapshots(b *testing.B) {
 	b.ReportMetric(n/tAlone.Seconds(), "appends-alone/s")
 	b.ReportMetric(n/tSnap.Seconds(), "appends-with-snapshots/s")
 	b.ReportMetric(tAlone.Seconds()/tSnap.Seconds(), "throughput-ratio")
+}
+
+// timeBatch runs post(0) … post(n-1) at once and returns how long they
+// took together.
+func timeBatch(n int, post func(i int)) time.Duration {
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { post(i) })
+	}
+	wg.Wait()
+	return time.Since(t0)
 }

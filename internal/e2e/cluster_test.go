@@ -308,8 +308,8 @@ func (c *cluster) shutdown() {
 
 // dumpStuck makes each live worker of a failed test print its goroutines
 // (SIGQUIT: Go's runtime dumps them to the log and exits) and logs those
-// blocked for a minute or more: a wedged lock or channel shows there,
-// where a log tail shows only that nothing happened.
+// stuck on a lock or a channel send (stuckGoroutines): a wedged worker
+// shows there, where a log tail shows only that nothing happened.
 func dumpStuck(t *testing.T, procs []*proc) {
 	for _, p := range procs {
 		if !slices.Contains(p.cmd.Args, "worker") || p.exited() {
@@ -325,7 +325,7 @@ func dumpStuck(t *testing.T, procs []*proc) {
 			continue
 		}
 		b, _ := os.ReadFile(p.log.Name())
-		if stuck := stuckGoroutines(string(b)); stuck != "" {
+		if stuck := stuckGoroutines(string(b[min(p.dumpAt, int64(len(b))):])); stuck != "" {
 			t.Logf("---- goroutines of %s waiting for a lock or a channel send for a minute or more ----\n%s", p.name, stuck)
 		}
 	}
